@@ -1,0 +1,36 @@
+# The habits: make install / test / lint / bench; make plugin=NAME test for one plugin.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PLUGIN_DIRS := $(sort $(wildcard plugins/*))
+STAMP := $(VENV)/.installed
+plugin ?=
+PLUGIN_DIR := $(firstword $(wildcard plugins/$(plugin) plugins/slm-rerank-$(plugin)))
+
+.PHONY: install test lint bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml $(wildcard plugins/*/pyproject.toml)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]' $(foreach p,$(PLUGIN_DIRS),-e $(p))
+	touch $@
+
+test: install
+ifeq ($(plugin),)
+	$(BIN)/python -m pytest -q
+else
+	@test -n "$(PLUGIN_DIR)" || (echo "no plugin '$(plugin)' under plugins/" >&2; exit 2)
+	$(BIN)/python -m pytest -q $(PLUGIN_DIR)
+endif
+
+lint: install
+	$(BIN)/ruff check .
+
+bench: install
+	$(BIN)/python -m pip install -q -r tests/bench/requirements.txt
+	$(BIN)/python tests/bench/run.py $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) build *.egg-info plugins/*/*.egg-info

@@ -1,0 +1,17 @@
+"""slm-rerank: ranked file:line citations for a question about a codebase."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+__all__ = ["__version__", "hookimpl"]
+
+
+def __getattr__(name: str) -> Any:
+    # pluggy is imported on first use so that `slm-rerank --version` stays cheap.
+    if name == "hookimpl":
+        from slm_rerank.hookspecs import hookimpl
+
+        return hookimpl
+    raise AttributeError(f"module 'slm_rerank' has no attribute {name!r}")

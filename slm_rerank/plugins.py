@@ -1,0 +1,87 @@
+"""The plugin manager: hookspecs, entry-point loading, and which plugin is which."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import pluggy
+
+from slm_rerank import hookspecs
+
+ENTRY_POINT_GROUP = "slm_rerank"
+#: The plugin distributions this project ships; `slm-rerank plugins` hides them without --all.
+BUILTIN_DISTRIBUTIONS = frozenset(
+    {"slm-rerank-formatters", "slm-rerank-ripgrep", "slm-rerank-git"}
+)
+
+
+@dataclass
+class PluginInfo:
+    """One loaded (or failed) plugin, as `slm-rerank plugins` shows it."""
+
+    name: str
+    distribution: str | None = None
+    version: str | None = None
+    builtin: bool = False
+    hooks: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+def make_manager() -> pluggy.PluginManager:
+    """A plugin manager that knows the hooks and has no plugins yet (what tests start from)."""
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    return pm
+
+
+def load_entry_points(
+    pm: pluggy.PluginManager, disabled: Iterable[str] = ()
+) -> dict[str, PluginInfo]:
+    """Load every installed plugin of the entry-point group into ``pm``.
+
+    A plugin named in ``disabled`` (by entry-point or distribution name) is blocked before it
+    is imported. A plugin that fails to import is reported in its ``PluginInfo.error`` and
+    the others still load.
+    """
+    from importlib.metadata import entry_points
+
+    blocked = set(disabled)
+    infos: dict[str, PluginInfo] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        dist = ep.dist.name if ep.dist is not None else None
+        if ep.name in blocked or dist in blocked:
+            pm.set_blocked(ep.name)
+            continue
+        if pm.has_plugin(ep.name) or pm.is_blocked(ep.name):
+            continue
+        info = PluginInfo(
+            name=ep.name,
+            distribution=dist,
+            version=ep.dist.version if ep.dist is not None else None,
+            builtin=dist in BUILTIN_DISTRIBUTIONS,
+        )
+        infos[ep.name] = info
+        try:
+            pm.register(ep.load(), name=ep.name)
+        except Exception as exc:  # a broken plugin must not take the others down
+            info.error = f"{type(exc).__name__}: {exc}"
+            continue
+    pm.check_pending()
+    for name, info in infos.items():
+        plugin = pm.get_plugin(name)
+        if plugin is not None:
+            info.hooks = sorted(c.name for c in pm.get_hookcallers(plugin) or ())
+    return infos
+
+
+def report_load_errors(infos: dict[str, PluginInfo]) -> None:
+    """Say on stderr which plugins failed to load, one line each."""
+    for info in infos.values():
+        if info.error:
+            print(
+                f"slm-rerank: plugin '{info.name}' ({info.distribution}) failed to load and "
+                f"was skipped: {info.error}",
+                file=sys.stderr,
+            )

@@ -1,0 +1,73 @@
+"""What a query produces: ranked citations plus timings and any degradation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Bumped when a key of the JSON document changes meaning or disappears (docs/output.md).
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class Citation:
+    """One ranked place: a file's line range, with the scores that put it there."""
+
+    path: str
+    start_line: int
+    end_line: int
+    symbol: str | None
+    score: float
+    lexical_score: float
+    model_score: float | None = None
+    matched_terms: list[str] = field(default_factory=list)
+
+    @property
+    def location(self) -> str:
+        return f"{self.path}:{self.start_line}-{self.end_line}"
+
+
+@dataclass
+class Degraded:
+    """Why the result is less than was asked for (e.g. the model server did not answer)."""
+
+    reason: str
+
+
+@dataclass
+class Report:
+    """The whole answer to one query."""
+
+    query: str
+    root: str
+    mode: str
+    results: list[Citation] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    degraded: Degraded | None = None
+    #: things a person should know about (skipped files, unavailable sources); stderr only
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stable JSON document described in docs/output.md."""
+        return {
+            "version": SCHEMA_VERSION,
+            "query": self.query,
+            "root": self.root,
+            "mode": self.mode,
+            "results": [
+                {
+                    "rank": rank,
+                    "path": c.path,
+                    "start_line": c.start_line,
+                    "end_line": c.end_line,
+                    "symbol": c.symbol,
+                    "score": round(c.score, 4),
+                    "lexical_score": round(c.lexical_score, 4),
+                    "model_score": None if c.model_score is None else round(c.model_score, 4),
+                    "matched_terms": list(c.matched_terms),
+                }
+                for rank, c in enumerate(self.results, 1)
+            ],
+            "timings": {k: round(v, 1) for k, v in self.timings.items()},
+            "degraded": None if self.degraded is None else {"reason": self.degraded.reason},
+        }

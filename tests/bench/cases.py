@@ -1,0 +1,120 @@
+"""Benchmark cases (one JSON object a line) and the per-case, per-system results."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import metrics
+
+MODES = ("title", "query")
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    repo: str
+    base_commit: str
+    title: str
+    query: str
+    gold_files: tuple[str, ...]
+    gold_lines: dict[str, list[list[int]]]
+    set: str = ""
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> Case:
+        return cls(
+            id=obj["id"],
+            repo=obj["repo"],
+            base_commit=obj["base_commit"],
+            title=obj["title"],
+            query=obj["query"],
+            gold_files=tuple(obj["gold_files"]),
+            gold_lines={
+                path: [list(r) for r in ranges] for path, ranges in obj["gold_lines"].items()
+            },
+            set=obj.get("set", ""),
+        )
+
+    def text(self, mode: str) -> str:
+        """The query text of a mode: `title` is the issue's first line, `query` the whole issue."""
+        if mode == "title":
+            return self.title
+        if mode == "query":
+            return self.query
+        raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}")
+
+    def tree(self, trees: Path) -> Path:
+        """Where the materializer lays this case's tree: <owner>+<name>@<commit[:12]>."""
+        return trees / f"{self.repo.replace('/', '+')}@{self.base_commit[:12]}"
+
+
+def load_cases(path: Path) -> list[Case]:
+    return [
+        Case.from_json(json.loads(line)) for line in path.read_text().splitlines() if line.strip()
+    ]
+
+
+def tree_ready(tree: Path) -> bool:
+    """A tree is usable once the materializer has written its completion marker."""
+    return (tree / ".complete").is_file()
+
+
+@dataclass
+class Ranking:
+    """What one system returned for one query."""
+
+    paths: list[str]  # ranked files, best first, no duplicates
+    seconds: float  # the latency measured for this system
+    # For systems that cite lines: (path, start_line, end_line) in result order.
+    citations: list[tuple[str, int, int]] | None = None
+    error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CaseResult:
+    """One case, one query mode, one system: the ranking and its scores."""
+
+    case_id: str
+    repo: str
+    mode: str
+    system: str
+    paths: list[str]
+    citations: list[tuple[str, int, int]] | None
+    gold_rank: int | None  # 1-based rank of the first gold file, None if not in the list
+    hit1: bool
+    hit5: bool
+    hit10: bool
+    rr10: float
+    line_hit5: bool | None  # None for systems that only rank files
+    latency_ms: float
+    error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def score(case: Case, mode: str, system: str, ranking: Ranking) -> CaseResult:
+    gold = case.gold_files
+    paths = ranking.paths[:10]
+    line_hit5 = None
+    if ranking.citations is not None:
+        line_hit5 = metrics.line_hit(ranking.citations, case.gold_lines, k=5)
+    return CaseResult(
+        case_id=case.id,
+        repo=case.repo,
+        mode=mode,
+        system=system,
+        paths=paths,
+        citations=ranking.citations,
+        gold_rank=metrics.first_gold_rank(paths, gold),
+        hit1=metrics.hit_at(paths, gold, 1),
+        hit5=metrics.hit_at(paths, gold, 5),
+        hit10=metrics.hit_at(paths, gold, 10),
+        rr10=metrics.reciprocal_rank(paths, gold, 10),
+        line_hit5=line_hit5,
+        latency_ms=ranking.seconds * 1000.0,
+        error=ranking.error,
+        extra=ranking.extra,
+    )

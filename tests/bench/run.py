@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""Benchmark slm-rerank's fast mode against lexical baselines on SWE-bench issues.
+
+For each case (an issue with the files its fix changed) and each query mode (`title`: the
+issue's first line, `query`: the whole issue text), every system ranks the files of the
+case's tree; the runner scores file-level Hit@1/5/10 and MRR@10, line-level overlap for
+systems that cite lines, and latency, then prints markdown tables.
+
+    python tests/bench/run.py --repo psf/requests --systems bm25-all,rg-count
+    python tests/bench/run.py --out bench.md --json bench.json
+
+Needs the packages in tests/bench/requirements.txt; trees come from
+shared/bench/materialize.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import platform
+import sys
+import time
+from pathlib import Path
+
+from cases import MODES, Case, CaseResult, load_cases, score, tree_ready
+from report import render, summarize
+from systems import SYSTEMS, Runner, resolve_command
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_CASES = REPO_ROOT.parent / "shared" / "bench" / "swe-dev.jsonl"
+DEFAULT_TREES = Path.home() / ".cache" / "slm-rerank-bench" / "trees"
+DEFAULT_CMD = ".venv/bin/slm-rerank"
+
+
+def _csv(allowed: tuple[str, ...]):
+    def parse(value: str) -> list[str]:
+        items = [item.strip() for item in value.split(",") if item.strip()]
+        unknown = [item for item in items if item not in allowed]
+        if unknown or not items:
+            raise argparse.ArgumentTypeError(f"choose from {', '.join(allowed)}; got {value!r}")
+        return items
+
+    return parse
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--cases", type=Path, default=DEFAULT_CASES, help="cases JSONL")
+    ap.add_argument("--trees", type=Path, default=DEFAULT_TREES, help="materialized trees")
+    ap.add_argument("--modes", type=_csv(MODES), default=list(MODES), help="title,query")
+    ap.add_argument("--limit", type=int, help="first N cases (after --repo)")
+    ap.add_argument("--repo", help="only cases of this owner/name")
+    ap.add_argument("--systems", type=_csv(SYSTEMS), default=list(SYSTEMS), help=",".join(SYSTEMS))
+    ap.add_argument("--out", type=Path, help="write the markdown tables here")
+    ap.add_argument("--json", type=Path, help="write raw per-case results here")
+    ap.add_argument(
+        "--cmd", default=DEFAULT_CMD, help="slm-rerank command (relative paths from the repo root)"
+    )
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds per tool run")
+    return ap.parse_args(argv)
+
+
+def select_cases(cases: list[Case], repo: str | None, limit: int | None) -> list[Case]:
+    """Filter, cut, then order by tree so each tree is indexed once."""
+    chosen = [c for c in cases if repo is None or c.repo == repo]
+    if limit is not None:
+        chosen = chosen[:limit]
+    return sorted(chosen, key=lambda c: (c.repo, c.base_commit, c.id))
+
+
+def _rank_cell(result: CaseResult) -> str:
+    if result.error:
+        return "ERR"
+    return "-" if result.gold_rank is None else str(result.gold_rank)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    cases = select_cases(load_cases(args.cases), args.repo, args.limit)
+    systems: list[str] = args.systems
+    modes: list[str] = args.modes
+    log = sys.stderr
+
+    runner = Runner(timeout=args.timeout)
+    notes: list[str] = []
+    if "fast" in systems:
+        runner.tool_argv = resolve_command(args.cmd, REPO_ROOT)
+        if runner.tool_argv is None:
+            note = f"`fast` left out: slm-rerank command not found ({args.cmd})"
+            print(note, file=log)
+            notes.append(note)
+            systems = [s for s in systems if s != "fast"]
+    if not systems:
+        print("no system to run", file=log)
+        return 2
+
+    runnable: list[tuple[Case, Path]] = []
+    skipped: list[str] = []
+    for case in cases:
+        tree = case.tree(args.trees)
+        if tree_ready(tree):
+            runnable.append((case, tree))
+        else:
+            state = "incomplete" if tree.exists() else "missing"
+            print(f"skip {case.id}: tree {state} at {tree}", file=log)
+            skipped.append(case.id)
+    if skipped:
+        notes.append(f"{len(skipped)} cases skipped, tree missing: {', '.join(skipped)}")
+
+    results: list[CaseResult] = []
+    started = time.perf_counter()
+    try:
+        for number, (case, tree) in enumerate(runnable, start=1):
+            cells = []
+            for mode in modes:
+                ranks = []
+                for system in systems:
+                    result = score(case, mode, system, runner.rank(system, case, tree, mode))
+                    results.append(result)
+                    ranks.append(f"{system}={_rank_cell(result)}")
+                cells.append(f"{mode}: {' '.join(ranks)}")
+            print(
+                f"[{number}/{len(runnable)}] {case.id}  {' | '.join(cells)}", file=log, flush=True
+            )
+    finally:
+        runner.close()
+    elapsed = time.perf_counter() - started
+
+    preamble = [
+        "# slm-rerank benchmark",
+        "",
+        f"Cases: {len(runnable)} of {len(cases)} selected from `{args.cases.name}`"
+        + (f" (repo {args.repo})" if args.repo else "")
+        + f"; systems: {', '.join(systems)}; run took {elapsed:.0f} s"
+        f" on {platform.machine()}, Python {platform.python_version()}.",
+        *[f"- {note}" for note in notes],
+    ]
+    text = render(results, systems, modes, runner.builds, preamble)
+    print(text)
+    if args.out:
+        args.out.write_text(text, encoding="utf-8")
+    if args.json:
+        payload = {
+            "cases_file": str(args.cases),
+            "trees": str(args.trees),
+            "systems": systems,
+            "modes": modes,
+            "command": runner.tool_argv,
+            "skipped": skipped,
+            "elapsed_s": elapsed,
+            "summaries": [
+                dataclasses.asdict(summarize(results, s, m)) for m in modes for s in systems
+            ],
+            "index_builds": [dataclasses.asdict(b) for b in runner.builds],
+            "results": [dataclasses.asdict(r) for r in results],
+        }
+        args.json.write_text(json.dumps(_finite(payload), indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+def _finite(value: object) -> object:
+    """The value with NaN floats (empty aggregates) as null, so the JSON is standard."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
+
+
+if __name__ == "__main__":
+    sys.exit(main())
