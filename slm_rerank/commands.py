@@ -112,7 +112,7 @@ def search(query: str | None, query_file: str | None, paths: tuple[str, ...], ro
            caller: str | None, verbose: bool) -> None:
     """Rank the places in a repository that answer QUERY (the default command)."""
     from slm_rerank import usage
-    from slm_rerank.search import SearchError, SearchRequest, run_search
+    from slm_rerank.search import QueryError, SearchError, SearchRequest, run_search
 
     text = _read_query(query, query_file)
     if not text.strip():
@@ -132,10 +132,12 @@ def search(query: str | None, query_file: str | None, paths: tuple[str, ...], ro
         cache_dir = ensure_writable(cache_path(settings))
         piped = [] if query_file == "-" else _stdin_paths()
         request = SearchRequest(
-            query=text, root=root, paths=[*paths, *piped], fast=fast,
+            query=text, root=root, paths=list(paths), piped_paths=piped, fast=fast,
             top_k=settings.top_k, chunks=settings.chunks, cache_dir=cache_dir,
         )
         report = run_search(request, host)
+    except QueryError as exc:
+        raise click.UsageError(str(exc)) from None
     except (ConfigError, RegistrationError, SearchError) as exc:
         fail(str(exc))
         return

@@ -1,0 +1,173 @@
+"""Tier-1 lexical scores: for whole files from path and body evidence, then per chunk.
+
+A term that names the file or a symbol the chunk declares counts most, then a directory
+match, then mentions in the body (saturating, BM25-like, weighted by rarity). Tests and docs
+rank below implementations unless the query is about them.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+from slm_rerank.filetypes import is_doc_path, is_test_path
+from slm_rerank.registrations import SourceHits
+from slm_rerank.slicing import Chunk
+from slm_rerank.terms import QueryTerms, Term, light, split_identifier
+
+NAMES_FILE = 4.0
+NAME_TOKEN = 2.0
+DIRECTORY = 1.0
+NAMED_PATH = 6.0
+DECLARES = 3.0
+ENCLOSING = 1.0
+SATURATION = 1.2
+TEST_FACTOR = 0.5
+DOC_FACTOR = 0.6
+
+
+def _key(word: str) -> str:
+    return light(re.sub(r"[^a-z0-9]", "", word.lower()))
+
+
+@dataclass
+class FileEvidence:
+    """Why a file is a candidate: path and body evidence, before chunks are looked at."""
+
+    path: str
+    path_score: float = 0.0
+    body_score: float = 0.0
+    factor: float = 1.0
+    matched: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def score(self) -> float:
+        return (self.path_score + self.body_score) * self.factor
+
+
+@dataclass
+class ScoredChunk:
+    path: str
+    chunk: Chunk
+    score: float
+    matched: list[str]
+
+
+def idf(df: int, n_files: int) -> float:
+    return math.log(1.0 + (n_files - df + 0.5) / (df + 0.5))
+
+
+def saturate(tf: int) -> float:
+    return tf / (tf + SATURATION) if tf > 0 else 0.0
+
+
+@dataclass
+class TermStats:
+    """Rarity of each term over the files in scope."""
+
+    weights: dict[str, float]  # literal -> term weight * idf
+
+    @classmethod
+    def from_hits(cls, terms: QueryTerms, hits: SourceHits) -> TermStats:
+        n = max(1, len(hits.files))
+        df: dict[str, int] = {}
+        for counts in hits.body_counts.values():
+            for literal in counts:
+                df[literal] = df.get(literal, 0) + 1
+        return cls({t.literal: t.weight * idf(df.get(t.literal, 0), n) for t in terms.terms})
+
+
+def _path_parts(path: str) -> tuple[str, set[str], set[str]]:
+    p = PurePosixPath(path)
+    stem_name = p.name.split(".")[0] if not p.name.startswith(".") else p.name
+    name_tokens = {light(tok) for tok in split_identifier(stem_name)}
+    dir_tokens = {light(tok) for part in p.parts[:-1] for tok in split_identifier(part)}
+    return _key(stem_name), name_tokens, dir_tokens
+
+
+def _names_path(path: str, named: list[str]) -> bool:
+    """True when a path from the query (a traceback frame, a file name) ends like ``path``."""
+    parts = PurePosixPath(path).parts
+    for mention in named:
+        wanted = PurePosixPath(mention.replace("\\", "/")).parts
+        k = min(len(wanted), len(parts), 3)
+        if k and parts[-k:] == wanted[-k:] and (k >= 2 or len(wanted) == 1):
+            return True
+    return False
+
+
+def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats) -> list[FileEvidence]:
+    """Every file with any evidence, best first (ties by path, so order never follows I/O)."""
+    out: list[FileEvidence] = []
+    for path in hits.files:
+        ev = FileEvidence(path)
+        name_key, name_tokens, dir_tokens = _path_parts(path)
+        for term in terms.terms:
+            weight = stats.weights[term.literal]
+            if _key(term.root) == name_key:
+                bonus = NAMES_FILE
+            elif term.light in name_tokens:
+                bonus = NAME_TOKEN
+            elif term.light in dir_tokens:
+                bonus = DIRECTORY
+            else:
+                continue
+            ev.path_score += weight * bonus
+            ev.matched[term.root] = ev.matched.get(term.root, 0.0) + weight * bonus
+        if terms.paths and _names_path(path, terms.paths):
+            ev.path_score += NAMED_PATH * max(stats.weights.values(), default=1.0)
+        counts = hits.body_counts.get(path)
+        if counts:
+            for term in terms.terms:
+                tf = counts.get(term.literal, 0)
+                if tf:
+                    gain = stats.weights[term.literal] * saturate(tf)
+                    ev.body_score += gain
+                    ev.matched[term.root] = ev.matched.get(term.root, 0.0) + gain
+        if not ev.matched and ev.path_score == 0:
+            continue
+        if is_test_path(path) and not terms.about_tests:
+            ev.factor = TEST_FACTOR
+        elif is_doc_path(path) and not terms.about_docs:
+            ev.factor = DOC_FACTOR
+        out.append(ev)
+    out.sort(key=lambda e: (-e.score, e.path))
+    return out
+
+
+def score_chunks(terms: QueryTerms, stats: TermStats, ev: FileEvidence, chunks: list[Chunk],
+                 lines: list[str]) -> list[ScoredChunk]:
+    """Each chunk's score: its file's evidence plus what the chunk itself declares and says."""
+    present: list[Term] = [t for t in terms.terms if t.root in ev.matched]
+    keys = {t.literal: _key(t.root) for t in present}
+    scored = []
+    for chunk in chunks:
+        text = "\n".join(lines[chunk.start_line - 1: chunk.end_line]).lower()
+        local = 0.0
+        matched: list[str] = []
+        declared = {_key(name) for name in chunk.defines}
+        enclosing = {_key(part) for part in (chunk.symbol or "").split(".")[:-1]}
+        for term in present:
+            weight = stats.weights[term.literal]
+            gain = 0.0
+            if keys[term.literal] in declared:
+                gain += DECLARES * weight
+            elif keys[term.literal] in enclosing:
+                gain += ENCLOSING * weight
+            tf = text.count(term.literal)
+            gain += weight * saturate(tf)
+            if gain:
+                local += gain
+                matched.append(term.root)
+        score = (ev.path_score + ev.body_score + local) * ev.factor
+        path_terms = [t for t in ev.matched if t not in matched and _in_path(t, ev.path)]
+        scored.append(ScoredChunk(ev.path, chunk, score, matched + path_terms))
+    return scored
+
+
+def _in_path(root: str, path: str) -> bool:
+    return light(root) in {light(tok) for tok in split_identifier(os.path.splitext(path)[0])} \
+        or _key(root) == _path_parts(path)[0]

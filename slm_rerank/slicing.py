@@ -1,0 +1,254 @@
+"""Slices a file into chunks with line ranges and the symbol each chunk belongs to.
+
+Python is sliced with the stdlib ``ast``; other languages with tree-sitter (through
+``tree-sitter-language-pack``, when installed); anything else, or a file that does not
+parse, in overlapping line windows.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: Bump when slicing changes, so that cached slices are not reused.
+SLICER_VERSION = "1"
+MAX_CHUNK_LINES = 120
+WINDOW_LINES = 60
+WINDOW_OVERLAP = 10
+MODULE_GAP_LINES = 60
+
+TREE_SITTER_LANGUAGES = {
+    ".js": "javascript", ".jsx": "javascript", ".mjs": "javascript", ".cjs": "javascript",
+    ".ts": "typescript", ".tsx": "tsx", ".go": "go", ".rs": "rust", ".java": "java",
+    ".c": "c", ".h": "c", ".cc": "cpp", ".cpp": "cpp", ".cxx": "cpp", ".hpp": "cpp",
+    ".hh": "cpp", ".rb": "ruby", ".php": "php", ".cs": "csharp", ".kt": "kotlin",
+    ".scala": "scala", ".swift": "swift", ".lua": "lua", ".pyx": "cython",
+}
+_DEF_WORDS = ("function", "method", "class", "struct", "interface", "impl", "enum", "trait",
+              "module", "namespace", "constructor")
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Lines ``start_line``..``end_line`` (1-based, inclusive) of a file."""
+
+    start_line: int
+    end_line: int
+    symbol: str | None = None
+    #: names this chunk declares (a function, a class, module-level assignments)
+    defines: tuple[str, ...] = ()
+
+
+@dataclass
+class _Def:
+    name: str
+    start: int
+    end: int
+    children: list[_Def] = field(default_factory=list)
+
+
+# --- Python --------------------------------------------------------------------------------
+
+
+def _python_defs(nodes: Iterable[ast.stmt]) -> tuple[list[_Def], dict[int, list[str]]]:
+    defs: list[_Def] = []
+    assigned: dict[int, list[str]] = {}
+    for node in nodes:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            children = _python_defs(node.body)[0] if isinstance(node, ast.ClassDef) else []
+            defs.append(_Def(node.name, start, node.end_lineno or node.lineno, children))
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [t.id for t in targets if isinstance(t, ast.Name)]
+            if names:
+                assigned.setdefault(node.lineno, []).extend(names)
+    return defs, assigned
+
+
+def _slice_python(text: str, lines: list[str]) -> list[Chunk] | None:
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    defs, assigned = _python_defs(tree.body)
+    return _chunks_from_defs(defs, lines, assigned)
+
+
+# --- tree-sitter ---------------------------------------------------------------------------
+
+
+def _tree_sitter_parser(language: str):  # type: ignore[no-untyped-def]
+    try:
+        from tree_sitter_language_pack import get_parser
+    except ImportError:
+        return None
+    try:
+        return get_parser(language)  # type: ignore[arg-type]
+    except Exception:  # unknown language, or a grammar that cannot be loaded here
+        return None
+
+
+def _ts_name(node) -> str | None:  # type: ignore[no-untyped-def]
+    name = node.child_by_field_name("name")
+    if name is None:
+        for child in node.children:
+            if child.type in ("identifier", "type_identifier", "property_identifier"):
+                name = child
+                break
+    if name is None or name.text is None:
+        return None
+    return name.text.decode("utf-8", "replace")
+
+
+def _ts_defs(node) -> list[_Def]:  # type: ignore[no-untyped-def]
+    defs: list[_Def] = []
+    for child in node.named_children:
+        kind = child.type
+        is_def = any(word in kind for word in _DEF_WORDS) and (
+            kind.endswith(("_definition", "_declaration", "_item", "_specifier"))
+            or kind in ("function", "method", "class")
+        )
+        name = _ts_name(child) if is_def else None
+        if name:
+            defs.append(_Def(name, child.start_point[0] + 1, child.end_point[0] + 1,
+                             _ts_defs(child)))
+        else:
+            defs.extend(_ts_defs(child))
+    return defs
+
+
+def _slice_tree_sitter(data: bytes, language: str, lines: list[str]) -> list[Chunk] | None:
+    parser = _tree_sitter_parser(language)
+    if parser is None:
+        return None
+    try:
+        tree = parser.parse(data)
+    except Exception:
+        return None
+    return _chunks_from_defs(_ts_defs(tree.root_node), lines, {})
+
+
+# --- chunks from definitions ---------------------------------------------------------------
+
+
+def _windows(start: int, end: int, symbol: str | None, defines: tuple[str, ...] = ()
+             ) -> list[Chunk]:
+    """Split ``start..end`` into windows; only the first declares ``defines``."""
+    if end - start + 1 <= MAX_CHUNK_LINES:
+        return [Chunk(start, end, symbol, defines)]
+    out = []
+    step = WINDOW_LINES - WINDOW_OVERLAP
+    first = True
+    for lo in range(start, end + 1, step):
+        hi = min(lo + WINDOW_LINES - 1, end)
+        out.append(Chunk(lo, hi, symbol, defines if first else ()))
+        first = False
+        if hi == end:
+            break
+    return out
+
+
+def _chunks_from_defs(defs: list[_Def], lines: list[str], assigned: dict[int, list[str]],
+                      prefix: str = "", lo: int = 1, hi: int | None = None) -> list[Chunk]:
+    hi = len(lines) if hi is None else hi
+    chunks: list[Chunk] = []
+    cursor = lo
+
+    def gap(until: int) -> None:
+        if until < cursor:
+            return
+        content = [ln.strip() for ln in lines[cursor - 1: until]]
+        # Blank lines and a stray comment between two definitions are not worth a chunk.
+        if sum(1 for ln in content if ln and not ln.startswith(("#", "//"))) == 0 and (
+            sum(1 for ln in content if ln) < 3
+        ):
+            return
+        names = tuple(n for line in range(cursor, until + 1) for n in assigned.get(line, ()))
+        chunks.extend(_windows(cursor, until, prefix.rstrip(".") or None, names))
+
+    for d in sorted(defs, key=lambda d: d.start):
+        if d.start < cursor:
+            continue  # nested inside a definition already taken
+        gap(d.start - 1)
+        symbol = prefix + d.name
+        big = d.end - d.start + 1 > MAX_CHUNK_LINES
+        if d.children and big:
+            first_child = min(c.start for c in d.children)
+            header_end = max(d.start, first_child - 1)
+            chunks.append(Chunk(d.start, header_end, symbol, (d.name,)))
+            chunks.extend(_chunks_from_defs(d.children, lines, {}, symbol + ".",
+                                            header_end + 1, d.end))
+        else:
+            chunks.extend(_windows(d.start, d.end, symbol, (d.name,)))
+        cursor = d.end + 1
+    gap(hi)
+    return [c for c in chunks if c.end_line >= c.start_line]
+
+
+def slice_text(name: str, data: bytes, text: str) -> list[Chunk]:
+    """Chunks of one file's content, by the best slicer for its kind."""
+    lines = text.splitlines() or [""]
+    suffix = os.path.splitext(name)[1].lower()
+    chunks: list[Chunk] | None = None
+    if suffix in (".py", ".pyi"):
+        chunks = _slice_python(text, lines)
+    elif suffix in TREE_SITTER_LANGUAGES:
+        chunks = _slice_tree_sitter(data, TREE_SITTER_LANGUAGES[suffix], lines)
+    if not chunks:
+        chunks = _windows(1, len(lines), None)
+    return chunks
+
+
+# --- the slice cache -----------------------------------------------------------------------
+
+
+def content_key(name: str, data: bytes) -> str:
+    """Cache key: the content hash, the slicer version, and the file's kind."""
+    digest = hashlib.blake2b(data, digest_size=16)
+    digest.update(f"\0{SLICER_VERSION}\0{os.path.splitext(name)[1].lower()}".encode())
+    return digest.hexdigest()
+
+
+class SliceCache:
+    """Chunk boundaries by content hash, as small JSON files under ``<cache>/chunks/``."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def _path(self, key: str) -> Path:
+        return self.folder / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> list[Chunk] | None:
+        try:
+            rows = json.loads(self._path(key).read_bytes())
+            return [Chunk(r[0], r[1], r[2], tuple(r[3])) for r in rows]
+        except (OSError, ValueError, TypeError, IndexError):
+            return None
+
+    def put(self, key: str, chunks: list[Chunk]) -> None:
+        path = self._path(key)
+        rows = [[c.start_line, c.end_line, c.symbol, list(c.defines)] for c in chunks]
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # Write then rename, so a concurrent reader never sees half a file.
+            fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+            with os.fdopen(fd, "w") as out:
+                json.dump(rows, out, separators=(",", ":"))
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a cache that cannot be written only costs speed
+
+    def slice(self, name: str, data: bytes, text: str) -> list[Chunk]:
+        key = content_key(name, data)
+        chunks = self.get(key)
+        if chunks is None:
+            chunks = slice_text(name, data, text)
+            self.put(key, chunks)
+        return chunks
