@@ -41,7 +41,8 @@ def search(query: SourceQuery) -> SourceHits:
     if terms:
         patterns = [arg for term in terms for arg in ("-e", term)]
         matching = subprocess.Popen(
-            [*base, "grep", "--untracked", "-I", "-i", "-F", "-o", "-z", "-H", "--no-line-number", "--no-color", *patterns, *specs],
+            [*base, "grep", "--untracked", "-I", "-i", "-F", "-o", "-z", "-H",
+             "--no-line-number", "--no-color", *patterns, *specs],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         )
     files_out, _ = listing.communicate()

@@ -1,0 +1,185 @@
+"""The command line as a user meets it: exit codes, one-line errors, the subcommands."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from slm_rerank.commands import cli
+
+BUILTINS = {"slm-rerank-formatters", "slm-rerank-ripgrep", "slm-rerank-git"}
+
+
+def run(*args: str, **kwargs) -> Result:  # type: ignore[no-untyped-def]
+    return CliRunner().invoke(cli, list(args), **kwargs)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "retry.py").write_text("def backoff(attempt):\n    return 2 ** attempt\n")
+    (root / "src" / "colour.py").write_text("RED = 'red'\n")
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    return root
+
+
+def test_an_unknown_flag_is_a_usage_error() -> None:
+    result = run("--bogus")
+    assert result.exit_code == 2
+    assert "No such option '--bogus'" in result.stderr
+
+
+def test_an_unknown_format_lists_the_available_ones(repo: Path) -> None:
+    result = run("-q", "retry", "--fast", "--root", str(repo), "--format", "yaml")
+    assert result.exit_code == 2
+    assert "unknown format 'yaml'" in result.stderr
+    assert "json, jsonl, markdown, text" in result.stderr
+
+
+def test_plugins_all_lists_every_builtin_distribution_as_json() -> None:
+    result = run("plugins", "--all", "--format", "json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert BUILTINS <= {row["distribution"] for row in rows}
+    by_dist = {row["distribution"]: row for row in rows}
+    assert by_dist["slm-rerank-ripgrep"]["registers"] == {
+        "register_candidate_sources": ["ripgrep"]}
+    assert by_dist["slm-rerank-formatters"]["version"] == "0.1.0"
+
+
+def test_plugins_without_all_hides_the_builtins() -> None:
+    result = run("plugins", "--format", "json")
+    assert result.exit_code == 0
+    assert not BUILTINS & {row["distribution"] for row in json.loads(result.stdout)}
+
+
+def test_config_show_prints_every_value_with_its_origin(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SLM_RERANK_CACHE_DIR", str(tmp_path / "c"))
+    (tmp_path / ".slm-rerank.toml").write_text("top_k = 4\n")
+    result = run("config", "show")
+    assert result.exit_code == 0, result.output
+    lines = {line.split()[0]: line for line in result.stdout.splitlines()}
+    assert lines["top_k"].endswith(f"# repo: {tmp_path.resolve() / '.slm-rerank.toml'}")
+    assert lines["cache_dir"].endswith("# env: SLM_RERANK_CACHE_DIR")
+    assert lines["format"].endswith("# default")
+    doc = json.loads(run("config", "show", "--format", "json").stdout)
+    assert doc["top_k"] == {"value": 4,
+                            "origin": f"repo: {tmp_path.resolve() / '.slm-rerank.toml'}"}
+
+
+def test_config_set_writes_the_user_file_or_the_repo_file(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from slm_rerank.config import user_config_path
+
+    monkeypatch.chdir(repo / "src")
+    assert run("config", "set", "top_k", "3").exit_code == 0
+    assert user_config_path().read_text() == "top_k = 3\n"
+    assert run("config", "set", "format", "json", "--repo").exit_code == 0
+    assert (repo / ".slm-rerank.toml").read_text() == 'format = "json"\n'
+    shown = json.loads(run("config", "show", "--format", "json").stdout)
+    assert shown["top_k"]["value"] == 3 and shown["format"]["value"] == "json"
+
+
+def test_config_set_of_an_unknown_key_is_a_usage_error() -> None:
+    result = run("config", "set", "colour", "red")
+    assert result.exit_code == 2
+    assert "unknown key 'colour'" in result.stderr
+
+
+def test_invalid_toml_is_a_one_line_error_naming_the_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".slm-rerank.toml").write_text("top_k = [\n")
+    result = run("config", "show")
+    assert result.exit_code == 1
+    assert result.stderr.count("\n") == 1
+    assert str(tmp_path.resolve() / ".slm-rerank.toml") in result.stderr
+
+
+def test_a_wrong_type_in_the_repo_file_stops_a_query(repo: Path) -> None:
+    (repo / ".slm-rerank.toml").write_text('chunks = "yes"\n')
+    result = run("-q", "retry", "--fast", "--root", str(repo))
+    assert result.exit_code == 1
+    assert "key 'chunks' must be true or false" in result.stderr
+
+
+def test_an_unwritable_cache_folder_is_named(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    monkeypatch.setenv("SLM_RERANK_CACHE_DIR", str(blocker / "cache"))
+    result = run("-q", "retry", "--fast", "--root", str(repo))
+    assert result.exit_code == 1
+    assert f"cache folder {blocker / 'cache'} is not writable" in result.stderr
+
+
+def test_a_plugin_that_raises_at_registration_stops_with_its_name(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.metadata.entry_points(group="slm_rerank")
+    extra = importlib.metadata.EntryPoint(
+        name="explosive", value="fake_plugins:RaisesWhileRegistering", group="slm_rerank")
+
+    def entry_points(group: str):  # type: ignore[no-untyped-def]
+        return [*real, extra]
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
+    result = run("-q", "retry", "--fast", "--root", str(repo))
+    assert result.exit_code == 1
+    assert "plugin 'explosive' raised while registering output formatters" in result.stderr
+    # the same plugin, disabled by name, no longer stops anything
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(repo / "cfg"))
+    (repo / "cfg" / "slm-rerank").mkdir(parents=True)
+    (repo / "cfg" / "slm-rerank" / "config.toml").write_text('disabled_plugins = ["explosive"]\n')
+    assert run("-q", "retry", "--fast", "--root", str(repo)).exit_code == 0
+
+
+def test_a_query_is_logged_and_stats_summarise_by_caller(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLM_RERANK_CACHE_DIR", str(tmp_path / "cache"))
+    for caller in ("cli", "mcp", "mcp"):
+        assert run("-q", "retry backoff", "--fast", "--root", str(repo),
+                   "--caller", caller).exit_code == 0
+    lines = (tmp_path / "cache" / "usage.jsonl").read_text().splitlines()
+    entry = json.loads(lines[0])
+    assert entry["query"] == "retry backoff" and entry["caller"] == "cli"
+    assert entry["top_paths"] == ["src/retry.py"]
+    assert entry["latency_ms"] > 0
+    stats = json.loads(run("stats", "--format", "json").stdout)
+    assert stats["queries"] == 3
+    assert [(c["caller"], c["queries"]) for c in stats["by_caller"]] == [("cli", 1), ("mcp", 2)]
+
+
+def test_the_usage_log_keeps_only_the_first_500_characters(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLM_RERANK_CACHE_DIR", str(tmp_path / "cache"))
+    long_query = "retry " * 200
+    assert run("-q", long_query, "--fast", "--root", str(repo)).exit_code == 0
+    entry = json.loads((tmp_path / "cache" / "usage.jsonl").read_text())
+    assert entry["query"] == long_query[:500]
+
+
+def test_without_fast_the_lexical_result_says_it_is_degraded(repo: Path) -> None:
+    result = run("-q", "retry", "--root", str(repo), "--format", "json")
+    assert result.exit_code == 0
+    doc = json.loads(result.stdout)
+    assert doc["degraded"]["reason"].startswith("no model scorer is installed")
+    assert "degraded:" in result.stderr
+    fast = json.loads(run("-q", "retry", "--root", str(repo), "--format", "json",
+                          "--fast").stdout)
+    assert fast["degraded"] is None
+
+
+def test_version_is_printed() -> None:
+    from slm_rerank import __version__
+
+    result = run("--version")
+    assert result.exit_code == 0
+    assert __version__ in result.stdout

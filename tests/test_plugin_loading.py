@@ -1,0 +1,100 @@
+"""Entry-point loading: disabling, broken plugins, and check_pending."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import types
+
+import pluggy
+import pytest
+
+import slm_rerank
+from slm_rerank.plugins import load_entry_points, make_manager
+
+
+class FakeDist:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.version = "9.9"
+
+
+class FakeEntryPoint:
+    def __init__(self, name: str, dist: str, load) -> None:  # type: ignore[no-untyped-def]
+        self.name = name
+        self.dist = FakeDist(dist)
+        self._load = load
+        self.loaded = False
+
+    def load(self):  # type: ignore[no-untyped-def]
+        self.loaded = True
+        return self._load()
+
+
+def good_module() -> types.ModuleType:
+    module = types.ModuleType("good_plugin")
+
+    @slm_rerank.hookimpl
+    def register_scorers(register):  # type: ignore[no-untyped-def]
+        return None
+
+    module.register_scorers = register_scorers  # type: ignore[attr-defined]
+    return module
+
+
+def broken_module() -> types.ModuleType:
+    raise ImportError("No module named 'missing_dependency'")
+
+
+def misspelt_module() -> types.ModuleType:
+    module = types.ModuleType("misspelt_plugin")
+
+    @slm_rerank.hookimpl
+    def register_scorer(register):  # type: ignore[no-untyped-def]
+        return None
+
+    module.register_scorer = register_scorer  # type: ignore[attr-defined]
+    return module
+
+
+@pytest.fixture
+def entry_points(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    eps: list[FakeEntryPoint] = []
+
+    def fake(group: str):  # type: ignore[no-untyped-def]
+        assert group == "slm_rerank"
+        return list(eps)
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", fake)
+    return eps
+
+
+def test_a_plugin_that_fails_to_import_is_reported_and_the_others_load(entry_points) -> None:
+    entry_points += [FakeEntryPoint("broken", "slm-rerank-broken", broken_module),
+                     FakeEntryPoint("good", "slm-rerank-good", good_module)]
+    pm = make_manager()
+    infos = load_entry_points(pm)
+    assert infos["broken"].error == "ImportError: No module named 'missing_dependency'"
+    assert infos["good"].error is None
+    assert infos["good"].hooks == ["register_scorers"]
+    assert pm.has_plugin("good") and not pm.has_plugin("broken")
+
+
+def test_disabled_plugins_are_blocked_before_import(entry_points) -> None:
+    by_name = FakeEntryPoint("good", "slm-rerank-good", good_module)
+    by_dist = FakeEntryPoint("other", "slm-rerank-other", good_module)
+    entry_points += [by_name, by_dist]
+    pm = make_manager()
+    infos = load_entry_points(pm, disabled=["good", "slm-rerank-other"])
+    assert not by_name.loaded and not by_dist.loaded
+    assert infos == {}
+    assert pm.is_blocked("good") and pm.is_blocked("other")
+
+
+def test_a_misspelt_hook_is_a_loud_error(entry_points) -> None:
+    entry_points.append(FakeEntryPoint("typo", "slm-rerank-typo", misspelt_module))
+    with pytest.raises(pluggy.PluginValidationError, match="register_scorer"):
+        load_entry_points(make_manager())
+
+
+def test_hookimpl_is_reexported_from_the_package() -> None:
+    assert isinstance(slm_rerank.hookimpl, pluggy.HookimplMarker)
