@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import fake_plugins as fakes
 import pytest
 
-import fake_plugins as fakes
 from slm_rerank.config import Settings
 from slm_rerank.host import Host
 from slm_rerank.registrations import SourceQuery

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import slm_rerank_example
+
 from slm_rerank.report import Citation, Report
 from slm_rerank.testing import OutputFormatterContract
 
