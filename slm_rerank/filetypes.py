@@ -47,7 +47,8 @@ def is_test_path(path: str) -> bool:
         any(part.lower() in TEST_DIRS for part in p.parts[:-1])
         or name.startswith("test_") or name.startswith("tests.")
         or name.endswith(("_test.py", "_tests.py", ".test.js", ".spec.js", ".test.ts",
-                          ".spec.ts", "_test.go"))
+                          ".spec.ts", ".test.jsx", ".spec.jsx", ".test.tsx", ".spec.tsx",
+                          "_test.go"))
         or name == "conftest.py"
     )
 

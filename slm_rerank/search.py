@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from slm_rerank.config import repo_root
 from slm_rerank.filetypes import SNIFF_BYTES, content_reason, size_reason
@@ -132,6 +132,12 @@ def _candidates(evidence: list[FileEvidence]) -> list[FileEvidence]:
     return list(chosen.values())
 
 
+def _within(path: str, restrict: set[str]) -> bool:
+    """True when ``path`` or one of its parent folders is in ``restrict``."""
+    return path in restrict or any(str(parent) in restrict
+                                   for parent in PurePosixPath(path).parents)
+
+
 def run_search(request: SearchRequest, host: Host) -> Report:
     """Rank the chunks of ``request.root`` for ``request.query``, lexically."""
     clock = time.perf_counter
@@ -157,10 +163,11 @@ def run_search(request: SearchRequest, host: Host) -> Report:
         raise SearchError(f"candidate source '{source.name}' failed on {root}: "
                           f"{type(exc).__name__}: {exc}") from exc
     if restrict:
+        kept = [f for f in hits.files if _within(f, restrict)]
+        keep = set(kept)
         hits = SourceHits(
-            files=[f for f in hits.files if f in restrict or any(
-                f.startswith(r.rstrip("/") + "/") for r in restrict)],
-            body_counts={p: c for p, c in hits.body_counts.items() if p in restrict},
+            files=kept,
+            body_counts={p: c for p, c in hits.body_counts.items() if p in keep},
         )
     timings["sources_ms"] = (clock() - mark) * 1000
     if not hits.files:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 #: Bump when slicing changes, so that cached slices are not reused.
-SLICER_VERSION = "1"
+SLICER_VERSION = "2"
 MAX_CHUNK_LINES = 120
 WINDOW_LINES = 60
 WINDOW_OVERLAP = 10
@@ -111,10 +111,10 @@ def _ts_defs(node) -> list[_Def]:  # type: ignore[no-untyped-def]
     defs: list[_Def] = []
     for child in node.named_children:
         kind = child.type
-        is_def = any(word in kind for word in _DEF_WORDS) and (
+        is_def = (any(word in kind for word in _DEF_WORDS) and (
             kind.endswith(("_definition", "_declaration", "_item", "_specifier"))
             or kind in ("function", "method", "class")
-        )
+        )) or kind == "type_spec"  # Go: `type Client struct {...}` names its type in a spec
         name = _ts_name(child) if is_def else None
         if name:
             defs.append(_Def(name, child.start_point[0] + 1, child.end_point[0] + 1,

@@ -47,21 +47,24 @@ def search(query: SourceQuery) -> SourceHits:
         )
     files_out, _ = listing.communicate()
     # ls-files lists a file once per merge stage and keeps deleted-but-tracked files.
-    files = [f for f in dict.fromkeys(split_file_list(files_out))
-             if _small_enough(query.root / f, query.max_filesize)]
+    # Huge files are listed (so a file named after the query can be reported as skipped),
+    # but their matches are not counted: files larger than max_filesize are not searched.
+    sizes = {f: _size(query.root / f) for f in dict.fromkeys(split_file_list(files_out))}
+    files = [f for f, size in sizes.items() if size is not None]
     hits = SourceHits(files=files)
     if matching is not None:
         match_out, _ = matching.communicate()
-        keep = set(files)
+        keep = {f for f in files if (sizes[f] or 0) <= query.max_filesize}
         hits.body_counts = {p: c for p, c in count_terms(match_out, terms).items() if p in keep}
     return hits
 
 
-def _small_enough(path: Path, limit: int) -> bool:
+def _size(path: Path) -> int | None:
+    """A regular file's size; None for a deleted file, a directory or a broken symlink."""
     try:
-        return path.is_file() and path.stat().st_size <= limit
+        return path.stat().st_size if path.is_file() else None
     except OSError:
-        return False
+        return None
 
 
 @slm_rerank.hookimpl

@@ -32,7 +32,7 @@ def unavailable(root: Path) -> str | None:
 
 
 def _scope_args(query: SourceQuery) -> list[str]:
-    args = [f"--max-filesize={query.max_filesize}"]
+    args: list[str] = []
     for glob in query.globs:
         args += ["-g", glob]
     args.append("--")
@@ -45,17 +45,22 @@ def search(query: SourceQuery) -> SourceHits:
     if rg is None:
         raise RuntimeError(unavailable(query.root))
     scope = _scope_args(query)
-    # Listing and matching run side by side: two processes, one wait.
+    # Listing and matching run side by side: two processes, one wait. Huge files are listed
+    # (so a file named after the query can be reported as skipped) but never searched.
+    # stdin is /dev/null: given no paths, rg reads a piped stdin instead of the tree.
     listing = subprocess.Popen([rg, "--files", "--null", *scope], cwd=query.root,
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL)
     matching = None
     terms = order_for_search(query.terms)
     if terms:
         patterns = [arg for term in terms for arg in ("-e", term)]
         matching = subprocess.Popen(
             [rg, "-o", "-i", "-F", "--null", "--no-line-number", "--with-filename",
-             "--no-heading", "--color=never", "--no-messages", *patterns, *scope],
-            cwd=query.root, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+             "--no-heading", "--color=never", "--no-messages",
+             f"--max-filesize={query.max_filesize}", *patterns, *scope],
+            cwd=query.root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
         )
     files_out, _ = listing.communicate()
     hits = SourceHits(files=split_file_list(files_out))
