@@ -15,6 +15,18 @@ _GENERATED = re.compile(rb"@generated|auto-?generated|this file (?:is|was|has be
                         rb"(?:automatically )?generated|code generated .* do not edit",
                         re.IGNORECASE)
 DOC_SUFFIXES = frozenset({".md", ".rst", ".txt", ".adoc", ".rdoc"})
+#: Extensions of program source; other text (docs, config, data, catalogs) ranks lower.
+SOURCE_SUFFIXES = frozenset({
+    ".py", ".pyi", ".pyx", ".pxd", ".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".hh", ".m",
+    ".mm", ".js", ".jsx", ".mjs", ".cjs", ".ts", ".tsx", ".go", ".rs", ".java", ".kt",
+    ".kts", ".scala", ".rb", ".php", ".cs", ".fs", ".swift", ".lua", ".pl", ".pm", ".r",
+    ".jl", ".ex", ".exs", ".erl", ".hs", ".ml", ".clj", ".dart", ".zig", ".nim", ".sh",
+    ".bash", ".zsh", ".ps1", ".sql", ".vue", ".svelte", ".el", ".vim", ".f90", ".f",
+})
+CHANGELOG_NAMES = re.compile(r"^(changes|changelog|history|news|whats-?new|release-?notes)"
+                             r"(\.|$|[-_])", re.IGNORECASE)
+#: A third-party library copied in with its version in the name (jquery-3.5.1.js).
+_VENDORED = re.compile(r"[-.]\d+\.\d+(\.\d+)?(\.min)?\.(js|css)$")
 TEST_DIRS = frozenset({"test", "tests", "testing", "__tests__", "spec", "specs"})
 DOC_DIRS = frozenset({"doc", "docs", "documentation", "examples", "example"})
 
@@ -56,11 +68,19 @@ def is_test_path(path: str) -> bool:
     )
 
 
+def is_source_path(path: str) -> bool:
+    """Program source, judged by extension; a versioned vendored library is not ours."""
+    p = PurePosixPath(path)
+    return p.suffix.lower() in SOURCE_SUFFIXES and not _VENDORED.search(p.name.lower())
+
+
 def is_doc_path(path: str) -> bool:
     p = PurePosixPath(path)
     name = p.name.lower()
     if name == "cmakelists.txt" or name.startswith("requirements"):
         return False
+    if CHANGELOG_NAMES.match(p.name):
+        return True
     return p.suffix.lower() in DOC_SUFFIXES or any(
         part.lower() in DOC_DIRS for part in p.parts[:-1]
     )

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from slm_rerank.filetypes import is_doc_path, is_test_path
+from slm_rerank.filetypes import is_doc_path, is_source_path, is_test_path
 from slm_rerank.registrations import SourceHits
 from slm_rerank.slicing import Chunk
 from slm_rerank.terms import QueryTerms, Term, light, split_identifier
@@ -26,7 +26,11 @@ DECLARES = 3.0
 ENCLOSING = 1.0
 SATURATION = 1.2
 TEST_FACTOR = 0.5
-DOC_FACTOR = 0.6
+DOC_FACTOR = 0.4
+#: configuration, data, message catalogs: text that is neither source nor docs
+OTHER_FACTOR = 0.4
+#: BM25's length normalisation: 0 ignores file size, 1 divides by it fully
+LENGTH_B = 0.5
 
 
 def _key(word: str) -> str:
@@ -60,8 +64,22 @@ def idf(df: int, n_files: int) -> float:
     return math.log(1.0 + (n_files - df + 0.5) / (df + 0.5))
 
 
-def saturate(tf: int) -> float:
-    return tf / (tf + SATURATION) if tf > 0 else 0.0
+def saturate(tf: int, length_ratio: float = 1.0) -> float:
+    """tf / (tf + k), where k grows with the file's size relative to the average."""
+    if tf <= 0:
+        return 0.0
+    return tf / (tf + SATURATION * (1.0 - LENGTH_B + LENGTH_B * length_ratio))
+
+
+def kind_factor(path: str, terms: QueryTerms) -> float:
+    """Tests, docs and other non-source text rank below implementations unless asked for."""
+    if is_test_path(path):
+        return 1.0 if terms.about_tests else TEST_FACTOR
+    if is_doc_path(path):
+        return 1.0 if terms.about_docs else DOC_FACTOR
+    if not is_source_path(path):
+        return OTHER_FACTOR
+    return 1.0
 
 
 @dataclass
@@ -99,8 +117,14 @@ def _names_path(path: str, named: list[str]) -> bool:
     return False
 
 
-def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats) -> list[FileEvidence]:
-    """Every file with any evidence, best first (ties by path, so order never follows I/O)."""
+def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats,
+                sizes: dict[str, int] | None = None) -> list[FileEvidence]:
+    """Every file with any evidence, best first (ties by path, so order never follows I/O).
+
+    ``sizes`` (bytes, for files with body matches) normalises term counts by file length.
+    """
+    sizes = sizes or {}
+    average = (sum(sizes.values()) / len(sizes)) if sizes else 1.0
     out: list[FileEvidence] = []
     for path in hits.files:
         ev = FileEvidence(path)
@@ -121,18 +145,16 @@ def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats) -> list[F
             ev.path_score += NAMED_PATH * max(stats.weights.values(), default=1.0)
         counts = hits.body_counts.get(path)
         if counts:
+            ratio = sizes.get(path, average) / average if average else 1.0
             for term in terms.terms:
                 tf = counts.get(term.literal, 0)
                 if tf:
-                    gain = stats.weights[term.literal] * saturate(tf)
+                    gain = stats.weights[term.literal] * saturate(tf, ratio)
                     ev.body_score += gain
                     ev.matched[term.root] = ev.matched.get(term.root, 0.0) + gain
         if not ev.matched and ev.path_score == 0:
             continue
-        if is_test_path(path) and not terms.about_tests:
-            ev.factor = TEST_FACTOR
-        elif is_doc_path(path) and not terms.about_docs:
-            ev.factor = DOC_FACTOR
+        ev.factor = kind_factor(path, terms)
         out.append(ev)
     out.sort(key=lambda e: (-e.score, e.path))
     return out

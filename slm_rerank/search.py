@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -123,6 +124,18 @@ def _read(root: Path, rel: str, limit: int) -> tuple[bytes | None, str | None]:
     return (None, reason) if reason else (data, None)
 
 
+def _sizes(root: Path, paths: Iterable[str]) -> dict[str, int]:
+    """Byte sizes of the files with body matches, for length normalisation."""
+    base = os.fsencode(root)
+    sizes = {}
+    for rel in paths:
+        try:
+            sizes[rel] = os.stat(os.path.join(base, os.fsencode(rel))).st_size
+        except OSError:
+            continue
+    return sizes
+
+
 def _candidates(evidence: list[FileEvidence]) -> list[FileEvidence]:
     chosen = {e.path: e for e in evidence[:CANDIDATE_FILES]}
     by_path = sorted((e for e in evidence if e.path_score > 0),
@@ -175,7 +188,7 @@ def run_search(request: SearchRequest, host: Host) -> Report:
 
     mark = clock()
     stats = TermStats.from_hits(terms, hits)
-    evidence = score_files(terms, hits, stats)
+    evidence = score_files(terms, hits, stats, _sizes(root, hits.body_counts))
     cache = SliceCache(request.cache_dir / "chunks") if request.cache_dir else None
     scored: list[ScoredChunk] = []
     for ev in _candidates(evidence):
