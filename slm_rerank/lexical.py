@@ -8,9 +8,9 @@ rank below implementations unless the query is about them.
 from __future__ import annotations
 
 import math
-import os
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import PurePosixPath
 
 from slm_rerank.filetypes import is_doc_path, is_source_path, is_test_path
@@ -33,6 +33,7 @@ OTHER_FACTOR = 0.4
 LENGTH_B = 0.5
 
 
+@lru_cache(maxsize=65536)
 def _key(word: str) -> str:
     return light(re.sub(r"[^a-z0-9]", "", word.lower()))
 
@@ -46,6 +47,8 @@ class FileEvidence:
     body_score: float = 0.0
     factor: float = 1.0
     matched: dict[str, float] = field(default_factory=dict)
+    #: the terms (as written in the query) that the path itself matches
+    path_terms: list[str] = field(default_factory=list)
 
     @property
     def score(self) -> float:
@@ -141,6 +144,7 @@ def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats,
                 continue
             ev.path_score += weight * bonus
             ev.matched[term.root] = ev.matched.get(term.root, 0.0) + weight * bonus
+            ev.path_terms.append(term.root)
         if terms.paths and _names_path(path, terms.paths):
             ev.path_score += NAMED_PATH * max(stats.weights.values(), default=1.0)
         counts = hits.body_counts.get(path)
@@ -185,11 +189,6 @@ def score_chunks(terms: QueryTerms, stats: TermStats, ev: FileEvidence, chunks: 
                 local += gain
                 matched.append(term.root)
         score = (ev.path_score + ev.body_score + local) * ev.factor
-        path_terms = [t for t in ev.matched if t not in matched and _in_path(t, ev.path)]
+        path_terms = [t for t in ev.path_terms if t not in matched]
         scored.append(ScoredChunk(ev.path, chunk, score, matched + path_terms))
     return scored
-
-
-def _in_path(root: str, path: str) -> bool:
-    return light(root) in {light(tok) for tok in split_identifier(os.path.splitext(path)[0])} \
-        or _key(root) == _path_parts(path)[0]
