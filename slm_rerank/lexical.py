@@ -101,12 +101,17 @@ class TermStats:
         return cls({t.literal: t.weight * idf(df.get(t.literal, 0), n) for t in terms.terms})
 
 
-def _path_parts(path: str) -> tuple[str, set[str], set[str]]:
-    p = PurePosixPath(path)
-    stem_name = p.name.split(".")[0] if not p.name.startswith(".") else p.name
-    name_tokens = {light(tok) for tok in split_identifier(stem_name)}
-    dir_tokens = {light(tok) for part in p.parts[:-1] for tok in split_identifier(part)}
-    return _key(stem_name), name_tokens, dir_tokens
+@lru_cache(maxsize=65536)
+def _tokens(part: str) -> frozenset[str]:
+    """Light-normalised tokens of one path component (folders repeat: cached)."""
+    return frozenset(light(tok) for tok in split_identifier(part))
+
+
+def _path_parts(path: str) -> tuple[str, frozenset[str], frozenset[str]]:
+    folder, _, name = path.rpartition("/")
+    stem_name = name.split(".")[0] if not name.startswith(".") else name
+    dir_tokens = frozenset().union(*(_tokens(part) for part in folder.split("/") if part))
+    return _key(stem_name), _tokens(stem_name), dir_tokens
 
 
 def _names_path(path: str, named: list[str]) -> bool:

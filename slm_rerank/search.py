@@ -18,7 +18,7 @@ from slm_rerank.slicing import SliceCache, slice_text
 from slm_rerank.terms import extract
 
 #: Files sliced and scored per query: the best by file evidence, plus the best by path alone.
-CANDIDATE_FILES = 100
+CANDIDATE_FILES = 50
 PATH_CANDIDATES = 20
 #: Above this many explicit paths, the source searches the root and results are filtered.
 MAX_PATH_ARGS = 200

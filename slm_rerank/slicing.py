@@ -11,7 +11,6 @@ import ast
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -237,6 +236,8 @@ class SliceCache:
         rows = [[c.start_line, c.end_line, c.symbol, list(c.defines)] for c in chunks]
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
+            import tempfile  # only on a cache miss: keeps it out of every start-up
+
             # Write then rename, so a concurrent reader never sees half a file.
             fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
             with os.fdopen(fd, "w") as out:
