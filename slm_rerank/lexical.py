@@ -16,7 +16,7 @@ from pathlib import PurePosixPath
 from slm_rerank.filetypes import is_doc_path, is_source_path, is_test_path
 from slm_rerank.registrations import SourceHits
 from slm_rerank.slicing import Chunk
-from slm_rerank.terms import QueryTerms, Term, light, split_identifier
+from slm_rerank.terms import QueryTerms, Term, light, searched_in_bodies, split_identifier
 
 NAMES_FILE = 4.0
 NAME_TOKEN = 2.0
@@ -98,7 +98,11 @@ class TermStats:
         for counts in hits.body_counts.values():
             for literal in counts:
                 df[literal] = df.get(literal, 0) + 1
-        return cls({t.literal: t.weight * idf(df.get(t.literal, 0), n) for t in terms.terms})
+        rarity = {t.literal: idf(df.get(t.literal, 0), n)
+                  for t in terms.terms if searched_in_bodies(t)}
+        # A path-only term has no document frequency: give it a typical rarity.
+        typical = sum(rarity.values()) / len(rarity) if rarity else 1.0
+        return cls({t.literal: t.weight * rarity.get(t.literal, typical) for t in terms.terms})
 
 
 @lru_cache(maxsize=65536)
@@ -188,8 +192,8 @@ def score_chunks(terms: QueryTerms, stats: TermStats, ev: FileEvidence, chunks: 
                 gain += DECLARES * weight
             elif keys[term.literal] in enclosing:
                 gain += ENCLOSING * weight
-            tf = text.count(term.literal)
-            gain += weight * saturate(tf)
+            if searched_in_bodies(term):
+                gain += weight * saturate(text.count(term.literal))
             if gain:
                 local += gain
                 matched.append(term.root)

@@ -94,6 +94,14 @@ class Term:
             self.literal = self.root if self.strong or len(self.stem) < 4 else self.stem
 
 
+#: Terms shorter than this (``io``, ``np``) match paths only, never bodies.
+MIN_BODY_LITERAL = 3
+
+
+def searched_in_bodies(term: Term) -> bool:
+    return len(term.literal) >= MIN_BODY_LITERAL
+
+
 @dataclass
 class QueryTerms:
     terms: list[Term] = field(default_factory=list)
@@ -103,7 +111,8 @@ class QueryTerms:
     about_docs: bool = False
 
     def literals(self) -> list[str]:
-        return list(dict.fromkeys(t.literal for t in self.terms))
+        """What to look for in file bodies: shorter literals match nearly everywhere."""
+        return list(dict.fromkeys(t.literal for t in self.terms if searched_in_bodies(t)))
 
 
 TEST_WORDS = frozenset({"test", "tests", "testing", "unittest", "testcase", "fixture",
