@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from pathlib import PurePosixPath
 
 SNIFF_BYTES = 8192
 LOCK_FILES = frozenset({"package-lock.json", "yarn.lock", "poetry.lock", "cargo.lock",
@@ -55,11 +54,17 @@ def content_reason(name: str, head: bytes, size: int) -> str | None:
     return None
 
 
+def _split(path: str) -> tuple[list[str], str, str]:
+    """Lower-cased folders, file name, and suffix of a POSIX path (str ops: called per file)."""
+    folder, _, name = path.lower().rpartition("/")
+    dot = name.rfind(".")
+    return (folder.split("/") if folder else []), name, (name[dot:] if dot > 0 else "")
+
+
 def is_test_path(path: str) -> bool:
-    p = PurePosixPath(path)
-    name = p.name.lower()
+    folders, name, _ = _split(path)
     return (
-        any(part.lower() in TEST_DIRS for part in p.parts[:-1])
+        any(part in TEST_DIRS for part in folders)
         or name.startswith("test_") or name.startswith("tests.")
         or name.endswith(("_test.py", "_tests.py", ".test.js", ".spec.js", ".test.ts",
                           ".spec.ts", ".test.jsx", ".spec.jsx", ".test.tsx", ".spec.tsx",
@@ -70,17 +75,14 @@ def is_test_path(path: str) -> bool:
 
 def is_source_path(path: str) -> bool:
     """Program source, judged by extension; a versioned vendored library is not ours."""
-    p = PurePosixPath(path)
-    return p.suffix.lower() in SOURCE_SUFFIXES and not _VENDORED.search(p.name.lower())
+    _, name, suffix = _split(path)
+    return suffix in SOURCE_SUFFIXES and not _VENDORED.search(name)
 
 
 def is_doc_path(path: str) -> bool:
-    p = PurePosixPath(path)
-    name = p.name.lower()
+    folders, name, suffix = _split(path)
     if name == "cmakelists.txt" or name.startswith("requirements"):
         return False
-    if CHANGELOG_NAMES.match(p.name):
+    if CHANGELOG_NAMES.match(name):
         return True
-    return p.suffix.lower() in DOC_SUFFIXES or any(
-        part.lower() in DOC_DIRS for part in p.parts[:-1]
-    )
+    return suffix in DOC_SUFFIXES or any(part in DOC_DIRS for part in folders)

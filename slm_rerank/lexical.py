@@ -11,7 +11,6 @@ import math
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import PurePosixPath
 
 from slm_rerank.filetypes import is_doc_path, is_source_path, is_test_path
 from slm_rerank.registrations import SourceHits
@@ -33,9 +32,12 @@ OTHER_FACTOR = 0.4
 LENGTH_B = 0.5
 
 
+_NOT_ALNUM = re.compile(r"[^a-z0-9]")
+
+
 @lru_cache(maxsize=65536)
 def _key(word: str) -> str:
-    return light(re.sub(r"[^a-z0-9]", "", word.lower()))
+    return light(_NOT_ALNUM.sub("", word.lower()))
 
 
 @dataclass
@@ -118,13 +120,12 @@ def _path_parts(path: str) -> tuple[str, frozenset[str], frozenset[str]]:
     return _key(stem_name), _tokens(stem_name), dir_tokens
 
 
-def _names_path(path: str, named: list[str]) -> bool:
+def _names_path(path: str, named: list[tuple[str, ...]]) -> bool:
     """True when a path from the query (a traceback frame, a file name) ends like ``path``."""
-    parts = PurePosixPath(path).parts
-    for mention in named:
-        wanted = PurePosixPath(mention.replace("\\", "/")).parts
+    parts = path.split("/")
+    for wanted in named:
         k = min(len(wanted), len(parts), 3)
-        if k and parts[-k:] == wanted[-k:] and (k >= 2 or len(wanted) == 1):
+        if k and tuple(parts[-k:]) == wanted[-k:] and (k >= 2 or len(wanted) == 1):
             return True
     return False
 
@@ -137,6 +138,7 @@ def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats,
     """
     sizes = sizes or {}
     average = (sum(sizes.values()) / len(sizes)) if sizes else 1.0
+    named = [tuple(p for p in m.replace("\\", "/").split("/") if p) for m in terms.paths]
     out: list[FileEvidence] = []
     for path in hits.files:
         ev = FileEvidence(path)
@@ -154,7 +156,7 @@ def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats,
             ev.path_score += weight * bonus
             ev.matched[term.root] = ev.matched.get(term.root, 0.0) + weight * bonus
             ev.path_terms.append(term.root)
-        if terms.paths and _names_path(path, terms.paths):
+        if named and _names_path(path, named):
             ev.path_score += NAMED_PATH * max(stats.weights.values(), default=1.0)
         counts = hits.body_counts.get(path)
         if counts:

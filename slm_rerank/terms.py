@@ -31,6 +31,7 @@ _FILE = re.compile(r"(?:[\w.-]+/)*[\w-]+\.(?:py|pyx|pyi|c|h|cc|cpp|hpp|js|jsx|ts
                    r"java|kt|cs|php|swift|m|scala|sh|toml|cfg|ini|yaml|yml|json|md|rst|txt)\b")
 _FRAME = re.compile(r'File "([^"]+)", line \d+, in ([A-Za-z_]\w*)')
 _BACKTICK = re.compile(r"`([^`\n]{1,80})`")
+_SEPARATORS = re.compile(r"[^A-Za-z0-9]+")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _SUFFIXES = ("ions", "ion", "ings", "ing", "ments",
              "ment", "ness", "ies", "es", "ed", "ly", "ers", "er", "s", "e")
@@ -59,7 +60,7 @@ def stem(word: str) -> str:
 def split_identifier(name: str) -> list[str]:
     """Parts of snake_case, camelCase and dotted names, lower-cased."""
     parts: list[str] = []
-    for piece in re.split(r"[^A-Za-z0-9]+", name):
+    for piece in _SEPARATORS.split(name):
         parts += [p.lower() for p in _CAMEL.findall(piece)]
     return [p for p in parts if p]
 
