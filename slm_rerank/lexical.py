@@ -11,6 +11,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import accumulate
 
 from slm_rerank.filetypes import is_doc_path, is_source_path, is_test_path
 from slm_rerank.registrations import SourceHits
@@ -176,13 +177,17 @@ def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats,
 
 
 def score_chunks(terms: QueryTerms, stats: TermStats, ev: FileEvidence, chunks: list[Chunk],
-                 lines: list[str]) -> list[ScoredChunk]:
+                 text: str) -> list[ScoredChunk]:
     """Each chunk's score: its file's evidence plus what the chunk itself declares and says."""
     present: list[Term] = [t for t in terms.terms if t.root in ev.matched]
     keys = {t.literal: _key(t.root) for t in present}
+    lowered = text.lower()
+    # offsets[i] is where line i + 1 starts, so a chunk is one slice of the lowered text
+    offsets = [0, *accumulate(len(line) for line in lowered.splitlines(keepends=True))]
+    last = len(offsets) - 1
     scored = []
     for chunk in chunks:
-        text = "\n".join(lines[chunk.start_line - 1: chunk.end_line]).lower()
+        body = lowered[offsets[min(chunk.start_line - 1, last)]: offsets[min(chunk.end_line, last)]]
         local = 0.0
         matched: list[str] = []
         declared = {_key(name) for name in chunk.defines}
@@ -195,7 +200,7 @@ def score_chunks(terms: QueryTerms, stats: TermStats, ev: FileEvidence, chunks: 
             elif keys[term.literal] in enclosing:
                 gain += ENCLOSING * weight
             if searched_in_bodies(term):
-                gain += weight * saturate(text.count(term.literal))
+                gain += weight * saturate(body.count(term.literal))
             if gain:
                 local += gain
                 matched.append(term.root)

@@ -198,7 +198,7 @@ def run_search(request: SearchRequest, host: Host) -> Report:
             continue
         text = data.decode("utf-8", "replace")
         chunks = cache.slice(ev.path, data, text) if cache else slice_text(ev.path, data, text)
-        scored.extend(score_chunks(terms, stats, ev, chunks, text.splitlines()))
+        scored.extend(score_chunks(terms, stats, ev, chunks, text))
     timings["rank_ms"] = (clock() - mark) * 1000
 
     scored.sort(key=lambda s: (-s.score, s.path, s.chunk.start_line))
