@@ -1,8 +1,7 @@
 """Shared helpers for the lexical-search tests: an isolated environment, trees, the CLI.
 
-Imported by ``tests/test_search_*.py``, ``test_terms.py``, ``test_slicing.py`` and
-``test_filetypes.py``; each of them calls ``isolate`` from an autouse fixture, so no test
-reads or writes the user's config or cache.
+``conftest.py`` calls ``isolate`` for every test, so no test reads or writes the user's
+config or cache.
 """
 
 from __future__ import annotations

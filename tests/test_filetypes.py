@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from search_fixtures import isolate  # noqa: E402
 
-from slm_rerank.filetypes import (  # noqa: E402
+from slm_rerank.filetypes import (
     content_reason,
     is_doc_path,
     is_test_path,
     size_reason,
 )
-
-
-@pytest.fixture(autouse=True)
-def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    isolate(monkeypatch, tmp_path)
 
 
 def reason(name: str, data: bytes) -> str | None:

@@ -9,21 +9,17 @@ import time
 from pathlib import Path
 
 import pytest
-import slm_rerank_git  # noqa: E402
-import slm_rerank_ripgrep  # noqa: E402
-from search_fixtures import cli, git_init, isolate, make_repo, write_tree  # noqa: E402
+import slm_rerank_git
+import slm_rerank_ripgrep
+from search_fixtures import cli, git_init, make_repo, write_tree
 
-from slm_rerank.config import Settings  # noqa: E402
-from slm_rerank.host import Host  # noqa: E402
-from slm_rerank.report import Report  # noqa: E402
-from slm_rerank.search import SearchRequest, run_search  # noqa: E402
+from slm_rerank.config import Settings
+from slm_rerank.host import Host
+from slm_rerank.report import Report
+from slm_rerank.search import SearchRequest, run_search
 
 NO_RG = {"SLM_RERANK_RG": "/nonexistent/rg"}
 
-
-@pytest.fixture(autouse=True)
-def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    isolate(monkeypatch, tmp_path)
 
 
 @pytest.fixture

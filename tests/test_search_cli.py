@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from search_fixtures import cli, isolate, make_repo, result_paths, search  # noqa: E402
+from search_fixtures import cli, make_repo, result_paths, search
 
 RETRY = """\
 import time
@@ -26,10 +26,6 @@ class RetryPolicy:
             call()
 """
 
-
-@pytest.fixture(autouse=True)
-def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    isolate(monkeypatch, tmp_path)
 
 
 @pytest.fixture
@@ -103,8 +99,8 @@ def test_chunks_lists_several_chunks_of_one_file(repo: Path) -> None:
 
 
 def test_the_slice_cache_lives_in_the_user_cache_folder_not_in_the_tree(
-        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    cache = isolate(monkeypatch, tmp_path)
+        repo: Path, isolated_home: Path) -> None:
+    cache = isolated_home
     before = sorted(str(p) for p in repo.rglob("*"))
 
     run = cli("-q", "retry", "--fast", cwd=repo)

@@ -4,15 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-from search_fixtures import isolate, make_repo, result_paths, search  # noqa: E402
+from search_fixtures import make_repo, result_paths, search
 
-from slm_rerank.search import MAX_PATH_ARGS  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    isolate(monkeypatch, tmp_path)
+from slm_rerank.search import MAX_PATH_ARGS
 
 
 def mentions(word: str, times: int) -> str:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from search_fixtures import isolate, make_repo, result_paths, search  # noqa: E402
+from search_fixtures import make_repo, result_paths, search
 
-from slm_rerank import slicing  # noqa: E402
-from slm_rerank.slicing import (  # noqa: E402
+from slm_rerank import slicing
+from slm_rerank.slicing import (
     MAX_CHUNK_LINES,
     WINDOW_LINES,
     WINDOW_OVERLAP,
@@ -16,11 +16,6 @@ from slm_rerank.slicing import (  # noqa: E402
     SliceCache,
     slice_text,
 )
-
-
-@pytest.fixture(autouse=True)
-def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    isolate(monkeypatch, tmp_path)
 
 
 def chunks_of(name: str, text: str) -> list[Chunk]:

@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-from search_fixtures import isolate  # noqa: E402
-
-from slm_rerank.terms import extract, light, split_identifier  # noqa: E402
+from slm_rerank.terms import extract, light, split_identifier
 
 BUG_REPORT = """\
 Saving a document crashes with a ValueError
@@ -22,10 +17,6 @@ ValueError: buffer overflow
 I think the parse_header helper in config.loader is involved.
 """
 
-
-@pytest.fixture(autouse=True)
-def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    isolate(monkeypatch, tmp_path)
 
 
 def weights(query: str) -> dict[str, float]:

@@ -55,7 +55,8 @@ def main() -> int:
     for name, value in medians.items():
         print(f"| `{name}` | {value:.1f} |")
     ratio = medians["slm-rerank --version"] / medians["python -c pass"]
-    print(f"\nratio `slm-rerank --version` / `python -c pass`: {ratio:.2f}x ({args.runs} runs each)")
+    print(f"\nratio `slm-rerank --version` / `python -c pass`: {ratio:.2f}x "
+          f"({args.runs} runs each)")
     if args.tree and args.query_file:
         query = [str(BIN / "slm-rerank"), "--query-file", str(args.query_file), "--fast",
                  "--root", str(args.tree), "--format", "json"]
