@@ -17,6 +17,7 @@ from slm_rerank.config import (
     KEYS,
     ConfigError,
     cache_path,
+    describe,
     ensure_writable,
     load_settings,
     repo_config_path,
@@ -212,7 +213,8 @@ def config_show(format_name: str) -> None:
         return
     values = {key: getattr(settings, key) for key in KEYS}
     if format_name == "json":
-        doc = {k: {"value": v, "origin": settings.origins[k]} for k, v in values.items()}
+        doc = {k: {"value": v, "origin": settings.origins[k], "help": describe(k)}
+               for k, v in values.items()}
         click.echo(json.dumps(doc, indent=2))
         return
     width = max(len(k) for k in KEYS)

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, get_type_hints
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -53,11 +53,12 @@ class Settings:
     origins: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
 
-_TYPES: dict[str, type] = {"format": str, "top_k": int, "chunks": bool, "sources": list,
-                           "max_file_bytes": int, "disabled_plugins": list, "cache_dir": str,
-                           "usage_log": bool}
-KEYS: tuple[str, ...] = tuple(f.name for f in fields(Settings) if f.name != "origins")
-assert set(KEYS) == set(_TYPES)
+#: key -> the plain type its values must have (str, int, bool or list), from the annotations
+_TYPES: dict[str, type] = {
+    name: getattr(hint, "__origin__", hint)
+    for name, hint in get_type_hints(Settings).items() if name != "origins"
+}
+KEYS: tuple[str, ...] = tuple(_TYPES)
 
 
 def describe(key: str) -> str:

@@ -20,7 +20,6 @@ SLICER_VERSION = "2"
 MAX_CHUNK_LINES = 120
 WINDOW_LINES = 60
 WINDOW_OVERLAP = 10
-MODULE_GAP_LINES = 60
 
 TREE_SITTER_LANGUAGES = {
     ".js": "javascript", ".jsx": "javascript", ".mjs": "javascript", ".cjs": "javascript",

@@ -72,7 +72,8 @@ def test_config_show_prints_every_value_with_its_origin(
     assert lines["format"].endswith("# default")
     doc = json.loads(run("config", "show", "--format", "json").stdout)
     assert doc["top_k"] == {"value": 4,
-                            "origin": f"repo: {tmp_path.resolve() / '.slm-rerank.toml'}"}
+                            "origin": f"repo: {tmp_path.resolve() / '.slm-rerank.toml'}",
+                            "help": "how many results to print"}
 
 
 def test_config_set_writes_the_user_file_or_the_repo_file(
