@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 plugin ?=
 PLUGIN_DIR := $(firstword $(wildcard plugins/$(plugin) plugins/slm-rerank-$(plugin)))
 
-.PHONY: install test lint bench clean
+.PHONY: install test lint bench bench-quick clean
 
 install: $(STAMP)
 
@@ -31,6 +31,9 @@ lint: install
 bench: install
 	$(BIN)/python -m pip install -q -r tests/bench/requirements.txt
 	$(BIN)/python tests/bench/run.py $(BENCH_ARGS)
+
+bench-quick: install
+	$(BIN)/python tests/bench/quick.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info plugins/*/*.egg-info
