@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "hookimpl"]
+__all__ = ["__version__", "hookimpl", "search"]
 
 
 def __getattr__(name: str) -> Any:
@@ -14,4 +14,8 @@ def __getattr__(name: str) -> Any:
         from slm_rerank.hookspecs import hookimpl
 
         return hookimpl
+    if name == "search":
+        from slm_rerank.api import search
+
+        return search
     raise AttributeError(f"module 'slm_rerank' has no attribute {name!r}")

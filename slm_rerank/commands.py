@@ -6,7 +6,6 @@ import json
 import os
 import stat
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,6 @@ from slm_rerank.config import (
     ConfigError,
     cache_path,
     describe,
-    ensure_writable,
     load_settings,
     repo_config_path,
     repo_root,
@@ -112,14 +110,13 @@ def search(query: str | None, query_file: str | None, paths: tuple[str, ...], ro
            fast: bool, top_k: int | None, chunks: bool | None, format_name: str | None,
            caller: str | None, verbose: bool) -> None:
     """Rank the places in a repository that answer QUERY (the default command)."""
-    from slm_rerank import usage
-    from slm_rerank.search import QueryError, SearchError, SearchRequest, run_search
+    from slm_rerank.api import search as run
+    from slm_rerank.pipeline import QueryError, SearchError
 
     text = _read_query(query, query_file)
     if not text.strip():
         raise click.UsageError("the query is empty")
     flags = {"top_k": top_k, "chunks": chunks, "format": format_name}
-    started = time.perf_counter()
     try:
         host = Host.from_environment(start=root or Path.cwd(), flags=flags)
         settings = host.settings
@@ -130,32 +127,22 @@ def search(query: str | None, query_file: str | None, paths: tuple[str, ...], ro
                 f"unknown format '{settings.format}' (from {settings.origins['format']}); "
                 f"available: {available}"
             )
-        cache_dir = ensure_writable(cache_path(settings))
-        piped = [] if query_file == "-" else _stdin_paths()
-        request = SearchRequest(
-            query=text, root=root, paths=list(paths), piped_paths=piped, fast=fast,
-            top_k=settings.top_k, chunks=settings.chunks, cache_dir=cache_dir,
+        report = run(
+            text, root, paths=paths, fast=fast, host=host,
+            piped_paths=[] if query_file == "-" else _stdin_paths(),
+            caller=caller or os.environ.get("SLM_RERANK_CALLER", "cli"),
         )
-        report = run_search(request, host)
     except QueryError as exc:
         raise click.UsageError(str(exc)) from None
     except (ConfigError, RegistrationError, SearchError) as exc:
         fail(str(exc))
         return
-    if verbose or report.degraded:
-        for note in report.notes if verbose else []:
-            click.echo(f"slm-rerank: {note}", err=True)
-        if report.degraded:
-            click.echo(f"slm-rerank: degraded: {report.degraded.reason}", err=True)
+    for note in report.notes if verbose else []:
+        click.echo(f"slm-rerank: {note}", err=True)
+    if report.degraded:
+        click.echo(f"slm-rerank: degraded: {report.degraded.reason}", err=True)
     output = formatters[settings.format].render(report, tty=sys.stdout.isatty())
     click.echo(output, nl=not output.endswith("\n") and bool(output))
-    if settings.usage_log:
-        latency = (time.perf_counter() - started) * 1000
-        try:
-            usage.append(cache_dir, report, caller or os.environ.get("SLM_RERANK_CALLER", "cli"),
-                         latency)
-        except OSError as exc:
-            fail(f"cannot append to {cache_dir / usage.LOG_NAME}: {exc.strerror}")
 
 
 def _registry_or_fail(host: Host) -> Any:

@@ -19,8 +19,8 @@ import slm_rerank_ripgrep
 
 from slm_rerank.config import Settings
 from slm_rerank.host import Host
+from slm_rerank.pipeline import SearchRequest, run_search
 from slm_rerank.report import Report
-from slm_rerank.search import SearchRequest, run_search
 
 CLI = Path(sys.executable).parent / "slm-rerank"
 

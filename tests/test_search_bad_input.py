@@ -15,8 +15,8 @@ from search_fixtures import cli, git_init, make_repo, write_tree
 
 from slm_rerank.config import Settings
 from slm_rerank.host import Host
+from slm_rerank.pipeline import SearchRequest, run_search
 from slm_rerank.report import Report
-from slm_rerank.search import SearchRequest, run_search
 
 NO_RG = {"SLM_RERANK_RG": "/nonexistent/rg"}
 

@@ -20,7 +20,7 @@ from metrics import first_gold_rank, hit_at, mean, reciprocal_rank
 
 from slm_rerank.config import cache_path, load_settings
 from slm_rerank.host import Host
-from slm_rerank.search import SearchRequest, run_search
+from slm_rerank.pipeline import SearchRequest, run_search
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

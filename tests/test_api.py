@@ -1,0 +1,49 @@
+"""The Python API: `slm_rerank.search(...)` returns a Report, logs, and raises clearly."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import slm_rerank
+from slm_rerank.config import ConfigError
+from slm_rerank.pipeline import QueryError, SearchError
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "retry.py").write_text("def backoff(attempt):\n    return 2 ** attempt\n")
+    (root / "src" / "colour.py").write_text("RED = 'red'\n")
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    return root
+
+
+def test_search_returns_ranked_citations(repo: Path) -> None:
+    report = slm_rerank.search("where is the retry backoff", root=repo)
+    assert report.mode == "fast" and report.degraded is None
+    first = report.results[0]
+    assert (first.path, first.start_line, first.symbol) == ("src/retry.py", 1, "backoff")
+    assert first.model_score is None and first.lexical_score == first.score
+
+
+def test_search_honours_top_k_and_logs_the_python_caller(
+        repo: Path, isolated_home: Path) -> None:
+    report = slm_rerank.search("retry colour", root=str(repo), top_k=1)
+    assert len(report.results) == 1
+    entry = json.loads((isolated_home / "usage.jsonl").read_text())
+    assert entry["caller"] == "python" and entry["query"] == "retry colour"
+
+
+def test_search_raises_named_errors(repo: Path, tmp_path: Path) -> None:
+    with pytest.raises(QueryError, match="stop words"):
+        slm_rerank.search("the of and", root=repo)
+    with pytest.raises(SearchError, match="does not exist"):
+        slm_rerank.search("retry", root=tmp_path / "nowhere")
+    (repo / ".slm-rerank.toml").write_text("top_k = 'x'\n")
+    with pytest.raises(ConfigError, match="key 'top_k' must be an integer"):
+        slm_rerank.search("retry", root=repo)
