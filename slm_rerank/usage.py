@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +44,8 @@ class UsageStats:
 
 def summarize(cache_dir: Path) -> UsageStats:
     """Count the queries in the usage log and the median latency per caller."""
+    import statistics  # only `stats` needs it; kept out of every query's start-up
+
     path = cache_dir / LOG_NAME
     latencies: dict[str, list[float]] = {}
     stats = UsageStats()
