@@ -19,9 +19,9 @@ this those though through thus to too under until up upon us use used uses using
 want wants was wasn way we well were weren what when where whether which while who whom
 whose why will with within without won would wouldn yes yet you your yours yourself
 yourselves ve etc eg ie thing things something anything way also able seem seems seen
-see looks look make makes made go goes going went come comes know think thanks thank hi
-hello dear regards sure maybe probably actually basically simply currently instead
-self cls def return import print lambda true false none elif pass args kwargs
+see looks look make makes made go goes going went come comes know think thanks thank
+dear regards sure maybe probably actually basically simply currently instead
+self cls def elif lambda args kwargs
 """.split())
 _TRACEBACK_NOISE = re.compile(r'Traceback \(most recent call last\):|File "[^"]+", line \d+, in ')
 

@@ -102,3 +102,9 @@ def test_the_term_cap_keeps_the_strongest_terms() -> None:
 
     assert len(terms.terms) == 5
     assert terms.terms[0].root == "flush_pending"
+
+
+def test_code_words_that_people_ask_about_are_not_stop_words() -> None:
+    roots = {t.root for t in extract("where are imports resolved when None is returned").terms}
+    assert {"imports", "none", "returned"} <= roots
+    assert [t.root for t in extract("hello").terms] == ["hello"]
