@@ -121,14 +121,28 @@ def _path_parts(path: str) -> tuple[str, frozenset[str], frozenset[str]]:
     return _key(stem_name), _tokens(stem_name), dir_tokens
 
 
-def _names_path(path: str, named: list[tuple[str, ...]]) -> bool:
-    """True when a path from the query (a traceback frame, a file name) ends like ``path``."""
+def _names_path(path: str, named: list[tuple[str, ...]]) -> int | None:
+    """Which path from the query (a traceback frame, a file name) ends like ``path``, if any."""
     parts = path.split("/")
-    for wanted in named:
+    for index, wanted in enumerate(named):
         k = min(len(wanted), len(parts), 3)
         if k and tuple(parts[-k:]) == wanted[-k:] and (k >= 2 or len(wanted) == 1):
-            return True
-    return False
+            return index
+    return None
+
+
+def _path_matches(path: str, terms: QueryTerms) -> list[tuple[Term, float]]:
+    """The terms that name this file, a token of its name, or one of its folders."""
+    name_key, name_tokens, dir_tokens = _path_parts(path)
+    found = []
+    for term in terms.terms:
+        if _key(term.root) == name_key:
+            found.append((term, NAMES_FILE))
+        elif term.light in name_tokens:
+            found.append((term, NAME_TOKEN))
+        elif term.light in dir_tokens:
+            found.append((term, DIRECTORY))
+    return found
 
 
 def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats,
@@ -136,29 +150,35 @@ def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats,
     """Every file with any evidence, best first (ties by path, so order never follows I/O).
 
     ``sizes`` (bytes, for files with body matches) normalises term counts by file length.
+    Path evidence is weighted by its own rarity: a term (or a file named in the query) that
+    matches the paths of many files (``index``, ``conf.py``) tells little about any of them.
     """
     sizes = sizes or {}
     average = (sum(sizes.values()) / len(sizes)) if sizes else 1.0
     named = [tuple(p for p in m.replace("\\", "/").split("/") if p) for m in terms.paths]
+    n_files = max(1, len(hits.files))
+    path_evidence = {path: _path_matches(path, terms) for path in hits.files}
+    mention = {path: _names_path(path, named) for path in hits.files} if named else {}
+    path_df: dict[str, int] = {}
+    for found in path_evidence.values():
+        for term, _ in found:
+            path_df[term.root] = path_df.get(term.root, 0) + 1
+    mention_df: dict[int, int] = {}
+    for index in mention.values():
+        if index is not None:
+            mention_df[index] = mention_df.get(index, 0) + 1
+    strongest = max(stats.weights.values(), default=1.0)
     out: list[FileEvidence] = []
     for path in hits.files:
         ev = FileEvidence(path)
-        name_key, name_tokens, dir_tokens = _path_parts(path)
-        for term in terms.terms:
-            weight = stats.weights[term.literal]
-            if _key(term.root) == name_key:
-                bonus = NAMES_FILE
-            elif term.light in name_tokens:
-                bonus = NAME_TOKEN
-            elif term.light in dir_tokens:
-                bonus = DIRECTORY
-            else:
-                continue
-            ev.path_score += weight * bonus
-            ev.matched[term.root] = ev.matched.get(term.root, 0.0) + weight * bonus
+        for term, bonus in path_evidence[path]:
+            gain = stats.weights[term.literal] * bonus * path_rarity(path_df[term.root], n_files)
+            ev.path_score += gain
+            ev.matched[term.root] = ev.matched.get(term.root, 0.0) + gain
             ev.path_terms.append(term.root)
-        if named and _names_path(path, named):
-            ev.path_score += NAMED_PATH * max(stats.weights.values(), default=1.0)
+        index = mention.get(path)
+        if index is not None:
+            ev.path_score += NAMED_PATH * strongest / mention_df[index]
         counts = hits.body_counts.get(path)
         if counts:
             ratio = sizes.get(path, average) / average if average else 1.0
@@ -174,6 +194,11 @@ def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats,
         out.append(ev)
     out.sort(key=lambda e: (-e.score, e.path))
     return out
+
+
+def path_rarity(df: int, n_files: int) -> float:
+    """1 for a term in one path, falling towards 0 for a term in every path."""
+    return math.log(1.0 + n_files / df) / math.log(1.0 + n_files)
 
 
 def score_chunks(terms: QueryTerms, stats: TermStats, ev: FileEvidence, chunks: list[Chunk],

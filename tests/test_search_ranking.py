@@ -203,3 +203,27 @@ def test_many_explicit_paths_keep_the_body_evidence_of_files_under_a_directory(
     report = search(root, "frobnicate", paths=paths)
 
     assert result_paths(report) == ["two/engine.py"]
+
+
+def test_a_file_name_that_many_paths_share_counts_less_than_a_rare_one(tmp_path: Path) -> None:
+    query = "index.rst is rendered but the typehints are lost"
+    code = {"src/typehints.py": "def record_typehints(app):\n    return app\n",
+            "src/other.py": "def unrelated():\n    pass\n"}
+    page = "Title\n=====\n\n.. toctree::\n"
+    one = make_repo(tmp_path / "one", {**code, "pages/index.rst": page})
+    many = make_repo(tmp_path / "many",
+                     {**code, **{f"pages/p{i}/index.rst": page for i in range(12)}})
+
+    assert result_paths(search(one, query))[0] == "pages/index.rst"
+    assert result_paths(search(many, query))[0] == "src/typehints.py"
+
+
+def test_a_file_named_once_in_the_repository_keeps_its_full_weight(tmp_path: Path) -> None:
+    files: dict[str, str | bytes] = {f"pkg/mod{i}.py": f"X{i} = {i}\n" for i in range(12)}
+    files["pkg/loader.py"] = "def load():\n    pass\n"
+    files["pkg/records.py"] = "# the loader reads records\nLOADER = None\n"
+    root = make_repo(tmp_path / "repo", files)
+
+    report = search(root, 'File "pkg/loader.py", line 2, in load records')
+
+    assert result_paths(report)[0] == "pkg/loader.py"
