@@ -79,6 +79,11 @@ def is_source_path(path: str) -> bool:
     return suffix in SOURCE_SUFFIXES and not _VENDORED.search(name)
 
 
+def is_changelog_path(path: str) -> bool:
+    """CHANGES, CHANGELOG.md, HISTORY.rst, whats-new.rst, release notes."""
+    return bool(CHANGELOG_NAMES.match(_split(path)[1]))
+
+
 def is_doc_path(path: str) -> bool:
     folders, name, suffix = _split(path)
     if name == "cmakelists.txt" or name.startswith("requirements"):

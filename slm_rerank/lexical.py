@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import accumulate
 
-from slm_rerank.filetypes import is_doc_path, is_source_path, is_test_path
+from slm_rerank.filetypes import is_changelog_path, is_doc_path, is_source_path, is_test_path
 from slm_rerank.registrations import SourceHits
 from slm_rerank.slicing import Chunk
 from slm_rerank.terms import QueryTerms, Term, light, searched_in_bodies, split_identifier
@@ -27,6 +27,7 @@ ENCLOSING = 1.0
 SATURATION = 1.2
 TEST_FACTOR = 0.5
 DOC_FACTOR = 0.4
+CHANGELOG_FACTOR = 0.2
 #: configuration, data, message catalogs: text that is neither source nor docs
 OTHER_FACTOR = 0.4
 #: BM25's length normalisation: 0 ignores file size, 1 divides by it fully
@@ -81,6 +82,9 @@ def kind_factor(path: str, terms: QueryTerms) -> float:
     """Tests, docs and other non-source text rank below implementations unless asked for."""
     if is_test_path(path):
         return 1.0 if terms.about_tests else TEST_FACTOR
+    if is_changelog_path(path):
+        # A changelog names every feature once: an index of the project, not its answer.
+        return DOC_FACTOR if terms.about_docs else CHANGELOG_FACTOR
     if is_doc_path(path):
         return 1.0 if terms.about_docs else DOC_FACTOR
     if not is_source_path(path):

@@ -227,3 +227,14 @@ def test_a_file_named_once_in_the_repository_keeps_its_full_weight(tmp_path: Pat
     report = search(root, 'File "pkg/loader.py", line 2, in load records')
 
     assert result_paths(report)[0] == "pkg/loader.py"
+
+
+def test_a_changelog_ranks_below_other_docs_that_mention_the_same_words(tmp_path: Path) -> None:
+    line = "retry backoff jitter for the http client\n"
+    root = make_repo(tmp_path / "repo", {
+        "CHANGES.rst": line * 3,
+        "docs/http.rst": line,
+        "src/colour.py": "RED = 1\n",
+    })
+
+    assert result_paths(search(root, "retry backoff jitter")) == ["docs/http.rst", "CHANGES.rst"]
