@@ -72,8 +72,8 @@ def _scope(request: SearchRequest, root: Path, notes: list[str]
         if not candidate.is_absolute():
             candidate = Path.cwd() / candidate
         if not candidate.exists() and GLOB_CHARS & set(arg):
-            globs.append(os.path.relpath(os.path.abspath(arg), root)
-                         if not os.path.isabs(arg) else os.path.relpath(arg, root))
+            # a glob is written relative to where the user stands, like any other path
+            globs.append(os.path.relpath(os.path.abspath(arg), root))
             continue
         if not candidate.exists():
             if must_exist:
