@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -11,16 +10,6 @@ import pytest
 import slm_rerank
 from slm_rerank.config import ConfigError
 from slm_rerank.pipeline import QueryError, SearchError
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    (root / "src").mkdir(parents=True)
-    (root / "src" / "retry.py").write_text("def backoff(attempt):\n    return 2 ** attempt\n")
-    (root / "src" / "colour.py").write_text("RED = 'red'\n")
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
-    return root
 
 
 def test_search_returns_ranked_citations(repo: Path) -> None:

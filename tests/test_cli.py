@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,16 +16,6 @@ BUILTINS = {"slm-rerank-formatters", "slm-rerank-ripgrep", "slm-rerank-git"}
 
 def run(*args: str, **kwargs) -> Result:  # type: ignore[no-untyped-def]
     return CliRunner().invoke(cli, list(args), **kwargs)
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    (root / "src").mkdir(parents=True)
-    (root / "src" / "retry.py").write_text("def backoff(attempt):\n    return 2 ** attempt\n")
-    (root / "src" / "colour.py").write_text("RED = 'red'\n")
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
-    return root
 
 
 def test_an_unknown_flag_is_a_usage_error() -> None:
