@@ -26,7 +26,8 @@ from slm_rerank.config import (
 from slm_rerank.host import Host
 from slm_rerank.registry import RegistrationError
 
-SUBCOMMANDS = ("search", "plugins", "config", "stats")
+#: How long an open pipe on stdin may stay silent before it is taken to hold no file list.
+STDIN_WAIT_SECONDS = 2.0
 
 
 class DefaultSearchGroup(click.Group):
@@ -81,6 +82,15 @@ def _stdin_paths() -> list[str]:
         return []
     if not (stat.S_ISFIFO(mode) or stat.S_ISREG(mode)):
         return []
+    if stat.S_ISFIFO(mode):
+        import select
+
+        # A caller may leave stdin open and idle (an agent's shell, a service): never hang.
+        readable, _, _ = select.select([sys.stdin], [], [], STDIN_WAIT_SECONDS)
+        if not readable:
+            click.echo(f"slm-rerank: stdin is an open pipe that sent nothing in "
+                       f"{STDIN_WAIT_SECONDS:.0f} s; searching without a file list", err=True)
+            return []
     paths = []
     for line in sys.stdin.read().splitlines():
         line = line.strip()

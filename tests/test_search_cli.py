@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -195,3 +197,20 @@ def test_query_file_dash_reads_the_query_from_stdin(repo: Path) -> None:
     assert run.paths()[0] == "src/net/retry.py"
     assert "tests/test_retry.py" in run.paths(), "body matches must be searched too"
     assert run.json()["query"].startswith("where is the backoff computed?")
+
+
+def test_an_idle_open_stdin_pipe_does_not_hang_the_search(repo: Path) -> None:
+    from search_fixtures import CLI
+
+    proc = subprocess.Popen([str(CLI), "-q", "backoff", "--fast", "--format", "json"],
+                            cwd=repo, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        proc.wait(timeout=20)  # stdin stays open: never written to, never closed
+        out, err = proc.stdout.read(), proc.stderr.read()  # type: ignore[union-attr]
+    finally:
+        proc.kill()
+        proc.stdin.close()  # type: ignore[union-attr]
+    assert proc.returncode == 0, err
+    assert "open pipe that sent nothing" in err
+    assert json.loads(out)["results"]
