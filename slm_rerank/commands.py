@@ -7,7 +7,6 @@ import os
 import stat
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -155,11 +154,6 @@ def search(query: str | None, query_file: str | None, paths: tuple[str, ...], ro
     click.echo(output, nl=not output.endswith("\n") and bool(output))
 
 
-def _registry_or_fail(host: Host) -> Any:
-    try:
-        return host.registry.names_by_plugin()
-    except RegistrationError as exc:
-        fail(str(exc))
 
 
 @cli.command()
@@ -172,7 +166,11 @@ def plugins(show_all: bool, format_name: str) -> None:
     except ConfigError as exc:
         fail(str(exc))
         return
-    names = _registry_or_fail(host)
+    try:
+        names = host.registry.names_by_plugin()
+    except RegistrationError as exc:
+        fail(str(exc))
+        return
     rows = []
     for info in sorted(host.infos.values(), key=lambda i: i.name):
         if info.builtin and not show_all:
