@@ -12,6 +12,21 @@ def main() -> None:
 
         print(f"slm-rerank {__version__}")
         return
+    import click
+
     from slm_rerank.commands import cli
 
-    cli(prog_name="slm-rerank")
+    try:
+        cli.main(args=sys.argv[1:], prog_name="slm-rerank", standalone_mode=False)
+    except click.UsageError as exc:
+        # One line that names the culprit, instead of click's usage block.
+        where = exc.ctx.command_path if exc.ctx is not None else "slm-rerank"
+        print(f"slm-rerank: error: {exc.format_message()} (see '{where} --help')",
+              file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        print("slm-rerank: aborted", file=sys.stderr)
+        sys.exit(1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -173,3 +174,21 @@ def test_version_is_printed() -> None:
     result = run("--version")
     assert result.exit_code == 0
     assert __version__ in result.stdout
+
+
+@pytest.mark.parametrize(("args", "culprit"), [
+    (["--bogus"], "No such option '--bogus'"),
+    (["-q", "retry", "--fast", "--format", "yaml"], "unknown format 'yaml'"),
+    (["config", "set", "colour", "red"], "unknown key 'colour'"),
+])
+def test_usage_errors_are_one_line_naming_the_culprit(
+        args: list[str], culprit: str, repo: Path) -> None:
+    import sys
+
+    binary = Path(sys.executable).parent / "slm-rerank"
+    done = subprocess.run([str(binary), *args], cwd=repo, capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("slm-rerank: error: ") and culprit in done.stderr
+    assert done.stdout == ""
