@@ -233,7 +233,7 @@ def score_chunks(terms: QueryTerms, stats: TermStats, ev: FileEvidence, chunks: 
             if gain:
                 local += gain
                 matched.append(term.root)
-        score = (ev.path_score + ev.body_score + local) * ev.factor
+        score = ev.score + local * ev.factor
         path_terms = [t for t in ev.path_terms if t not in matched]
         scored.append(ScoredChunk(ev.path, chunk, score, matched + path_terms))
     return scored

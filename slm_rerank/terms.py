@@ -121,6 +121,9 @@ TEST_WORDS = frozenset({"test", "tests", "testing", "unittest", "testcase", "fix
 DOC_WORDS = frozenset({"doc", "docs", "documentation", "docstring", "readme", "tutorial",
                        "typo", "changelog"})
 
+_TEST_LIGHT = frozenset(light(w) for w in TEST_WORDS)
+_DOC_LIGHT = frozenset(light(w) for w in DOC_WORDS)
+
 
 def extract(query: str, max_terms: int = 40) -> QueryTerms:
     """Weighted terms of ``query``: identifiers and file names strong, prose words weak."""
@@ -171,6 +174,6 @@ def extract(query: str, max_terms: int = 40) -> QueryTerms:
     return QueryTerms(
         terms=terms,
         paths=list(dict.fromkeys(paths)),
-        about_tests=bool(headline & {light(w) for w in TEST_WORDS}),
-        about_docs=bool(headline & {light(w) for w in DOC_WORDS}),
+        about_tests=bool(headline & _TEST_LIGHT),
+        about_docs=bool(headline & _DOC_LIGHT),
     )
