@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, get_type_hints
 
+from slm_rerank.errors import ConfigError  # re-exported: callers import it from here
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -20,10 +22,6 @@ else:  # pragma: no cover
 
 APP_NAME = "slm-rerank"
 REPO_FILE = ".slm-rerank.toml"
-
-
-class ConfigError(Exception):
-    """A configuration file or value is wrong; the message names the file and the key."""
 
 
 def _setting(default: Any, help: str, env: tuple[str, ...] = ()) -> Any:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from slm_rerank.config import repo_root
+from slm_rerank.errors import QueryError, SearchError
 from slm_rerank.filetypes import SNIFF_BYTES, content_reason, size_reason
 from slm_rerank.host import Host
 from slm_rerank.lexical import FileEvidence, ScoredChunk, TermStats, score_chunks, score_files
@@ -23,14 +24,6 @@ PATH_CANDIDATES = 20
 #: Above this many explicit paths, the source searches the root and results are filtered.
 MAX_PATH_ARGS = 200
 GLOB_CHARS = frozenset("*?[")
-
-
-class SearchError(Exception):
-    """The search cannot run; the message says what to change."""
-
-
-class QueryError(SearchError):
-    """The query itself is unusable (empty, or only stop words)."""
 
 
 @dataclass

@@ -7,6 +7,7 @@ from typing import Any, Generic, TypeVar
 
 import pluggy
 
+from slm_rerank.errors import RegistrationError
 from slm_rerank.registrations import (
     CandidateSource,
     ModelProfile,
@@ -27,8 +28,6 @@ FAMILIES: dict[str, tuple[type, str]] = {
 }
 
 
-class RegistrationError(Exception):
-    """A plugin registered something wrong: a duplicate name, a wrong type, or it raised."""
 
 
 @dataclass(frozen=True)
