@@ -9,7 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import slm_rerank
-from slm_rerank.matches import count_terms, order_for_search, split_file_list
+from slm_rerank.errors import SourceError
+from slm_rerank.matches import count_terms, order_for_search, split_file_list, stderr_excerpt
 from slm_rerank.registrations import CandidateSource, SourceHits, SourceQuery
 
 
@@ -29,23 +30,58 @@ def _pathspecs(query: SourceQuery) -> list[str]:
     return ["--", *specs]
 
 
+def _start(argv: list[str], root: Path) -> subprocess.Popen[bytes]:
+    try:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+    except OSError as exc:
+        raise SourceError(f"candidate source 'git' could not run git for {root}: "
+                          f"{exc.strerror or exc}; check that git is installed") from exc
+
+
+def _check(what: str, proc: subprocess.Popen[bytes], err: bytes, ok: tuple[int, ...],
+           root: Path) -> None:
+    """Raise SourceError unless git exited with one of the ``ok`` statuses.
+
+    git reports a file it could not read as an error line and goes on with the rest,
+    exiting 0 (or 1: nothing matched); a fatal fault, such as a corrupt index or a folder
+    that vanished, exits 128.
+    """
+    code = proc.returncode
+    if code in ok:
+        return
+    status = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
+    raise SourceError(f"candidate source 'git' failed: `{what}` {status} in {root}: "
+                      f"{stderr_excerpt(err)}. Fix what git reports, or choose another "
+                      "source (sources = [\"ripgrep\"] in .slm-rerank.toml).")
+
+
 def search(query: SourceQuery) -> SourceHits:
     specs = _pathspecs(query)
     base = ["git", "-c", "core.quotepath=off", "-C", str(query.root)]
-    listing = subprocess.Popen(
+    listing = _start(
         [*base, "ls-files", "-z", "--cached", "--others", "--exclude-standard", *specs],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        query.root,
     )
     matching = None
     terms = order_for_search(query.terms)
     if terms:
         patterns = [arg for term in terms for arg in ("-e", term)]
-        matching = subprocess.Popen(
-            [*base, "grep", "--untracked", "-I", "-i", "-F", "-o", "-z", "-H",
-             "--no-line-number", "--no-color", *patterns, *specs],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-        )
-    files_out, _ = listing.communicate()
+        try:
+            matching = _start(
+                [*base, "grep", "--untracked", "-I", "-i", "-F", "-o", "-z", "-H",
+                 "--no-line-number", "--no-color", *patterns, *specs],
+                query.root,
+            )
+        except SourceError:
+            listing.kill()
+            listing.communicate()
+            raise
+    # Read the listing to its end first; meanwhile git grep may block on a full pipe, which
+    # only delays it: the two processes do not wait on each other.
+    files_out, files_err = listing.communicate()
+    match_out, match_err = matching.communicate() if matching is not None else (b"", b"")
+    _check("git ls-files", listing, files_err, (0,), query.root)
     # ls-files lists a file once per merge stage and keeps deleted-but-tracked files.
     # Huge files are listed (so a file named after the query can be reported as skipped),
     # but their matches are not counted: files larger than max_filesize are not searched.
@@ -53,7 +89,7 @@ def search(query: SourceQuery) -> SourceHits:
     files = [f for f, size in sizes.items() if size is not None]
     hits = SourceHits(files=files)
     if matching is not None:
-        match_out, _ = matching.communicate()
+        _check("git grep", matching, match_err, (0, 1), query.root)
         keep = {f for f in files if (sizes[f] or 0) <= query.max_filesize}
         hits.body_counts = {p: c for p, c in count_terms(match_out, terms).items() if p in keep}
     return hits

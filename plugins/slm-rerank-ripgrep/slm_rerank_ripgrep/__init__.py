@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import stat
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import slm_rerank
-from slm_rerank.matches import count_terms, order_for_search, split_file_list
+from slm_rerank.errors import SourceError
+from slm_rerank.matches import count_terms, order_for_search, split_file_list, stderr_excerpt
 from slm_rerank.registrations import CandidateSource, SourceHits, SourceQuery
+
+#: What rg prints on stderr, exiting 2, when it searched all it could: a file or folder it
+#: could not read ("rg: <path>: <reason> (os error 13)"), or that it searched no file at
+#: all (an empty tree, or every file filtered out). Its fatal errors (a bad glob, a regex
+#: too large, a bad flag) carry no OS error code.
+_NOT_FATAL = re.compile(
+    rb"\(os error \d+\)\s*$|^rg: No files were searched|^Running with --debug")
 
 
 def find_rg() -> str | None:
@@ -31,41 +41,102 @@ def unavailable(root: Path) -> str | None:
     return None
 
 
-def _scope_args(query: SourceQuery) -> list[str]:
+def searchable_paths(paths: Sequence[Path]) -> list[Path]:
+    """The explicit paths rg may be given: regular files and directories.
+
+    rg reads any file it is given by name, so a FIFO with no writer, or a device such as
+    /dev/zero, would hang the search; inside a folder it walks, rg skips them itself. A
+    path that vanished is dropped too: it holds nothing to find.
+    """
+    kept = []
+    for path in paths:
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            continue
+        if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+            kept.append(path)
+    return kept
+
+
+def _scope_args(root: Path, paths: Sequence[Path], globs: Sequence[str]) -> list[str]:
     args: list[str] = []
-    for glob in query.globs:
+    for glob in globs:
         args += ["-g", glob]
     args.append("--")
-    args += [os.path.relpath(p, query.root) for p in query.paths]
+    args += [os.path.relpath(p, root) for p in paths]
     return args
+
+
+def _start(argv: list[str], root: Path) -> subprocess.Popen[bytes]:
+    # stdin is /dev/null: given no paths, rg reads a piped stdin instead of the tree.
+    try:
+        return subprocess.Popen(argv, cwd=root, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except OSError as exc:
+        raise SourceError(f"candidate source 'ripgrep' could not run {argv[0]} in {root}: "
+                          f"{exc.strerror or exc}; check that the folder exists and that "
+                          "rg (or SLM_RERANK_RG) is an executable") from exc
+
+
+def _check(what: str, proc: subprocess.Popen[bytes], err: bytes, searched: bool,
+           root: Path) -> None:
+    """Raise SourceError when rg failed, as opposed to meeting files it could not read.
+
+    rg exits 1 when nothing matched (or there was nothing to list), and 2 both for a fatal
+    error and after searching all it could; ``searched`` says which the output shows.
+    """
+    code = proc.returncode
+    if code in (0, 1) or (code == 2 and searched):
+        return
+    status = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
+    raise SourceError(f"candidate source 'ripgrep' failed: `{what}` {status} in {root}: "
+                      f"{stderr_excerpt(err)}. Fix what rg reports, or choose another source "
+                      "(sources = [\"git\"] in .slm-rerank.toml).")
+
+
+def _only_unreadable(err: bytes) -> bool:
+    """True when every stderr line is about a path rg could not read, or no file searched."""
+    return all(_NOT_FATAL.search(line) for line in err.splitlines() if line.strip())
 
 
 def search(query: SourceQuery) -> SourceHits:
     rg = find_rg()
     if rg is None:
-        raise RuntimeError(unavailable(query.root))
-    scope = _scope_args(query)
+        raise SourceError(f"candidate source 'ripgrep': {unavailable(query.root)}")
+    paths = searchable_paths(query.paths)
+    if query.paths and not paths:
+        return SourceHits()  # no paths at all would mean the whole root
+    scope = _scope_args(query.root, paths, query.globs)
     # Listing and matching run side by side: two processes, one wait. Huge files are listed
     # (so a file named after the query can be reported as skipped) but never searched.
-    # stdin is /dev/null: given no paths, rg reads a piped stdin instead of the tree.
-    listing = subprocess.Popen([rg, "--files", "--null", *scope], cwd=query.root,
-                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.DEVNULL)
+    listing = _start([rg, "--files", "--null", *scope], query.root)
     matching = None
     terms = order_for_search(query.terms)
     if terms:
         patterns = [arg for term in terms for arg in ("-e", term)]
-        matching = subprocess.Popen(
-            [rg, "-o", "-i", "-F", "--null", "--no-line-number", "--with-filename",
-             "--no-heading", "--color=never", "--no-messages",
-             f"--max-filesize={query.max_filesize}", *patterns, *scope],
-            cwd=query.root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
-    files_out, _ = listing.communicate()
+        try:
+            matching = _start(
+                [rg, "-o", "-i", "-F", "--null", "--no-line-number", "--with-filename",
+                 "--no-heading", "--color=never", f"--max-filesize={query.max_filesize}",
+                 *patterns, *scope],
+                query.root,
+            )
+        except SourceError:
+            listing.kill()
+            listing.communicate()
+            raise
+    # The listing is read to its end first; meanwhile rg -o may block on a full pipe, which
+    # only delays it: the two processes do not wait on each other.
+    files_out, files_err = listing.communicate()
+    match_out, match_err = matching.communicate() if matching is not None else (b"", b"")
+    # A listing that printed nothing and exited 2 could list nothing: that is a failure.
+    _check("rg --files", listing, files_err, bool(files_out), query.root)
     hits = SourceHits(files=split_file_list(files_out))
     if matching is not None:
-        match_out, _ = matching.communicate()
+        # The match pass prints nothing when no readable file matched; stderr then says so.
+        _check("rg -o", matching, match_err, bool(match_out) or _only_unreadable(match_err),
+               query.root)
         hits.body_counts = count_terms(match_out, terms)
     return hits
 
