@@ -1,23 +1,27 @@
 """The Python API: one call from a question to a Report, for scripts and RAG pipelines.
 
     import slm_rerank
-    report = slm_rerank.pipeline("where are retries configured", root="~/src/app")
+    report = slm_rerank.search("where are retries configured", root="~/src/app")
     for c in report.results:
         print(c.location, c.score, c.symbol)
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from slm_rerank import usage
-from slm_rerank.config import ConfigError, cache_path, ensure_writable
+from slm_rerank.cache import cache_path, ensure_writable
+from slm_rerank.config import check_value
 from slm_rerank.host import Host
 from slm_rerank.pipeline import SearchRequest, run_search
 from slm_rerank.report import Report
+from slm_rerank.scope import resolve_root, resolve_scope
 
 
 def search(
@@ -34,20 +38,29 @@ def search(
 ) -> Report:
     """Rank the places under ``root`` (default: the repository holding the cwd) for ``query``.
 
-    Settings come from the usual layers; ``top_k`` and ``chunks`` override them like flags.
-    Raises ``SearchError`` (``QueryError`` for an unusable query), ``ConfigError`` or
-    ``RegistrationError`` with a message naming what to fix. The query is logged to
-    ``usage.jsonl`` under ``caller`` unless ``usage_log = false``.
+    Settings come from the usual layers; ``top_k`` and ``chunks`` override them like flags,
+    also when a ``host`` is given. Raises ``SearchError`` (``QueryError`` for an unusable
+    query), ``ConfigError`` or ``RegistrationError`` (all ``slm_rerank.errors``) with a
+    message naming what to fix; a model server that fails comes back as
+    ``report.degraded``, not an exception. The query is logged to ``usage.jsonl`` under
+    ``caller`` unless ``usage_log = false``; a log that cannot be written is a warning on
+    stderr and never costs the result.
     """
     started = time.perf_counter()
-    root_path = Path(root).expanduser() if root is not None else None
+    cwd = Path.cwd()
+    root_path = resolve_root(Path(root), cwd) if root is not None else None
+    flags = {"top_k": top_k, "chunks": chunks}
     if host is None:
-        host = Host.from_environment(start=root_path or Path.cwd(),
-                                     flags={"top_k": top_k, "chunks": chunks})
+        host = Host.from_environment(start=root_path or cwd, flags=flags)
     settings = host.settings
+    overrides = {k: check_value(k, v, "argument") for k, v in flags.items() if v is not None}
+    if overrides:
+        settings = dataclasses.replace(settings, **overrides)
+    host.validate()
     cache_dir = ensure_writable(cache_path(settings))
+    scope = resolve_scope(root_path or resolve_root(None, cwd), paths, piped_paths, cwd)
     request = SearchRequest(
-        query=query, root=root_path, paths=list(paths), piped_paths=list(piped_paths),
+        query=query, root=scope.root, paths=scope.paths, globs=scope.globs, notes=scope.notes,
         fast=fast, top_k=settings.top_k, chunks=settings.chunks, cache_dir=cache_dir,
     )
     report = run_search(request, host)
@@ -55,8 +68,7 @@ def search(
         try:
             usage.append(cache_dir, report, caller, (time.perf_counter() - started) * 1000)
         except OSError as exc:
-            raise ConfigError(
-                f"cannot append to {cache_dir / usage.LOG_NAME}: {exc.strerror}; set "
-                "usage_log = false or cache_dir to a writable folder"
-            ) from None
+            print(f"slm-rerank: warning: cannot append to {cache_dir / usage.LOG_NAME}: "
+                  f"{exc.strerror or exc}; set usage_log = false or cache_dir to a writable "
+                  "folder", file=sys.stderr)
     return report

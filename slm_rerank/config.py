@@ -6,12 +6,14 @@ nearest ``.slm-rerank.toml`` (walking up to the repository root) < environment <
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, get_type_hints
+from types import UnionType
+from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from slm_rerank.errors import ConfigError  # re-exported: callers import it from here
 
@@ -22,12 +24,21 @@ else:  # pragma: no cover
 
 APP_NAME = "slm-rerank"
 REPO_FILE = ".slm-rerank.toml"
+#: A config file larger than this is refused before it is parsed.
+MAX_CONFIG_BYTES = 1_000_000
 
 
-def _setting(default: Any, help: str, env: tuple[str, ...] = ()) -> Any:
-    if isinstance(default, list):
-        return field(default_factory=lambda: list(default), metadata={"help": help, "env": env})
-    return field(default=default, metadata={"help": help, "env": env})
+#: Longest value echoed back in an error message; a 30 MB value is cut, not printed.
+SHOWN_CHARS = 80
+
+
+def _setting(default: Any, help: str, env: tuple[str, ...] = (), *, minimum: float | None = None,
+             repo: bool = True) -> Any:
+    """A Settings field: ``repo=False`` keeps the key out of a repository's own config file."""
+    meta = {"help": help, "env": env, "min": minimum, "repo": repo}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
+    return field(default=default, metadata=meta)
 
 
 @dataclass
@@ -35,102 +46,172 @@ class Settings:
     """Every setting slm-rerank reads, with its built-in default."""
 
     format: str = _setting("text", "output format: text, json, jsonl, markdown, or a plugin's")
-    top_k: int = _setting(10, "how many results to print")
+    top_k: int = _setting(10, "how many results to print", minimum=1)
     chunks: bool = _setting(False, "list chunks instead of one result (its best chunk) per file")
     sources: list[str] = _setting(
         ["ripgrep", "git"], "candidate sources to try, first available wins"
     )
-    max_file_bytes: int = _setting(2_000_000, "files larger than this are skipped")
+    max_file_bytes: int = _setting(2_000_000, "files larger than this are skipped", minimum=1)
     disabled_plugins: list[str] = _setting([], "plugins not to load (entry-point or dist name)")
     cache_dir: str = _setting(
-        "", "cache folder (usage log, slice cache); empty: the user cache dir",
-        env=("SLM_RERANK_CACHE_DIR",),
+        "", "cache folder (usage log, slice cache), an absolute path; empty: the user cache "
+        "dir. Not settable from a repository's .slm-rerank.toml",
+        env=("SLM_RERANK_CACHE_DIR",), repo=False,
     )
     usage_log: bool = _setting(True, "append one line per query to usage.jsonl")
-    #: key -> where its value came from ("default", "user: PATH", "env: NAME", "flag: --x")
+    plugins: dict[str, dict[str, Any]] = _setting(
+        {}, "per-plugin settings: [plugins.NAME] tables, NAME a registered profile, scorer, "
+        "source, expander or format"
+    )
+    #: key -> where its value came from ("default", "user: PATH", "env: NAME", "flag: --x");
+    #: a plugin setting's key is "plugins.NAME.KEY"
     origins: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
 
-#: key -> the plain type its values must have (str, int, bool or list), from the annotations
-_TYPES: dict[str, type] = {
-    name: getattr(hint, "__origin__", hint)
-    for name, hint in get_type_hints(Settings).items() if name != "origins"
+@dataclass(frozen=True)
+class KeyType:
+    """What values one key takes: a plain type, optionally None, optionally a list or table."""
+
+    base: type
+    optional: bool = False
+
+    @classmethod
+    def of(cls, hint: Any) -> KeyType:
+        args = [a for a in get_args(hint) if a is not type(None)]
+        if get_origin(hint) in (Union, UnionType):
+            return cls(cls.of(args[0]).base, optional=True)
+        return cls(get_origin(hint) or hint)
+
+    @property
+    def name(self) -> str:
+        text = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
+                list: "a list of strings", dict: "a table"}[self.base]
+        return f"{text} (or unset)" if self.optional else text
+
+
+#: key -> the type its values must have, from the Settings annotations
+TYPES: dict[str, KeyType] = {
+    name: KeyType.of(hint) for name, hint in get_type_hints(Settings).items() if name != "origins"
 }
-KEYS: tuple[str, ...] = tuple(_TYPES)
+KEYS: tuple[str, ...] = tuple(TYPES)
+_META = {f.name: f.metadata for f in fields(Settings) if f.name != "origins"}
 
 
 def describe(key: str) -> str:
-    for f in fields(Settings):
-        if f.name == key:
-            return str(f.metadata["help"])
-    raise KeyError(key)
+    return str(_META[key]["help"])
 
 
-def _type_name(kind: type) -> str:
-    return {str: "a string", int: "an integer", bool: "true or false",
-            list: "a list of strings"}[kind]
+def shown(value: Any) -> str:
+    """``repr(value)``, cut to SHOWN_CHARS: error messages must stay one readable line."""
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}... ({len(text)} chars)"
+
+
+def check_typed(kind: KeyType, value: Any, what: str) -> Any:
+    """Return ``value`` (an int widened to float where a number is wanted) or raise."""
+    if value is None and kind.optional:
+        return None
+    base = kind.base
+    if base is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if base is list:
+        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+    elif base is dict:
+        ok = isinstance(value, dict)
+    else:
+        ok = isinstance(value, base) and not (base in (int, float) and isinstance(value, bool))
+    if not ok:
+        raise ConfigError(f"{what} must be {kind.name}, got {type(value).__name__} "
+                          f"{shown(value)}")
+    if base is float and not math.isfinite(value):
+        raise ConfigError(f"{what} must be a finite number, got {shown(value)}")
+    return value
 
 
 def check_value(key: str, value: Any, where: str) -> Any:
-    """Return ``value`` if it has the type ``key`` needs, else raise ConfigError."""
-    if key not in _TYPES:
-        known = ", ".join(KEYS)
-        raise ConfigError(f"{where}: unknown key '{key}' (known keys: {known})")
-    kind = _TYPES[key]
-    ok = (
-        isinstance(value, kind) and not (kind is int and isinstance(value, bool))
-        if kind is not list
-        else isinstance(value, list) and all(isinstance(v, str) for v in value)
-    )
-    if not ok:
-        raise ConfigError(
-            f"{where}: key '{key}' must be {_type_name(kind)}, got {type(value).__name__} "
-            f"{value!r}"
-        )
-    if kind is int and value < 0:
-        raise ConfigError(f"{where}: key '{key}' must not be negative, got {value}")
+    """Return ``value`` if ``key`` takes it, else raise ConfigError naming ``where`` and key."""
+    if key not in TYPES:
+        raise ConfigError(f"{where}: unknown key {shown(key)} (known keys: {', '.join(KEYS)})")
+    value = check_typed(TYPES[key], value, f"{where}: key '{key}'")
+    minimum = _META[key]["min"]
+    if minimum is not None and value is not None and value < minimum:
+        raise ConfigError(f"{where}: key '{key}' must be at least {minimum}, got {value}")
+    if key == "cache_dir" and value and not Path(value).expanduser().is_absolute():
+        raise ConfigError(f"{where}: key 'cache_dir' must be an absolute path, got "
+                          f"{shown(value)}: a relative folder would land wherever the "
+                          "command runs, often inside the searched repository")
+    if key == "plugins":
+        for name, table in value.items():
+            if not isinstance(table, dict):
+                raise ConfigError(f"{where}: [plugins.{name}] must be a table of settings, "
+                                  f"got {shown(table)}")
     return value
 
 
 def parse_text(key: str, text: str, where: str) -> Any:
     """Turn a string from the environment or the command line into ``key``'s type."""
-    if key not in _TYPES:
+    if key not in TYPES:
         return check_value(key, text, where)
-    kind = _TYPES[key]
-    if kind is bool:
-        low = text.strip().lower()
-        if low in ("true", "1", "yes", "on"):
-            return True
-        if low in ("false", "0", "no", "off"):
-            return False
-        raise ConfigError(f"{where}: key '{key}' must be true or false, got {text!r}")
-    if kind is int:
-        try:
-            return check_value(key, int(text), where)
-        except ValueError:
-            raise ConfigError(f"{where}: key '{key}' must be an integer, got {text!r}") from None
-    if kind is list:
-        stripped = text.strip()
-        if stripped.startswith("["):
-            try:
-                value = tomllib.loads(f"v = {stripped}")["v"]
-            except tomllib.TOMLDecodeError as exc:
-                raise ConfigError(f"{where}: key '{key}': not a TOML list: {exc}") from None
-            return check_value(key, value, where)
-        return [part.strip() for part in stripped.split(",") if part.strip()]
-    return text
-
-
-def read_toml(path: Path) -> dict[str, Any]:
-    """Read one config file; every key is checked."""
+    kind = TYPES[key]
+    stripped = text.strip()
+    if kind.optional and stripped == "":
+        return None
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        if kind.base is bool:
+            low = stripped.lower()
+            if low in ("true", "1", "yes", "on"):
+                return True
+            if low in ("false", "0", "no", "off"):
+                return False
+            raise ConfigError(f"{where}: key '{key}' must be true or false, got {shown(text)}")
+        if kind.base in (int, float):
+            try:
+                number = kind.base(stripped)
+            except ValueError:
+                raise ConfigError(f"{where}: key '{key}' must be {kind.name}, "
+                                  f"got {shown(text)}") from None
+            return check_value(key, number, where)
+        if kind.base is list and not stripped.startswith("["):
+            return check_value(key, [p.strip() for p in stripped.split(",") if p.strip()],
+                               where)
+        if kind.base in (list, dict):
+            return check_value(key, _toml_value(stripped, f"{where}: key '{key}'"), where)
+    except RecursionError:
+        raise ConfigError(f"{where}: key '{key}': the value is nested too deeply") from None
+    return check_value(key, text, where)
+
+
+def _toml_value(text: str, what: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{what}: not a TOML value: {exc}") from None
+
+
+def read_toml(path: Path, repo: bool = False) -> dict[str, Any]:
+    """Read one config file; every key is checked (``repo``: a repository's own file)."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_CONFIG_BYTES + 1)
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES // 1_000_000} MB; "
+                              "is this really a config file?")
+        data = tomllib.loads(raw.decode("utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid TOML: arrays or tables nested too deeply") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: cannot read: not UTF-8 ({exc.reason} at byte "
+                          f"{exc.start})") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     for key, value in data.items():
         check_value(key, value, str(path))
+        if repo and not _META[key]["repo"]:
+            raise ConfigError(f"{path}: key '{key}' cannot be set in a repository's "
+                              f"{REPO_FILE} (a repository must not choose where the tool "
+                              "writes); set it in the user config or the environment")
     return data
 
 
@@ -179,7 +260,7 @@ def load_settings(
         layers.append((f"user: {user}", read_toml(user)))
     repo = repo_config_path(start or Path.cwd())
     if repo is not None:
-        layers.append((f"repo: {repo}", read_toml(repo)))
+        layers.append((f"repo: {repo}", read_toml(repo, repo=True)))
     env_values: dict[str, Any] = {}
     for f in fields(Settings):
         for name in f.metadata.get("env", ()):
@@ -190,6 +271,9 @@ def load_settings(
                 break
     for origin, values in layers:
         for key, value in values.items():
+            if key == "plugins":
+                _merge_plugin_tables(settings.plugins, value, origin, origins)
+                continue
             setattr(settings, key, value)
             origins[key] = origin
     for key, value in (flags or {}).items():
@@ -199,6 +283,15 @@ def load_settings(
         origins[key] = f"flag: --{key.replace('_', '-')}"
     settings.origins = origins
     return settings
+
+
+def _merge_plugin_tables(into: dict[str, dict[str, Any]], tables: dict[str, Any], origin: str,
+                         origins: dict[str, str]) -> None:
+    """Layer ``[plugins.NAME]`` tables key by key, so a repo file can change one setting."""
+    for name, table in tables.items():
+        for key, value in table.items():
+            into.setdefault(name, {})[key] = value
+            origins[f"plugins.{name}.{key}"] = origin
 
 
 def write_setting(path: Path, key: str, text: str) -> Any:
@@ -214,27 +307,3 @@ def write_setting(path: Path, key: str, text: str) -> Any:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot write: {exc}") from None
     return value
-
-
-def cache_path(settings: Settings) -> Path:
-    """The cache folder: ``cache_dir`` if set, else the platform's user cache dir."""
-    if settings.cache_dir:
-        return Path(settings.cache_dir).expanduser()
-    from platformdirs import user_cache_path
-
-    return user_cache_path(APP_NAME)
-
-
-def ensure_writable(folder: Path) -> Path:
-    """Create ``folder`` if needed and prove it is writable, or raise ConfigError."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".write-test-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        raise ConfigError(
-            f"cache folder {folder} is not writable ({exc.strerror or exc}); set cache_dir "
-            "or SLM_RERANK_CACHE_DIR to a writable folder"
-        ) from None
-    return folder

@@ -1,8 +1,15 @@
 """The hooks a slm-rerank plugin may implement.
 
 Every hook is a registry hook: it receives a ``register`` callback and calls it once per
-thing it provides. Hooks are called with keyword arguments, so an implementation may accept
-fewer arguments than the spec; new arguments are only ever added at the end.
+thing it provides; the return value is ignored. Hooks are called with keyword arguments,
+so an implementation may accept fewer arguments than the spec; new arguments are only ever
+added at the end. Each hook is called once per run, lazily, the first time the host needs
+that family. A name registered twice (by one plugin or two) is an error naming both
+plugins; raising inside a hook is an error naming the plugin.
+
+The type ``register`` accepts is the family's contract (``slm_rerank.registrations``); the
+host reads it from the annotation below, so a new family is one hookspec plus one
+dataclass.
 """
 
 from __future__ import annotations
@@ -28,12 +35,24 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 @hookspec
 def register_candidate_sources(register: Callable[[CandidateSource], None]) -> None:
-    """Register where candidate files come from: call ``register(CandidateSource(...))``."""
+    """Register where candidate files come from.
+
+    :param register: call ``register(CandidateSource(...))`` once per source. The host
+        tries the sources named in the ``sources`` setting in order and uses the first whose
+        ``unavailable(root)`` returns None; ``search(SourceQuery)`` must return
+        ``SourceHits`` and raise ``SourceError`` when its tool fails.
+    """
 
 
 @hookspec
 def register_query_expanders(register: Callable[[QueryExpander], None]) -> None:
-    """Register extra recall terms for a query: call ``register(QueryExpander(...))``."""
+    """Register extra recall terms for a query.
+
+    :param register: call ``register(QueryExpander(...))`` once per expander.
+        ``expand(ExpandRequest)`` receives the query and, when configured, a model endpoint,
+        profile and deadline; it returns ``WeightedTerm``s (weight 1.0 = a typed word). An
+        empty list means nothing to add.
+    """
 
 
 # --- scoring ------------------------------------------------------------------------------
@@ -41,12 +60,24 @@ def register_query_expanders(register: Callable[[QueryExpander], None]) -> None:
 
 @hookspec
 def register_model_profiles(register: Callable[[ModelProfile], None]) -> None:
-    """Register how to talk to a model family: call ``register(ModelProfile(...))``."""
+    """Register how to talk to a model family.
+
+    :param register: call ``register(ModelProfile(...))`` once per family or layout. A
+        profile gives a completion layout and (for chat models) a chat layout, the
+        instruction, the yes/no words and stop strings, and the model ids it claims; the
+        longest claim on a server's model id wins (see ``ModelProfile``).
+    """
 
 
 @hookspec
 def register_scorers(register: Callable[[Scorer], None]) -> None:
-    """Register a way to obtain relevance scores: call ``register(Scorer(...))``."""
+    """Register a way to obtain relevance scores.
+
+    :param register: call ``register(Scorer(...))`` once per scorer.
+        ``score(ScoreRequest)`` is an async iterator of ``DocumentScore`` (one per document
+        it judged, in any order); it raises ``TransientError`` for a fault that may pass and
+        ``ContractError`` for an answer it cannot use.
+    """
 
 
 # --- output -------------------------------------------------------------------------------
@@ -54,4 +85,8 @@ def register_scorers(register: Callable[[Scorer], None]) -> None:
 
 @hookspec
 def register_output_formatters(register: Callable[[OutputFormatter], None]) -> None:
-    """Register an output format for ``--format NAME``: call ``register(OutputFormatter(...))``."""
+    """Register an output format for ``--format NAME``.
+
+    :param register: call ``register(OutputFormatter(...))`` once per format.
+        ``render(report, tty=...)`` returns the whole text to write to stdout.
+    """

@@ -8,9 +8,10 @@ from typing import Any
 
 import pluggy
 
-from slm_rerank.config import Settings, load_settings
+from slm_rerank.config import KeyType, Settings, check_typed, load_settings, shown
+from slm_rerank.errors import ConfigError
 from slm_rerank.plugins import PluginInfo, load_entry_points, make_manager, report_load_errors
-from slm_rerank.registry import Registry
+from slm_rerank.registry import FAMILIES, Registry
 
 
 @dataclass
@@ -21,6 +22,7 @@ class Host:
     pm: pluggy.PluginManager | None = None
     infos: dict[str, PluginInfo] = field(default_factory=dict)
     _registry: Registry | None = None
+    _validated: bool = False
 
     @classmethod
     def from_environment(
@@ -46,3 +48,53 @@ class Host:
                 report_load_errors(self.infos)
             self._registry = Registry(self.pm)
         return self._registry
+
+    def _origin(self, key: str) -> str:
+        return self.settings.origins.get(key, "default")
+
+    def validate(self) -> None:
+        """Check the settings that name plugins: the format, the sources, [plugins.*].
+
+        Types and ranges were checked when the values were read; these need the registry.
+        """
+        if self._validated:
+            return
+        settings, registry = self.settings, self.registry
+        formats = registry.formatters()
+        # Defaults are not the user's words: a missing default plugin is reported where it
+        # is needed (no source can search, no formatter is installed), not as a bad key.
+        if self._origin("format") != "default" and settings.format not in formats:
+            raise ConfigError(f"{self._origin('format')}: key 'format': unknown format "
+                              f"{shown(settings.format)} (available: "
+                              f"{', '.join(sorted(formats)) or 'none installed'})")
+        sources = registry.sources()
+        unknown = [name for name in settings.sources if name not in sources
+                   and self._origin("sources") != "default"]
+        if unknown:
+            known = ", ".join(sorted(sources)) or "none installed"
+            raise ConfigError(f"{self._origin('sources')}: key 'sources': unknown source "
+                              f"{shown(unknown[0])} (installed: {known})")
+        for name in settings.plugins:
+            self.options_for(name)
+        self._validated = True
+
+    def options_for(self, name: str) -> dict[str, Any]:
+        """The ``[plugins.NAME]`` settings of a registered thing, defaults filled in."""
+        owners = [item for hook in FAMILIES for n, item in self.registry.items(hook).items()
+                  if n == name]
+        given = self.settings.plugins.get(name, {})
+        if given and not owners:
+            key = f"plugins.{name}.{next(iter(given))}"
+            raise ConfigError(f"{self._origin(key)}: [plugins.{name}]: nothing named "
+                              f"{shown(name)} is registered by an installed plugin")
+        declared = {opt.key: opt for owner in owners for opt in owner.options}
+        values = {key: opt.default for key, opt in declared.items()}
+        for key, value in given.items():
+            where = f"{self._origin(f'plugins.{name}.{key}')}: [plugins.{name}]"
+            if key not in declared:
+                known = ", ".join(sorted(declared)) or "none"
+                raise ConfigError(f"{where}: unknown key {shown(key)} (known keys: {known})")
+            default = declared[key].default
+            kind = KeyType(str, optional=True) if default is None else KeyType.of(type(default))
+            values[key] = check_typed(kind, value, f"{where}: key '{key}'")
+        return values

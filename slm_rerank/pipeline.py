@@ -1,4 +1,11 @@
-"""One query from text to report: terms, sources, slicing, lexical ranking."""
+"""One query from text to report, as DESIGN.md draws it.
+
+    gather -> rank -> head -> score -> fuse -> select -> cite
+
+Each stage is a function over plain data; ``run_search`` composes them and is the only
+place that does. Scoping the user's path arguments against the working directory happens
+before, at the CLI/API edge (``scope.py``); the request arrives here already resolved.
+"""
 
 from __future__ import annotations
 
@@ -8,113 +15,134 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from slm_rerank.config import repo_root
-from slm_rerank.errors import QueryError, SearchError
+from slm_rerank.cache import SliceCache
+from slm_rerank.errors import (
+    ConfigError,
+    QueryError,
+    SearchError,
+    SlmRerankError,
+    TransientError,
+)
 from slm_rerank.filetypes import SNIFF_BYTES, content_reason, size_reason
 from slm_rerank.host import Host
 from slm_rerank.lexical import FileEvidence, ScoredChunk, TermStats, score_chunks, score_files
-from slm_rerank.registrations import CandidateSource, SourceHits, SourceQuery
-from slm_rerank.report import Citation, Degraded, Report
-from slm_rerank.slicing import SliceCache, slice_text
-from slm_rerank.terms import extract
+from slm_rerank.registrations import CandidateSource, ExpandRequest, SourceHits, SourceQuery
+from slm_rerank.report import Citation, Degraded, Report, display_path
+from slm_rerank.slicing import slice_text
+from slm_rerank.terms import QueryTerms, Term, extract
 
-#: Files sliced and scored per query: the best by file evidence, plus the best by path alone.
+#: Files sliced and scored per query: the best by file evidence (at least this many, more
+#: when -k asks for more), plus the best by path alone.
 CANDIDATE_FILES = 50
 PATH_CANDIDATES = 20
 #: Above this many explicit paths, the source searches the root and results are filtered.
 MAX_PATH_ARGS = 200
-GLOB_CHARS = frozenset("*?[")
 
 
 @dataclass
 class SearchRequest:
+    """One query, with its scope already resolved against the working directory."""
+
     query: str
-    root: Path | None = None
-    #: files, directories or globs given as arguments (must exist)
-    paths: list[str] = field(default_factory=list)
-    #: file names piped on stdin (missing ones are skipped with a note)
-    piped_paths: list[str] = field(default_factory=list)
+    #: the searched folder, absolute and resolved
+    root: Path
+    #: regular files or folders inside ``root`` to restrict the search to (empty: all)
+    paths: list[Path] = field(default_factory=list)
+    #: glob patterns relative to ``root``
+    globs: list[str] = field(default_factory=list)
     fast: bool = True
     top_k: int = 10
     chunks: bool = False
     cache_dir: Path | None = None
+    #: query expanders to ask for extra recall terms, by name
+    expanders: list[str] = field(default_factory=list)
+    #: what scoping had to say (skipped piped names, globs matching nothing)
+    notes: list[str] = field(default_factory=list)
 
 
-def display_path(path: str) -> str:
-    """A path as text that always encodes: undecodable bytes become \\x escapes."""
-    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+@dataclass
+class Gathered:
+    """The candidates' evidence: which source ran, what it found, per-file scores."""
+
+    terms: QueryTerms
+    source: str
+    hits: SourceHits
+    stats: TermStats
+    evidence: list[FileEvidence]
 
 
-def _resolve_root(request: SearchRequest) -> Path:
-    if request.root is not None:
-        root = request.root.expanduser()
-        if not root.is_dir():
-            raise SearchError(f"root {root} does not exist or is not a directory")
-        return root.resolve()
-    here = Path.cwd()
-    return repo_root(here) or here.resolve()
+@dataclass
+class Ranked:
+    """Every sliced chunk with its tier-1 lexical score, best first."""
+
+    chunks: list[ScoredChunk]
+    #: path -> the file's decoded text, for the stages that need a chunk's code
+    texts: dict[str, str] = field(default_factory=dict)
 
 
-def _scope(request: SearchRequest, root: Path, notes: list[str]
-           ) -> tuple[list[Path], list[str]]:
-    paths: list[Path] = []
-    globs: list[str] = []
-    for arg, must_exist in [(a, True) for a in request.paths] + [
-            (a, False) for a in request.piped_paths]:
-        candidate = Path(arg).expanduser()
-        if not candidate.is_absolute():
-            candidate = Path.cwd() / candidate
-        if not candidate.exists() and GLOB_CHARS & set(arg):
-            # a glob is written relative to where the user stands, like any other path
-            globs.append(os.path.relpath(os.path.abspath(arg), root))
-            continue
-        if not candidate.exists():
-            if must_exist:
-                raise SearchError(f"path '{arg}' does not exist")
-            notes.append(f"skipped piped path '{arg}': it does not exist")
-            continue
-        resolved = candidate.resolve()
-        if resolved != root and root not in resolved.parents:
-            raise SearchError(f"path '{arg}' is outside the searched root {root}; "
-                              "pass --root to search another repository")
-        paths.append(resolved)
-    if (request.paths or request.piped_paths) and not paths and not globs:
-        raise SearchError("none of the given paths exist")
-    return paths, globs
+@dataclass
+class Fused:
+    """One chunk's place in the final order: its fused score and what it came from."""
+
+    item: ScoredChunk
+    score: float
+    model_score: float | None = None
 
 
-def choose_source(host: Host, root: Path) -> CandidateSource:
+def choose_source(host: Host, root: Path, notes: list[str]) -> CandidateSource:
     """The first source in the ``sources`` setting that can search ``root``."""
     available = host.registry.sources()
-    order = [n for n in host.settings.sources if n in available] + sorted(
-        (n for n in available if n not in host.settings.sources),
-        key=lambda n: available[n].priority,
-    )
+    wanted = host.settings.sources
+    order = [n for n in wanted if n in available] + sorted(
+        (n for n in available if n not in wanted), key=lambda n: available[n].priority)
     reasons = []
     for name in order:
         reason = available[name].unavailable(root)
         if reason is None:
+            if reasons:
+                notes.append(f"source {name} used because {'; '.join(reasons)}")
             return available[name]
         reasons.append(f"{name}: {reason}")
     if not available:
+        disabled = host.settings.disabled_plugins
+        if disabled:
+            raise SearchError(
+                "every candidate source is disabled (disabled_plugins = "
+                f"{disabled} from {host.settings.origins.get('disabled_plugins')}); "
+                "enable ripgrep or git")
         raise SearchError("no candidate source is installed (pip install slm-rerank-ripgrep)")
-    raise SearchError(f"no candidate source can search {root} ({'; '.join(reasons)})")
+    raise SearchError(f"no candidate source can search {display_path(str(root))} "
+                      f"({'; '.join(reasons)})")
 
 
-def _read(root: Path, rel: str, limit: int) -> tuple[bytes | None, str | None]:
-    """A file's bytes, or why it was skipped."""
-    full = os.path.join(os.fsencode(root), os.fsencode(rel))
-    try:
-        size = os.stat(full).st_size
-        reason = size_reason(size, limit)
-        if reason:
-            return None, reason
-        with open(full, "rb") as handle:
-            data = handle.read()
-    except OSError as exc:
-        return None, f"unreadable ({exc.strerror})"
-    reason = content_reason(os.path.basename(rel), data[:SNIFF_BYTES], len(data))
-    return (None, reason) if reason else (data, None)
+# --- expand -------------------------------------------------------------------------------
+
+
+def expand(request: SearchRequest, host: Host, terms: QueryTerms, notes: list[str]) -> None:
+    """Add the named expanders' terms to ``terms``, weighted below the words typed."""
+    if not request.expanders:
+        return
+    available = host.registry.expanders()
+    have = {t.root for t in terms.terms}
+    base = max((t.weight for t in terms.terms), default=1.0)
+    for name in request.expanders:
+        if name not in available:
+            known = ", ".join(sorted(available)) or "none installed"
+            raise ConfigError(f"unknown query expander {name!r} (installed: {known})")
+        try:
+            extra = available[name].expand(ExpandRequest(query=request.query,
+                                                         options=host.options_for(name)))
+        except TransientError as exc:
+            notes.append(f"expander {name} failed, searching without it: {exc}")
+            continue
+        for weighted in extra:
+            word = weighted.term.strip().lower()
+            if word and word not in have:
+                have.add(word)
+                terms.terms.append(Term(root=word, weight=base * weighted.weight, strong=False))
+
+
+# --- gather -------------------------------------------------------------------------------
 
 
 def _sizes(root: Path, paths: Iterable[str]) -> dict[str, int]:
@@ -129,8 +157,67 @@ def _sizes(root: Path, paths: Iterable[str]) -> dict[str, int]:
     return sizes
 
 
-def _candidates(evidence: list[FileEvidence]) -> list[FileEvidence]:
-    chosen = {e.path: e for e in evidence[:CANDIDATE_FILES]}
+def _within(path: str, restrict: set[str]) -> bool:
+    """True when ``path`` or one of its parent folders is in ``restrict``."""
+    return path in restrict or any(str(parent) in restrict
+                                   for parent in PurePosixPath(path).parents)
+
+
+def gather(request: SearchRequest, host: Host, terms: QueryTerms, notes: list[str]
+           ) -> Gathered:
+    """Ask the first available source for the files in scope and their term counts."""
+    source = choose_source(host, request.root, notes)
+    paths, restrict = list(request.paths), set()
+    if len(paths) > MAX_PATH_ARGS:
+        restrict = {os.path.relpath(p, request.root) for p in paths}
+        paths = []
+    query = SourceQuery(root=request.root, terms=terms.literals(), paths=paths,
+                        globs=request.globs, max_filesize=host.settings.max_file_bytes)
+    try:
+        hits = source.search(query)
+    except SlmRerankError:
+        raise
+    except Exception as exc:
+        raise SearchError(f"candidate source '{source.name}' failed on "
+                          f"{display_path(str(request.root))}: "
+                          f"{type(exc).__name__}: {exc}") from exc
+    if restrict:
+        kept = [f for f in hits.files if _within(f, restrict)]
+        keep = set(kept)
+        hits = SourceHits(files=kept, skipped=hits.skipped,
+                          body_counts={p: c for p, c in hits.body_counts.items() if p in keep})
+    for path, why in sorted(hits.skipped.items()):
+        notes.append(f"skipped {display_path(path)}: {why}")
+    stats = TermStats.from_hits(terms, hits)
+    evidence = score_files(terms, hits, stats, _sizes(request.root, hits.body_counts))
+    return Gathered(terms, source.name, hits, stats, evidence)
+
+
+# --- rank ---------------------------------------------------------------------------------
+
+
+def _read(root: Path, rel: str, limit: int) -> tuple[bytes | None, str | None]:
+    """A file's bytes, or why it was skipped."""
+    full = os.path.join(os.fsencode(root), os.fsencode(rel))
+    try:
+        size = os.stat(full).st_size
+        reason = size_reason(size, limit)
+        if reason:
+            return None, reason
+        with open(full, "rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError as exc:
+        return None, f"unreadable ({exc.strerror})"
+    if len(data) > limit:
+        return None, size_reason(len(data), limit)
+    reason = content_reason(os.path.basename(rel), data[:SNIFF_BYTES], len(data))
+    return (None, reason) if reason else (data, None)
+
+
+def candidates(evidence: list[FileEvidence], wanted: int = CANDIDATE_FILES
+               ) -> list[FileEvidence]:
+    """The files worth slicing: the best ``wanted`` by evidence, and the best by path."""
+    chosen = {e.path: e for e in evidence[:max(wanted, CANDIDATE_FILES)]}
     by_path = sorted((e for e in evidence if e.path_score > 0),
                      key=lambda e: (-e.path_score, e.path))
     for e in by_path[:PATH_CANDIDATES]:
@@ -138,83 +225,120 @@ def _candidates(evidence: list[FileEvidence]) -> list[FileEvidence]:
     return list(chosen.values())
 
 
-def _within(path: str, restrict: set[str]) -> bool:
-    """True when ``path`` or one of its parent folders is in ``restrict``."""
-    return path in restrict or any(str(parent) in restrict
-                                   for parent in PurePosixPath(path).parents)
-
-
-def run_search(request: SearchRequest, host: Host) -> Report:
-    """Rank the chunks of ``request.root`` for ``request.query``, lexically."""
-    clock = time.perf_counter
-    started = clock()
-    timings: dict[str, float] = {}
-    notes: list[str] = []
-    root = _resolve_root(request)
-    terms = extract(request.query)
-    if not terms.terms:
-        raise QueryError("the query has no searchable words (only stop words or punctuation)")
-    paths, globs = _scope(request, root, notes)
-    source = choose_source(host, root)
-    restrict = set()
-    if len(paths) > MAX_PATH_ARGS:
-        restrict = {os.path.relpath(p, root) for p in paths}
-        paths = []
-    query = SourceQuery(root=root, terms=terms.literals(), paths=paths, globs=globs,
-                        max_filesize=host.settings.max_file_bytes)
-    mark = clock()
-    try:
-        hits = source.search(query)
-    except Exception as exc:
-        raise SearchError(f"candidate source '{source.name}' failed on {root}: "
-                          f"{type(exc).__name__}: {exc}") from exc
-    if restrict:
-        kept = [f for f in hits.files if _within(f, restrict)]
-        keep = set(kept)
-        hits = SourceHits(
-            files=kept,
-            body_counts={p: c for p, c in hits.body_counts.items() if p in keep},
-        )
-    timings["sources_ms"] = (clock() - mark) * 1000
-    if not hits.files:
-        notes.append(f"no searchable text files under {root}")
-
-    mark = clock()
-    stats = TermStats.from_hits(terms, hits)
-    evidence = score_files(terms, hits, stats, _sizes(root, hits.body_counts))
+def rank(request: SearchRequest, host: Host, gathered: Gathered, notes: list[str]) -> Ranked:
+    """Slice the candidate files and score every chunk lexically, best first."""
     cache = SliceCache(request.cache_dir / "chunks") if request.cache_dir else None
+    limit = host.settings.max_file_bytes
     scored: list[ScoredChunk] = []
-    for ev in _candidates(evidence):
-        data, reason = _read(root, ev.path, host.settings.max_file_bytes)
+    texts: dict[str, str] = {}
+    for ev in candidates(gathered.evidence, request.top_k):
+        data, reason = _read(request.root, ev.path, limit)
         if data is None:
             notes.append(f"skipped {display_path(ev.path)}: {reason}")
             continue
         text = data.decode("utf-8", "replace")
         chunks = cache.slice(ev.path, data, text) if cache else slice_text(ev.path, data, text)
-        scored.extend(score_chunks(terms, stats, ev, chunks, text))
+        scored.extend(score_chunks(gathered.terms, gathered.stats, ev, chunks, text))
+        texts[ev.path] = text
+    scored.sort(key=lambda s: (-s.score, s.path, s.chunk.start_line))
+    return Ranked(scored, texts)
+
+
+# --- head, score, fuse --------------------------------------------------------------------
+
+
+def head(ranked: Ranked, size: int) -> list[ScoredChunk]:
+    """The chunks a model judges: file-diverse, so the head holds as many files as it can.
+
+    The best chunk of each leading file comes first (in lexical order), then further chunks
+    of those files: a head taken in plain chunk order holds fewer distinct files, and the
+    model cannot lift a file it never sees (DESIGN.md, "Head selection").
+    """
+    firsts: list[ScoredChunk] = []
+    rest: list[ScoredChunk] = []
+    seen: set[str] = set()
+    for item in ranked.chunks:
+        (rest if item.path in seen else firsts).append(item)
+        seen.add(item.path)
+    return (firsts + rest)[:size]
+
+
+def fuse(ranked: Ranked, model_scores: dict[int, float] | None = None) -> list[Fused]:
+    """The final order. Without model scores it is the lexical order, unchanged.
+
+    ``model_scores`` maps an index into ``ranked.chunks`` to a model's P(relevant); the
+    model stage fills it, and fusion then ranks scored chunks above the unscored tail.
+    """
+    if not model_scores:
+        return [Fused(item, item.score) for item in ranked.chunks]
+    raise NotImplementedError("model fusion arrives with the model stage")
+
+
+# --- select, cite -------------------------------------------------------------------------
+
+
+def select(fused: list[Fused], top_k: int, chunks: bool) -> list[Fused]:
+    """The first ``top_k`` results: one per file (its best chunk) unless ``chunks``."""
+    chosen: list[Fused] = []
+    seen: set[str] = set()
+    for entry in fused:
+        if not chunks:
+            if entry.item.path in seen:
+                continue
+            seen.add(entry.item.path)
+        chosen.append(entry)
+        if len(chosen) >= top_k:
+            break
+    return chosen
+
+
+def cite(selected: list[Fused]) -> list[Citation]:
+    """Citations as the report carries them, with paths made printable."""
+    return [Citation(
+        path=display_path(e.item.path), start_line=e.item.chunk.start_line,
+        end_line=e.item.chunk.end_line, symbol=e.item.chunk.symbol, score=e.score,
+        lexical_score=e.item.score, model_score=e.model_score, matched_terms=e.item.matched,
+    ) for e in selected]
+
+
+# --- the whole query ----------------------------------------------------------------------
+
+
+def query_terms(query: str) -> QueryTerms:
+    terms = extract(query)
+    if not terms.terms:
+        raise QueryError("the query has no searchable words (only stop words or punctuation)")
+    return terms
+
+
+def run_search(request: SearchRequest, host: Host) -> Report:
+    """Rank the chunks of ``request.root`` for ``request.query``."""
+    clock = time.perf_counter
+    started = clock()
+    notes = list(request.notes)
+    timings: dict[str, float] = {}
+    terms = query_terms(request.query)
+
+    expand(request, host, terms, notes)
+    mark = clock()
+    gathered = gather(request, host, terms, notes)
+    timings["sources_ms"] = (clock() - mark) * 1000
+    if not gathered.hits.files:
+        notes.append(f"no searchable text files under {display_path(str(request.root))}")
+
+    mark = clock()
+    ranked = rank(request, host, gathered, notes)
     timings["rank_ms"] = (clock() - mark) * 1000
 
-    scored.sort(key=lambda s: (-s.score, s.path, s.chunk.start_line))
-    results: list[Citation] = []
-    seen: set[str] = set()
-    for item in scored:
-        if not request.chunks:
-            if item.path in seen:
-                continue
-            seen.add(item.path)
-        results.append(Citation(
-            path=display_path(item.path), start_line=item.chunk.start_line,
-            end_line=item.chunk.end_line, symbol=item.chunk.symbol, score=item.score,
-            lexical_score=item.score, model_score=None, matched_terms=item.matched,
-        ))
-        if len(results) >= request.top_k:
-            break
-    notes.insert(0, f"source: {source.name}; {len(hits.files)} files in scope, "
-                    f"{len(evidence)} with evidence; terms: {', '.join(terms.literals())}")
-    timings["total_ms"] = (clock() - started) * 1000
     degraded = None
     if not request.fast:
         degraded = Degraded("no model scorer is installed yet; results are lexical only "
                             "(pass --fast to ask for that explicitly)")
-    return Report(query=request.query, root=str(root), mode="fast" if request.fast else "rerank",
-                  results=results, timings=timings, degraded=degraded, notes=notes)
+    selected = select(fuse(ranked), request.top_k, request.chunks)
+    notes.insert(0, f"source: {gathered.source}; {len(gathered.hits.files)} files in scope, "
+                    f"{len(gathered.evidence)} with evidence; terms: "
+                    f"{', '.join(terms.literals())}")
+    timings["total_ms"] = (clock() - started) * 1000
+    return Report(query=request.query, root=display_path(str(request.root)),
+                  mode="fast" if request.fast else "rerank", results=cite(selected),
+                  timings=timings, degraded=degraded, notes=notes)

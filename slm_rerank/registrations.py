@@ -1,14 +1,35 @@
-"""The things plugins register: one frozen dataclass per hook family."""
+"""The things plugins register, one frozen dataclass per hook family, and the data they see.
+
+Everything here crosses the boundary between the host and a plugin, so it is plain data:
+dataclasses, tuples and callables, no host internals.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import hashlib
+import re
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, ClassVar, Literal
 
-if TYPE_CHECKING:
-    pass
+# --- settings a plugin owns ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PluginOption:
+    """One setting a registered thing owns, read from ``[plugins.<name>]`` in config files.
+
+    Its type is the type of ``default`` (str, int, float, bool or a list of strings);
+    ``None`` as default means an optional string.
+    """
+
+    key: str
+    default: Any
+    help: str
+
+
+# --- output -------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -19,9 +40,14 @@ class OutputFormatter:
     terminal, so a formatter may align a table for people and write plain lines for pipes.
     """
 
+    noun: ClassVar[str] = "output formatter"
     name: str
     description: str
     render: Callable[..., str]
+    options: tuple[PluginOption, ...] = ()
+
+
+# --- finding candidates -------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -31,7 +57,8 @@ class SourceQuery:
     root: Path
     #: lower-case literals to find in file bodies (matched case-insensitively, as substrings)
     terms: Sequence[str]
-    #: files or directories (absolute) to restrict the search to; empty means all of root
+    #: regular files or directories (absolute, inside root) to restrict the search to;
+    #: empty means all of root
     paths: Sequence[Path] = ()
     #: glob patterns (relative to root) that files must match; empty means any
     globs: Sequence[str] = ()
@@ -47,6 +74,8 @@ class SourceHits:
     files: list[str] = field(default_factory=list)
     #: path -> lower-case term -> number of occurrences in the file's body
     body_counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: files the source met but could not read, with why (shown by ``-v``)
+    skipped: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -54,50 +83,242 @@ class CandidateSource:
     """Where candidate files come from (ripgrep, git, ...).
 
     ``unavailable(root)`` returns None when the source can search ``root``, else a short
-    reason (``"rg not found on PATH"``); ``search(query)`` returns ``SourceHits``.
+    reason (``"rg not found on PATH"``). ``search(query)`` returns ``SourceHits``, and raises
+    ``slm_rerank.errors.SourceError`` (with the tool's stderr) when the tool itself fails.
     """
 
+    noun: ClassVar[str] = "candidate source"
     name: str
     description: str
     unavailable: Callable[[Path], str | None]
     search: Callable[[SourceQuery], SourceHits]
     #: lower runs first when several sources are available
     priority: int = 100
+    options: tuple[PluginOption, ...] = ()
+
+
+# --- model servers ------------------------------------------------------------------------
+
+#: How a server is asked: llama.cpp's native ``/completion``, OpenAI ``/v1/completions``,
+#: OpenAI ``/v1/chat/completions`` (real messages), or Ollama's ``/api/generate``.
+ServerKind = Literal["llama.cpp", "openai-completions", "openai-chat", "ollama"]
+SERVER_KINDS: tuple[str, ...] = ("llama.cpp", "openai-completions", "openai-chat", "ollama")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One model server: where it is, how to ask it, which model it serves, how many at once.
+
+    A port belongs here, not to a model family: the same Qwen GGUF may be served on any
+    port by any server kind.
+    """
+
+    base_url: str
+    kind: str = "llama.cpp"
+    #: the model id the server reports (``/v1/models`` ``data[0].id``), if known
+    model_id: str | None = None
+    #: requests the server runs at once (llama.cpp ``/props`` ``total_slots``)
+    slots: int = 1
+    api_key: str | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.kind not in SERVER_KINDS:
+            raise ValueError(f"endpoint {self.base_url}: unknown server kind {self.kind!r} "
+                             f"(known: {', '.join(SERVER_KINDS)})")
+        if self.slots < 1:
+            raise ValueError(f"endpoint {self.base_url}: slots must be at least 1")
+
+
+# --- query expansion ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExpandRequest:
+    """What a query expander is given: the query and, when one is configured, a model."""
+
+    query: str
+    endpoint: Endpoint | None = None
+    profile: ModelProfile | None = None
+    #: ``time.monotonic()`` value after which the expander must return what it has
+    deadline: float | None = None
+    #: this expander's ``[plugins.<name>]`` settings, validated against its options
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class WeightedTerm:
+    """A recall term and its weight (1.0 = as strong as a word the user typed)."""
+
+    term: str
+    weight: float = 0.5
 
 
 @dataclass(frozen=True)
 class QueryExpander:
-    """Adds recall terms for a query: ``expand(query)`` returns extra words."""
+    """Adds recall terms for a query: ``expand(ExpandRequest)`` returns ``WeightedTerm``s.
 
+    An expander that calls a model raises ``TransientError`` when the server fails; the
+    pipeline then searches with the literal terms and says so.
+    """
+
+    noun: ClassVar[str] = "query expander"
     name: str
     description: str
-    expand: Callable[[str], list[str]]
+    expand: Callable[[ExpandRequest], list[WeightedTerm]]
+    options: tuple[PluginOption, ...] = ()
+
+
+# --- model profiles -----------------------------------------------------------------------
+
+#: Fields a layout may use: ``{instruction}``, ``{query}`` and ``{document}``.
+LAYOUT_FIELDS = ("instruction", "query", "document")
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One chat message of a chat layout; ``content`` may use the layout fields."""
+
+    role: Literal["system", "user", "assistant"]
+    content: str
 
 
 @dataclass(frozen=True)
 class ModelProfile:
-    """How to talk to one model family: prompt layout, answer words, and which ids it claims."""
+    """How to talk to one model family: prompt layouts, answer words, which ids it claims.
 
+    A profile describes two layouts of one question, filled with ``{instruction}``,
+    ``{query}`` and ``{document}``: ``completion``, a raw prompt string for completion
+    endpoints (the model's own chat template written out, or a few-shot layout for base
+    models), and ``chat``, real role/content turns for chat endpoints (empty when the
+    model has no chat template). Both put the instruction and query before the document so
+    that a server's prompt cache reuses the shared prefix across documents.
+
+    ``claims`` are regular expressions searched (case-insensitively) in the model id a
+    server reports. When several profiles claim one id, the longest matched text wins (the
+    most specific claim: ``gemma-3.*-it`` beats ``gemma``); an equal-length tie between two
+    profiles is an error naming both, resolved with ``--model``.
+    """
+
+    noun: ClassVar[str] = "model profile"
     name: str
     description: str
-    #: prompt template with ``{instruction}``, ``{query}`` and ``{document}`` fields
-    template: str
+    instruction: str
+    completion: str
     yes_words: tuple[str, ...]
     no_words: tuple[str, ...]
-    #: regular expressions matched against a server's model id
+    chat: tuple[Turn, ...] = ()
     claims: tuple[str, ...] = ()
     stop: tuple[str, ...] = ()
+    #: chunk-length normalisation exponent (see docs: score * (tokens/ref) ** exponent)
     length_exponent: float = 0.0
-    default_port: int | None = None
+    #: how far the model's verdict may move the lexical order: w in logit = w*logit(p) + z.
+    #: 1.0 for an instruction-tuned judge; lower for a weak (base) model.
+    judge_weight: float = 1.0
+    options: tuple[PluginOption, ...] = ()
+
+    def render_completion(self, query: str, document: str) -> str:
+        """The raw prompt for a completion endpoint."""
+        return _fill(self.completion, self.instruction, query, document)
+
+    def render_chat(self, query: str, document: str) -> list[dict[str, str]]:
+        """The messages for a chat endpoint (empty when the profile has no chat layout)."""
+        return [{"role": t.role, "content": _fill(t.content, self.instruction, query, document)}
+                for t in self.chat]
+
+    @property
+    def prompt_version(self) -> str:
+        """A digest of everything that shapes the prompt or reads the answer.
+
+        It changes whenever a layout, the instruction, the answer words or the stop strings
+        change, so the score cache never serves a score asked in another way.
+        """
+        parts = [self.name, self.instruction, self.completion,
+                 *(f"{t.role}\0{t.content}" for t in self.chat),
+                 "\0".join(self.yes_words), "\0".join(self.no_words), "\0".join(self.stop),
+                 repr(self.length_exponent)]
+        return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
+
+    def claim_length(self, model_id: str) -> int:
+        """Length of the longest text of ``model_id`` this profile claims (0: no claim)."""
+        best = 0
+        for pattern in self.claims:
+            for match in re.finditer(pattern, model_id, re.IGNORECASE):
+                best = max(best, len(match.group(0)))
+        return best
+
+
+def _fill(template: str, instruction: str, query: str, document: str) -> str:
+    # str.replace, not str.format: a query or a chunk of code is full of braces.
+    return (template.replace("{instruction}", instruction).replace("{query}", query)
+            .replace("{document}", document))
+
+
+# --- scoring ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Document:
+    """One thing to judge: its text, a stable id, and a hash of the text for the cache."""
+
+    id: str
+    text: str
+    content_hash: str
+    #: where it came from, for prompts that show it (``path``, ``lines``, ``symbol``)
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, id: str, text: str, **metadata: Any) -> Document:
+        digest = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+        return cls(id=id, text=text, content_hash=digest, metadata=metadata)
+
+
+@dataclass(frozen=True)
+class ScoreRequest:
+    """What a scorer is asked: judge each document against the query."""
+
+    query: str
+    documents: Sequence[Document]
+    profile: ModelProfile | None = None
+    endpoint: Endpoint | None = None
+    #: ``time.monotonic()`` value after which the scorer stops; what it yielded is kept
+    deadline: float | None = None
+    #: this scorer's ``[plugins.<name>]`` settings, validated against its options
+    options: Mapping[str, Any] = field(default_factory=dict)
+    #: a pooled ``httpx.AsyncClient`` the host owns; a scorer that talks HTTP uses it
+    client: Any = None
+
+
+@dataclass(frozen=True)
+class DocumentScore:
+    """A verdict on one document of a ``ScoreRequest``.
+
+    ``probability`` is P(relevant) in [0, 1]. ``bounded`` names the answer side ("yes" or
+    "no") that was missing from the server's top-K and was bounded by the smallest
+    returned logprob, so the probability is a bound, not a measurement; bounded scores are
+    never cached. ``raw`` is the scorer's own number (a logit, a grade) when it has one.
+    """
+
+    index: int
+    probability: float
+    raw: float | None = None
+    bounded: str | None = None
+    note: str | None = None
 
 
 @dataclass(frozen=True)
 class Scorer:
-    """How a relevance score is obtained for a batch of chunks.
+    """How relevance scores are obtained for a batch of documents.
 
-    ``score(query, documents, **options)`` returns one probability in [0, 1] per document.
+    ``score(request)`` is an async iterator of ``DocumentScore``, yielded as they come, in
+    any order (each names its document's index). It raises ``TransientError`` for a fault
+    that may pass and ``ContractError`` for an answer it cannot use; the host keeps what was
+    yielded before either, and stops iterating at the request's deadline.
     """
 
+    noun: ClassVar[str] = "scorer"
     name: str
     description: str
-    score: Callable[..., list[float]]
+    score: Callable[[ScoreRequest], AsyncIterator[DocumentScore]]
+    #: whether it needs a model endpoint (the host finds one before calling it)
+    needs_endpoint: bool = True
+    options: tuple[PluginOption, ...] = ()

@@ -1,12 +1,19 @@
-"""Collects what plugins register, remembering which plugin registered each name."""
+"""Collects what plugins register, remembering which plugin registered each name.
+
+The families are read from the hookspecs themselves: each ``register_*`` hook's
+``register`` parameter is annotated ``Callable[[Kind], None]``, and ``Kind.noun`` is how a
+person calls one. Adding a family is one hookspec and one dataclass.
+"""
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, get_args, get_type_hints
 
 import pluggy
 
+from slm_rerank import hookspecs
 from slm_rerank.errors import RegistrationError
 from slm_rerank.registrations import (
     CandidateSource,
@@ -18,16 +25,20 @@ from slm_rerank.registrations import (
 
 T = TypeVar("T")
 
-#: hook name -> (what it registers, how a person calls one of those)
-FAMILIES: dict[str, tuple[type, str]] = {
-    "register_model_profiles": (ModelProfile, "model profile"),
-    "register_candidate_sources": (CandidateSource, "candidate source"),
-    "register_query_expanders": (QueryExpander, "query expander"),
-    "register_output_formatters": (OutputFormatter, "output formatter"),
-    "register_scorers": (Scorer, "scorer"),
-}
+
+def _families() -> dict[str, type]:
+    out: dict[str, type] = {}
+    for name, fn in inspect.getmembers(hookspecs, inspect.isfunction):
+        if hasattr(fn, f"{hookspecs.PROJECT}_spec"):
+            callback = get_type_hints(fn)["register"]
+            out[name] = get_args(callback)[0][0]
+    return out
 
 
+#: hook name -> the dataclass its ``register`` callback takes
+FAMILIES: dict[str, type] = _families()
+#: the dataclass -> its hook name
+HOOK_OF: dict[type, str] = {kind: hook for hook, kind in FAMILIES.items()}
 
 
 @dataclass(frozen=True)
@@ -48,7 +59,8 @@ class Registry:
         """Every registration of one hook, by name; raises RegistrationError on conflict."""
         if hook_name in self._collected:
             return self._collected[hook_name]
-        expected, noun = FAMILIES[hook_name]
+        expected = FAMILIES[hook_name]
+        noun = expected.noun  # type: ignore[attr-defined]
         found: dict[str, Registered[Any]] = {}
         caller = getattr(self.pm.hook, hook_name)
         # Called one implementation at a time so that each name is attributed to its plugin.
@@ -82,23 +94,34 @@ class Registry:
         self._collected[hook_name] = found
         return found
 
+    def of(self, kind: type[T]) -> dict[str, T]:
+        """Every registered thing of one family (``registry.of(Scorer)``), by name."""
+        return {name: reg.item for name, reg in self.collect(HOOK_OF[kind]).items()}
+
     def items(self, hook_name: str) -> dict[str, Any]:
         return {name: reg.item for name, reg in self.collect(hook_name).items()}
 
     def formatters(self) -> dict[str, OutputFormatter]:
-        return self.items("register_output_formatters")
+        return self.of(OutputFormatter)
 
     def sources(self) -> dict[str, CandidateSource]:
-        return self.items("register_candidate_sources")
+        return self.of(CandidateSource)
 
     def expanders(self) -> dict[str, QueryExpander]:
-        return self.items("register_query_expanders")
+        return self.of(QueryExpander)
 
     def profiles(self) -> dict[str, ModelProfile]:
-        return self.items("register_model_profiles")
+        return self.of(ModelProfile)
 
     def scorers(self) -> dict[str, Scorer]:
-        return self.items("register_scorers")
+        return self.of(Scorer)
+
+    def everything(self) -> dict[str, Any]:
+        """Every registered thing of every family, by name (for ``[plugins.NAME]``)."""
+        out: dict[str, Any] = {}
+        for hook_name in FAMILIES:
+            out.update(self.items(hook_name))
+        return out
 
     def names_by_plugin(self) -> dict[str, dict[str, list[str]]]:
         """plugin name -> hook name -> the names it registered (for `slm-rerank plugins`)."""

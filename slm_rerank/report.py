@@ -9,6 +9,11 @@ from typing import Any
 SCHEMA_VERSION = 1
 
 
+def display_path(path: str) -> str:
+    """A path as text that always encodes: undecodable bytes become \\x escapes."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 @dataclass
 class Citation:
     """One ranked place: a file's line range, with the scores that put it there."""

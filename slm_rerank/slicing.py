@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 #: Bump when slicing changes, so that cached slices are not reused.
 SLICER_VERSION = "2"
@@ -204,7 +202,7 @@ def slice_text(name: str, data: bytes, text: str) -> list[Chunk]:
     return chunks
 
 
-# --- the slice cache -----------------------------------------------------------------------
+# --- the slice cache key ------------------------------------------------------------------
 
 
 def content_key(name: str, data: bytes) -> str:
@@ -212,43 +210,3 @@ def content_key(name: str, data: bytes) -> str:
     digest = hashlib.blake2b(data, digest_size=16)
     digest.update(f"\0{SLICER_VERSION}\0{os.path.splitext(name)[1].lower()}".encode())
     return digest.hexdigest()
-
-
-class SliceCache:
-    """Chunk boundaries by content hash, as small JSON files under ``<cache>/chunks/``."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-
-    def _path(self, key: str) -> Path:
-        return self.folder / key[:2] / f"{key}.json"
-
-    def get(self, key: str) -> list[Chunk] | None:
-        try:
-            rows = json.loads(self._path(key).read_bytes())
-            return [Chunk(r[0], r[1], r[2], tuple(r[3])) for r in rows]
-        except (OSError, ValueError, TypeError, IndexError):
-            return None
-
-    def put(self, key: str, chunks: list[Chunk]) -> None:
-        path = self._path(key)
-        rows = [[c.start_line, c.end_line, c.symbol, list(c.defines)] for c in chunks]
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            import tempfile  # only on a cache miss: keeps it out of every start-up
-
-            # Write then rename, so a concurrent reader never sees half a file.
-            fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-            with os.fdopen(fd, "w") as out:
-                json.dump(rows, out, separators=(",", ":"))
-            os.replace(tmp, path)
-        except OSError:
-            pass  # a cache that cannot be written only costs speed
-
-    def slice(self, name: str, data: bytes, text: str) -> list[Chunk]:
-        key = content_key(name, data)
-        chunks = self.get(key)
-        if chunks is None:
-            chunks = slice_text(name, data, text)
-            self.put(key, chunks)
-        return chunks

@@ -14,16 +14,25 @@ The base classes are not collected by pytest themselves (their names do not star
 
 from __future__ import annotations
 
-import json
+import dataclasses
+import math
 import re
 import subprocess
+import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar
 
 from slm_rerank.config import Settings
 from slm_rerank.host import Host
-from slm_rerank.registrations import SourceQuery
+from slm_rerank.plugins import ENTRY_POINT_GROUP
+from slm_rerank.registrations import (
+    Document,
+    ExpandRequest,
+    ScoreRequest,
+    SourceQuery,
+    WeightedTerm,
+)
 from slm_rerank.report import Citation, Report
 
 
@@ -43,23 +52,20 @@ class PluginContract:
         host = Host.with_plugins(Settings(), self.plugin)
         return host.registry.items(self.hook)
 
-    def test_distribution_is_listed_by_plugins_command(self) -> None:
-        from click.testing import CliRunner
+    def test_distribution_registers_through_its_entry_point(self) -> None:
+        """Its own entry point loads and registers its names; other plugins play no part."""
+        from importlib.metadata import entry_points
 
-        from slm_rerank.commands import cli
+        import pytest
 
         if self.distribution is None:
-            import pytest
-
             pytest.skip("not an installed distribution")
-        result = CliRunner().invoke(cli, ["plugins", "--all", "--format", "json"])
-        assert result.exit_code == 0, result.output
-        rows = {row["distribution"]: row for row in json.loads(result.output)}
-        assert self.distribution in rows, f"{self.distribution} not installed as a plugin"
-        row = rows[self.distribution]
-        assert row["error"] is None
-        assert self.hook in row["hooks"]
-        assert set(row["registers"][self.hook]) == self.names
+        own = [ep for ep in entry_points(group=ENTRY_POINT_GROUP)
+               if ep.dist is not None and ep.dist.name == self.distribution]
+        assert own, (f"{self.distribution} has no entry point in the group "
+                     f"'{ENTRY_POINT_GROUP}': is it installed?")
+        host = Host.with_plugins(Settings(), *(ep.load() for ep in own))
+        assert set(host.registry.items(self.hook)) == self.names
 
     def test_registers_its_names(self) -> None:
         assert set(self.registered()) == self.names
@@ -161,36 +167,92 @@ class CandidateSourceContract(PluginContract):
 class QueryExpanderContract(PluginContract):
     hook = "register_query_expanders"
 
-    def test_expansions_are_words(self) -> None:
-        for expander in self.registered().values():
-            extra = expander.expand("where are retries configured")
-            assert isinstance(extra, list)
-            assert all(isinstance(word, str) and word.strip() for word in extra)
+    def expand_request(self, query: str) -> ExpandRequest:
+        """The request each expander is given; override to add an endpoint."""
+        return ExpandRequest(query=query)
+
+    def test_expansions_are_weighted_words(self) -> None:
+        for name, expander in self.registered().items():
+            extra = expander.expand(self.expand_request("where are retries configured"))
+            assert isinstance(extra, list), name
+            for term in extra:
+                assert isinstance(term, WeightedTerm), (name, term)
+                assert term.term.strip(), (name, term)
+                assert math.isfinite(term.weight) and term.weight > 0, (name, term)
 
 
 class ModelProfileContract(PluginContract):
     hook = "register_model_profiles"
+    #: model id -> the profile of this plugin that should claim it (``None``: none of them)
+    claimed_ids: ClassVar[dict[str, str | None]] = {}
 
-    def test_template_has_every_field(self) -> None:
+    def test_layouts_ask_the_query_before_the_document(self) -> None:
+        query, document = "QUERY-{x}-MARK", "DOCUMENT-{y}-MARK"
         for name, profile in self.registered().items():
-            for placeholder in ("{query}", "{document}"):
-                assert placeholder in profile.template, (name, placeholder)
+            assert profile.instruction.strip(), name
+            prompt = profile.render_completion(query, document)
+            assert query in prompt and document in prompt, (name, prompt)
+            assert prompt.index(query) < prompt.index(document), name
+            # the document is last: only the answer cue may follow it
+            assert len(prompt) - prompt.index(document) - len(document) < 200, name
+            messages = profile.render_chat(query, document)
+            if messages:
+                text = "\n".join(m["content"] for m in messages)
+                assert query in text and document in text, name
+                assert text.index(query) < text.index(document), name
+                assert {m["role"] for m in messages} <= {"system", "user", "assistant"}, name
+
+    def test_answer_words_are_distinct(self) -> None:
+        for name, profile in self.registered().items():
             assert profile.yes_words and profile.no_words, name
             assert not set(profile.yes_words) & set(profile.no_words), name
+            assert all(w for w in profile.yes_words + profile.no_words), name
+
+    def test_the_prompt_version_changes_with_the_prompt(self) -> None:
+        for name, profile in self.registered().items():
+            changed = dataclasses.replace(profile, instruction=profile.instruction + " Be brief.")
+            assert changed.prompt_version != profile.prompt_version, name
+            assert dataclasses.replace(profile).prompt_version == profile.prompt_version, name
+
+    def test_claims_are_valid_patterns(self) -> None:
+        for name, profile in self.registered().items():
             for pattern in profile.claims:
                 re.compile(pattern)
+            assert 0.0 <= profile.judge_weight <= 1.0, name
+            assert 0.0 <= profile.length_exponent < 1.0, name
+
+    def test_claims_the_model_ids_it_says_it_claims(self) -> None:
+        from slm_rerank.model.profiles import choose_profile
+
+        profiles = self.registered()
+        for model_id, expected in self.claimed_ids.items():
+            choice = choose_profile(profiles, model_id=model_id, fallback=None)
+            assert (choice.profile.name if choice else None) == expected, model_id
 
 
 class ScorerContract(PluginContract):
     hook = "register_scorers"
 
-    def score_kwargs(self) -> dict[str, Any]:
-        """Extra keyword arguments a scorer needs (a server endpoint, say)."""
-        return {}
+    def score_request(self, query: str, documents: list[str]) -> ScoreRequest:
+        """The request each scorer is given; override to add an endpoint or a profile."""
+        return ScoreRequest(query=query, documents=[
+            Document.of(str(i), text) for i, text in enumerate(documents)])
 
     def test_one_probability_per_document(self) -> None:
-        for scorer in self.registered().values():
-            scores = scorer.score("retries", ["def retry(): ...", "colour = 'red'"],
-                                  **self.score_kwargs())
-            assert len(scores) == 2
-            assert all(0.0 <= s <= 1.0 for s in scores)
+        from slm_rerank.model.scoring import score_sync
+
+        for name, scorer in self.registered().items():
+            request = self.score_request("retries", ["def retry(): ...", "colour = 'red'"])
+            outcome = score_sync(scorer, request)  # checks index, range, duplicates
+            assert outcome.stopped is None, (name, outcome.stopped)
+            assert sorted(outcome.scores) == [0, 1], name
+
+    def test_a_deadline_in_the_past_returns_without_scores(self) -> None:
+        from slm_rerank.model.scoring import score_sync
+
+        for name, scorer in self.registered().items():
+            request = dataclasses.replace(
+                self.score_request("retries", ["def retry(): ..."]),
+                deadline=time.monotonic() - 1)
+            outcome = score_sync(scorer, request)
+            assert outcome.scores == {} and outcome.stopped, name

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import slm_rerank
 from slm_rerank.registrations import (
     CandidateSource,
+    DocumentScore,
     ModelProfile,
     OutputFormatter,
     QueryExpander,
     Scorer,
+    ScoreRequest,
     SourceHits,
     SourceQuery,
+    Turn,
+    WeightedTerm,
 )
 
 
@@ -53,24 +59,38 @@ class Expanders:
     @slm_rerank.hookimpl
     def register_query_expanders(self, register: Callable[[QueryExpander], None]) -> None:
         register(QueryExpander("synonyms", "retry -> backoff",
-                               lambda q: ["backoff"] if "retry" in q else []))
+                               lambda request: [WeightedTerm("backoff", 0.5)]
+                               if "retr" in request.query else []))
+
+
+RAW_PROFILE = ModelProfile(
+    "raw", "two-shot raw completion for a base model",
+    instruction="Answer yes or no: is the document relevant to the query?",
+    completion="{instruction}\nQuery: {query}\nDocument: {document}\nRelevant:",
+    chat=(Turn("system", "{instruction}"),
+          Turn("user", "Query: {query}\nDocument: {document}")),
+    yes_words=(" yes",), no_words=(" no",), claims=(r"gemma",), judge_weight=0.3)
 
 
 class Profiles:
     @slm_rerank.hookimpl
     def register_model_profiles(self, register: Callable[[ModelProfile], None]) -> None:
-        register(ModelProfile("raw", "two-shot raw completion",
-                              template="{instruction}\nQuery: {query}\nDoc: {document}\nRelevant:",
-                              yes_words=(" yes",), no_words=(" no",), claims=(r"gemma",)))
+        register(RAW_PROFILE)
+        register(dataclasses.replace(RAW_PROFILE, name="raw-it", claims=(r"gemma-\d.*-it",),
+                                     judge_weight=1.0))
+
+
+async def _overlap(request: ScoreRequest) -> AsyncIterator[DocumentScore]:
+    words = set(request.query.split())
+    for i, doc in enumerate(request.documents):
+        await asyncio.sleep(0)
+        yield DocumentScore(i, 1.0 if words & set(doc.text.split()) else 0.0)
 
 
 class Scorers:
     @slm_rerank.hookimpl
     def register_scorers(self, register: Callable[[Scorer], None]) -> None:
-        register(Scorer("overlap", "word overlap",
-                        lambda query, documents, **_: [
-                            1.0 if set(query.split()) & set(d.split()) else 0.0
-                            for d in documents]))
+        register(Scorer("overlap", "word overlap", _overlap, needs_endpoint=False))
 
 
 class WrongType:

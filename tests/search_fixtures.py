@@ -1,7 +1,7 @@
-"""Shared helpers for the lexical-search tests: an isolated environment, trees, the CLI.
+"""Shared helpers for the host tests: an isolated environment, repositories, the CLI.
 
 ``conftest.py`` calls ``isolate`` for every test, so no test reads or writes the user's
-config or cache.
+config or cache, or loads a plugin the user happened to install.
 """
 
 from __future__ import annotations
@@ -20,9 +20,41 @@ import slm_rerank_ripgrep
 from slm_rerank.config import Settings
 from slm_rerank.host import Host
 from slm_rerank.pipeline import SearchRequest, run_search
+from slm_rerank.plugins import BUILTIN_DISTRIBUTIONS, LOAD_PLUGINS_ENV
 from slm_rerank.report import Report
+from slm_rerank.scope import resolve_scope
 
 CLI = Path(sys.executable).parent / "slm-rerank"
+
+#: What the shared ``repo`` fixture holds: a retry module with two symbols, its caller, its
+#: test, a README that mentions it, and one unrelated module.
+RETRY = """\
+import time
+
+
+def backoff(attempt):
+    \"\"\"Seconds to wait before retry number ``attempt``.\"\"\"
+    return 2 ** attempt
+
+
+class RetryPolicy:
+    def __init__(self, tries):
+        self.tries = tries
+
+    def retry(self, call):
+        for attempt in range(self.tries):
+            time.sleep(backoff(attempt))
+            call()
+"""
+REPO_FILES: dict[str, str | bytes] = {
+    "src/net/retry.py": RETRY,
+    "src/net/client.py": "from net.retry import RetryPolicy\n\n\n"
+                         "def fetch(url):\n    return RetryPolicy(3).retry(lambda: url)\n",
+    "tests/test_retry.py": "from net.retry import backoff\n\n\n"
+                           "def test_backoff_doubles():\n    assert backoff(2) == 4\n",
+    "README.md": "# net\n\nA client with retry and backoff.\n",
+    "src/colour.py": "RED = 1\n",
+}
 
 
 def isolate(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
@@ -31,10 +63,57 @@ def isolate(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "_config"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "_cache"))
     monkeypatch.setenv("SLM_RERANK_CACHE_DIR", str(cache))
+    # Only the plugins this repository ships: a plugin the user installed (the template,
+    # say) must not change formats, sources or names under the host's tests.
+    monkeypatch.setenv(LOAD_PLUGINS_ENV, ",".join(sorted(BUILTIN_DISTRIBUTIONS)))
     # A user's own rg override or caller name must not leak into the tests.
     monkeypatch.delenv("SLM_RERANK_RG", raising=False)
     monkeypatch.delenv("SLM_RERANK_CALLER", raising=False)
     return cache
+
+
+@dataclass
+class InstalledDistribution:
+    """The part of ``importlib.metadata.Distribution`` that plugin loading reads."""
+
+    name: str
+    version: str = "1.0"
+
+
+@dataclass
+class InstalledEntryPoint:
+    """An entry point of the ``slm_rerank`` group whose ``load()`` returns ``plugin``."""
+
+    name: str
+    plugin: object
+    dist: InstalledDistribution | None = None
+    group: str = "slm_rerank"
+
+    def load(self) -> object:
+        return self.plugin
+
+
+def install_plugin(monkeypatch: pytest.MonkeyPatch, name: str, plugin: object,
+                   distribution: str | None = None) -> None:
+    """Make ``plugin`` look pip-installed under entry-point ``name``, beside the real plugins.
+
+    Isolation still applies: name it in ``$SLM_RERANK_LOAD_PLUGINS`` for the host to load it.
+    """
+    import importlib.metadata
+
+    real = list(importlib.metadata.entry_points(group="slm_rerank"))
+    dist = InstalledDistribution(distribution or f"slm-rerank-{name}")
+    extra = InstalledEntryPoint(name, plugin, dist)
+
+    def entry_points(group: str) -> list[Any]:
+        return [*real, extra] if group == "slm_rerank" else []
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
+
+
+def load_plugins(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
+    """Let the host load the built-ins and ``names``, as ``$SLM_RERANK_LOAD_PLUGINS`` says."""
+    monkeypatch.setenv(LOAD_PLUGINS_ENV, ",".join([*sorted(BUILTIN_DISTRIBUTIONS), *names]))
 
 
 def write_tree(root: Path, files: dict[str, str | bytes]) -> Path:
@@ -93,7 +172,10 @@ def search(root: Path, query: str, cache: Path | None = None, settings: Settings
            **options: Any) -> Report:
     """``run_search`` in-process over ``root`` with the ripgrep source only."""
     host = Host.with_plugins(settings or Settings(), slm_rerank_ripgrep)
-    request = SearchRequest(query=query, root=root, cache_dir=cache, **options)
+    # Path arguments are scoped at the edge, as the CLI and API do, against the cwd.
+    scope = resolve_scope(root.resolve(), options.pop("paths", ()), (), Path.cwd())
+    request = SearchRequest(query=query, root=scope.root, paths=scope.paths, globs=scope.globs,
+                            notes=scope.notes, cache_dir=cache, **options)
     return run_search(request, host)
 
 

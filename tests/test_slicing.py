@@ -8,12 +8,12 @@ import pytest
 from search_fixtures import make_repo, result_paths, search
 
 from slm_rerank import slicing
+from slm_rerank.cache import SliceCache
 from slm_rerank.slicing import (
     MAX_CHUNK_LINES,
     WINDOW_LINES,
     WINDOW_OVERLAP,
     Chunk,
-    SliceCache,
     slice_text,
 )
 

@@ -18,7 +18,8 @@ from pathlib import Path
 from cases import MODES, load_cases, tree_ready
 from metrics import first_gold_rank, hit_at, mean, reciprocal_rank
 
-from slm_rerank.config import cache_path, load_settings
+from slm_rerank.cache import cache_path
+from slm_rerank.config import load_settings
 from slm_rerank.host import Host
 from slm_rerank.pipeline import SearchRequest, run_search
 
@@ -46,7 +47,7 @@ def main() -> int:
         if (args.repo and case.repo != args.repo) or not tree_ready(tree):
             continue
         for mode in MODES:
-            report = run_search(SearchRequest(query=case.text(mode), root=tree, top_k=10,
+            report = run_search(SearchRequest(query=case.text(mode), root=tree.resolve(), top_k=10,
                                               cache_dir=cache), host)
             paths = [c.path for c in report.results]
             ranks[mode].append({"id": case.id, "paths": paths,

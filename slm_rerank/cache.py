@@ -1,0 +1,103 @@
+"""The cache folder and what lives in it: the usage log's folder, the slice cache.
+
+The folder is the user's (``cache_dir``, ``SLM_RERANK_CACHE_DIR`` or the platform's user
+cache dir), never a searched repository: a repository's own config cannot set it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from slm_rerank import slicing
+from slm_rerank.config import APP_NAME, Settings
+from slm_rerank.errors import ConfigError
+from slm_rerank.slicing import Chunk
+
+
+def cache_path(settings: Settings) -> Path:
+    """The cache folder: ``cache_dir`` if set, else the platform's user cache dir."""
+    if settings.cache_dir:
+        return Path(settings.cache_dir).expanduser()
+    from platformdirs import user_cache_path
+
+    return user_cache_path(APP_NAME)
+
+
+def ensure_writable(folder: Path) -> Path:
+    """Create ``folder`` if needed and prove it is writable, or raise ConfigError."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(
+            f"cache folder {folder} is not writable ({exc.strerror or exc}); set cache_dir "
+            "or SLM_RERANK_CACHE_DIR to a writable folder"
+        ) from None
+    return folder
+
+
+def _chunk(row: Any, line_count: int) -> Chunk | None:
+    """A cached row as a Chunk, or None when it is not one (a hand edit, another version)."""
+    if not (isinstance(row, list) and len(row) == 4):
+        return None
+    start, end, symbol, defines = row
+    if not (type(start) is int and type(end) is int and 1 <= start <= end <= line_count):
+        return None
+    if not (symbol is None or isinstance(symbol, str)):
+        return None
+    if not (isinstance(defines, list) and all(isinstance(d, str) for d in defines)):
+        return None
+    return Chunk(start, end, symbol, tuple(defines))
+
+
+class SliceCache:
+    """Chunk boundaries by content hash, as small JSON files under ``<cache>/chunks/``.
+
+    An entry that is not valid for the file it is asked for (wrong shape, or line numbers
+    outside the file) is a miss: the file is sliced again and the entry rewritten.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def _path(self, key: str) -> Path:
+        return self.folder / key[:2] / f"{key}.json"
+
+    def get(self, key: str, line_count: int | None = None) -> list[Chunk] | None:
+        try:
+            rows = json.loads(self._path(key).read_bytes())
+        except (OSError, ValueError, RecursionError):
+            return None
+        if not isinstance(rows, list) or not rows:
+            return None
+        limit = line_count if line_count is not None else 1 << 62
+        chunks = [_chunk(row, limit) for row in rows]
+        return None if any(c is None for c in chunks) else chunks  # type: ignore[return-value]
+
+    def put(self, key: str, chunks: list[Chunk]) -> None:
+        path = self._path(key)
+        rows = [[c.start_line, c.end_line, c.symbol, list(c.defines)] for c in chunks]
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            import tempfile  # only on a cache miss: keeps it out of every start-up
+
+            # Write then rename, so a concurrent reader never sees half a file.
+            fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+            with os.fdopen(fd, "w") as out:
+                json.dump(rows, out, separators=(",", ":"))
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a cache that cannot be written only costs speed
+
+    def slice(self, name: str, data: bytes, text: str) -> list[Chunk]:
+        key = slicing.content_key(name, data)
+        chunks = self.get(key, len(text.splitlines()) or 1)
+        if chunks is None:
+            chunks = slicing.slice_text(name, data, text)
+            self.put(key, chunks)
+        return chunks
