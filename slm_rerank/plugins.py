@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -11,6 +12,8 @@ import pluggy
 from slm_rerank import hookspecs
 
 ENTRY_POINT_GROUP = "slm_rerank"
+#: Comma-separated entry-point or distribution names: load only these ("" loads none).
+LOAD_PLUGINS_ENV = "SLM_RERANK_LOAD_PLUGINS"
 #: The plugin distributions this project ships; `slm-rerank plugins` hides them without --all.
 BUILTIN_DISTRIBUTIONS = frozenset(
     {"slm-rerank-formatters", "slm-rerank-ripgrep", "slm-rerank-git"}
@@ -36,21 +39,34 @@ def make_manager() -> pluggy.PluginManager:
     return pm
 
 
+def plugins_to_load() -> frozenset[str] | None:
+    """The names ``$SLM_RERANK_LOAD_PLUGINS`` allows, or None (load all) when it is unset."""
+    value = os.environ.get(LOAD_PLUGINS_ENV)
+    if value is None:
+        return None
+    return frozenset(name.strip() for name in value.split(",") if name.strip())
+
+
 def load_entry_points(
     pm: pluggy.PluginManager, disabled: Iterable[str] = ()
 ) -> dict[str, PluginInfo]:
     """Load every installed plugin of the entry-point group into ``pm``.
 
+    When ``$SLM_RERANK_LOAD_PLUGINS`` is set, only the plugins it names (by entry-point or
+    distribution name) are considered; the others are neither imported nor listed.
     A plugin named in ``disabled`` (by entry-point or distribution name) is blocked before it
     is imported. A plugin that fails to import is reported in its ``PluginInfo.error`` and
     the others still load.
     """
     from importlib.metadata import entry_points
 
+    wanted = plugins_to_load()
     blocked = set(disabled)
     infos: dict[str, PluginInfo] = {}
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         dist = ep.dist.name if ep.dist is not None else None
+        if wanted is not None and ep.name not in wanted and dist not in wanted:
+            continue
         if ep.name in blocked or dist in blocked:
             pm.set_blocked(ep.name)
             continue

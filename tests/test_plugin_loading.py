@@ -1,4 +1,4 @@
-"""Entry-point loading: disabling, broken plugins, and check_pending."""
+"""Entry-point loading: choosing and disabling plugins, broken plugins, and check_pending."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pluggy
 import pytest
 
 import slm_rerank
-from slm_rerank.plugins import load_entry_points, make_manager
+from slm_rerank.plugins import LOAD_PLUGINS_ENV, load_entry_points, make_manager
 
 
 class FakeDist:
@@ -58,7 +58,9 @@ def misspelt_module() -> types.ModuleType:
 
 @pytest.fixture
 def entry_points(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """The installed entry points, faked; no load restriction unless a test sets one."""
     eps: list[FakeEntryPoint] = []
+    monkeypatch.delenv(LOAD_PLUGINS_ENV, raising=False)
 
     def fake(group: str):  # type: ignore[no-untyped-def]
         assert group == "slm_rerank"
@@ -88,6 +90,38 @@ def test_disabled_plugins_are_blocked_before_import(entry_points) -> None:
     assert not by_name.loaded and not by_dist.loaded
     assert infos == {}
     assert pm.is_blocked("good") and pm.is_blocked("other")
+
+
+def test_without_load_plugins_env_every_installed_plugin_loads(entry_points) -> None:
+    entry_points += [FakeEntryPoint("one", "slm-rerank-one", good_module),
+                     FakeEntryPoint("two", "slm-rerank-two", good_module)]
+    infos = load_entry_points(make_manager())
+    assert sorted(infos) == ["one", "two"]
+
+
+def test_load_plugins_env_loads_only_the_plugins_it_names(
+        entry_points, monkeypatch: pytest.MonkeyPatch) -> None:
+    by_name = FakeEntryPoint("one", "slm-rerank-one", good_module)
+    by_dist = FakeEntryPoint("two", "slm-rerank-two", good_module)
+    unnamed = FakeEntryPoint("three", "slm-rerank-three", broken_module)
+    entry_points += [by_name, by_dist, unnamed]
+    monkeypatch.setenv(LOAD_PLUGINS_ENV, " one ,slm-rerank-two,")
+    pm = make_manager()
+    infos = load_entry_points(pm)
+    assert sorted(infos) == ["one", "two"]
+    assert by_name.loaded and by_dist.loaded
+    assert not unnamed.loaded, "a plugin the variable does not name is never imported"
+    assert not pm.has_plugin("three")
+
+
+def test_an_empty_load_plugins_env_loads_no_plugin(
+        entry_points, monkeypatch: pytest.MonkeyPatch) -> None:
+    plugin = FakeEntryPoint("one", "slm-rerank-one", good_module)
+    entry_points.append(plugin)
+    monkeypatch.setenv(LOAD_PLUGINS_ENV, "")
+    pm = make_manager()
+    assert load_entry_points(pm) == {}
+    assert not plugin.loaded and pm.get_plugins() == set()
 
 
 def test_a_misspelt_hook_is_a_loud_error(entry_points) -> None:
