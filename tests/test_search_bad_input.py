@@ -21,12 +21,6 @@ from slm_rerank.report import Report
 NO_RG = {"SLM_RERANK_RG": "/nonexistent/rg"}
 
 
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    return make_repo(tmp_path / "repo", {"pkg/widget.py": "def widget():\n    return 1\n"})
-
-
 def git_search(root: Path, query: str) -> Report:
     """run_search with the git source only."""
     host = Host.with_plugins(Settings(), slm_rerank_git)
@@ -68,10 +62,10 @@ def test_a_query_of_only_stop_words_is_a_usage_error_that_says_so(repo: Path) ->
 
 
 def test_a_path_that_does_not_exist_is_an_error_naming_it(repo: Path) -> None:
-    run = cli("-q", "widget", "--fast", "pkg/nope.py", cwd=repo)
+    run = cli("-q", "retry", "--fast", "src/nope.py", cwd=repo)
 
     assert run.returncode != 0
-    assert "'pkg/nope.py' does not exist" in run.stderr
+    assert "'src/nope.py' does not exist" in run.stderr
     assert "Traceback" not in run.stderr
 
 
@@ -170,14 +164,15 @@ def test_outside_git_without_rg_the_error_names_both_sources_reasons(tmp_path: P
     assert "Traceback" not in run.stderr
 
 
-def test_inside_git_without_rg_the_git_source_answers(repo: Path) -> None:
-    (repo / "pkg" / "untracked_widget.py").write_text("widget = 2\n")
+def test_inside_git_without_rg_the_git_source_answers_the_same(repo: Path) -> None:
+    with_rg = cli("-q", "backoff", "--fast", "--format", "json", cwd=repo)
 
-    run = cli("-q", "widget", "--fast", "--format", "json", "-v", cwd=repo, env=NO_RG)
+    run = cli("-q", "backoff", "--fast", "--format", "json", "-v", cwd=repo, env=NO_RG)
 
     assert run.returncode == 0, run.stderr
-    assert sorted(run.paths()) == ["pkg/untracked_widget.py", "pkg/widget.py"]
     assert "source: git" in run.stderr
+    assert run.paths()[0] == "src/net/retry.py"
+    assert run.paths() == with_rg.paths()
 
 
 def test_the_sources_setting_chooses_which_source_answers_first(repo: Path) -> None:
@@ -185,8 +180,8 @@ def test_the_sources_setting_chooses_which_source_answers_first(repo: Path) -> N
                                   slm_rerank_git)
     default = Host.with_plugins(Settings(), slm_rerank_ripgrep, slm_rerank_git)
 
-    via_git = run_search(SearchRequest(query="widget", root=repo), git_first)
-    via_rg = run_search(SearchRequest(query="widget", root=repo), default)
+    via_git = run_search(SearchRequest(query="backoff", root=repo), git_first)
+    via_rg = run_search(SearchRequest(query="backoff", root=repo), default)
 
     assert via_git.notes[0].startswith("source: git;")
     assert via_rg.notes[0].startswith("source: ripgrep;")

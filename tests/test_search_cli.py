@@ -7,41 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from search_fixtures import cli, make_repo, result_paths, search
-
-RETRY = """\
-import time
-
-
-def backoff(attempt):
-    \"\"\"Seconds to wait before retry number ``attempt``.\"\"\"
-    return 2 ** attempt
-
-
-class RetryPolicy:
-    def __init__(self, tries):
-        self.tries = tries
-
-    def retry(self, call):
-        for attempt in range(self.tries):
-            time.sleep(backoff(attempt))
-            call()
-"""
-
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    """A small repository: one implementation, a caller, a test and a README."""
-    return make_repo(tmp_path / "repo", {
-        "src/net/retry.py": RETRY,
-        "src/net/client.py": "from net.retry import RetryPolicy\n\n\n"
-                             "def fetch(url):\n    return RetryPolicy(3).retry(lambda: url)\n",
-        "tests/test_retry.py": "from net.retry import backoff\n\n\n"
-                               "def test_backoff_doubles():\n    assert backoff(2) == 4\n",
-        "README.md": "# net\n\nA client with retry and backoff.\n",
-        "src/colour.py": "RED = 1\n",
-    })
+from search_fixtures import CLI, RETRY, cli, make_repo, result_paths, search
 
 
 def test_fast_json_lists_ranked_files_with_lines_symbol_score_and_matched_terms(
@@ -200,8 +166,6 @@ def test_query_file_dash_reads_the_query_from_stdin(repo: Path) -> None:
 
 
 def test_an_idle_open_stdin_pipe_does_not_hang_the_search(repo: Path) -> None:
-    from search_fixtures import CLI
-
     proc = subprocess.Popen([str(CLI), "-q", "backoff", "--fast", "--format", "json"],
                             cwd=repo, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
