@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from search_fixtures import cli
 
 import slm_rerank
 from slm_rerank.config import ConfigError
@@ -16,8 +17,16 @@ def test_search_returns_ranked_citations(repo: Path) -> None:
     report = slm_rerank.search("where is the retry backoff", root=repo)
     assert report.mode == "fast" and report.degraded is None
     first = report.results[0]
-    assert (first.path, first.start_line, first.symbol) == ("src/retry.py", 1, "backoff")
+    assert (first.path, first.start_line, first.symbol) == ("src/net/retry.py", 4, "backoff")
     assert first.model_score is None and first.lexical_score == first.score
+
+
+def test_search_ranks_exactly_as_the_command_line_does(repo: Path) -> None:
+    report = slm_rerank.search("where is the retry backoff", root=repo)
+    printed = cli("-q", "where is the retry backoff", "--fast", "--format", "json",
+                  cwd=repo).json()
+    assert [(c.path, c.start_line, c.end_line, c.symbol) for c in report.results] == [
+        (r["path"], r["start_line"], r["end_line"], r["symbol"]) for r in printed["results"]]
 
 
 def test_search_honours_top_k_and_logs_the_python_caller(

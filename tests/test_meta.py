@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import inspect
+import json
 import re
 from pathlib import Path
 
+from search_fixtures import cli
+
 from slm_rerank import hookspecs
-from slm_rerank.report import Citation, Report
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -22,10 +24,10 @@ def signature(name: str) -> str:
     return f"{name}{inspect.signature(getattr(hookspecs, name))}".replace("'", "")
 
 
-def test_there_are_five_hooks() -> None:
-    assert hook_names() == ["register_candidate_sources", "register_model_profiles",
-                            "register_output_formatters", "register_query_expanders",
-                            "register_scorers"]
+def test_the_hook_reference_documents_no_hook_that_does_not_exist() -> None:
+    doc = (ROOT / "docs" / "plugin-hooks.md").read_text()
+    documented = sorted(re.findall(r"^### `(\w+)\(", doc, flags=re.M))
+    assert documented == hook_names()
 
 
 def test_every_hook_has_a_test() -> None:
@@ -46,9 +48,19 @@ def documented_keys(section: str) -> list[str]:
     return re.findall(r"^\| `(\w+)` \|", body, flags=re.M)
 
 
-def test_the_json_document_matches_docs_output_md() -> None:
-    report = Report(query="q", root="/r", mode="fast", results=[
-        Citation("a.py", 1, 2, None, 1.0, 1.0)], timings={"total_ms": 1.0})
-    doc = report.to_dict()
+def test_the_json_document_matches_docs_output_md(repo: Path) -> None:
+    doc = cli("-q", "retry backoff", "--fast", "--format", "json", cwd=repo).json()
     assert documented_keys("document") == list(doc)
-    assert documented_keys("result") == list(doc["results"][0])
+    assert doc["results"], "needs a result to compare its keys"
+    for result in doc["results"]:
+        assert documented_keys("result") == list(result)
+
+
+def test_the_format_table_lists_every_builtin_format(tmp_path: Path) -> None:
+    doc = (ROOT / "docs" / "output.md").read_text()
+    table = doc.split("## The JSON document", 1)[0]
+    documented = sorted(re.findall(r"^\| `(\w+)` \|", table, flags=re.M))
+    rows = json.loads(cli("plugins", "--all", "--format", "json", cwd=tmp_path).stdout)
+    installed = sorted(name for row in rows
+                       for name in row["registers"].get("register_output_formatters", []))
+    assert documented == installed
