@@ -116,3 +116,75 @@ def test_set_rejects_a_value_of_the_wrong_type_and_leaves_the_file_alone(tmp_pat
     with pytest.raises(ConfigError, match="must be an integer"):
         write_setting(path, "top_k", "many")
     assert path.read_text() == "top_k = 3\n"
+
+
+# --- values checked when read and when set -------------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("top_k = 0\n", "key 'top_k' must be at least 1, got 0"),
+    ("max_file_bytes = -5\n", "key 'max_file_bytes' must be at least 1"),
+    ('cache_dir = "relative/cache"\n', "key 'cache_dir' must be an absolute path"),
+    ("plugins = 3\n", "key 'plugins' must be a table"),
+    ("[plugins]\ngemma = 3\n", r"\[plugins.gemma\] must be a table of settings"),
+])
+def test_a_value_out_of_range_names_the_file_and_the_key(
+        tmp_path: Path, text: str, message: str) -> None:
+    path = write_user_config(text)
+    with pytest.raises(ConfigError, match=message) as info:
+        load_settings(start=tmp_path, environ={})
+    assert str(path) in str(info.value)
+
+
+def test_a_repository_cannot_choose_where_the_tool_writes(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    (repo / ".slm-rerank.toml").write_text('cache_dir = "/tmp/elsewhere"\n')
+    with pytest.raises(ConfigError, match="'cache_dir' cannot be set in a repository's"):
+        load_settings(start=repo, environ={})
+
+
+def test_a_relative_cache_dir_from_the_environment_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="environment SLM_RERANK_CACHE_DIR: key 'cache_dir' "
+                                          "must be an absolute path"):
+        load_settings(start=tmp_path, environ={"SLM_RERANK_CACHE_DIR": "cache"})
+
+
+def test_a_deeply_nested_array_is_a_config_error_not_a_crash(tmp_path: Path) -> None:
+    path = write_user_config("sources = " + "[" * 50_000 + "]" * 50_000 + "\n")
+    with pytest.raises(ConfigError, match="nested too deeply") as info:
+        load_settings(start=tmp_path, environ={})
+    assert str(path) in str(info.value)
+
+
+def test_a_huge_value_is_cut_in_the_error_message(tmp_path: Path) -> None:
+    write_user_config('top_k = "' + "x" * 3_000_000 + '"\n')
+    # over the size limit: refused before parsing
+    with pytest.raises(ConfigError, match="larger than 1 MB") as info:
+        load_settings(start=tmp_path, environ={})
+    assert len(str(info.value)) < 300
+    write_user_config('top_k = "' + "x" * 900_000 + '"\n')
+    with pytest.raises(ConfigError, match=r"must be an integer, got str 'xxx.*\(900002 chars\)"
+                       ) as info:
+        load_settings(start=tmp_path, environ={})
+    assert len(str(info.value)) < 300
+
+
+def test_plugin_tables_layer_key_by_key_with_origins(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    user = write_user_config("[plugins.gemma]\ntemperature = 0.5\nlayout = \"raw\"\n")
+    (repo / ".slm-rerank.toml").write_text("[plugins.gemma]\nlayout = \"turns\"\n")
+    settings = load_settings(start=repo, environ={})
+    assert settings.plugins == {"gemma": {"temperature": 0.5, "layout": "turns"}}
+    assert settings.origins["plugins.gemma.temperature"] == f"user: {user}"
+    assert settings.origins["plugins.gemma.layout"].startswith("repo: ")
+
+
+def test_numbers_and_optional_values_parse_from_text() -> None:
+    from slm_rerank.config import KeyType, check_typed
+
+    assert check_typed(KeyType(float), 3, "x") == 3.0
+    assert check_typed(KeyType(float, optional=True), None, "x") is None
+    with pytest.raises(ConfigError, match="x must be a number"):
+        check_typed(KeyType(float), True, "x")
+    with pytest.raises(ConfigError, match="finite"):
+        check_typed(KeyType(float), float("inf"), "x")
