@@ -1,4 +1,4 @@
-"""An example slm-rerank plugin: the `paths` output format."""
+"""An slm-rerank plugin: the `paths` output format, one path per line."""
 
 from __future__ import annotations
 

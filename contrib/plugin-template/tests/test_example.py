@@ -6,7 +6,7 @@ from slm_rerank.report import Citation, Report
 from slm_rerank.testing import OutputFormatterContract
 
 
-class TestExample(OutputFormatterContract):
+class TestPathsFormat(OutputFormatterContract):
     plugin = slm_rerank_example
     distribution = "slm-rerank-example"
     names = {"paths"}
