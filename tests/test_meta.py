@@ -64,3 +64,12 @@ def test_the_format_table_lists_every_builtin_format(tmp_path: Path) -> None:
     installed = sorted(name for row in rows
                        for name in row["registers"].get("register_output_formatters", []))
     assert documented == installed
+
+
+def test_ci_runs_the_readmes_test_command() -> None:
+    readme = (ROOT / "README.md").read_text()
+    quickstart = readme.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
+    command = [line.strip() for line in quickstart.splitlines()
+               if line.startswith("    make ")][-1]
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert command in ci
