@@ -1,0 +1,74 @@
+"""Fusion: the model's verdict on the head, combined with the lexical evidence.
+
+    logit(final) = w * logit(p_model) + z
+
+``z`` is the chunk's tier-1 lexical score standardised over the scored chunks: the scores
+are put on a 0-100 scale (100 = the best candidate), their spread is floored at
+``SPREAD_FLOOR`` points (a narrower spread is noise, not evidence) and ``z`` is clipped to
++-``Z_CLIP``. ``w`` is the judge's weight (``ModelProfile.judge_weight``): 1 lets an
+instruction-tuned judge overrule the lexical order; a weak base model gets less, so its
+verdict nudges the order instead of replacing it. Scored chunks rank above unscored ones;
+the unscored tail keeps its lexical order below the head.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+Z_CLIP = 3.0
+SPREAD_FLOOR = 3.0
+#: probabilities are clamped this far from 0 and 1 before the logit
+EPSILON = 1e-6
+
+
+def logit(p: float) -> float:
+    p = min(max(p, EPSILON), 1.0 - EPSILON)
+    return math.log(p / (1.0 - p))
+
+
+def sigmoid(x: float) -> float:
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+
+
+def standardise(values: Sequence[float]) -> list[float]:
+    """z-scores on a 0-100 scale with a floored spread, clipped to +-Z_CLIP."""
+    if not values:
+        return []
+    top = max(values)
+    scale = 100.0 / top if top > 0 else 1.0
+    points = [v * scale for v in values]
+    mean = statistics.fmean(points)
+    spread = max(statistics.pstdev(points), SPREAD_FLOOR)
+    return [max(-Z_CLIP, min(Z_CLIP, (p - mean) / spread)) for p in points]
+
+
+@dataclass(frozen=True)
+class FusedScore:
+    index: int
+    #: P(relevant) after fusion, in (0, 1); 0.0 for an unscored chunk
+    score: float
+    #: the model's own P(relevant), or None when the chunk was not scored
+    model: float | None
+    z: float | None
+
+
+def fuse_scores(lexical: Sequence[float], model: Mapping[int, float], weight: float
+                ) -> list[FusedScore]:
+    """The final order of chunks ``0..len(lexical)-1`` (lexical order, best first).
+
+    ``model`` maps a chunk's index to the model's P(relevant). Returns every chunk: the
+    scored ones by fused score, then the unscored ones in their lexical order.
+    """
+    scored = sorted(model)
+    zs = dict(zip(scored, standardise([lexical[i] for i in scored]), strict=True))
+    head = [FusedScore(i, sigmoid(weight * logit(model[i]) + zs[i]), model[i], zs[i])
+            for i in scored]
+    head.sort(key=lambda f: (-f.score, f.index))
+    tail = [FusedScore(i, 0.0, None, None) for i in range(len(lexical)) if i not in model]
+    return head + tail

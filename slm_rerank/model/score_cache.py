@@ -1,0 +1,135 @@
+"""The score cache: one SQLite file (WAL) in the cache folder, safe for several processes.
+
+A score is keyed by everything that could change it: the served model id, the profile and
+its prompt version, the scorer, the normalised query and the hash of the judged text. A
+bounded score (one answer missing from the server's top-K) or a failure is never stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from slm_rerank.errors import ConfigError
+
+FILE_NAME = "scores.sqlite3"
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS scores (
+    key TEXT PRIMARY KEY,
+    query_key TEXT NOT NULL,
+    model TEXT NOT NULL,
+    probability REAL NOT NULL,
+    raw REAL,
+    created REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS scores_by_query ON scores (query_key);
+"""
+
+
+def normalise_query(query: str) -> str:
+    """Whitespace and case do not change what is asked."""
+    return " ".join(query.split()).casefold()
+
+
+def query_key(query: str) -> str:
+    return hashlib.sha256(normalise_query(query).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+@dataclass(frozen=True)
+class ScoreKey:
+    """Everything a cached score depends on."""
+
+    model_id: str
+    profile: str
+    prompt_version: str
+    scorer: str
+    query: str
+    content_hash: str
+
+    @property
+    def digest(self) -> str:
+        parts = (self.model_id, self.profile, self.prompt_version, self.scorer,
+                 normalise_query(self.query), self.content_hash)
+        return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+@dataclass(frozen=True)
+class CachedScore:
+    probability: float
+    raw: float | None
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    path: str
+    entries: int
+    queries: int
+    bytes: int
+    by_model: dict[str, int]
+
+
+class ScoreCache:
+    """Reads and writes scores; every operation is one short transaction."""
+
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / FILE_NAME
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise ConfigError(f"score cache {self.path} cannot be opened ({exc}); delete it "
+                              "or run `slm-rerank cache clear`, or pass --no-cache") from None
+
+    def close(self) -> None:
+        self._db.close()
+
+    def get_many(self, keys: Iterable[ScoreKey]) -> dict[str, CachedScore]:
+        """digest -> cached score, for the keys that are cached."""
+        digests = [k.digest for k in keys]
+        found: dict[str, CachedScore] = {}
+        for start in range(0, len(digests), 500):
+            batch = digests[start:start + 500]
+            marks = ",".join("?" * len(batch))
+            rows = self._db.execute(
+                f"SELECT key, probability, raw FROM scores WHERE key IN ({marks})", batch)
+            found.update({key: CachedScore(p, raw) for key, p, raw in rows})
+        return found
+
+    def put_many(self, entries: Iterable[tuple[ScoreKey, float, float | None]]) -> None:
+        now = time.time()
+        rows = [(k.digest, query_key(k.query), k.model_id, p, raw, now) for k, p, raw in entries]
+        if not rows:
+            return
+        try:
+            with self._db:
+                self._db.execute("BEGIN IMMEDIATE")
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO scores VALUES (?, ?, ?, ?, ?, ?)", rows)
+        except sqlite3.OperationalError:
+            pass  # a busy or read-only cache only costs speed next time
+
+    def clear(self, query: str | None = None) -> int:
+        """Delete every score, or those of one query; returns how many went."""
+        with self._db:
+            if query is None:
+                done = self._db.execute("DELETE FROM scores")
+            else:
+                done = self._db.execute("DELETE FROM scores WHERE query_key = ?",
+                                        (query_key(query),))
+        return done.rowcount
+
+    def stats(self) -> CacheStats:
+        entries, queries = self._db.execute(
+            "SELECT COUNT(*), COUNT(DISTINCT query_key) FROM scores").fetchone()
+        by_model = dict(self._db.execute(
+            "SELECT model, COUNT(*) FROM scores GROUP BY model ORDER BY model").fetchall())
+        size = sum(p.stat().st_size for p in self.path.parent.glob(FILE_NAME + "*")
+                   if p.is_file())
+        return CacheStats(str(self.path), entries, queries, size, by_model)

@@ -1,0 +1,54 @@
+"""Fusion: the model's verdict moves the lexical order by the judge's weight, no further."""
+
+from __future__ import annotations
+
+import pytest
+
+from slm_rerank.model.fusion import Z_CLIP, fuse_scores, logit, sigmoid, standardise
+from slm_rerank.model.stage import cut_lines
+
+
+def test_without_a_spread_lexical_scores_say_nothing() -> None:
+    # five chunks within a point of each other on the 0-100 scale: noise, z stays near 0
+    assert all(abs(z) < 0.4 for z in standardise([100.0, 99.5, 99.2, 99.0, 98.8]))
+
+
+def test_z_is_clipped() -> None:
+    zs = standardise([100.0] + [0.1] * 50)
+    assert zs[0] == Z_CLIP
+
+
+def test_a_strong_judge_overrules_a_small_lexical_lead() -> None:
+    lexical = [10.0, 9.0, 8.0]
+    fused = fuse_scores(lexical, {0: 0.05, 1: 0.95, 2: 0.5}, weight=1.0)
+    assert [f.index for f in fused] == [1, 2, 0]
+
+
+def test_a_weak_judge_only_nudges_the_lexical_order() -> None:
+    lexical = [10.0, 6.0, 2.0]
+    fused = fuse_scores(lexical, {0: 0.3, 1: 0.7, 2: 0.9}, weight=0.25)
+    assert [f.index for f in fused] == [0, 1, 2]
+
+
+def test_scored_chunks_rank_above_the_unscored_tail_which_keeps_its_order() -> None:
+    fused = fuse_scores([9.0, 8.0, 7.0, 6.0], {2: 0.01, 3: 0.02}, weight=1.0)
+    assert [f.index for f in fused] == [2, 3, 0, 1]
+    assert [f.model for f in fused[2:]] == [None, None]
+    assert fused[2].score == 0.0
+
+
+@pytest.mark.parametrize("p", [0.0, 1.0, 0.5, 1e-12])
+def test_logit_and_sigmoid_are_finite_at_the_edges(p: float) -> None:
+    assert 0.0 <= sigmoid(logit(p)) <= 1.0
+
+
+def test_a_long_chunk_is_cut_around_its_best_matching_lines() -> None:
+    lines = [f"line {i} filler filler filler" for i in range(200)]
+    lines[150] = "def retry_backoff(): return RETRY"
+    text, cut = cut_lines(lines, ["retry", "backoff"], budget=300)
+    assert cut and "retry_backoff" in text and len(text) <= 300
+    assert "line 0 " not in text
+
+
+def test_a_short_chunk_is_sent_whole() -> None:
+    assert cut_lines(["a", "b"], ["a"], budget=300) == ("a\nb", False)

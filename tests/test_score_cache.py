@@ -1,0 +1,64 @@
+"""The score cache: isolated per model and prompt, safe for two processes at once."""
+
+from __future__ import annotations
+
+import multiprocessing
+from pathlib import Path
+
+from slm_rerank.model.score_cache import ScoreCache, ScoreKey
+
+
+def key(model: str = "qwen3", version: str = "v1", query: str = "retry loop",
+        content: str = "c1") -> ScoreKey:
+    return ScoreKey(model, "qwen", version, "yesno", query, content)
+
+
+def test_a_score_is_found_again_by_the_same_question(tmp_path: Path) -> None:
+    cache = ScoreCache(tmp_path)
+    cache.put_many([(key(), 0.8, 1.4)])
+    found = cache.get_many([key(query="  Retry   LOOP ")])
+    assert [(c.probability, c.raw) for c in found.values()] == [(0.8, 1.4)]
+
+
+def test_another_model_prompt_or_content_misses(tmp_path: Path) -> None:
+    cache = ScoreCache(tmp_path)
+    cache.put_many([(key(), 0.8, None)])
+    for other in (key(model="gemma"), key(version="v2"), key(content="c2"),
+                  key(query="retry policy")):
+        assert cache.get_many([other]) == {}
+
+
+def test_clear_by_query_keeps_the_others(tmp_path: Path) -> None:
+    cache = ScoreCache(tmp_path)
+    cache.put_many([(key(), 0.8, None), (key(content="c2"), 0.1, None),
+                    (key(query="other"), 0.5, None)])
+    assert cache.clear(query="retry loop") == 2
+    assert cache.stats().entries == 1
+    assert cache.clear() == 1
+
+
+def _writer(folder: str, offset: int) -> None:
+    cache = ScoreCache(Path(folder))
+    for i in range(200):
+        cache.put_many([(key(content=f"{offset}-{i}"), 0.5, None)])
+
+
+def test_two_processes_write_at_once_without_losing_scores(tmp_path: Path) -> None:
+    workers = [multiprocessing.Process(target=_writer, args=(str(tmp_path), n))
+               for n in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(60)
+    assert [w.exitcode for w in workers] == [0, 0]
+    assert ScoreCache(tmp_path).stats().entries == 400
+
+
+def test_a_corrupt_cache_file_is_a_clear_error(tmp_path: Path) -> None:
+    import pytest
+
+    from slm_rerank.errors import ConfigError
+
+    (tmp_path / "scores.sqlite3").write_bytes(b"not a database" * 100)
+    with pytest.raises(ConfigError, match="cache clear"):
+        ScoreCache(tmp_path)
