@@ -1,0 +1,219 @@
+"""Find model servers: probe one URL, scan one host's ports, read the URL from the environment.
+
+A probe asks the cheap read-only endpoints every server kind has and tells them apart by
+what answers: llama.cpp's ``/props`` (and its ``total_slots``), Ollama's ``/api/version``,
+the OpenAI ``/v1/models`` list for everything else. A scan probes one host only (loopback
+unless told otherwise), all ports at once, and says per port why nothing usable answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from slm_rerank.errors import ConfigError
+from slm_rerank.registrations import Endpoint
+
+DEFAULT_HOST = "127.0.0.1"
+PORTS = range(8033, 8041)
+#: the first Ollama release whose answers carry logprobs
+OLLAMA_LOGPROBS = (0, 12, 11)
+
+ENDPOINT_VARIABLES = ("SLM_ENDPOINT", "RERANKER_BASE_URL", "LFM_ENDPOINT")
+HOST_VARIABLES = ("SLM_HOST", "RERANKER_HOST")
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What one URL turned out to be: a usable endpoint, or why not."""
+
+    url: str
+    endpoint: Endpoint | None
+    #: why the URL is not usable ("refused", "timeout", "not a model server", ...)
+    reason: str | None = None
+
+
+async def probe(client_or_http: Any, base_url: str, timeout: float = 0.5,
+                api_key: str | None = None) -> Probe:
+    """Ask ``base_url`` what it is; never raises for a server that is down or strange.
+
+    ``client_or_http`` is a ``ModelClient`` or an ``httpx.AsyncClient``.
+    """
+    http: httpx.AsyncClient = getattr(client_or_http, "http", client_or_http)
+    base = base_url.rstrip("/")
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+    async def get(path: str) -> httpx.Response | str:
+        try:
+            return await http.get(base + path, headers=headers, timeout=timeout)
+        except httpx.ConnectError:
+            return "refused"
+        except httpx.TimeoutException:
+            return "timeout"
+        except httpx.HTTPError as exc:
+            return f"failed ({type(exc).__name__})"
+
+    # Asked together: a scan pays one round trip per port, not three.
+    models, props, version = await asyncio.gather(get("/v1/models"), get("/props"),
+                                                  get("/api/version"))
+    for answer in (models, props, version):
+        if isinstance(answer, str):
+            return Probe(base, None, answer)
+    assert isinstance(models, httpx.Response) and isinstance(props, httpx.Response)
+    assert isinstance(version, httpx.Response)
+    if 503 in (models.status_code, props.status_code):
+        return Probe(base, None, "still loading (503)")
+    if models.status_code in (401, 403):
+        return Probe(base, None, f"needs an API key ({models.status_code})")
+
+    model_id = _model_id(_json(models))
+    props_body = _json(props) if props.status_code == 200 else None
+    if isinstance(props_body, dict) and ("total_slots" in props_body
+                                         or "default_generation_settings" in props_body):
+        slots = props_body.get("total_slots")
+        slots = slots if isinstance(slots, int) and slots >= 1 else 1
+        model_id = model_id or _props_model(props_body)
+        return Probe(base, Endpoint(base, "llama.cpp", model_id, slots, api_key))
+
+    version_body = _json(version) if version.status_code == 200 else None
+    if isinstance(version_body, dict) and isinstance(version_body.get("version"), str):
+        found = _version(version_body["version"])
+        if found is not None and found < OLLAMA_LOGPROBS:
+            return Probe(base, None, f"Ollama {version_body['version']} returns no logprobs "
+                         "(needs 0.12.11 or later); upgrade Ollama")
+        if model_id is None:
+            tags = await get("/api/tags")
+            if isinstance(tags, httpx.Response) and tags.status_code == 200:
+                model_id = _model_id(_json(tags))
+        if model_id is None:
+            return Probe(base, None, "Ollama has no model pulled (ollama pull MODEL)")
+        return Probe(base, Endpoint(base, "ollama", model_id, 1, api_key))
+
+    if models.status_code == 200 and model_id is not None:
+        return Probe(base, Endpoint(base, "openai-completions", model_id, 1, api_key))
+    return Probe(base, None, f"not a model server (GET /v1/models: {models.status_code})")
+
+
+async def scan(host: str = DEFAULT_HOST, ports: Iterable[int] = PORTS,
+               timeout: float = 0.3) -> list[Probe]:
+    """Probe every port of ``host`` at once; one ``Probe`` per port, in port order."""
+    ports = list(ports)
+    name = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    # A bare TCP connect first: when nothing listens (the common case) the scan costs a
+    # few milliseconds and never builds an HTTP client (its TLS setup alone is ~100 ms).
+    closed = await asyncio.gather(*(_closed(host, port, timeout) for port in ports))
+    results = {port: Probe(f"http://{name}:{port}", None, why)
+               for port, why in zip(ports, closed, strict=True) if why is not None}
+    listening = [port for port, why in zip(ports, closed, strict=True) if why is None]
+    if listening:
+        # trust_env=False: a proxy from the environment must not stand in for the host.
+        async with httpx.AsyncClient(trust_env=False) as http:
+            found = await asyncio.gather(*(probe(http, f"http://{name}:{port}", timeout)
+                                           for port in listening))
+        results.update(zip(listening, found, strict=True))
+    return [results[port] for port in ports]
+
+
+async def _closed(host: str, port: int, timeout: float) -> str | None:
+    """None when something accepts connections on ``host:port``, else why not."""
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    except asyncio.TimeoutError:
+        return "timeout"
+    except ConnectionRefusedError:
+        return "refused"
+    except OSError as exc:
+        return f"unreachable ({exc.strerror or exc})"
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return None
+
+
+def endpoint_from_environment(environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """The model server URL from the environment and the variable it came from.
+
+    ``SLM_ENDPOINT`` wins over ``RERANKER_BASE_URL``, which wins over ``LFM_ENDPOINT``;
+    an empty variable counts as unset. A malformed URL is a ``ConfigError`` naming it.
+    """
+    for variable in ENDPOINT_VARIABLES:
+        value = environ.get(variable, "").strip()
+        if value:
+            return check_base_url(value, origin=f"${variable}"), variable
+    return None
+
+
+def host_from_environment(environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """The host to scan from ``SLM_HOST`` (else ``RERANKER_HOST``) and the variable's name."""
+    for variable in HOST_VARIABLES:
+        value = environ.get(variable, "").strip()
+        if value:
+            return value, variable
+    return None
+
+
+def check_base_url(url: str, origin: str | None = None) -> str:
+    """``url`` normalised: http(s) only, no trailing slash, no OpenAI-style ``/v1`` tail.
+
+    Servers are asked at ``/v1/...`` and ``/completion`` below this URL, so the ``/v1``
+    that OpenAI client settings carry is dropped. A bad URL is a ``ConfigError`` naming it
+    (and ``origin``, the setting it came from, when given).
+    """
+    where = f"{origin}: " if origin else ""
+    text = url.strip()
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError as exc:
+        raise ConfigError(f"{where}model server URL {url!r} is malformed ({exc}); write "
+                          "it as http://HOST:PORT") from exc
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{where}model server URL {url!r} is not an http(s) URL; write "
+                          "it as http://HOST:PORT")
+    if parts.query or parts.fragment:
+        raise ConfigError(f"{where}model server URL {url!r} carries a query or fragment; "
+                          "give only the server's base URL (http://HOST:PORT)")
+    path = re.sub(r"/v1/*$", "", parts.path.rstrip("/"))
+    return f"{parts.scheme}://{parts.netloc}{path}"
+
+
+# --- reading answers -----------------------------------------------------------------------
+
+
+def _json(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:  # JSONDecodeError and undecodable bytes alike
+        return None
+
+
+def _model_id(body: Any) -> str | None:
+    """``data[0].id`` (OpenAI), else ``models[0].name``/``model`` (Ollama, llama.cpp)."""
+    if not isinstance(body, dict):
+        return None
+    for key, fields in (("data", ("id",)), ("models", ("name", "model"))):
+        listed = body.get(key)
+        if isinstance(listed, list) and listed and isinstance(listed[0], dict):
+            for field in fields:
+                if isinstance(listed[0].get(field), str) and listed[0][field]:
+                    return listed[0][field]
+    return None
+
+
+def _props_model(props: dict[str, Any]) -> str | None:
+    for key in ("model_alias", "model_path"):
+        if isinstance(props.get(key), str) and props[key]:
+            return props[key].rsplit("/", 1)[-1]
+    return None
+
+
+def _version(text: str) -> tuple[int, ...] | None:
+    match = re.match(r"v?(\d+)\.(\d+)\.(\d+)", text.strip())
+    return tuple(int(n) for n in match.groups()) if match else None
