@@ -1,0 +1,220 @@
+"""Finding model servers: what a probe makes of each server kind, the scan, the environment.
+
+Fakes answer with payloads kept in tests/fixtures/wire/; the last tests probe and scan a
+real llama-server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from pytest_httpserver import HTTPServer
+
+from slm_rerank.errors import ConfigError
+from slm_rerank.model import discovery
+from slm_rerank.model.client import ModelClient
+from slm_rerank.model.discovery import (
+    Probe,
+    check_base_url,
+    endpoint_from_environment,
+    host_from_environment,
+)
+from slm_rerank.registrations import Endpoint
+
+WIRE = Path(__file__).resolve().parent.parent / "fixtures" / "wire"
+
+
+def wire(name: str) -> Any:
+    return json.loads((WIRE / name).read_text(encoding="utf-8"))
+
+
+def probe(base_url: str, **kwargs: Any) -> Probe:
+    async def main() -> Probe:
+        async with httpx.AsyncClient() as http:
+            return await discovery.probe(http, base_url, **kwargs)
+    return asyncio.run(main())
+
+
+def base(httpserver: HTTPServer) -> str:
+    return httpserver.url_for("/").rstrip("/")
+
+
+def closed_ports(count: int) -> list[int]:
+    """Ports nothing listens on: bound, read, released."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def not_found(httpserver: HTTPServer, *paths: str) -> None:
+    for path in paths:
+        httpserver.expect_request(path).respond_with_json({"detail": "Not Found"}, status=404)
+
+
+# --- probe ---------------------------------------------------------------------------------
+
+
+def test_probe_of_vllm_gives_an_openai_completions_endpoint_with_its_model(
+        httpserver: HTTPServer):
+    httpserver.expect_request("/v1/models").respond_with_json(wire("vllm-v1-models.json"))
+    not_found(httpserver, "/props", "/api/version")
+
+    found = probe(base(httpserver))
+
+    assert found == Probe(base(httpserver), Endpoint(base(httpserver), "openai-completions",
+                                                     "Qwen/Qwen3-Reranker-0.6B", 1), None)
+
+
+def test_probe_of_ollama_gives_an_ollama_endpoint_named_by_its_first_model(
+        httpserver: HTTPServer):
+    httpserver.expect_request("/v1/models").respond_with_json(wire("ollama-v1-models.json"))
+    httpserver.expect_request("/api/version").respond_with_json(wire("ollama-api-version.json"))
+    not_found(httpserver, "/props")
+
+    found = probe(base(httpserver))
+
+    assert found.endpoint == Endpoint(base(httpserver), "ollama", "qwen3:0.6b", 1)
+
+
+def test_probe_of_ollama_reads_api_tags_when_v1_models_is_missing(httpserver: HTTPServer):
+    httpserver.expect_request("/api/version").respond_with_json(wire("ollama-api-version.json"))
+    httpserver.expect_request("/api/tags").respond_with_json(wire("ollama-api-tags.json"))
+    not_found(httpserver, "/props", "/v1/models")
+
+    found = probe(base(httpserver))
+
+    assert found.endpoint is not None and found.endpoint.model_id == "qwen3:0.6b"
+
+
+def test_probe_of_an_ollama_without_logprobs_says_to_upgrade(httpserver: HTTPServer):
+    httpserver.expect_request("/v1/models").respond_with_json(wire("ollama-v1-models.json"))
+    httpserver.expect_request("/api/version").respond_with_json(
+        wire("ollama-api-version-0.12.3.json"))
+    not_found(httpserver, "/props")
+
+    found = probe(base(httpserver))
+
+    assert found.endpoint is None
+    assert found.reason is not None and "0.12.3 returns no logprobs" in found.reason
+
+
+def test_probe_of_a_server_loading_its_model_says_still_loading(httpserver: HTTPServer):
+    loading = {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}
+    for path in ("/v1/models", "/props"):
+        httpserver.expect_request(path).respond_with_json(loading, status=503)
+    not_found(httpserver, "/api/version")
+
+    assert probe(base(httpserver)) == Probe(base(httpserver), None, "still loading (503)")
+
+
+def test_probe_of_a_web_server_that_is_not_a_model_server(httpserver: HTTPServer):
+    not_found(httpserver, "/v1/models", "/props", "/api/version")
+
+    found = probe(base(httpserver))
+
+    assert found.endpoint is None
+    assert found.reason == "not a model server (GET /v1/models: 404)"
+
+
+def test_probe_of_a_closed_port_says_refused():
+    [port] = closed_ports(1)
+
+    assert probe(f"http://127.0.0.1:{port}").reason == "refused"
+
+
+def test_probe_accepts_a_model_client(httpserver: HTTPServer):
+    httpserver.expect_request("/v1/models").respond_with_json(wire("vllm-v1-models.json"))
+    not_found(httpserver, "/props", "/api/version")
+
+    async def main() -> Probe:
+        async with ModelClient() as client:
+            return await discovery.probe(client, base(httpserver))
+
+    assert asyncio.run(main()).endpoint is not None
+
+
+# --- scan ----------------------------------------------------------------------------------
+
+
+def test_scan_of_closed_ports_reports_each_as_refused():
+    ports = closed_ports(8)
+
+    probes = asyncio.run(discovery.scan("127.0.0.1", ports))
+
+    assert [p.url for p in probes] == [f"http://127.0.0.1:{port}" for port in ports]
+    assert [p.reason for p in probes] == ["refused"] * 8
+
+
+def test_scan_finds_a_model_server_among_closed_ports(httpserver: HTTPServer):
+    httpserver.expect_request("/v1/models").respond_with_json(wire("vllm-v1-models.json"))
+    not_found(httpserver, "/props", "/api/version")
+    ports = [*closed_ports(2), httpserver.port]
+
+    probes = asyncio.run(discovery.scan(httpserver.host, ports))
+
+    assert [p.endpoint is not None for p in probes] == [False, False, True]
+
+
+def test_the_default_scan_is_loopback_on_ports_8033_to_8040():
+    assert discovery.DEFAULT_HOST == "127.0.0.1"
+    assert list(discovery.PORTS) == list(range(8033, 8041))
+
+
+# --- environment and URLs ------------------------------------------------------------------
+
+
+def test_slm_endpoint_wins_over_the_other_variables():
+    environ = {"LFM_ENDPOINT": "http://c:3", "RERANKER_BASE_URL": "http://b:2",
+               "SLM_ENDPOINT": "http://a:1"}
+
+    assert endpoint_from_environment(environ) == ("http://a:1", "SLM_ENDPOINT")
+    del environ["SLM_ENDPOINT"]
+    assert endpoint_from_environment(environ) == ("http://b:2", "RERANKER_BASE_URL")
+    del environ["RERANKER_BASE_URL"]
+    assert endpoint_from_environment(environ) == ("http://c:3", "LFM_ENDPOINT")
+    assert endpoint_from_environment({}) is None
+
+
+def test_an_empty_variable_counts_as_unset():
+    environ = {"SLM_ENDPOINT": "", "RERANKER_BASE_URL": "http://b:2/v1/"}
+
+    assert endpoint_from_environment(environ) == ("http://b:2", "RERANKER_BASE_URL")
+
+
+def test_a_malformed_url_in_the_environment_names_the_variable():
+    with pytest.raises(ConfigError, match=r"\$SLM_ENDPOINT: model server URL 'localhost:8033'"):
+        endpoint_from_environment({"SLM_ENDPOINT": "localhost:8033"})
+
+
+def test_slm_host_wins_over_reranker_host():
+    assert host_from_environment({"RERANKER_HOST": "b", "SLM_HOST": "a"}) == ("a", "SLM_HOST")
+    assert host_from_environment({"RERANKER_HOST": "b"}) == ("b", "RERANKER_HOST")
+    assert host_from_environment({}) is None
+
+
+@pytest.mark.parametrize("url, normalised", [
+    ("http://127.0.0.1:8033/", "http://127.0.0.1:8033"),
+    ("  https://gpu.example:443/llama/  ", "https://gpu.example:443/llama"),
+    ("http://localhost:8000/v1", "http://localhost:8000"),
+    ("http://[::1]:8033", "http://[::1]:8033"),
+])
+def test_base_urls_are_normalised(url: str, normalised: str):
+    assert check_base_url(url) == normalised
+
+
+@pytest.mark.parametrize("url", ["ftp://host:21", "localhost:8033", "http://", "http://h:port",
+                                 "http://h:1/?x=1"])
+def test_a_bad_base_url_is_a_config_error_naming_it(url: str):
+    with pytest.raises(ConfigError, match="model server URL"):
+        check_base_url(url)
