@@ -1,9 +1,27 @@
-"""From a query (a phrase or a whole bug report) to weighted search terms."""
+"""From a query (a phrase or a whole bug report) to weighted search terms.
+
+Identifiers, file names and English prose are read from the ASCII text. Words in other
+scripts are searched too, literally (no stemming, no stop words):
+
+- CJK (Chinese, Japanese, Korean) writes no spaces between words, so each run of CJK
+  characters is one term; a run longer than two characters also gives its overlapping
+  two-character pieces (bigrams) at half weight, the way CJK search engines index text,
+  since a question written as one run rarely appears verbatim in the tree.
+- Cyrillic, Greek, accented Latin and other alphabets: each word is a term.
+- Emoji are kept as terms, one per emoji (skin tones and ZWJ sequences stay whole,
+  variation selectors are dropped so that ❤️ also finds ❤), at half weight: someone who
+  typed one may be looking for where it is printed, and it is too rare to mislead much.
+
+Other symbols (arrows, math, box drawing) are dropped like punctuation; ``-v`` prints the
+terms searched, so a dropped word is visible. A query that is pure ASCII never reaches
+this code and gives exactly the terms it always did.
+"""
 
 from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from dataclasses import dataclass, field
 
 STOP_WORDS = frozenset("""
@@ -33,6 +51,18 @@ _FRAME = re.compile(r'File "([^"]+)", line \d+, in ([A-Za-z_]\w*)')
 _BACKTICK = re.compile(r"`([^`\n]{1,80})`")
 _SEPARATORS = re.compile(r"[^A-Za-z0-9]+")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+#: Han (with extensions and compatibility forms), kana, Hangul, CJK iteration marks.
+_CJK_CHARS = ("\u3005\u3007\u3021-\u3029\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf"
+              "\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\u1100-\u11ff\u3130-\u318f"
+              "\uac00-\ud7af\U00020000-\U0003134f")
+_CJK_RUN = re.compile(f"[{_CJK_CHARS}]+")
+_EMOJI_CHARS = "\u2600-\u27bf\u2b00-\u2bff\U0001f000-\U0001faff"
+#: One emoji: a pictograph with its skin tone, or several joined by ZERO WIDTH JOINER.
+_EMOJI = re.compile(f"[{_EMOJI_CHARS}][\U0001f3fb-\U0001f3ff]?"
+                    f"(?:\u200d[{_EMOJI_CHARS}][\U0001f3fb-\U0001f3ff]?)*")
+_VARIATION_SELECTORS = re.compile("[\ufe0e\ufe0f]")
+#: A word in any script that holds at least one non-ASCII letter (café, повтор, naïve_x).
+_FOREIGN_WORD = re.compile(r"\w*[^\x00-\x7f]\w*")
 _SUFFIXES = ("ions", "ion", "ings", "ing", "ments",
              "ment", "ness", "ies", "es", "ed", "ly", "ers", "er", "s", "e")
 
@@ -100,7 +130,9 @@ MIN_BODY_LITERAL = 3
 
 
 def searched_in_bodies(term: Term) -> bool:
-    return len(term.literal) >= MIN_BODY_LITERAL
+    # Counted in UTF-8 bytes: the same as characters for ASCII, while one CJK character
+    # (three bytes) is a word worth searching.
+    return len(term.literal.encode("utf-8", "surrogatepass")) >= MIN_BODY_LITERAL
 
 
 @dataclass
@@ -155,6 +187,8 @@ def extract(query: str, max_terms: int = 40) -> QueryTerms:
         for part in dotted.split("."):
             add(part, 1.0, True)
     prose = _TRACEBACK_NOISE.sub(" ", query)
+    if not prose.isascii():
+        prose = _foreign_terms(prose, scores)
     for match in _IDENT.finditer(prose):
         token = match.group()
         code = looks_like_code(token) or prose[match.end(): match.end() + 1] == "("
@@ -177,3 +211,37 @@ def extract(query: str, max_terms: int = 40) -> QueryTerms:
         about_tests=bool(headline & _TEST_LIGHT),
         about_docs=bool(headline & _DOC_LIGHT),
     )
+
+
+def _foreign_terms(prose: str, scores: dict[str, float]) -> str:
+    """Add the non-ASCII words of ``prose`` to ``scores``; return the prose without them.
+
+    What is taken out is replaced by spaces, so the ASCII pass that follows neither sees
+    the ASCII fragments of a foreign word (``caf`` of ``café``) nor joins its neighbours.
+    """
+    prose = unicodedata.normalize("NFC", prose)
+
+    def add(word: str, weight: float) -> None:
+        scores[word] = scores.get(word, 0.0) + weight
+
+    def take_emoji(match: re.Match[str]) -> str:
+        add(_VARIATION_SELECTORS.sub("", match.group()), 0.5)
+        return " "
+
+    def take_cjk(match: re.Match[str]) -> str:
+        run = match.group()
+        add(run, 1.0)
+        if len(run) > 2:
+            for i in range(len(run) - 1):
+                add(run[i:i + 2], 0.5)
+        return " "
+
+    def take_word(match: re.Match[str]) -> str:
+        word = match.group().lower().strip("_")
+        if len(word) >= 3 and not word.isdigit():
+            add(word, 1.0)
+        return " "
+
+    prose = _EMOJI.sub(take_emoji, prose)
+    prose = _CJK_RUN.sub(take_cjk, prose)
+    return _FOREIGN_WORD.sub(take_word, prose)

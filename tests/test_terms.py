@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+from search_fixtures import make_repo, result_paths, search
+
 from slm_rerank.terms import extract, light, split_identifier
 
 BUG_REPORT = """\
@@ -108,3 +113,159 @@ def test_code_words_that_people_ask_about_are_not_stop_words() -> None:
     roots = {t.root for t in extract("where are imports resolved when None is returned").terms}
     assert {"imports", "none", "returned"} <= roots
     assert [t.root for t in extract("hello").terms] == ["hello"]
+
+
+# --- ASCII queries: the terms they always gave ------------------------------------------
+
+#: Long ASCII queries and the terms ``extract`` gave for them before words in other scripts
+#: were read (computed with that code, pasted here): reading CJK, Cyrillic or emoji must
+#: not move a single ASCII term, weight or literal.
+ASCII_QUERIES = [
+    # a bug report with a traceback, dotted names, backticks and file names
+    'Saving crashes with `ValueError` in FlushPending\n\nTraceback (most recent call last):\n'
+    '  File "app/store/writer.py", line 12, in flush_pending\n    self._write(batch)\n'
+    'ValueError: buffer overflow\n\nI think parse_header in config.loader (see utils/retry.py '
+    'and docs/setup.md) calls HTTPClient.get_v2() twice; migrations and policies are involved.',
+    # prose, plurals and stems, with a stray digit and punctuation
+    "Where are the retries configured? The configuration of exponential backoffs, "
+    "jitter & timeouts (v2.3.1) is duplicated across 3 modules -- classes, migrations, "
+    "running handlers; it's confusing!",
+    # tests and docs words on the first line, camelCase and SCREAMING_CASE
+    "tests for the README typo: getUserById returns None when MAX_RETRY_COUNT is 0\n"
+    "XMLParser.parse_v2 and __init__ should be documented in CHANGELOG.rst",
+]
+ASCII_TERMS_BEFORE = [
+    (
+        [
+         ('valueerror', 4.772589, True, 'valueerror'),
+         ('flush_pending', 4.505526, True, 'flush_pending'),
+         ('retry', 4.197225, True, 'retry'), ('setup', 4.197225, True, 'setup'),
+         ('write', 4.197225, True, 'write'), ('get_v2', 3.832581, True, 'get_v2'),
+         ('httpclient', 3.386294, True, 'httpclient'), ('config', 3.386294, True, 'config'),
+         ('loader', 3.386294, True, 'loader'), ('writer', 3.386294, True, 'writer'),
+         ('flushpending', 2.81093, True, 'flushpending'),
+         ('parse_header', 2.81093, True, 'parse_header'),
+         ('migrations', 1.0, False, 'migrat'), ('involved', 1.0, False, 'involv'),
+         ('overflow', 1.0, False, 'overflow'), ('policies', 1.0, False, 'poli'),
+         ('crashes', 1.0, False, 'crash'), ('pending', 1.0, False, 'pend'),
+         ('buffer', 1.0, False, 'buff'), ('saving', 1.0, False, 'saving'),
+         ('batch', 1.0, False, 'batch'), ('calls', 1.0, False, 'call'),
+         ('error', 1.0, False, 'error'), ('flush', 1.0, False, 'flush'),
+         ('twice', 1.0, False, 'twic'), ('utils', 1.0, False, 'util'),
+         ('value', 1.0, False, 'valu'), ('docs', 1.0, False, 'docs'),
+         ('header', 0.306853, False, 'head'), ('parse', 0.306853, False, 'pars'),
+        ],
+        ['app/store/writer.py', 'utils/retry.py', 'docs/setup.md'], False, False,
+    ),
+    (
+        [
+         ('v2', 2.81093, True, 'v2'), ('configuration', 1.0, False, 'configurat'),
+         ('exponential', 1.0, False, 'exponential'), ('configured', 1.0, False, 'configur'),
+         ('duplicated', 1.0, False, 'duplicat'), ('migrations', 1.0, False, 'migrat'),
+         ('confusing', 1.0, False, 'confus'), ('backoffs', 1.0, False, 'backoff'),
+         ('handlers', 1.0, False, 'handl'), ('timeouts', 1.0, False, 'timeout'),
+         ('classes', 1.0, False, 'class'), ('modules', 1.0, False, 'modul'),
+         ('retries', 1.0, False, 'retries'), ('running', 1.0, False, 'runn'),
+         ('across', 1.0, False, 'acros'), ('jitter', 1.0, False, 'jitt'),
+        ],
+        [], False, False,
+    ),
+    (
+        [
+         ('changelog', 4.197225, True, 'changelog'), ('parse_v2', 3.832581, True, 'parse_v2'),
+         ('xmlparser', 3.386294, True, 'xmlparser'),
+         ('max_retry_count', 2.81093, True, 'max_retry_count'),
+         ('getuserbyid', 2.81093, True, 'getuserbyid'),
+         ('documented', 1.0, False, 'document'), ('returns', 1.0, False, 'return'),
+         ('readme', 1.0, False, 'readm'), ('tests', 1.0, False, 'test'),
+         ('init', 1.0, False, 'init'), ('none', 1.0, False, 'none'),
+         ('typo', 1.0, False, 'typo'), ('rst', 1.0, False, 'rst'),
+         ('count', 0.306853, False, 'count'), ('parse', 0.306853, False, 'pars'),
+         ('retry', 0.306853, False, 'retry'), ('user', 0.306853, False, 'user'),
+         ('max', 0.306853, False, 'max'),
+        ],
+        ['CHANGELOG.rst'], True, True,
+    ),
+]
+
+
+@pytest.mark.parametrize("query, expected",
+                         list(zip(ASCII_QUERIES, ASCII_TERMS_BEFORE, strict=True)))
+def test_an_ascii_query_gives_exactly_the_terms_it_gave_before_other_scripts_were_read(
+        query: str, expected: tuple[list[tuple[str, float, bool, str]], list[str], bool, bool]
+) -> None:
+    terms = extract(query)
+
+    got = [(t.root, round(t.weight, 6), t.strong, t.literal) for t in terms.terms]
+    assert (got, terms.paths, terms.about_tests, terms.about_docs) == expected
+
+
+# --- words in other scripts -------------------------------------------------------------
+
+
+def test_a_chinese_word_is_a_term_searched_in_file_bodies() -> None:
+    terms = extract("重试")
+
+    assert terms.literals() == ["重试"]
+
+
+def test_a_single_cjk_character_is_searched_in_file_bodies() -> None:
+    assert extract("锁").literals() == ["锁"]
+
+
+def test_a_long_cjk_run_gives_the_run_and_its_bigrams_at_lower_weight() -> None:
+    w = weights("重试逻辑在哪里")
+
+    assert set(w) == {"重试逻辑在哪里", "重试", "试逻", "逻辑", "辑在", "在哪", "哪里"}
+    assert w["重试逻辑在哪里"] > w["重试"]
+
+
+def test_japanese_and_korean_runs_are_terms() -> None:
+    assert {"リトライ処理", "処理"} <= set(weights("リトライ処理"))
+    assert {"재시도", "로직"} <= set(weights("재시도 로직"))
+
+
+def test_cjk_mixed_with_latin_words_keeps_both() -> None:
+    roots = {t.root for t in extract("where is the retry重试 backoff").terms}
+
+    assert roots == {"retry", "重试", "backoff"}
+
+
+def test_accented_cyrillic_and_greek_words_are_whole_terms() -> None:
+    roots = {t.root for t in extract("Café configuración повторов επανάληψη").terms}
+
+    assert roots == {"café", "configuración", "повторов", "επανάληψη"}
+
+
+def test_an_accented_word_is_not_cut_into_ascii_fragments() -> None:
+    roots = {t.root for t in extract("naïve résumé").terms}
+
+    assert roots == {"naïve", "résumé"}
+
+
+def test_a_decomposed_accent_is_read_like_a_composed_one() -> None:
+    decomposed = "cafe\u0301"
+
+    assert [t.root for t in extract(decomposed).terms] == ["café"]
+
+
+def test_emoji_are_kept_as_terms_below_the_words_typed() -> None:
+    w = weights("the ✅ and 👍🏽 and ❤️ in retry")
+
+    assert set(w) == {"retry", "✅", "👍🏽", "❤"}  # the variation selector of ❤️ is dropped
+    assert w["✅"] < w["retry"]
+
+
+def test_other_symbols_are_dropped_like_punctuation() -> None:
+    assert extract("→ © ±").terms == []
+
+
+def test_a_query_in_chinese_finds_the_file_that_holds_its_words(tmp_path: Path) -> None:
+    root = make_repo(tmp_path / "repo", {
+        "docs/重试.md": "# 重试\n\n失败后的重试逻辑在 client.py 中。\n",
+        "docs/other.md": "# 其他\n\n无关的内容。\n",
+    })
+
+    report = search(root, "重试逻辑在哪里")
+
+    assert result_paths(report)[0] == "docs/重试.md"
