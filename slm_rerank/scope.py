@@ -1,12 +1,17 @@
 """The user's path arguments, resolved against the working directory: the CLI/API edge.
 
-The pipeline sees only what this module returns: an absolute root, files and folders
-inside it, and globs relative to it.
+The pipeline sees only what this module returns: an absolute root, regular files and
+folders inside it, and globs relative to it. Whatever cannot be searched is refused here,
+before any tool runs: a path argument with an error naming it, a name piped on stdin with
+a note (``-v``) saying why it was skipped.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import re
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +21,17 @@ from slm_rerank.errors import SearchError
 from slm_rerank.report import display_path
 
 GLOB_CHARS = frozenset("*?[")
+#: How much of a name an error message shows: an over-long path is cut, not printed whole.
+SHOWN_CHARS = 120
+#: How much of stdin's first line the "no existing file names" error shows.
+STDIN_LINE_CHARS = 60
+MISSING = "it does not exist"
+BINARY_STDIN = ("stdin does not look like a list of file names (binary data); pipe file "
+                "names one per line, or use --query-file -")
+
+#: What a stat that does not follow to a regular file or folder found there.
+_KINDS = [(stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")]
 
 
 @dataclass
@@ -32,35 +48,191 @@ def resolve_root(root: Path | None, cwd: Path) -> Path:
         folder = root.expanduser()
         if not folder.is_absolute():
             folder = cwd / folder
-        if not folder.is_dir():
-            raise SearchError(f"root {display_path(str(folder))} does not exist or is not "
+        try:
+            is_dir = stat.S_ISDIR(os.stat(folder).st_mode)
+        except (OSError, ValueError):
+            is_dir = False
+        if not is_dir:
+            raise SearchError(f"root {shown(str(folder))} does not exist or is not "
                               "a directory")
         return folder.resolve()
     return repo_root(cwd) or cwd.resolve()
 
 
+def shown(name: str) -> str:
+    """A name as an error message prints it: escaped, and cut when it is very long."""
+    text = display_path(name)
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"
+
+
+class _Unusable(Exception):
+    """A name that cannot be looked at; the message says why."""
+
+    def __init__(self, why: str, may_exist: bool) -> None:
+        super().__init__(why)
+        #: False when no file can have that name (too long), True when one may be there
+        self.may_exist = may_exist
+
+
+def _kind(candidate: Path) -> int | None:
+    """The mode of what ``candidate`` names (symlinks followed); None when nothing is there.
+
+    Only stat is used: opening a FIFO or a device to look at it could block forever.
+    """
+    try:
+        return os.stat(candidate).st_mode
+    except FileNotFoundError:
+        return None
+    except NotADirectoryError:  # a/b where a is a file: nothing can be there
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            raise _Unusable("its name is longer than the system allows", False) from None
+        raise _Unusable(f"it cannot be read ({exc.strerror or exc})", True) from None
+    except ValueError:  # an embedded NUL byte: no file has such a name
+        return None
+
+
+def _not_searchable(mode: int) -> str | None:
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    what = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    return f"it is {what}, not a regular file or folder"
+
+
+def _outside(arg: str, root: Path) -> SearchError:
+    return SearchError(f"path '{shown(arg)}' is outside the searched root "
+                       f"{display_path(str(root))}; pass --root to search another repository")
+
+
 def resolve_scope(root: Path, args: Sequence[str], piped: Sequence[str], cwd: Path) -> Scope:
-    """Turn path arguments (must exist) and piped names (skipped when missing) into a Scope."""
+    """Turn path arguments and names piped on stdin into a Scope.
+
+    A path argument must exist and be a regular file or a folder inside ``root``, or be a
+    glob (a name with ``*?[`` that does not exist) inside ``root``; anything else is a
+    ``SearchError`` naming it. A piped name is taken literally (never as a glob), and one
+    that is missing or cannot be searched is skipped with a note.
+    """
     scope = Scope(root)
-    for arg, must_exist in [(a, True) for a in args] + [(a, False) for a in piped]:
-        candidate = Path(arg).expanduser()
-        if not candidate.is_absolute():
-            candidate = cwd / candidate
-        if not candidate.exists() and GLOB_CHARS & set(arg):
-            # a glob is written relative to where the user stands, like any other path
-            scope.globs.append(os.path.relpath(os.path.abspath(cwd / arg), root))
-            continue
-        if not candidate.exists():
-            if must_exist:
-                raise SearchError(f"path '{display_path(arg)}' does not exist")
-            scope.notes.append(f"skipped piped path '{display_path(arg)}': it does not exist")
-            continue
-        resolved = candidate.resolve()
-        if resolved != root and root not in resolved.parents:
-            raise SearchError(f"path '{display_path(arg)}' is outside the searched root "
-                              f"{display_path(str(root))}; pass --root to search another "
-                              "repository")
-        scope.paths.append(resolved)
-    if (args or piped) and not scope.paths and not scope.globs:
-        raise SearchError("none of the given paths exist")
+    if any("\0" in name for name in piped):
+        raise SearchError(BINARY_STDIN)
+    for arg in args:
+        if "\0" in arg:
+            raise SearchError(f"path '{shown(arg)}' holds a NUL byte; no file has such a name")
+        _add_argument(scope, arg, cwd)
+    piped_found = False
+    for name in piped:
+        piped_found = _add_piped(scope, name, cwd) or piped_found
+    # Every argument was added or refused above, so only piped names can leave nothing.
+    if piped and not scope.paths and not scope.globs:
+        if not piped_found:
+            first = piped[0]
+            cut = first if len(first) <= STDIN_LINE_CHARS else first[:STDIN_LINE_CHARS] + "…"
+            raise SearchError(
+                f"stdin held no existing file names (first line: '{display_path(cut)}'); "
+                "to search the whole tree, run without a pipe on stdin "
+                "(add `< /dev/null`), or pass the query with --query-file -")
+        why = next(n for n in scope.notes if not n.endswith(MISSING))
+        raise SearchError(f"none of the files named on stdin can be searched ({why})")
     return scope
+
+
+def _absolute(name: str, cwd: Path) -> Path:
+    candidate = Path(name).expanduser()
+    return candidate if candidate.is_absolute() else cwd / candidate
+
+
+def _inside(resolved: Path, root: Path) -> bool:
+    return resolved == root or root in resolved.parents
+
+
+def _add_argument(scope: Scope, arg: str, cwd: Path) -> None:
+    candidate = _absolute(arg, cwd)
+    try:
+        mode = _kind(candidate)
+    except _Unusable as exc:
+        raise SearchError(f"path '{shown(arg)}' cannot be searched: {exc}") from None
+    if mode is None and GLOB_CHARS & set(arg):
+        # a glob is written relative to where the user stands, like any other path
+        glob = os.path.relpath(os.path.abspath(cwd / arg), scope.root)
+        if glob == ".." or glob.startswith(".." + os.sep):
+            raise _outside(arg, scope.root)
+        scope.globs.append(glob)
+        return
+    if mode is None:
+        raise SearchError(f"path '{shown(arg)}' does not exist")
+    problem = _not_searchable(mode)
+    if problem:
+        raise SearchError(f"path '{shown(arg)}' cannot be searched: {problem}; "
+                          "pass regular files or folders")
+    resolved = candidate.resolve()
+    if not _inside(resolved, scope.root):
+        raise _outside(arg, scope.root)
+    scope.paths.append(resolved)
+
+
+def _add_piped(scope: Scope, name: str, cwd: Path) -> bool:
+    """Add one piped name; True when it named something that exists."""
+    candidate = _absolute(name, cwd)
+    try:
+        mode = _kind(candidate)
+    except _Unusable as exc:
+        scope.notes.append(f"skipped piped path '{shown(name)}': {exc}")
+        return exc.may_exist
+    if mode is None:
+        scope.notes.append(f"skipped piped path '{shown(name)}': {MISSING}")
+        return False
+    problem = _not_searchable(mode)
+    if problem:
+        scope.notes.append(f"skipped piped path '{shown(name)}': {problem}")
+        return True
+    resolved = candidate.resolve()
+    if not _inside(resolved, scope.root):
+        raise _outside(name, scope.root)
+    scope.paths.append(resolved)
+    return True
+
+
+def glob_regex(glob: str) -> re.Pattern[str]:
+    """A regex for the POSIX paths (relative to the root) that ``glob`` may select.
+
+    It errs towards matching: the sources read globs gitignore-style (rg) or as pathspecs
+    (git), and a glob reported as matching nothing must really match nothing. A glob
+    without a slash matches any path component; one with a slash matches from the root.
+    A match of a leading folder counts, since a folder selects the files inside it.
+    """
+    pattern = glob.replace(os.sep, "/")
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif pattern[i] == "[" and "]" in pattern[i + 2:]:
+            end = pattern.index("]", i + 2)
+            body = pattern[i + 1:end]
+            body = "^" + body[1:] if body.startswith("!") else body
+            out.append("[" + body.replace("\\", "\\\\") + "]")
+            i = end + 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    body = "".join(out)
+    anchor = "" if "/" in pattern.strip("/") else "(?:.*/)?"
+    try:
+        return re.compile(f"{anchor}{body}(?:/.*)?", re.DOTALL)
+    except re.error:  # a class the source will reject itself, with its own message
+        return re.compile(".*", re.DOTALL)
+
+
+def globs_matching_nothing(globs: Sequence[str], files: Sequence[str]) -> list[str]:
+    """The globs that select none of ``files`` (POSIX paths relative to the root)."""
+    return [g for g in globs if not any(glob_regex(g).fullmatch(f) for f in files)]
