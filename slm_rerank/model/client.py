@@ -115,12 +115,13 @@ class ModelClient:
         """
         if endpoint.kind == "ollama":
             return None  # Ollama has no tokenize endpoint
+        llama_cpp = ("/tokenize", {"content": text, "add_special": False})
         if endpoint.kind == "llama.cpp":
-            attempts = [("/tokenize", {"content": text, "add_special": False})]
-        else:
+            attempts = [llama_cpp]
+        else:  # whichever OpenAI-compatible server this is: vLLM, llama.cpp, llama-cpp-python
             attempts = [("/tokenize", {"prompt": text, "add_special_tokens": False,
                                        **_model(endpoint)}),
-                        ("/extras/tokenize", {"input": text})]  # llama-cpp-python
+                        llama_cpp, ("/extras/tokenize", {"input": text})]
         for path, body in attempts:
             answer = await self._post(endpoint, path, body, missing_ok=True)
             if answer is None:
@@ -134,8 +135,9 @@ class ModelClient:
                 raise ContractError(f"{_url(endpoint, path)} gave tokens that are not "
                                     f"integer ids: {_excerpt(tokens)}", endpoint.base_url)
             # An empty list for non-empty text is a server that ignored our field names
-            # (llama.cpp reads "content", vLLM "prompt"): no ids, so match by text.
-            return ids if ids or not text else None
+            # (llama.cpp reads "content", vLLM "prompt"): try the next spelling.
+            if ids or not text:
+                return ids
         return None
 
     # --- the requests --------------------------------------------------------------------
@@ -168,7 +170,8 @@ class ModelClient:
                     missing_ok: bool = False) -> Any:
         """POST ``body`` as JSON and return the decoded answer; faults become our errors.
 
-        With ``missing_ok``, a 404 or 405 (the server has no such endpoint) gives None.
+        With ``missing_ok``, an answer saying the server has no such endpoint (404, 405) or
+        does not take this spelling of the request (400, 422) gives None.
         """
         url = _url(endpoint, path)
         headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
@@ -191,7 +194,7 @@ class ModelClient:
                 raise TransientError(f"model server {url} failed mid-request: "
                                      f"{_reason(exc)}", endpoint.base_url) from exc
         status = response.status_code
-        if missing_ok and status in (404, 405):
+        if missing_ok and status in (400, 404, 405, 422):
             return None
         if status >= 400:
             raise _status_error(endpoint, url, response)

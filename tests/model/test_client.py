@@ -64,6 +64,20 @@ def test_llama_cpp_legacy_probs_are_read_as_logs_of_probabilities(httpserver: HT
     assert answer.cached_tokens is None  # legacy timings carry no cache_n
 
 
+def test_llama_cpp_post_sampling_probabilities_are_read_as_logs(httpserver: HTTPServer):
+    httpserver.expect_request("/completion", method="POST").respond_with_json(
+        wire("llamacpp-completion-post-sampling.json"))
+    endpoint = Endpoint(httpserver.url_for("/").rstrip("/"), "llama.cpp")
+
+    [answer] = ask("next_token", endpoint, ["Is the sky blue? Answer:"], top_k=3)
+
+    assert [(c.token, c.id) for c in answer.top] == [(" Yes", 8438), (" No", 2301),
+                                                     (" yes", 11262)]
+    assert answer.top[0].logprob == pytest.approx(math.log(0.3989337384700775))
+    assert answer.prompt_tokens == 8
+    assert answer.cached_tokens == 3  # timings.cache_n, not tokens_cached (8)
+
+
 def test_llama_cpp_one_prompt_is_sent_as_a_string_with_one_token_and_greedy_settings(
         httpserver: HTTPServer):
     httpserver.expect_request("/completion", method="POST", json={
@@ -388,6 +402,17 @@ def test_llama_cpp_python_tokenize_falls_back_to_extras_tokenize(httpserver: HTT
     endpoint = Endpoint(httpserver.url_for("/").rstrip("/"), "openai-completions")
 
     assert ask("tokenize", endpoint, " yes") == [5081]
+
+
+def test_an_openai_compatible_llama_cpp_is_tokenized_with_its_own_field_names(
+        httpserver: HTTPServer):
+    # llama.cpp ignores vLLM's "prompt" and answers an empty list; it reads "content".
+    httpserver.expect_request("/tokenize", json={"content": " yes", "add_special": False}
+                              ).respond_with_json({"tokens": [11262]})
+    httpserver.expect_request("/tokenize").respond_with_json({"tokens": []})
+    endpoint = Endpoint(httpserver.url_for("/").rstrip("/"), "openai-completions")
+
+    assert ask("tokenize", endpoint, " yes") == [11262]
 
 
 def test_tokenize_gives_none_when_the_server_has_no_tokenizer_endpoint(httpserver: HTTPServer):
