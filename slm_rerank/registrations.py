@@ -64,6 +64,9 @@ class SourceQuery:
     globs: Sequence[str] = ()
     #: files larger than this many bytes are not searched
     max_filesize: int = 2_000_000
+    #: also report in ``SourceHits.skipped`` the files the tool drops silently (binary,
+    #: over ``max_filesize``), even where finding them costs extra work (``-v`` asks)
+    explain: bool = False
 
 
 @dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -10,8 +11,15 @@ from pathlib import Path
 
 import slm_rerank
 from slm_rerank.errors import SourceError
+from slm_rerank.filetypes import size_reason
 from slm_rerank.matches import count_terms, order_for_search, split_file_list, stderr_excerpt
 from slm_rerank.registrations import CandidateSource, SourceHits, SourceQuery
+
+#: What git prints on stderr for a folder or file it could not read, and goes on (recorded
+#: from git 2.39 run as an unprivileged user): ls-files and grep for a folder, grep for a
+#: file.
+_UNREADABLE = re.compile(rb"^(?:warning: could not open directory|error: failed to stat) "
+                         rb"'(.+)': (.+?)\s*$")
 
 
 def unavailable(root: Path) -> str | None:
@@ -56,6 +64,17 @@ def _check(what: str, proc: subprocess.Popen[bytes], err: bytes, ok: tuple[int, 
                       "source (sources = [\"ripgrep\"] in .slm-rerank.toml).")
 
 
+def unreadable(err: bytes) -> dict[str, str]:
+    """path -> why, for each file or folder git reported it could not read."""
+    found = {}
+    for line in err.splitlines():
+        match = _UNREADABLE.match(line)
+        if match:
+            path = os.fsdecode(match.group(1)).rstrip("/")
+            found[path] = f"unreadable ({match.group(2).decode('utf-8', 'replace')})"
+    return found
+
+
 def search(query: SourceQuery) -> SourceHits:
     specs = _pathspecs(query)
     base = ["git", "-c", "core.quotepath=off", "-C", str(query.root)]
@@ -63,35 +82,50 @@ def search(query: SourceQuery) -> SourceHits:
         [*base, "ls-files", "-z", "--cached", "--others", "--exclude-standard", *specs],
         query.root,
     )
-    matching = None
+    matching = naming = None
     terms = order_for_search(query.terms)
     if terms:
         patterns = [arg for term in terms for arg in ("-e", term)]
+        grep = [*base, "grep", "--untracked", "-i", "-F", "-z"]
         try:
-            matching = _start(
-                [*base, "grep", "--untracked", "-I", "-i", "-F", "-o", "-z", "-H",
-                 "--no-line-number", "--no-color", *patterns, *specs],
-                query.root,
-            )
+            matching = _start([*grep, "-I", "-o", "-H", "--no-line-number", "--no-color",
+                               *patterns, *specs], query.root)
+            # -I drops binary files silently; the names of all files that match, binary
+            # ones included, tell them apart (a third process: only -v pays for it).
+            if query.explain:
+                naming = _start([*grep, "-l", *patterns, *specs], query.root)
         except SourceError:
-            listing.kill()
-            listing.communicate()
+            for proc in (listing, matching):
+                if proc is not None:
+                    proc.kill()
+                    proc.communicate()
             raise
     # Read the listing to its end first; meanwhile git grep may block on a full pipe, which
     # only delays it: the two processes do not wait on each other.
     files_out, files_err = listing.communicate()
     match_out, match_err = matching.communicate() if matching is not None else (b"", b"")
+    named_out, named_err = naming.communicate() if naming is not None else (b"", b"")
     _check("git ls-files", listing, files_err, (0,), query.root)
     # ls-files lists a file once per merge stage and keeps deleted-but-tracked files.
     # Huge files are listed (so a file named after the query can be reported as skipped),
     # but their matches are not counted: files larger than max_filesize are not searched.
     sizes = {f: _size(query.root / f) for f in dict.fromkeys(split_file_list(files_out))}
     files = [f for f, size in sizes.items() if size is not None]
-    hits = SourceHits(files=files)
+    # The sizes are known anyway: saying which files are too big to search costs nothing.
+    hits = SourceHits(files=files, skipped=unreadable(files_err))
+    hits.skipped.update({f: why for f in files
+                         if (why := size_reason(sizes[f] or 0, query.max_filesize))})
     if matching is not None:
         _check("git grep", matching, match_err, (0, 1), query.root)
+        counts = count_terms(match_out, terms)
         keep = {f for f in files if (sizes[f] or 0) <= query.max_filesize}
-        hits.body_counts = {p: c for p, c in count_terms(match_out, terms).items() if p in keep}
+        hits.body_counts = {p: c for p, c in counts.items() if p in keep}
+        hits.skipped.update(unreadable(match_err))
+    if naming is not None:
+        _check("git grep -l", naming, named_err, (0, 1), query.root)
+        for path in split_file_list(named_out):
+            if path not in counts and path in sizes:
+                hits.skipped.setdefault(path, "binary (NUL byte)")
     return hits
 
 

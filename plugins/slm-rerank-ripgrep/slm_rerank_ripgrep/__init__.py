@@ -13,6 +13,7 @@ from pathlib import Path
 
 import slm_rerank
 from slm_rerank.errors import SourceError
+from slm_rerank.filetypes import size_reason
 from slm_rerank.matches import count_terms, order_for_search, split_file_list, stderr_excerpt
 from slm_rerank.registrations import CandidateSource, SourceHits, SourceQuery
 
@@ -22,6 +23,11 @@ from slm_rerank.registrations import CandidateSource, SourceHits, SourceQuery
 #: too large, a bad flag) carry no OS error code.
 _NOT_FATAL = re.compile(
     rb"\(os error \d+\)\s*$|^rg: No files were searched|^Running with --debug")
+#: One such line about a file or folder: ``rg: ./sub/a.py: Permission denied (os error 13)``.
+_UNREADABLE = re.compile(rb"^rg: (.+): ([^:]+?) \(os error \d+\)\s*$")
+#: The notice rg prints on stdout instead of the matches of a file holding a NUL byte.
+_BINARY = re.compile(rb'(?:^|\n)([^\n\0]+): binary file matches \(found "\\0" byte around '
+                     rb"offset \d+\)(?=\n)")
 
 
 def find_rg() -> str | None:
@@ -100,6 +106,45 @@ def _only_unreadable(err: bytes) -> bool:
     return all(_NOT_FATAL.search(line) for line in err.splitlines() if line.strip())
 
 
+def _relative(path: bytes) -> str:
+    name = os.fsdecode(path)
+    return name[2:] if name.startswith("./") else name
+
+
+def unreadable(err: bytes) -> dict[str, str]:
+    """path -> why, for each file or folder rg reported it could not read."""
+    found = {}
+    for line in err.splitlines():
+        match = _UNREADABLE.match(line)
+        if match:
+            found[_relative(match.group(1))] = \
+                f"unreadable ({match.group(2).decode('utf-8', 'replace')})"
+    return found
+
+
+def binary(output: bytes) -> dict[str, str]:
+    """path -> why, for each file whose matches rg replaced by a binary-file notice."""
+    return {_relative(m.group(1)): "binary (NUL byte)" for m in _BINARY.finditer(output)}
+
+
+def oversized(root: Path, files: Sequence[str], limit: int) -> dict[str, str]:
+    """path -> why, for each listed file over ``limit`` bytes, which rg lists but never searches.
+
+    One stat per file: a few ms per thousand files when cached, tens when not, as much as
+    the listing itself; so only done when the caller asks to have every skip explained.
+    """
+    base = os.fsencode(root)
+    found = {}
+    for rel in files:
+        try:
+            reason = size_reason(os.stat(os.path.join(base, os.fsencode(rel))).st_size, limit)
+        except OSError:
+            continue
+        if reason:
+            found[rel] = reason
+    return found
+
+
 def search(query: SourceQuery) -> SourceHits:
     rg = find_rg()
     if rg is None:
@@ -115,11 +160,14 @@ def search(query: SourceQuery) -> SourceHits:
     terms = order_for_search(query.terms)
     if terms:
         patterns = [arg for term in terms for arg in ("-e", term)]
+        # A folder's binary files are dropped silently unless --binary asks rg to say that
+        # one matched (it then searches them to the end: extra work only -v pays for).
+        binary_notices = ["--binary"] if query.explain else []
         try:
             matching = _start(
                 [rg, "-o", "-i", "-F", "--null", "--no-line-number", "--with-filename",
                  "--no-heading", "--color=never", f"--max-filesize={query.max_filesize}",
-                 *patterns, *scope],
+                 *binary_notices, *patterns, *scope],
                 query.root,
             )
         except SourceError:
@@ -132,12 +180,16 @@ def search(query: SourceQuery) -> SourceHits:
     match_out, match_err = matching.communicate() if matching is not None else (b"", b"")
     # A listing that printed nothing and exited 2 could list nothing: that is a failure.
     _check("rg --files", listing, files_err, bool(files_out), query.root)
-    hits = SourceHits(files=split_file_list(files_out))
+    hits = SourceHits(files=split_file_list(files_out), skipped=unreadable(files_err))
+    if query.explain:
+        hits.skipped.update(oversized(query.root, hits.files, query.max_filesize))
     if matching is not None:
         # The match pass prints nothing when no readable file matched; stderr then says so.
         _check("rg -o", matching, match_err, bool(match_out) or _only_unreadable(match_err),
                query.root)
         hits.body_counts = count_terms(match_out, terms)
+        hits.skipped.update(unreadable(match_err))
+        hits.skipped.update(binary(match_out))
     return hits
 
 
