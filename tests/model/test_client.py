@@ -31,6 +31,14 @@ def wire(name: str) -> Any:
     return json.loads((WIRE / name).read_text(encoding="utf-8"))
 
 
+def recorded(name: str, index: int = 0) -> Any:
+    """The response of one exchange recorded from a real llama-server (record_wire.py)."""
+    return wire(name)["exchanges"][index]["response"]
+
+
+LOADING = recorded("llamacpp-health-loading.json")  # what every endpoint says while loading
+
+
 def ask(method: str, endpoint: Endpoint, *args: Any, timeout: float = 5.0, **kwargs: Any) -> Any:
     async def main() -> Any:
         async with ModelClient(timeout=timeout) as client:
@@ -53,7 +61,7 @@ def free_port() -> int:
 
 def test_llama_cpp_legacy_probs_are_read_as_logs_of_probabilities(httpserver: HTTPServer):
     httpserver.expect_request("/completion", method="POST").respond_with_json(
-        wire("llamacpp-legacy-completion.json"))
+        wire("old-llamacpp-completion.json"))
     endpoint = Endpoint(httpserver.url_for("/").rstrip("/"), "llama.cpp")
 
     [answer] = ask("next_token", endpoint, ["Q: A or B?\nA:"], top_k=2)
@@ -64,18 +72,47 @@ def test_llama_cpp_legacy_probs_are_read_as_logs_of_probabilities(httpserver: HT
     assert answer.cached_tokens is None  # legacy timings carry no cache_n
 
 
-def test_llama_cpp_post_sampling_probabilities_are_read_as_logs(httpserver: HTTPServer):
-    httpserver.expect_request("/completion", method="POST").respond_with_json(
-        wire("llamacpp-completion-post-sampling.json"))
+def test_llama_cpp_completion_gives_top_logprobs_and_prompt_cache_reuse(httpserver: HTTPServer):
+    body = recorded("llamacpp-completion.json")
+    httpserver.expect_request("/completion", method="POST").respond_with_json(body)
     endpoint = Endpoint(httpserver.url_for("/").rstrip("/"), "llama.cpp")
 
-    [answer] = ask("next_token", endpoint, ["Is the sky blue? Answer:"], top_k=3)
+    [answer] = ask("next_token", endpoint, ["two-shot prompt"], top_k=20)
 
-    assert [(c.token, c.id) for c in answer.top] == [(" Yes", 8438), (" No", 2301),
-                                                     (" yes", 11262)]
-    assert answer.top[0].logprob == pytest.approx(math.log(0.3989337384700775))
-    assert answer.prompt_tokens == 8
-    assert answer.cached_tokens == 3  # timings.cache_n, not tokens_cached (8)
+    top = body["completion_probabilities"][0]["top_logprobs"]
+    assert answer.top == tuple(TokenChoice(t["token"], t["logprob"], t["id"]) for t in top)
+    assert answer.top[0].token == " yes"  # the leading space is part of the token
+    assert answer.prompt_tokens == body["tokens_evaluated"]
+    assert answer.cached_tokens == body["timings"]["cache_n"]
+
+
+def test_llama_cpp_array_of_prompts_gives_one_answer_per_prompt(httpserver: HTTPServer):
+    body = recorded("llamacpp-completion-array.json")
+    httpserver.expect_request("/completion", method="POST", json={
+        "prompt": ["relevant", "irrelevant"], "n_predict": 1, "n_probs": 5,
+        "temperature": 0, "cache_prompt": True,
+    }).respond_with_json(body)
+    endpoint = Endpoint(httpserver.url_for("/").rstrip("/"), "llama.cpp")
+
+    answers = ask("next_token", endpoint, ["relevant", "irrelevant"], top_k=5)
+
+    httpserver.check_assertions()
+    assert [tokens(a) for a in answers] == [
+        {t["token"]: t["logprob"] for t in item["completion_probabilities"][0]["top_logprobs"]}
+        for item in body]
+    assert [a.cached_tokens for a in answers] == [item["timings"]["cache_n"] for item in body]
+
+
+def test_llama_cpp_post_sampling_probabilities_are_read_as_logs(httpserver: HTTPServer):
+    body = recorded("llamacpp-completion-post-sampling.json")
+    httpserver.expect_request("/completion", method="POST").respond_with_json(body)
+    endpoint = Endpoint(httpserver.url_for("/").rstrip("/"), "llama.cpp")
+
+    [answer] = ask("next_token", endpoint, ["two-shot prompt"], top_k=5)
+
+    top = body["completion_probabilities"][0]["top_probs"]
+    assert [c.token for c in answer.top] == [t["token"] for t in top]
+    assert [c.logprob for c in answer.top] == pytest.approx([math.log(t["prob"]) for t in top])
 
 
 def test_llama_cpp_one_prompt_is_sent_as_a_string_with_one_token_and_greedy_settings(
@@ -83,7 +120,7 @@ def test_llama_cpp_one_prompt_is_sent_as_a_string_with_one_token_and_greedy_sett
     httpserver.expect_request("/completion", method="POST", json={
         "prompt": "Relevant:", "n_predict": 1, "n_probs": 5, "temperature": 0,
         "cache_prompt": True,
-    }).respond_with_json(wire("llamacpp-legacy-completion.json"))
+    }).respond_with_json(wire("old-llamacpp-completion.json"))
     endpoint = Endpoint(httpserver.url_for("/").rstrip("/"), "llama.cpp")
 
     ask("next_token", endpoint, ["Relevant:"], top_k=5, stop=["\n"])
@@ -92,7 +129,7 @@ def test_llama_cpp_one_prompt_is_sent_as_a_string_with_one_token_and_greedy_sett
 
 
 def test_llama_cpp_array_answer_of_the_wrong_length_is_a_contract_error(httpserver: HTTPServer):
-    one = wire("llamacpp-legacy-completion.json")
+    one = wire("old-llamacpp-completion.json")
     httpserver.expect_request("/completion", method="POST").respond_with_json([one])
     endpoint = Endpoint(httpserver.url_for("/").rstrip("/"), "llama.cpp")
 
@@ -102,7 +139,7 @@ def test_llama_cpp_array_answer_of_the_wrong_length_is_a_contract_error(httpserv
 
 def test_llama_cpp_array_results_are_returned_in_prompt_order_by_their_index(
         httpserver: HTTPServer):
-    first, second = wire("llamacpp-legacy-completion.json"), wire("llamacpp-legacy-completion.json")
+    first, second = wire("old-llamacpp-completion.json"), wire("old-llamacpp-completion.json")
     first["index"], second["index"] = 0, 1
     second["completion_probabilities"][0]["probs"] = [{"tok_str": "B", "prob": 0.9}]
     httpserver.expect_request("/completion", method="POST").respond_with_json([second, first])
@@ -143,6 +180,35 @@ def test_llama_cpp_python_completion_keeps_the_leading_space_of_tokens(httpserve
 
     assert tokens(answer) == {" yes": -0.84, " no": -1.02}
     assert answer.prompt_tokens == 52
+
+
+def test_llama_cpp_v1_completions_reads_the_chat_shaped_logprobs(httpserver: HTTPServer):
+    body = recorded("llamacpp-v1-completions.json")
+    httpserver.expect_request("/v1/completions", method="POST").respond_with_json(body)
+    endpoint = Endpoint(httpserver.url_for("/").rstrip("/"), "openai-completions",
+                        "gemma-3-270m-q4_k_m.gguf")
+
+    [answer] = ask("next_token", endpoint, ["two-shot prompt"], top_k=5)
+
+    top = body["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+    assert answer.top == tuple(TokenChoice(t["token"], t["logprob"], t["id"]) for t in top)
+    assert answer.prompt_tokens == body["usage"]["prompt_tokens"]
+
+
+def test_llama_cpp_chat_sends_real_messages_and_reads_the_first_token(httpserver: HTTPServer):
+    exchange = wire("llamacpp-v1-chat-completions.json")["exchanges"][0]
+    sent = exchange["request"]
+    httpserver.expect_request("/v1/chat/completions", method="POST", json={
+        "model": sent["model"], "messages": sent["messages"], "logprobs": True,
+        "top_logprobs": 5, "max_tokens": 1, "temperature": 0,
+    }).respond_with_json(exchange["response"])
+    endpoint = Endpoint(httpserver.url_for("/").rstrip("/"), "llama.cpp", sent["model"])
+
+    [answer] = ask("next_token_chat", endpoint, [sent["messages"]], top_k=5)
+
+    httpserver.check_assertions()
+    top = exchange["response"]["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+    assert [c.token for c in answer.top] == [t["token"] for t in top]
 
 
 def test_completions_without_logprobs_is_a_contract_error_naming_the_url(httpserver: HTTPServer):
@@ -289,7 +355,7 @@ def test_a_refused_connection_is_transient_and_names_the_url():
 def test_a_server_slower_than_the_timeout_is_transient(httpserver: HTTPServer):
     def slow(request: Request) -> Response:
         time.sleep(0.5)
-        return Response(json.dumps(wire("llamacpp-legacy-completion.json")))
+        return Response(json.dumps(wire("old-llamacpp-completion.json")))
 
     httpserver.expect_request("/completion").respond_with_handler(slow)
     base = httpserver.url_for("/").rstrip("/")
@@ -313,9 +379,7 @@ def test_a_server_error_is_transient_and_quotes_the_server(httpserver: HTTPServe
 
 
 def test_a_server_still_loading_its_model_is_transient(httpserver: HTTPServer):
-    httpserver.expect_request("/completion").respond_with_json(
-        {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}},
-        status=503)
+    httpserver.expect_request("/completion").respond_with_json(LOADING, status=503)
     base = httpserver.url_for("/").rstrip("/")
 
     with pytest.raises(TransientError, match="still loading its model") as caught:
@@ -336,7 +400,7 @@ def test_a_body_that_is_not_json_is_a_contract_error(httpserver: HTTPServer):
 
 
 def test_json_without_completion_probabilities_is_a_contract_error(httpserver: HTTPServer):
-    body = wire("llamacpp-legacy-completion.json")
+    body = wire("old-llamacpp-completion.json")
     del body["completion_probabilities"]
     httpserver.expect_request("/completion").respond_with_json(body)
     base = httpserver.url_for("/").rstrip("/")
@@ -382,6 +446,24 @@ def test_one_failing_conversation_fails_the_whole_batch(httpserver: HTTPServer):
 
 
 # --- tokenize ------------------------------------------------------------------------------
+
+
+def test_llama_cpp_tokenize_asks_without_special_tokens(httpserver: HTTPServer):
+    httpserver.expect_request("/tokenize", method="POST", json={
+        "content": " yes", "add_special": False,
+    }).respond_with_json(recorded("llamacpp-tokenize.json", 0))
+    endpoint = Endpoint(httpserver.url_for("/").rstrip("/"), "llama.cpp")
+
+    assert ask("tokenize", endpoint, " yes") == [11262]
+    httpserver.check_assertions()
+
+
+def test_tokenize_reads_ids_from_pieces(httpserver: HTTPServer):
+    with_pieces = recorded("llamacpp-tokenize.json", 1)  # [{"id": 11262, "piece": " yes"}]
+    httpserver.expect_request("/tokenize").respond_with_json(with_pieces)
+    endpoint = Endpoint(httpserver.url_for("/").rstrip("/"), "llama.cpp")
+
+    assert ask("tokenize", endpoint, " yes") == [11262]
 
 
 def test_vllm_tokenize_asks_without_special_tokens(httpserver: HTTPServer):

@@ -34,6 +34,11 @@ def wire(name: str) -> Any:
     return json.loads((WIRE / name).read_text(encoding="utf-8"))
 
 
+def recorded(name: str, index: int = 0) -> Any:
+    """The response of one exchange recorded from a real llama-server (record_wire.py)."""
+    return wire(name)["exchanges"][index]["response"]
+
+
 def probe(base_url: str, **kwargs: Any) -> Probe:
     async def main() -> Probe:
         async with httpx.AsyncClient() as http:
@@ -63,6 +68,20 @@ def not_found(httpserver: HTTPServer, *paths: str) -> None:
 
 
 # --- probe ---------------------------------------------------------------------------------
+
+
+def test_probe_of_llama_cpp_gives_its_model_and_slots(httpserver: HTTPServer):
+    httpserver.expect_request("/v1/models").respond_with_json(
+        recorded("llamacpp-v1-models.json"))
+    httpserver.expect_request("/props").respond_with_json(recorded("llamacpp-props.json"))
+    httpserver.expect_request("/api/version").respond_with_json(
+        {"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}},
+        status=404)
+
+    found = probe(base(httpserver))
+
+    assert found.endpoint == Endpoint(base(httpserver), "llama.cpp",
+                                      "gemma-3-270m-q4_k_m.gguf", slots=4)
 
 
 def test_probe_of_vllm_gives_an_openai_completions_endpoint_with_its_model(
@@ -110,7 +129,7 @@ def test_probe_of_an_ollama_without_logprobs_says_to_upgrade(httpserver: HTTPSer
 
 
 def test_probe_of_a_server_loading_its_model_says_still_loading(httpserver: HTTPServer):
-    loading = {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}
+    loading = recorded("llamacpp-health-loading.json")  # every endpoint says so while loading
     for path in ("/v1/models", "/props"):
         httpserver.expect_request(path).respond_with_json(loading, status=503)
     not_found(httpserver, "/api/version")
