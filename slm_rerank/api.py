@@ -35,6 +35,7 @@ def search(
     caller: str = "python",
     host: Host | None = None,
     piped_paths: Sequence[str] = (),
+    explain: bool = False,
 ) -> Report:
     """Rank the places under ``root`` (default: the repository holding the cwd) for ``query``.
 
@@ -44,7 +45,8 @@ def search(
     message naming what to fix; a model server that fails comes back as
     ``report.degraded``, not an exception. The query is logged to ``usage.jsonl`` under
     ``caller`` unless ``usage_log = false``; a log that cannot be written is a warning on
-    stderr and never costs the result.
+    stderr and never costs the result. ``explain`` asks the sources to find every file they
+    skip, for ``report.notes`` (what ``-v`` prints), at some extra cost on big trees.
     """
     started = time.perf_counter()
     cwd = Path.cwd()
@@ -62,6 +64,7 @@ def search(
     request = SearchRequest(
         query=query, root=scope.root, paths=scope.paths, globs=scope.globs, notes=scope.notes,
         fast=fast, top_k=settings.top_k, chunks=settings.chunks, cache_dir=cache_dir,
+        explain=explain,
     )
     report = run_search(request, host)
     if settings.usage_log:

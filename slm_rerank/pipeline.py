@@ -28,6 +28,7 @@ from slm_rerank.host import Host
 from slm_rerank.lexical import FileEvidence, ScoredChunk, TermStats, score_chunks, score_files
 from slm_rerank.registrations import CandidateSource, ExpandRequest, SourceHits, SourceQuery
 from slm_rerank.report import Citation, Degraded, Report, display_path
+from slm_rerank.scope import globs_matching_nothing
 from slm_rerank.slicing import slice_text
 from slm_rerank.terms import QueryTerms, Term, extract
 
@@ -58,6 +59,8 @@ class SearchRequest:
     expanders: list[str] = field(default_factory=list)
     #: what scoping had to say (skipped piped names, globs matching nothing)
     notes: list[str] = field(default_factory=list)
+    #: explain every skipped file (``-v``), even where finding them costs the source work
+    explain: bool = False
 
 
 @dataclass
@@ -172,7 +175,8 @@ def gather(request: SearchRequest, host: Host, terms: QueryTerms, notes: list[st
         restrict = {os.path.relpath(p, request.root) for p in paths}
         paths = []
     query = SourceQuery(root=request.root, terms=terms.literals(), paths=paths,
-                        globs=request.globs, max_filesize=host.settings.max_file_bytes)
+                        globs=request.globs, max_filesize=host.settings.max_file_bytes,
+                        explain=request.explain)
     try:
         hits = source.search(query)
     except SlmRerankError:
@@ -188,6 +192,8 @@ def gather(request: SearchRequest, host: Host, terms: QueryTerms, notes: list[st
                           body_counts={p: c for p, c in hits.body_counts.items() if p in keep})
     for path, why in sorted(hits.skipped.items()):
         notes.append(f"skipped {display_path(path)}: {why}")
+    for glob in globs_matching_nothing(request.globs, hits.files):
+        notes.append(f"glob '{display_path(glob)}' matches no file")
     stats = TermStats.from_hits(terms, hits)
     evidence = score_files(terms, hits, stats, _sizes(request.root, hits.body_counts))
     return Gathered(terms, source.name, hits, stats, evidence)

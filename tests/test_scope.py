@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from search_fixtures import cli, make_repo
 
+import slm_rerank
 from slm_rerank.errors import SearchError
 from slm_rerank.scope import BINARY_STDIN, Scope, glob_regex, resolve_scope
 
@@ -189,6 +190,19 @@ def test_a_glob_outside_the_root_is_the_same_error_as_a_path_outside_it(root: Pa
         scope_of(root, ["../elsewhere.py"])
 
 
+def test_a_glob_that_matches_no_file_is_explained(root: Path) -> None:
+    report = slm_rerank.search("retry", root=root, paths=[str(root / "*.rs")])
+
+    assert "glob '*.rs' matches no file" in report.notes
+
+
+def test_a_glob_that_matches_is_not_reported(root: Path) -> None:
+    report = slm_rerank.search("retry", root=root, paths=[str(root / "*.py")])
+
+    assert not [n for n in report.notes if "glob" in n]
+    assert [c.path for c in report.results] == ["src/retry.py"]
+
+
 @pytest.mark.parametrize("glob, path", [
     ("*.py", "src/net/retry.py"), ("src/*.py", "src/retry.py"), ("src/**/x.py", "src/x.py"),
     ("src/**/x.py", "src/a/b/x.py"), ("[rs]*.md", "docs/readme.md"), ("src", "src/a.py"),
@@ -203,3 +217,21 @@ def test_a_glob_regex_selects_what_the_sources_would(glob: str, path: str) -> No
 ])
 def test_a_glob_regex_rejects_what_no_source_would_select(glob: str, path: str) -> None:
     assert not glob_regex(glob).fullmatch(path)
+
+
+# --- explaining skipped files (-v) ---------------------------------------------------------
+
+
+def test_explain_notes_a_binary_file_that_matches_and_a_file_too_big_to_search(
+        root: Path) -> None:
+    (root / "lib").mkdir()
+    (root / "lib/cache.bin").write_bytes(b"retry = 1\n\0\0\0 compiled\n")
+    (root / ".slm-rerank.toml").write_text("max_file_bytes = 1000\n")
+    (root / "big.log").write_text("retry\n" * 200)
+
+    quiet = slm_rerank.search("retry", root=root)
+    explained = slm_rerank.search("retry", root=root, explain=True)
+
+    assert "skipped lib/cache.bin: binary (NUL byte)" in explained.notes
+    assert "skipped big.log: huge (1200 bytes > max_file_bytes 1000)" in explained.notes
+    assert [c.path for c in explained.results] == [c.path for c in quiet.results]
