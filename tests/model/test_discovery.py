@@ -237,3 +237,24 @@ def test_base_urls_are_normalised(url: str, normalised: str):
 def test_a_bad_base_url_is_a_config_error_naming_it(url: str):
     with pytest.raises(ConfigError, match="model server URL"):
         check_base_url(url)
+
+
+# --- a real llama-server -------------------------------------------------------------------
+
+
+def test_probe_of_a_real_llama_server_gives_its_kind_model_and_slots(llama_server: Any):
+    found = probe(llama_server.base_url)
+
+    assert found.endpoint == Endpoint(llama_server.base_url, "llama.cpp", llama_server.model_id,
+                                      llama_server.slots)
+
+
+def test_scan_finds_a_real_llama_server_among_closed_ports(llama_server: Any):
+    port = int(llama_server.base_url.rsplit(":", 1)[1])
+    ports = [*closed_ports(3), port]
+
+    probes = asyncio.run(discovery.scan("127.0.0.1", ports))
+
+    assert [p.reason for p in probes[:3]] == ["refused"] * 3
+    assert probes[3].endpoint is not None and probes[3].endpoint.kind == "llama.cpp"
+    assert probes[3].endpoint.slots == llama_server.slots
