@@ -3,19 +3,33 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 
 import slm_rerank
 from slm_rerank.registrations import OutputFormatter
 from slm_rerank.report import Citation, Report
 
+#: C0 and C1 control characters (ESC, BEL, CR, newline, ...): on a terminal they are commands.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
 
 def _score(c: Citation) -> str:
     return f"{c.score:.3f}"
 
 
+def visible(text: str) -> str:
+    """``text`` with every control character shown as ``\\xNN``: a file name or symbol
+    printed on a terminal must not be able to drive it (move the cursor, retitle, erase)."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def render_text(report: Report, tty: bool = False) -> str:
-    """An aligned table for people; plain `path:start-end  score  symbol` lines for pipes."""
+    """An aligned table for people; plain `path:start-end  score  symbol` lines for pipes.
+
+    Piped, names are written exactly as they are on disk, so a script can open them; on a
+    terminal, control characters in them are escaped (see ``visible``).
+    """
     if not report.results:
         return "no results\n" if tty else ""
     if not tty:
@@ -24,7 +38,7 @@ def render_text(report: Report, tty: bool = False) -> str:
             for c in report.results
         )
     rows = [("#", "location", "score", "symbol")]
-    rows += [(str(i), c.location, _score(c), c.symbol or "")
+    rows += [(str(i), visible(c.location), _score(c), visible(c.symbol or ""))
              for i, c in enumerate(report.results, 1)]
     widths = [max(len(row[col]) for row in rows) for col in range(4)]
     lines = [
@@ -43,8 +57,21 @@ def render_jsonl(report: Report, tty: bool = False) -> str:
     return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in doc["results"])
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+def _cell(text: str, tty: bool) -> str:
+    text = text.replace("|", "\\|").replace("\n", " ")
+    return visible(text) if tty else text
+
+
+def _code(text: str) -> str:
+    """``text`` as a Markdown code span, whatever backticks it holds (CommonMark 6.1).
+
+    The fence is one backtick longer than the longest run inside; a space on each side keeps
+    a backtick at either end from joining the fence (the renderer strips those two spaces).
+    """
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith(("`", " ")) or text.endswith(("`", " ")) else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def render_markdown(report: Report, tty: bool = False) -> str:
@@ -52,7 +79,8 @@ def render_markdown(report: Report, tty: bool = False) -> str:
         return "_no results_\n"
     lines = ["| # | location | score | symbol |", "| ---: | --- | ---: | --- |"]
     for i, c in enumerate(report.results, 1):
-        lines.append(f"| {i} | `{_cell(c.location)}` | {_score(c)} | {_cell(c.symbol or '')} |")
+        lines.append(f"| {i} | {_code(_cell(c.location, tty))} | {_score(c)} "
+                     f"| {_cell(c.symbol or '', tty)} |")
     return "\n".join(lines) + "\n"
 
 

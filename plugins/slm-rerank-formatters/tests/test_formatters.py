@@ -2,9 +2,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import slm_rerank_formatters
 
-from slm_rerank.report import Degraded
+from slm_rerank.report import Citation, Degraded, Report
 from slm_rerank.testing import OutputFormatterContract, sample_report
 
 
@@ -51,3 +52,37 @@ def test_markdown_escapes_pipes_in_paths() -> None:
     out = slm_rerank_formatters.render_markdown(sample_report())
     assert "`docs/réglages\\|pipes.md:1-30`" in out
     assert out.splitlines()[0].startswith("| # |")
+
+
+def odd_report(path: str, symbol: str | None = None) -> Report:
+    return Report(query="q", root="/repo", mode="fast",
+                  results=[Citation(path, 1, 2, symbol, 1.0, 1.0)])
+
+
+@pytest.mark.parametrize(("path", "span"), [
+    ("a`b.py", "``a`b.py:1-2``"),
+    ("a``b```c.py", "````a``b```c.py:1-2````"),
+    ("`lead.py", "`` `lead.py:1-2 ``"),
+    ("plain.py", "`plain.py:1-2`"),
+])
+def test_markdown_code_span_fence_is_longer_than_any_backtick_run_in_the_name(
+        path: str, span: str) -> None:
+    row = slm_rerank_formatters.render_markdown(odd_report(path)).splitlines()[2]
+
+    assert row == f"| 1 | {span} | 1.000 |  |"
+
+
+@pytest.mark.parametrize("render", [slm_rerank_formatters.render_text,
+                                    slm_rerank_formatters.render_markdown])
+def test_on_a_terminal_control_characters_in_names_and_symbols_are_escaped(render) -> None:  # type: ignore[no-untyped-def]
+    out = render(odd_report("evil\x1b]0;pwned\x07\r.py", "f\x1b[2J"), tty=True)
+
+    assert not any(ord(ch) < 32 and ch != "\n" for ch in out), repr(out)
+    assert "evil\\x1b]0;pwned\\x07\\x0d.py:1-2" in out
+    assert "f\\x1b[2J" in out
+
+
+def test_piped_text_writes_names_exactly_as_on_disk() -> None:
+    out = slm_rerank_formatters.render_text(odd_report("red\x1b[31m.py"), tty=False)
+
+    assert out == "red\x1b[31m.py:1-2  1.000\n"
