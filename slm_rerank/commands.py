@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ from slm_rerank import __version__
 from slm_rerank.config import (
     KEYS,
     ConfigError,
-    cache_path,
+    Settings,
     describe,
     load_settings,
     repo_config_path,
@@ -25,8 +26,14 @@ from slm_rerank.config import (
 from slm_rerank.host import Host
 from slm_rerank.registry import RegistrationError
 
-#: How long an open pipe on stdin may stay silent before it is taken to hold no file list.
+#: How long an open pipe on stdin may stay silent before it is taken to have said all it will.
 STDIN_WAIT_SECONDS = 2.0
+#: The longest query accepted from -q, --query-file or stdin: a whole issue fits many times
+#: over, and a runaway source (``--query-file /dev/zero``) stops here instead of filling memory.
+MAX_QUERY_BYTES = 1_000_000
+_QUERY_LIMIT = f"{MAX_QUERY_BYTES // 1_000_000} MB"
+#: C0 and C1 control characters other than tab and newline: on a terminal they are commands.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 class DefaultSearchGroup(click.Group):
@@ -39,10 +46,59 @@ class DefaultSearchGroup(click.Group):
         return super().parse_args(ctx, args)
 
 
+def visible(text: str) -> str:
+    """``text`` with control characters shown as ``\\xNN``, so a file name in a message
+    cannot drive the terminal."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def warn(message: str) -> None:
+    """One line on stderr, prefixed with the program name."""
+    click.echo(f"slm-rerank: {visible(message)}", err=True)
+
+
 def fail(message: str) -> None:
     """Print a one-line error and exit 1."""
-    click.echo(f"slm-rerank: error: {message}", err=True)
+    warn(f"error: {message}")
     sys.exit(1)
+
+
+def quiet_stdout() -> None:
+    """Point fd 1 at /dev/null, so the interpreter's last flush of stdout cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass  # not a real file descriptor (a test runner's capture): nothing is left to flush
+
+
+def emit(text: str) -> None:
+    """Write ``text`` to stdout exactly as given.
+
+    Not click.echo: off a terminal it strips ANSI sequences, and a file name holding ESC
+    would then print as a path that does not exist. Undecodable text (lone surrogates from
+    argv) is written as ``\\udcXX`` instead of raising. A reader that stops early (``| head``)
+    ends the run quietly with exit 0, as rg and other filters do: the search succeeded and the
+    consumer had what it wanted, and ``set -o pipefail`` scripts must not fail for it. Any
+    other write fault (``>/dev/full``) is a one-line error and exit 1.
+    """
+    stream = sys.stdout
+    binary = getattr(stream, "buffer", None)
+    try:
+        if binary is None:
+            stream.write(text)
+            stream.flush()
+        else:
+            stream.flush()
+            binary.write(text.encode(stream.encoding or "utf-8", errors="backslashreplace"))
+            binary.flush()
+    except BrokenPipeError:
+        quiet_stdout()
+        sys.exit(0)
+    except OSError as exc:
+        quiet_stdout()
+        fail(f"cannot write to standard output: {exc.strerror or exc}")
 
 
 @click.group(cls=DefaultSearchGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -57,41 +113,94 @@ def cli() -> None:
     """
 
 
+def _too_long(where: str) -> str:
+    return (f"{where} is longer than the query limit of {_QUERY_LIMIT} "
+            f"({MAX_QUERY_BYTES} bytes); shorten it (the title and the traceback are enough)")
+
+
+def _read_query_file(query_file: str) -> str:
+    """At most MAX_QUERY_BYTES from ``query_file`` ('-': stdin), decoded with replacement."""
+    try:
+        if query_file == "-":
+            data = sys.stdin.buffer.read(MAX_QUERY_BYTES + 1)
+        else:
+            with open(query_file, "rb") as handle:
+                data = handle.read(MAX_QUERY_BYTES + 1)
+    except OSError as exc:
+        raise click.BadParameter(f"cannot read {query_file}: {exc.strerror}",
+                                 param_hint="--query-file") from None
+    if len(data) > MAX_QUERY_BYTES:
+        where = "the query on stdin" if query_file == "-" else query_file
+        raise click.BadParameter(_too_long(where), param_hint="--query-file")
+    return data.decode("utf-8", errors="replace")
+
+
 def _read_query(query: str | None, query_file: str | None) -> str:
     if query is not None and query_file is not None:
         raise click.UsageError("give either -q/--query or --query-file, not both")
     if query_file is not None:
-        if query_file == "-":
-            return sys.stdin.read()
-        try:
-            return Path(query_file).read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise click.BadParameter(f"cannot read {query_file}: {exc.strerror}",
-                                     param_hint="--query-file") from None
+        return _read_query_file(query_file)
     if query is None:
         raise click.UsageError("no query: pass -q TEXT or --query-file PATH")
-    return query
+    raw = query.encode("utf-8", errors="surrogateescape")
+    if len(raw) > MAX_QUERY_BYTES:
+        raise click.BadParameter(_too_long("the query"), param_hint="-q/--query")
+    # Bytes argv could not decode mean nothing as words: replace them, as in a query file.
+    return raw.decode("utf-8", errors="replace")
+
+
+def _lines(data: bytes) -> str:
+    count = len(data.splitlines())
+    return f"{count} line" if count == 1 else f"{count} lines"
+
+
+def _read_pipe(fd: int) -> bytes:
+    """Everything an open pipe sends until EOF, or until it stays silent STDIN_WAIT_SECONDS.
+
+    A caller may leave stdin open (an agent's shell, a service), idle or after a few lines:
+    never hang on it. Each read waits at most STDIN_WAIT_SECONDS; on a silence what arrived is
+    used, up to its last complete line, and one warning says so.
+    """
+    import select
+
+    chunks: list[bytes] = []
+    while True:
+        readable, _, _ = select.select([fd], [], [], STDIN_WAIT_SECONDS)
+        if not readable:
+            break
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+    data = b"".join(chunks)
+    if not data:
+        warn(f"stdin is an open pipe that sent nothing in {STDIN_WAIT_SECONDS:.0f} s; "
+             f"searching without a file list")
+        return data
+    # A name cut off mid-write could widen the search ("src/app.py" arriving as "src").
+    complete, _, partial = data.rpartition(b"\n")
+    dropped = f"; dropped the unfinished last line {os.fsdecode(partial)!r}" if partial else ""
+    warn(f"stdin is an open pipe that went silent for {STDIN_WAIT_SECONDS:.0f} s without "
+         f"closing; using the {_lines(complete)} it sent{dropped}")
+    return complete
 
 
 def _stdin_paths() -> list[str]:
     """File names piped on stdin (`git ls-files | slm-rerank -q ...`); `path:line` -> path."""
     try:
-        mode = os.fstat(sys.stdin.fileno()).st_mode
+        fd = sys.stdin.fileno()
+        mode = os.fstat(fd).st_mode
     except (OSError, ValueError, AttributeError):
         return []
-    if not (stat.S_ISFIFO(mode) or stat.S_ISREG(mode)):
-        return []
     if stat.S_ISFIFO(mode):
-        import select
-
-        # A caller may leave stdin open and idle (an agent's shell, a service): never hang.
-        readable, _, _ = select.select([sys.stdin], [], [], STDIN_WAIT_SECONDS)
-        if not readable:
-            click.echo(f"slm-rerank: stdin is an open pipe that sent nothing in "
-                       f"{STDIN_WAIT_SECONDS:.0f} s; searching without a file list", err=True)
-            return []
+        data = _read_pipe(fd)
+    elif stat.S_ISREG(mode):
+        data = sys.stdin.buffer.read()
+    else:
+        return []
     paths = []
-    for line in sys.stdin.read().splitlines():
+    # Names are bytes on disk: decode them as the file system does, so any name round-trips.
+    for line in os.fsdecode(data).splitlines():
         line = line.strip()
         if not line:
             continue
@@ -103,10 +212,12 @@ def _stdin_paths() -> list[str]:
 
 
 @cli.command()
-@click.option("-q", "--query", help="The question, e.g. 'where are retries configured'.")
-@click.option("--query-file", metavar="PATH", help="Read the query from a file ('-' for stdin).")
+@click.option("-q", "--query",
+              help=f"The question, e.g. 'where are retries configured' (at most {_QUERY_LIMIT}).")
+@click.option("--query-file", metavar="PATH",
+              help=f"Read the query from a file ('-' for stdin; at most {_QUERY_LIMIT}).")
 @click.argument("paths", nargs=-1)
-@click.option("--root", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--root", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Repository to search (default: the one holding the current directory).")
 @click.option("--fast", is_flag=True, help="Lexical ranking only; no model server is contacted.")
 @click.option("-k", "--top-k", "top_k", type=click.IntRange(min=1), help="Number of results.")
@@ -131,15 +242,11 @@ def search(query: str | None, query_file: str | None, paths: tuple[str, ...], ro
         settings = host.settings
         formatters = host.registry.formatters()
         if settings.format not in formatters:
-            available = ", ".join(sorted(formatters)) or "none installed"
-            raise click.UsageError(
-                f"unknown format '{settings.format}' (from {settings.origins['format']}); "
-                f"available: {available}"
-            )
+            _no_formatter(settings, sorted(formatters))
         report = run(
             text, root, paths=paths, fast=fast, host=host,
             piped_paths=[] if query_file == "-" else _stdin_paths(),
-            caller=caller or os.environ.get("SLM_RERANK_CALLER", "cli"),
+            caller=caller or os.environ.get("SLM_RERANK_CALLER", "cli"), explain=verbose,
         )
     except QueryError as exc:
         raise click.UsageError(str(exc)) from None
@@ -147,13 +254,34 @@ def search(query: str | None, query_file: str | None, paths: tuple[str, ...], ro
         fail(str(exc))
         return
     for note in report.notes if verbose else []:
-        click.echo(f"slm-rerank: {note}", err=True)
+        warn(note)
     if report.degraded:
-        click.echo(f"slm-rerank: degraded: {report.degraded.reason}", err=True)
+        warn(f"degraded: {report.degraded.reason}")
     output = formatters[settings.format].render(report, tty=sys.stdout.isatty())
-    click.echo(output, nl=not output.endswith("\n") and bool(output))
+    emit(output if output.endswith("\n") or not output else output + "\n")
 
 
+#: The plugin that ships text, json, jsonl and markdown: its entry-point and distribution name.
+_BUILTIN_FORMATTERS = ("formatters", "slm-rerank-formatters")
+
+
+def _no_formatter(settings: Settings, available: list[str]) -> None:
+    """Stop with the reason ``settings.format`` has no formatter, and what to change."""
+    disabled = [name for name in settings.disabled_plugins if name in _BUILTIN_FORMATTERS]
+    if disabled:
+        fix = (f"remove '{disabled[0]}' from disabled_plugins "
+               f"(set in {settings.origins['disabled_plugins']})")
+        if available:
+            fix += f" or pick an installed format: {', '.join(available)}"
+        fail(f"no output formatter for format '{settings.format}': the built-in formatters "
+             f"plugin (slm-rerank-formatters) is disabled; {fix}")
+    if not available:
+        fail(f"no output formatter is installed (format '{settings.format}'); install the "
+             f"built-in ones with 'pip install slm-rerank-formatters'")
+    raise click.UsageError(
+        f"unknown format '{settings.format}' (from {settings.origins['format']}); "
+        f"available: {', '.join(available)}"
+    )
 
 
 @cli.command()
@@ -181,15 +309,15 @@ def plugins(show_all: bool, format_name: str) -> None:
             "registers": names.get(info.name, {}), "error": info.error,
         })
     if format_name == "json":
-        click.echo(json.dumps(rows, indent=2))
+        emit(json.dumps(rows, indent=2) + "\n")
         return
-    if not rows:
-        click.echo("no plugins installed beyond the built-ins (see --all)")
+    lines = [] if rows else ["no plugins installed beyond the built-ins (see --all)"]
     for row in rows:
         status = f"  FAILED: {row['error']}" if row["error"] else ""
-        click.echo(f"{row['name']}  {row['distribution']} {row['version']}{status}")
+        lines.append(f"{row['name']}  {row['distribution']} {row['version']}{status}")
         for hook, registered in row["registers"].items():
-            click.echo(f"    {hook}: {', '.join(registered)}")
+            lines.append(f"    {hook}: {', '.join(registered)}")
+    emit("".join(line + "\n" for line in lines))
 
 
 @cli.group()
@@ -210,12 +338,11 @@ def config_show(format_name: str) -> None:
     if format_name == "json":
         doc = {k: {"value": v, "origin": settings.origins[k], "help": describe(k)}
                for k, v in values.items()}
-        click.echo(json.dumps(doc, indent=2))
+        emit(json.dumps(doc, indent=2) + "\n")
         return
     width = max(len(k) for k in KEYS)
-    for key, value in values.items():
-        shown = json.dumps(value)
-        click.echo(f"{key:<{width}} = {shown:<24} # {settings.origins[key]}")
+    emit("".join(f"{key:<{width}} = {json.dumps(value):<24} # {settings.origins[key]}\n"
+                 for key, value in values.items()))
 
 
 @config.command("set")
@@ -238,13 +365,14 @@ def config_set(key: str, value: str, to_repo: bool) -> None:
     except ConfigError as exc:
         fail(str(exc))
         return
-    click.echo(f"{key} = {json.dumps(stored)}  # written to {path}")
+    emit(f"{key} = {json.dumps(stored)}  # written to {path}\n")
 
 
 @cli.command()
 @click.option("--format", "format_name", type=click.Choice(["text", "json"]), default="text")
 def stats(format_name: str) -> None:
     """Summarise the usage log: query count and median latency by caller."""
+    from slm_rerank.cache import cache_path
     from slm_rerank.usage import summarize
 
     try:
@@ -254,14 +382,16 @@ def stats(format_name: str) -> None:
         return
     summary = summarize(folder)
     if format_name == "json":
-        click.echo(json.dumps({
+        # Strict JSON: summarize() skips non-finite latencies, so NaN can never be asked for.
+        emit(json.dumps({
             "queries": summary.queries,
             "by_caller": [vars(c) for c in summary.by_caller],
             "skipped_lines": summary.skipped_lines,
-        }, indent=2))
+        }, indent=2, allow_nan=False) + "\n")
         return
-    click.echo(f"{summary.queries} queries logged in {folder / 'usage.jsonl'}")
-    for c in summary.by_caller:
-        click.echo(f"  {c.caller:<16} {c.queries:>6} queries  median {c.median_latency_ms:.0f} ms")
+    lines = [f"{summary.queries} queries logged in {folder / 'usage.jsonl'}"]
+    lines += [f"  {visible(c.caller):<16} {c.queries:>6} queries  "
+              f"median {c.median_latency_ms:.0f} ms" for c in summary.by_caller]
     if summary.skipped_lines:
-        click.echo(f"  ({summary.skipped_lines} unreadable lines skipped)")
+        lines.append(f"  ({summary.skipped_lines} unreadable lines skipped)")
+    emit("".join(line + "\n" for line in lines))

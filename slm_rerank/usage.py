@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +16,12 @@ TOP_PATHS = 5
 
 
 def append(cache_dir: Path, report: Report, caller: str, latency_ms: float) -> None:
-    """Add one line for ``report`` to the usage log in ``cache_dir``."""
+    """Add one line for ``report`` to the usage log in ``cache_dir``.
+
+    Text never makes it fail: a query or caller taken from argv or the environment may hold
+    undecodable bytes (lone surrogates), which are written as ``\\udcXX`` escapes. Only a
+    real I/O fault (a read-only or full disk) raises, as ``OSError``.
+    """
     entry = {
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "query": report.query[:QUERY_CHARS],
@@ -23,8 +29,11 @@ def append(cache_dir: Path, report: Report, caller: str, latency_ms: float) -> N
         "latency_ms": round(latency_ms, 1),
         "top_paths": [c.path for c in report.results[:TOP_PATHS]],
     }
-    with open(cache_dir / LOG_NAME, "a", encoding="utf-8") as log:
-        log.write(json.dumps(entry, ensure_ascii=False) + "\n")
+    line = json.dumps(entry, ensure_ascii=False) + "\n"
+    # backslashreplace turns a lone surrogate into the JSON escape \udcXX: still valid JSON,
+    # and it reads back as the same string.
+    with open(cache_dir / LOG_NAME, "ab") as log:
+        log.write(line.encode("utf-8", errors="backslashreplace"))
 
 
 @dataclass
@@ -59,6 +68,8 @@ def summarize(cache_dir: Path) -> UsageStats:
                 entry = json.loads(line)
                 latency = float(entry["latency_ms"])
                 caller = str(entry.get("caller") or "unknown")
+                if not math.isfinite(latency):  # NaN or 1e999: no latency was measured
+                    raise ValueError(latency)
             except (ValueError, KeyError, TypeError):
                 stats.skipped_lines += 1
                 continue
