@@ -59,6 +59,32 @@ class Settings:
         env=("SLM_RERANK_CACHE_DIR",), repo=False,
     )
     usage_log: bool = _setting(True, "append one line per query to usage.jsonl")
+    # --- the model stage (never read by --fast) ---
+    model: str | None = _setting(None, "model profile to use (--model); unset: the one that "
+                                 "claims the server's model id, else openai")
+    base_url: str | None = _setting(
+        None, "model server URL (-e/--base-url); unset: scan host on ports 8033-8040. Not "
+        "settable from a repository's file", env=("SLM_ENDPOINT", "RERANKER_BASE_URL",
+                                                  "LFM_ENDPOINT"), repo=False)
+    host: str | None = _setting(None, "host to scan for model servers (--host); unset: "
+                                "127.0.0.1. Not settable from a repository's file",
+                                env=("SLM_HOST", "RERANKER_HOST"), repo=False)
+    endpoints: dict[str, str] = _setting(
+        {}, "[endpoints] table: profile name -> server URL, used with --model NAME. Not "
+        "settable from a repository's file", repo=False)
+    scorer: str = _setting("yesno", "how chunks are judged (--scorer)")
+    rerank_top: int = _setting(16, "chunks of the lexical head the model judges (--rerank-top)",
+                               minimum=1)
+    full: bool = _setting(False, "judge every kept chunk, not only the head (--full)")
+    threshold: float = _setting(0.65, "fused scores below this are dropped (--threshold)",
+                                minimum=0.0)
+    timeout: float = _setting(60.0, "seconds the model stage may take before it keeps what it "
+                              "has and degrades (--timeout)", minimum=0.1)
+    concurrency: int | None = _setting(None, "requests in flight per server; unset: its slots",
+                                       minimum=1)
+    score_cache: bool = _setting(True, "reuse model scores from the cache (--no-cache: off)")
+    prompt_chars: int = _setting(1500, "longest chunk text sent to the model; longer chunks "
+                                 "are cut around their best-matching lines", minimum=200)
     plugins: dict[str, dict[str, Any]] = _setting(
         {}, "per-plugin settings: [plugins.NAME] tables, NAME a registered profile, scorer, "
         "source, expander or format"
@@ -140,6 +166,13 @@ def check_value(key: str, value: Any, where: str) -> Any:
         raise ConfigError(f"{where}: key 'cache_dir' must be an absolute path, got "
                           f"{shown(value)}: a relative folder would land wherever the "
                           "command runs, often inside the searched repository")
+    if key == "threshold" and value is not None and value > 1:
+        raise ConfigError(f"{where}: key 'threshold' must be at most 1, got {value}")
+    if key == "endpoints":
+        for name, url in value.items():
+            if not isinstance(url, str):
+                raise ConfigError(f"{where}: [endpoints] {name} must be a URL string, "
+                                  f"got {shown(url)}")
     if key == "plugins":
         for name, table in value.items():
             if not isinstance(table, dict):

@@ -14,8 +14,10 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from slm_rerank.cache import SliceCache
+from slm_rerank.config import Settings
 from slm_rerank.errors import (
     ConfigError,
     QueryError,
@@ -27,10 +29,13 @@ from slm_rerank.filetypes import SNIFF_BYTES, content_reason, size_reason
 from slm_rerank.host import Host
 from slm_rerank.lexical import FileEvidence, ScoredChunk, TermStats, score_chunks, score_files
 from slm_rerank.registrations import CandidateSource, ExpandRequest, SourceHits, SourceQuery
-from slm_rerank.report import Citation, Degraded, Report, display_path
+from slm_rerank.report import Citation, Degraded, ModelInfo, Report, display_path
 from slm_rerank.scope import globs_matching_nothing
 from slm_rerank.slicing import slice_text
 from slm_rerank.terms import QueryTerms, Term, extract
+
+if TYPE_CHECKING:
+    from slm_rerank.model.stage import Judgement, Passage
 
 #: Files sliced and scored per query: the best by file evidence (at least this many, more
 #: when -k asks for more), plus the best by path alone.
@@ -269,15 +274,50 @@ def head(ranked: Ranked, size: int) -> list[ScoredChunk]:
     return (firsts + rest)[:size]
 
 
-def fuse(ranked: Ranked, model_scores: dict[int, float] | None = None) -> list[Fused]:
+def passages(ranked: Ranked, chosen: list[int], terms: QueryTerms, budget: int
+             ) -> list[Passage]:
+    """The chosen chunks (indices into ``ranked.chunks``) as the model will read them."""
+    from slm_rerank.model.stage import Passage, cut_lines
+
+    out = []
+    literals = terms.literals()
+    for i in chosen:
+        item = ranked.chunks[i]
+        lines = ranked.texts[item.path].splitlines()[item.chunk.start_line - 1:
+                                                     item.chunk.end_line]
+        code, cut = cut_lines(lines, literals, budget)
+        out.append(Passage(display_path(item.path), item.chunk.start_line,
+                           item.chunk.end_line, item.chunk.symbol, code, cut))
+    return out
+
+
+def fuse(ranked: Ranked, model_scores: dict[int, float] | None = None, weight: float = 1.0
+         ) -> list[Fused]:
     """The final order. Without model scores it is the lexical order, unchanged.
 
-    ``model_scores`` maps an index into ``ranked.chunks`` to a model's P(relevant); the
-    model stage fills it, and fusion then ranks scored chunks above the unscored tail.
+    ``model_scores`` maps an index into ``ranked.chunks`` to a model's P(relevant); scored
+    chunks then rank by fused score above the unscored tail (``model/fusion.py``).
     """
     if not model_scores:
         return [Fused(item, item.score) for item in ranked.chunks]
-    raise NotImplementedError("model fusion arrives with the model stage")
+    from slm_rerank.model.fusion import fuse_scores
+
+    return [Fused(ranked.chunks[f.index], f.score, f.model)
+            for f in fuse_scores([c.score for c in ranked.chunks], model_scores, weight)]
+
+
+def score(request: SearchRequest, host: Host, settings: Settings, terms: QueryTerms,
+          ranked: Ranked) -> tuple[Judgement, dict[int, float]]:
+    """Ask the model about the head; returns its verdicts by index into ``ranked.chunks``."""
+    # Imported here: --fast never pays for the model stage's imports.
+    from slm_rerank.model.stage import judge
+
+    size = len(ranked.chunks) if settings.full else settings.rerank_top
+    order = {id(item): i for i, item in enumerate(ranked.chunks)}
+    chosen = [order[id(item)] for item in head(ranked, size)]
+    judgement = judge(request.query, passages(ranked, chosen, terms, settings.prompt_chars),
+                      host, settings, request.cache_dir)
+    return judgement, {chosen[j]: v.probability for j, v in judgement.scores.items()}
 
 
 # --- select, cite -------------------------------------------------------------------------
@@ -317,8 +357,8 @@ def query_terms(query: str) -> QueryTerms:
     return terms
 
 
-def run_search(request: SearchRequest, host: Host) -> Report:
-    """Rank the chunks of ``request.root`` for ``request.query``."""
+def run_search(request: SearchRequest, host: Host, settings: Settings | None = None) -> Report:
+    """Rank the chunks of ``request.root`` for ``request.query`` (``settings``: the host's)."""
     clock = time.perf_counter
     started = clock()
     notes = list(request.notes)
@@ -336,15 +376,26 @@ def run_search(request: SearchRequest, host: Host) -> Report:
     ranked = rank(request, host, gathered, notes)
     timings["rank_ms"] = (clock() - mark) * 1000
 
-    degraded = None
-    if not request.fast:
-        degraded = Degraded("no model scorer is installed yet; results are lexical only "
-                            "(pass --fast to ask for that explicitly)")
-    selected = select(fuse(ranked), request.top_k, request.chunks)
+    degraded, model = None, None
+    fused = fuse(ranked)
+    settings = settings or host.settings
+    if not request.fast and ranked.chunks:
+        judgement, verdicts = score(request, host, settings, terms, ranked)
+        notes.extend(judgement.notes)
+        weight = judgement.profile.profile.judge_weight if judgement.profile else 1.0
+        fused = fuse(ranked, verdicts, weight)
+        if judgement.degraded:
+            degraded = Degraded(judgement.degraded)
+        else:
+            fused = [f for f in fused if f.model_score is not None
+                     and f.score >= settings.threshold]
+        model = ModelInfo.of(judgement, settings.threshold if not degraded else None)
+        timings["model_ms"] = judgement.model_ms
+    selected = select(fused, request.top_k, request.chunks)
     notes.insert(0, f"source: {gathered.source}; {len(gathered.hits.files)} files in scope, "
                     f"{len(gathered.evidence)} with evidence; terms: "
                     f"{', '.join(terms.literals())}")
     timings["total_ms"] = (clock() - started) * 1000
     return Report(query=request.query, root=display_path(str(request.root)),
                   mode="fast" if request.fast else "rerank", results=cite(selected),
-                  timings=timings, degraded=degraded, notes=notes)
+                  timings=timings, degraded=degraded, notes=notes, model=model)

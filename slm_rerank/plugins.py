@@ -14,10 +14,13 @@ from slm_rerank import hookspecs
 ENTRY_POINT_GROUP = "slm_rerank"
 #: Comma-separated entry-point or distribution names: load only these ("" loads none).
 LOAD_PLUGINS_ENV = "SLM_RERANK_LOAD_PLUGINS"
-#: The plugin distributions this project ships; `slm-rerank plugins` hides them without --all.
-BUILTIN_DISTRIBUTIONS = frozenset(
-    {"slm-rerank-formatters", "slm-rerank-ripgrep", "slm-rerank-git"}
-)
+#: The plugin distributions this project ships (plugins/*); `slm-rerank plugins` hides them
+#: without --all, and the host's tests load only these.
+BUILTIN_DISTRIBUTIONS = frozenset({
+    "slm-rerank-formatters", "slm-rerank-ripgrep", "slm-rerank-git", "slm-rerank-yesno",
+    "slm-rerank-openai", "slm-rerank-gemma", "slm-rerank-lfm", "slm-rerank-qwen",
+    "slm-rerank-rwkv",
+})
 
 
 @dataclass

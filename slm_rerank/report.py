@@ -40,6 +40,35 @@ class Degraded:
 
 
 @dataclass
+class ModelInfo:
+    """How the model stage ran: which server, model, profile and scorer, and how much."""
+
+    endpoint: str | None
+    model_id: str | None
+    profile: str | None
+    #: why this profile (asked for, claims the model id, generic fallback)
+    profile_reason: str | None
+    scorer: str | None
+    #: chunks judged (from the server or the cache)
+    scored: int = 0
+    #: of which answered from the score cache
+    cache_hits: int = 0
+    threshold: float | None = None
+
+    @classmethod
+    def of(cls, judgement: Any, threshold: float | None) -> ModelInfo:
+        endpoint, profile = judgement.endpoint, judgement.profile
+        return cls(
+            endpoint=endpoint.base_url if endpoint else None,
+            model_id=endpoint.model_id if endpoint else None,
+            profile=profile.profile.name if profile else None,
+            profile_reason=profile.reason if profile else None,
+            scorer=judgement.scorer, scored=len(judgement.scores),
+            cache_hits=judgement.cache_hits, threshold=threshold,
+        )
+
+
+@dataclass
 class Report:
     """The whole answer to one query."""
 
@@ -51,6 +80,8 @@ class Report:
     degraded: Degraded | None = None
     #: things a person should know about (skipped files, unavailable sources); stderr only
     notes: list[str] = field(default_factory=list)
+    #: how the model stage ran; None for --fast
+    model: ModelInfo | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The stable JSON document described in docs/output.md."""
@@ -75,4 +106,5 @@ class Report:
             ],
             "timings": {k: round(v, 1) for k, v in self.timings.items()},
             "degraded": None if self.degraded is None else {"reason": self.degraded.reason},
+            "model": None if self.model is None else vars(self.model).copy(),
         }

@@ -174,11 +174,16 @@ def test_the_usage_log_keeps_only_the_first_500_characters(
     assert entry["query"] == long_query[:500]
 
 
-def test_without_fast_the_lexical_result_says_it_is_degraded(repo: Path) -> None:
+def test_without_a_model_server_the_lexical_result_says_it_is_degraded(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a port nothing listens on, so a server on the user's machine cannot answer instead
+    monkeypatch.setenv("SLM_ENDPOINT", "http://127.0.0.1:9")
     result = run("-q", "retry", "--root", str(repo), "--format", "json")
     assert result.exit_code == 0
     doc = json.loads(result.stdout)
-    assert doc["degraded"]["reason"].startswith("no model scorer is installed")
+    assert doc["degraded"]["reason"].startswith(
+        "the model server http://127.0.0.1:9 (from env: SLM_ENDPOINT) did not answer")
+    assert doc["results"][0]["path"] == "src/net/retry.py"
     assert "degraded:" in result.stderr
     fast = json.loads(run("-q", "retry", "--root", str(repo), "--format", "json",
                           "--fast").stdout)

@@ -208,9 +208,9 @@ class OptionedFormat:
 
 
 def host_with(plugins: dict[str, dict[str, object]]) -> Host:
-    settings = Settings(format="csv", plugins=plugins, origins={"plugins.csv.colour": "repo: /r/x.toml",
-                                                  "plugins.csv.width": "repo: /r/x.toml",
-                                                  "plugins.nope.k": "user: /u/c.toml"})
+    origins = {"plugins.csv.colour": "repo: /r/x.toml", "plugins.csv.width": "repo: /r/x.toml",
+               "plugins.nope.k": "user: /u/c.toml"}
+    settings = Settings(format="csv", plugins=plugins, origins=origins)
     return Host.with_plugins(settings, OptionedFormat())
 
 

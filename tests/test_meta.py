@@ -5,11 +5,18 @@ from __future__ import annotations
 import inspect
 import json
 import re
+import sys
 from pathlib import Path
 
 from search_fixtures import cli
 
 from slm_rerank import hookspecs
+from slm_rerank.plugins import BUILTIN_DISTRIBUTIONS
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -73,3 +80,10 @@ def test_ci_runs_the_readmes_test_command() -> None:
                if line.startswith("    make ")][-1]
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert command in ci
+
+
+def test_every_distribution_under_plugins_is_a_builtin() -> None:
+    # Built-ins are what host tests load and what `slm-rerank plugins` hides without --all.
+    shipped = {tomllib.loads(p.read_text())["project"]["name"]
+               for p in (ROOT / "plugins").glob("*/pyproject.toml")}
+    assert shipped == BUILTIN_DISTRIBUTIONS

@@ -1,0 +1,211 @@
+"""The model stage of one query: find a server, pick a profile and scorer, judge the head.
+
+``judge`` takes plain chunks (path, lines, symbol, text) and returns a ``Judgement``: the
+model's verdicts by chunk index, and everything the report says about how they were
+obtained. A transient fault becomes ``Judgement.degraded`` with whatever was already
+scored; a permanent one (unknown profile, a bad URL, an answer we cannot parse) raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from slm_rerank.config import Settings
+from slm_rerank.errors import ConfigError, TransientError
+from slm_rerank.host import Host
+from slm_rerank.model.profiles import ProfileChoice, choose_profile
+from slm_rerank.model.score_cache import ScoreCache, ScoreKey
+from slm_rerank.model.scoring import collect
+from slm_rerank.registrations import Document, DocumentScore, Endpoint, ScoreRequest
+
+
+@dataclass(frozen=True)
+class Passage:
+    """One chunk as the model sees it."""
+
+    path: str
+    start_line: int
+    end_line: int
+    symbol: str | None
+    #: the chunk's lines, already cut to the prompt budget
+    code: str
+    cut: bool = False
+
+    def document(self, index: int) -> Document:
+        where = f"{self.path}:{self.start_line}-{self.end_line}"
+        head = f"File: {where}" + (f" ({self.symbol})" if self.symbol else "")
+        return Document.of(str(index), f"{head}\n{self.code}", path=self.path,
+                           start_line=self.start_line, end_line=self.end_line,
+                           symbol=self.symbol, cut=self.cut)
+
+
+def cut_lines(lines: Sequence[str], terms: Sequence[str], budget: int) -> tuple[str, bool]:
+    """The chunk's text within ``budget`` characters, centred on its best-matching lines.
+
+    A chunk's end is no better than its middle: the window is grown from the line with the
+    most query terms, so the evidence that made the chunk a candidate is what the model
+    reads.
+    """
+    text = "\n".join(lines)
+    if len(text) <= budget:
+        return text, False
+    low = [line.lower() for line in lines]
+    hits = [sum(term in line for term in terms) for line in low]
+    best = max(range(len(lines)), key=lambda i: (hits[i], -i)) if any(hits) else 0
+    lo = hi = best
+    size = len(lines[best])
+    grown = True
+    while grown:
+        grown = False
+        if lo > 0 and size + len(lines[lo - 1]) + 1 <= budget:
+            lo -= 1
+            size += len(lines[lo]) + 1
+            grown = True
+        if hi + 1 < len(lines) and size + len(lines[hi + 1]) + 1 <= budget:
+            hi += 1
+            size += len(lines[hi]) + 1
+            grown = True
+    return "\n".join(lines[lo:hi + 1])[:budget], True
+
+
+@dataclass
+class Judgement:
+    """What the model stage did for one query."""
+
+    #: chunk index -> the model's verdict
+    scores: dict[int, DocumentScore] = field(default_factory=dict)
+    endpoint: Endpoint | None = None
+    profile: ProfileChoice | None = None
+    scorer: str | None = None
+    #: chunks sent to the model (after de-duplication and the cache)
+    sent: int = 0
+    cache_hits: int = 0
+    model_ms: float = 0.0
+    degraded: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+# --- finding the server -------------------------------------------------------------------
+
+
+async def find_endpoint(settings: Settings, client: object, judgement: Judgement
+                        ) -> Endpoint | None:
+    """The pinned URL (flag, environment, config), else the first server the scan finds."""
+    from slm_rerank.model import discovery
+
+    pinned = settings.base_url
+    origin = settings.origins.get("base_url", "default")
+    if settings.model and settings.model in settings.endpoints and not pinned:
+        pinned = settings.endpoints[settings.model]
+        origin = f"[endpoints] {settings.model}"
+    if pinned:
+        url = discovery.check_base_url(pinned)
+        probe = await discovery.probe(client, url)
+        if probe.endpoint is None:
+            judgement.degraded = (f"the model server {url} (from {origin}) did not answer: "
+                                  f"{probe.reason}")
+            return None
+        judgement.notes.append(f"endpoint {url} from {origin}")
+        return probe.endpoint
+    host = settings.host or discovery.DEFAULT_HOST
+    probes = await discovery.scan(host)
+    for found in probes:
+        if found.endpoint is not None:
+            judgement.notes.append(f"endpoint {found.url} found by scanning {host}")
+            return found.endpoint
+    why = "; ".join(f"{p.url.rsplit(':', 1)[-1]} {p.reason}" for p in probes)
+    judgement.degraded = (f"no model server answered on {host} ports "
+                          f"{discovery.PORTS.start}-{discovery.PORTS.stop - 1} ({why}); start "
+                          "one (docs/models.md), pass -e URL, or --fast for lexical only")
+    return None
+
+
+# --- judging ------------------------------------------------------------------------------
+
+
+async def judge_async(query: str, passages: Sequence[Passage], host: Host, settings: Settings,
+                      cache_dir: Path | None) -> Judgement:
+    from slm_rerank.model.client import ModelClient
+
+    started = time.perf_counter()
+    judgement = Judgement(scorer=settings.scorer)
+    scorers = host.registry.scorers()
+    if settings.scorer not in scorers:
+        known = ", ".join(sorted(scorers)) or "none installed"
+        raise ConfigError(f"{settings.origins.get('scorer', 'default')}: key 'scorer': "
+                          f"unknown scorer {settings.scorer!r} (installed: {known}); "
+                          "pip install slm-rerank-yesno")
+    scorer = scorers[settings.scorer]
+    deadline = time.monotonic() + settings.timeout
+    async with ModelClient(timeout=settings.timeout) as client:
+        endpoint = None
+        if scorer.needs_endpoint:
+            endpoint = await find_endpoint(settings, client, judgement)
+            if endpoint is None:
+                return judgement
+            if settings.concurrency:
+                endpoint = Endpoint(endpoint.base_url, endpoint.kind, endpoint.model_id,
+                                    settings.concurrency, endpoint.api_key)
+        profiles = host.registry.profiles()
+        judgement.endpoint = endpoint
+        judgement.profile = choose_profile(
+            profiles, model_id=endpoint.model_id if endpoint else None,
+            requested=settings.model)
+        if judgement.profile is None and scorer.needs_endpoint:
+            raise ConfigError("no model profile is installed; pip install slm-rerank-openai "
+                              "(or the profile of your model family, e.g. slm-rerank-qwen)")
+        profile = judgement.profile.profile if judgement.profile else None
+        documents = [p.document(i) for i, p in enumerate(passages)]
+        keys = {i: ScoreKey(endpoint.model_id or endpoint.base_url if endpoint else "-",
+                            profile.name if profile else "-",
+                            profile.prompt_version if profile else "-", scorer.name, query,
+                            d.content_hash) for i, d in enumerate(documents)}
+        cache = ScoreCache(cache_dir) if cache_dir is not None and settings.score_cache else None
+        cached = cache.get_many(keys.values()) if cache else {}
+        # Identical chunks (a vendored copy, a repeated block) are asked once.
+        todo: dict[str, list[int]] = {}
+        for i, doc in enumerate(documents):
+            hit = cached.get(keys[i].digest)
+            if hit is not None:
+                judgement.scores[i] = DocumentScore(i, hit.probability, hit.raw, note="cached")
+                judgement.cache_hits += 1
+            else:
+                todo.setdefault(doc.content_hash, []).append(i)
+        firsts = [indices[0] for indices in todo.values()]
+        judgement.sent = len(firsts)
+        if firsts:
+            request = ScoreRequest(query=query, documents=[documents[i] for i in firsts],
+                                   profile=profile, endpoint=endpoint, deadline=deadline,
+                                   options=host.options_for(scorer.name), client=client)
+            outcome = await collect(scorer, request)
+            fresh = []
+            for j, verdict in outcome.scores.items():
+                first = firsts[j]
+                for i in todo[documents[first].content_hash]:
+                    judgement.scores[i] = DocumentScore(i, verdict.probability, verdict.raw,
+                                                        verdict.bounded, verdict.note)
+                if verdict.bounded is None:
+                    fresh.append((keys[first], verdict.probability, verdict.raw))
+            if cache:
+                cache.put_many(fresh)
+            if outcome.stopped:
+                judgement.degraded = (f"{outcome.stopped}; {len(judgement.scores)} of "
+                                      f"{len(passages)} chunks were scored, the rest keep "
+                                      "their lexical order")
+        if cache:
+            cache.close()
+    judgement.model_ms = (time.perf_counter() - started) * 1000
+    return judgement
+
+
+def judge(query: str, passages: Sequence[Passage], host: Host, settings: Settings,
+          cache_dir: Path | None) -> Judgement:
+    """``judge_async`` for callers without an event loop; a transient fault degrades."""
+    try:
+        return asyncio.run(judge_async(query, passages, host, settings, cache_dir))
+    except TransientError as exc:
+        return Judgement(scorer=settings.scorer, degraded=str(exc))
