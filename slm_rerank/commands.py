@@ -8,10 +8,11 @@ import re
 import stat
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
-from slm_rerank import __version__
+from slm_rerank import __version__, model_commands
 from slm_rerank.config import (
     KEYS,
     ConfigError,
@@ -23,7 +24,9 @@ from slm_rerank.config import (
     user_config_path,
     write_setting,
 )
+from slm_rerank.errors import SlmRerankError
 from slm_rerank.host import Host
+from slm_rerank.model_commands import model_options
 from slm_rerank.registry import RegistrationError
 
 #: How long an open pipe on stdin may stay silent before it is taken to have said all it will.
@@ -226,17 +229,18 @@ def _stdin_paths() -> list[str]:
 @click.option("--format", "format_name", metavar="NAME", help="Output format (text, json, ...).")
 @click.option("--caller", default=None, help="Who is asking, for the usage log (default: cli).")
 @click.option("-v", "--verbose", is_flag=True, help="Explain skipped files and sources on stderr.")
+@model_options
 def search(query: str | None, query_file: str | None, paths: tuple[str, ...], root: Path | None,
            fast: bool, top_k: int | None, chunks: bool | None, format_name: str | None,
-           caller: str | None, verbose: bool) -> None:
+           caller: str | None, verbose: bool, **model_flags: Any) -> None:
     """Rank the places in a repository that answer QUERY (the default command)."""
     from slm_rerank.api import search as run
-    from slm_rerank.pipeline import QueryError, SearchError
+    from slm_rerank.pipeline import QueryError
 
     text = _read_query(query, query_file)
     if not text.strip():
         raise click.UsageError("the query is empty")
-    flags = {"top_k": top_k, "chunks": chunks, "format": format_name}
+    flags = {"top_k": top_k, "chunks": chunks, "format": format_name, **model_flags}
     try:
         host = Host.from_environment(start=root or Path.cwd(), flags=flags)
         settings = host.settings
@@ -250,7 +254,7 @@ def search(query: str | None, query_file: str | None, paths: tuple[str, ...], ro
         )
     except QueryError as exc:
         raise click.UsageError(str(exc)) from None
-    except (ConfigError, RegistrationError, SearchError) as exc:
+    except SlmRerankError as exc:  # config, plugins, sources, a server's broken answer
         fail(str(exc))
         return
     for note in report.notes if verbose else []:
@@ -395,3 +399,6 @@ def stats(format_name: str) -> None:
     if summary.skipped_lines:
         lines.append(f"  ({summary.skipped_lines} unreadable lines skipped)")
     emit("".join(line + "\n" for line in lines))
+
+
+model_commands.register(cli, fail, emit)

@@ -1,0 +1,145 @@
+"""The command line of the model stage: the search flags, `endpoints` and `cache`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+#: search flag -> the setting it overrides
+MODEL_FLAGS = ("model", "base_url", "host", "scorer", "rerank_top", "full", "threshold",
+               "timeout", "score_cache")
+
+
+def model_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The search command's model-stage flags; each overrides the setting of its name."""
+    options = [
+        click.option("--model", metavar="NAME",
+                     help="Model profile (gemma, qwen, lfm, rwkv, openai, ...); default: the "
+                          "one that claims the server's model id."),
+        click.option("-e", "--base-url", "base_url", metavar="URL",
+                     help="Model server URL; default: scan --host on ports 8033-8040."),
+        click.option("--host", metavar="HOST", help="Host to scan for a model server "
+                                                    "(default 127.0.0.1)."),
+        click.option("--scorer", metavar="NAME", help="How chunks are judged (default yesno)."),
+        click.option("--rerank-top", "rerank_top", type=click.IntRange(min=1),
+                     help="Chunks of the lexical head the model judges (default 16)."),
+        click.option("--full", is_flag=True, default=None,
+                     help="Judge every kept chunk, not only the head."),
+        click.option("--threshold", type=click.FloatRange(0.0, 1.0),
+                     help="Drop results whose fused score is below this (default 0.65)."),
+        click.option("--timeout", type=click.FloatRange(min=0.1),
+                     help="Seconds the model may take; then what was scored is kept."),
+        click.option("--no-cache", "score_cache", flag_value=False, default=None,
+                     help="Do not read or write the score cache."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def register(cli: click.Group, fail: Callable[[str], None], emit: Callable[[str], None]
+             ) -> None:
+    """Add `endpoints` and `cache` to the command group."""
+
+    @cli.command()
+    @click.option("--host", metavar="HOST", help="Host to scan (default 127.0.0.1).")
+    @click.option("-e", "--base-url", "base_url", metavar="URL", help="Probe this URL only.")
+    @click.option("--format", "format_name", type=click.Choice(["text", "json"]),
+                  default="text")
+    def endpoints(host: str | None, base_url: str | None, format_name: str) -> None:
+        """List the model servers that answer, and why each other port does not."""
+        from slm_rerank.config import load_settings
+        from slm_rerank.errors import SlmRerankError
+        from slm_rerank.host import Host
+        from slm_rerank.model import discovery
+        from slm_rerank.model.profiles import choose_profile
+
+        try:
+            settings = load_settings(flags={"host": host, "base_url": base_url})
+            url = settings.base_url
+            scan_host = settings.host or discovery.DEFAULT_HOST
+            probes = asyncio.run(_probe(discovery, url, scan_host))
+            profiles = Host(settings).registry.profiles()
+            rows = []
+            for p in probes:
+                choice = None
+                if p.endpoint is not None:
+                    choice = choose_profile(profiles, model_id=p.endpoint.model_id,
+                                            requested=settings.model)
+                rows.append({
+                    "url": p.url, "kind": p.endpoint.kind if p.endpoint else None,
+                    "model_id": p.endpoint.model_id if p.endpoint else None,
+                    "slots": p.endpoint.slots if p.endpoint else None,
+                    "profile": choice.profile.name if choice else None,
+                    "reason": p.reason,
+                })
+        except SlmRerankError as exc:
+            fail(str(exc))
+            return
+        if format_name == "json":
+            emit(json.dumps(rows, indent=2) + "\n")
+            return
+        lines = []
+        for row in rows:
+            if row["kind"]:
+                lines.append(f"{row['url']}  {row['kind']}  {row['model_id']}  "
+                             f"profile {row['profile']}  {row['slots']} slots")
+            else:
+                lines.append(f"{row['url']}  -  {row['reason']}")
+        if not any(row["kind"] for row in rows):
+            lines.append("no model server answers; start one (docs/models.md) or use --fast")
+        emit("".join(line + "\n" for line in lines))
+
+    @cli.group()
+    def cache() -> None:
+        """Inspect or clear the model score cache."""
+
+    @cache.command("stats")
+    @click.option("--format", "format_name", type=click.Choice(["text", "json"]),
+                  default="text")
+    def cache_stats(format_name: str) -> None:
+        """How many scores are cached, for how many queries and models."""
+        stats = _with_cache(fail, lambda c: c.stats())
+        if format_name == "json":
+            emit(json.dumps(vars(stats), indent=2) + "\n")
+            return
+        lines = [f"{stats.entries} scores for {stats.queries} queries in {stats.path} "
+                 f"({stats.bytes / 1e6:.1f} MB)"]
+        lines += [f"  {model}: {n}" for model, n in stats.by_model.items()]
+        emit("".join(line + "\n" for line in lines))
+
+    @cache.command("clear")
+    @click.option("--query", metavar="TEXT", help="Only the scores of this query.")
+    def cache_clear(query: str | None) -> None:
+        """Delete cached scores (all, or one query's)."""
+        gone = _with_cache(fail, lambda c: c.clear(query))
+        emit(f"{gone} cached scores deleted\n")
+
+
+async def _probe(discovery: Any, url: str | None, host: str) -> list[Any]:
+    from slm_rerank.model.client import ModelClient
+
+    async with ModelClient(timeout=5.0) as client:
+        if url:
+            return [await discovery.probe(client, discovery.check_base_url(url), timeout=5.0)]
+        return await discovery.scan(host)
+
+
+def _with_cache(fail: Callable[[str], None], action: Callable[[Any], Any]) -> Any:
+    from slm_rerank.cache import cache_path
+    from slm_rerank.config import load_settings
+    from slm_rerank.errors import SlmRerankError
+    from slm_rerank.model.score_cache import ScoreCache
+
+    try:
+        store = ScoreCache(cache_path(load_settings()))
+        try:
+            return action(store)
+        finally:
+            store.close()
+    except SlmRerankError as exc:
+        fail(str(exc))
