@@ -35,9 +35,11 @@ def install(project: Path, prefix: Path, distribution: str) -> dict[str, str]:
     Only the built-ins and ``distribution`` load, so a plugin installed in this virtualenv
     (the template itself, say) does not clash with the copy under test.
     """
+    # --ignore-installed: without it pip first uninstalls a same-named distribution from
+    # this environment, i.e. the template a user installed as the guide says.
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-         "--prefix", str(prefix), str(project)],
+         "--ignore-installed", "--prefix", str(prefix), str(project)],
         check=True, capture_output=True,
     )
     site = next(prefix.glob("lib/python*/site-packages"))
@@ -75,6 +77,26 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
     project = copy_template(tmp_path_factory.mktemp("copy") / "slm-rerank-example")
     env = install(project, tmp_path_factory.mktemp("prefix"), "slm-rerank-example")
     return project, env
+
+
+def installed_here(distribution: str) -> str | None:
+    """Where ``distribution`` is installed in this environment (not the test's prefix)."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import importlib.metadata as m, sys; "
+         "print(m.distribution(sys.argv[1])._path)", distribution],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ""},
+    )
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def test_testing_the_template_leaves_the_users_install_of_it_alone(tmp_path: Path) -> None:
+    before = installed_here("slm-rerank-example")
+    if before is None:
+        pytest.skip("the template is not installed in this environment")
+
+    install(copy_template(tmp_path / "copy"), tmp_path / "prefix", "slm-rerank-example")
+
+    assert installed_here("slm-rerank-example") == before
 
 
 def test_the_template_installs_shows_up_and_runs(
