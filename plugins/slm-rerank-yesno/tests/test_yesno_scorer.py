@@ -250,6 +250,25 @@ def test_fewer_answers_than_prompts_is_a_contract_error() -> None:
         asyncio.run(verdicts(request_for("a", "b", endpoint=two_slots, client=Short())))
 
 
+def test_an_answer_without_any_probability_mass_is_a_contract_error() -> None:
+    def zeros(prompt: str) -> tuple[TokenChoice, ...]:
+        return (TokenChoice("yes", -math.inf), TokenChoice("no", -math.inf))
+
+    with pytest.raises(ContractError, match="no candidate with a nonzero probability"):
+        asyncio.run(verdicts(request_for("x", client=FakeClient(zeros))))
+
+
+def test_the_top_k_setting_is_what_the_server_is_asked_for() -> None:
+    class Recording(FakeClient):
+        async def next_token(self, endpoint, prompts, top_k=20, stop=()):  # type: ignore[no-untyped-def]
+            self.top_k = top_k
+            return await super().next_token(endpoint, prompts, top_k, stop)
+
+    client = Recording()
+    asyncio.run(verdicts(request_for("x", client=client, options={"top_k": 5})))
+    assert client.top_k == 5
+
+
 # --- through the real client, on payloads recorded from servers (tests/fixtures/wire) ------
 
 
