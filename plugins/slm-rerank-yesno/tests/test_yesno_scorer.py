@@ -304,3 +304,46 @@ def test_a_recorded_gemma_answer_with_leading_spaces_matches_space_words() -> No
     (verdict,) = asyncio.run(verdicts(request_for("x", endpoint=endpoint, client=client,
                                                   profile=base)))
     assert verdict.raw == pytest.approx(-0.84 - -1.02)
+
+
+def replaying(*names: str) -> ModelClient:
+    """A ModelClient whose server replays recorded llama-server exchanges.
+
+    A request is answered with the recorded response to the same path and, for
+    ``/tokenize``, the same text; anything else is a 404.
+    """
+    recorded: dict[tuple[str, str | None], object] = {}
+    for name in names:
+        for exchange in json.loads((WIRE / name).read_text())["exchanges"]:
+            content = exchange["request"].get("content")
+            recorded.setdefault((exchange["path"], content), exchange["response"])
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content or b"{}")
+        key = (request.url.path, body.get("content") if request.url.path == "/tokenize" else None)
+        if key not in recorded:
+            return httpx.Response(404, json={"error": {"code": 404, "message": "not recorded"}})
+        return httpx.Response(200, json=recorded[key])
+
+    return ModelClient(http=httpx.AsyncClient(transport=httpx.MockTransport(handle)))
+
+
+def test_recorded_llama_server_answers_are_matched_by_the_ids_it_tokenized() -> None:
+    # Gemma 3 270M base on llama-server, two prompts in one array request, the answer
+    # words tokenized by the same server (" yes" 11262, "yes" 4443, " no" 951, "no" 1904).
+    endpoint = Endpoint("http://127.0.0.1:8033", kind="llama.cpp",
+                        model_id="gemma-3-270m-q4_k_m.gguf", slots=2)
+    client = replaying("llamacpp-completion-array.json", "llamacpp-tokenize.json")
+    base = dataclasses.replace(PROFILE, yes_words=(" yes", "yes"), no_words=(" no", "no"))
+    scores = asyncio.run(verdicts(request_for("def connect(): ...", "colour = 'red'",
+                                              endpoint=endpoint, client=client, profile=base)))
+    key = (endpoint.base_url, endpoint.model_id, base.yes_words, base.no_words)
+    assert ANSWER_IDS[key] is not None
+    assert ANSWER_IDS[key].yes == {11262, 4443} and ANSWER_IDS[key].no == {951, 1904}
+    top = {s.index: s for s in scores}
+    recorded = json.loads((WIRE / "llamacpp-completion-array.json").read_text())
+    for i, answer in enumerate(recorded["exchanges"][0]["response"]):
+        lps = {c["token"]: c["logprob"]
+               for c in answer["completion_probabilities"][0]["top_logprobs"]}
+        assert top[i].raw == pytest.approx(lps[" yes"] - lps[" no"])
+        assert top[i].bounded is None
