@@ -208,10 +208,18 @@ def _stdin_paths() -> list[str]:
         if not line:
             continue
         head, sep, tail = line.partition(":")
-        if sep and tail.split(":", 1)[0].isdigit() and not Path(line).exists():
+        if sep and tail.split(":", 1)[0].isdigit() and not _exists(line):
             line = head
         paths.append(line)
     return paths
+
+
+def _exists(name: str) -> bool:
+    """Whether a piped name is a file; a name the OS cannot even look up is not."""
+    try:
+        return Path(name).exists()
+    except (OSError, ValueError):
+        return False
 
 
 @cli.command()

@@ -34,7 +34,8 @@ OTHER_FACTOR = 0.4
 LENGTH_B = 0.5
 
 
-_NOT_ALNUM = re.compile(r"[^a-z0-9]")
+#: everything but letters and digits, in any script (a CJK file name keeps its characters)
+_NOT_ALNUM = re.compile(r"[\W_]")
 
 
 @lru_cache(maxsize=65536)

@@ -298,3 +298,11 @@ def test_verbose_names_a_matching_binary_file_that_was_skipped(repo: Path) -> No
 
     assert run.returncode == 0, run.stderr
     assert "skipped lib/cache.bin: binary (NUL byte)" in run.stderr
+
+
+def test_a_piped_path_line_longer_than_the_os_allows_is_skipped_not_a_traceback(
+        repo: Path) -> None:
+    run = cli("-q", "retry", "--fast", cwd=repo, stdin="a" * 5000 + ":12\nsrc/retry7.py\n")
+    assert run.returncode == 0, run.stderr
+    assert "Traceback" not in run.stderr
+    assert run.stdout.startswith("src/retry7.py:")

@@ -238,3 +238,9 @@ def test_a_changelog_ranks_below_other_docs_that_mention_the_same_words(tmp_path
     })
 
     assert result_paths(search(root, "retry backoff jitter")) == ["docs/http.rst", "CHANGES.rst"]
+
+
+def test_a_cjk_query_does_not_match_every_non_ascii_file_name(tmp_path: Path) -> None:
+    root = make_repo(tmp_path / "repo", {"docs/数据.md": "无关的内容\n",
+                                         "src/retry.py": "# 重试 策略\ndef retry():\n    pass\n"})
+    assert result_paths(search(root, "重试"))[0] == "src/retry.py"
