@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "hookimpl", "search"]
+__all__ = ["Candidate", "Reranker", "__version__", "hookimpl", "search"]
 
 
 def __getattr__(name: str) -> Any:
@@ -18,4 +18,8 @@ def __getattr__(name: str) -> Any:
         from slm_rerank.api import search
 
         return search
+    if name in ("Reranker", "Candidate"):
+        from slm_rerank import reranker
+
+        return getattr(reranker, name)
     raise AttributeError(f"module 'slm_rerank' has no attribute {name!r}")

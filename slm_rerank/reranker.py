@@ -1,0 +1,162 @@
+"""The Python API of the model stage: rerank candidates you already have.
+
+    import slm_rerank
+
+    report = slm_rerank.search("where are retries configured", root="~/src/app")
+    reranker = slm_rerank.Reranker(base_url="http://127.0.0.1:8080")
+    for hit in reranker.rerank_sync("where are retries configured", candidates=report):
+        print(hit.location, hit.score, hit.model_score)
+
+``rerank`` is a coroutine (for MCP servers, web services and RAG pipelines that already run
+an event loop); ``rerank_sync`` is its twin for scripts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from slm_rerank.cache import cache_path, ensure_writable
+from slm_rerank.config import check_value
+from slm_rerank.host import Host
+from slm_rerank.model.fusion import fuse_scores
+from slm_rerank.model.stage import Judgement, Passage, cut_lines, judge_async
+from slm_rerank.report import Citation, Report
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One place to judge: a file's line range and its text."""
+
+    path: str
+    start_line: int
+    end_line: int
+    text: str
+    symbol: str | None = None
+    #: the evidence that made it a candidate (any scale: it is standardised)
+    lexical_score: float = 0.0
+
+
+@dataclass(frozen=True)
+class Reranked:
+    """A candidate after reranking: the fused score, and the model's own beside it."""
+
+    path: str
+    start_line: int
+    end_line: int
+    symbol: str | None
+    #: P(relevant) after fusing the model's verdict with the lexical evidence
+    score: float
+    #: the model's own P(relevant); None when it gave no verdict (see ``RerankResult``)
+    model_score: float | None
+    lexical_score: float
+
+    @property
+    def location(self) -> str:
+        return f"{self.path}:{self.start_line}-{self.end_line}"
+
+
+@dataclass
+class RerankResult:
+    """Reranked candidates, best first, and how the model stage ran."""
+
+    results: list[Reranked]
+    judgement: Judgement
+
+    @property
+    def degraded(self) -> str | None:
+        """Why some candidates kept their lexical order (a server fault), else None."""
+        return self.judgement.degraded
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.results)
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+
+class Reranker:
+    """A model judge with its settings, reusable across queries.
+
+    Settings come from the usual layers (user config, ``.slm-rerank.toml`` of the current
+    directory, environment); the arguments override them. A server that fails degrades the
+    result (``RerankResult.degraded``); a wrong setting or an answer that cannot be parsed
+    raises ``slm_rerank.errors.SlmRerankError``.
+    """
+
+    def __init__(self, model: str | None = None, base_url: str | None = None, *,
+                 host: str | None = None, scorer: str | None = None,
+                 threshold: float | None = None, timeout: float | None = None,
+                 cache: bool | None = None, plugin_host: Host | None = None) -> None:
+        flags = {"model": model, "base_url": base_url, "host": host, "scorer": scorer,
+                 "threshold": threshold, "timeout": timeout, "score_cache": cache}
+        self.host = plugin_host or Host.from_environment(start=Path.cwd())
+        given = {k: check_value(k, v, f"Reranker({k}=...)") for k, v in flags.items()
+                 if v is not None}
+        self.settings = dataclasses.replace(self.host.settings, **given)
+        self.host.validate()
+
+    async def rerank(self, query: str, candidates: Report | Sequence[Candidate | Citation],
+                     *, threshold: float | None = None, top_k: int | None = None
+                     ) -> RerankResult:
+        """Judge every candidate and return them by fused score, above ``threshold``.
+
+        ``candidates`` is a ``Report`` from ``slm_rerank.search`` (its files are read from
+        its root), ``Citation``s (paths relative to the cwd or absolute) or ``Candidate``s
+        with their text. When the model could not judge them all, the unjudged keep their
+        lexical order below the judged ones and no threshold applies.
+        """
+        items = _as_candidates(candidates)
+        settings = self.settings
+        cache_dir = ensure_writable(cache_path(settings)) if settings.score_cache else None
+        passages = [Passage(c.path, c.start_line, c.end_line, c.symbol,
+                            *cut_lines(c.text.splitlines(), query.lower().split(),
+                                       settings.prompt_chars)) for c in items]
+        judgement = await judge_async(query, passages, self.host, settings, cache_dir)
+        weight = judgement.profile.profile.judge_weight if judgement.profile else 1.0
+        verdicts = {i: v.probability for i, v in judgement.scores.items()}
+        fused = fuse_scores([c.lexical_score for c in items], verdicts, weight)
+        limit = settings.threshold if threshold is None else threshold
+        results = []
+        for f in fused:
+            c = items[f.index]
+            if judgement.degraded is None and f.score < limit:
+                continue
+            score = f.score if f.model is not None else 0.0
+            results.append(Reranked(c.path, c.start_line, c.end_line, c.symbol, score,
+                                    f.model, c.lexical_score))
+        return RerankResult(results[:top_k] if top_k else results, judgement)
+
+    def rerank_sync(self, query: str, candidates: Report | Sequence[Candidate | Citation],
+                    *, threshold: float | None = None, top_k: int | None = None
+                    ) -> RerankResult:
+        """``rerank`` for callers without an event loop."""
+        return asyncio.run(self.rerank(query, candidates, threshold=threshold, top_k=top_k))
+
+
+def _as_candidates(candidates: Report | Sequence[Candidate | Citation]) -> list[Candidate]:
+    root = Path(candidates.root) if isinstance(candidates, Report) else Path.cwd()
+    items = candidates.results if isinstance(candidates, Report) else candidates
+    out: list[Candidate] = []
+    texts: dict[str, list[str]] = {}
+    for item in items:
+        if isinstance(item, Candidate):
+            out.append(item)
+            continue
+        if item.path not in texts:
+            full = root / item.path
+            try:
+                texts[item.path] = full.read_text(encoding="utf-8", errors="replace").splitlines()
+            except OSError as exc:
+                raise FileNotFoundError(f"cannot read candidate {full}: "
+                                        f"{exc.strerror or exc}") from None
+        lines = texts[item.path][item.start_line - 1:item.end_line]
+        out.append(Candidate(item.path, item.start_line, item.end_line, "\n".join(lines),
+                             item.symbol, item.lexical_score))
+    return out
+
+
+__all__ = ["Candidate", "Reranked", "RerankResult", "Reranker"]
