@@ -291,8 +291,8 @@ def passages(ranked: Ranked, chosen: list[int], terms: QueryTerms, budget: int
     return out
 
 
-def fuse(ranked: Ranked, model_scores: dict[int, float] | None = None, weight: float = 1.0
-         ) -> list[Fused]:
+def fuse(ranked: Ranked, model_scores: dict[int, float] | None = None, weight: float = 1.0,
+         lengths: dict[int, int] | None = None, exponent: float = 0.0) -> list[Fused]:
     """The final order. Without model scores it is the lexical order, unchanged.
 
     ``model_scores`` maps an index into ``ranked.chunks`` to a model's P(relevant); scored
@@ -303,21 +303,27 @@ def fuse(ranked: Ranked, model_scores: dict[int, float] | None = None, weight: f
     from slm_rerank.model.fusion import fuse_scores
 
     return [Fused(ranked.chunks[f.index], f.score, f.model)
-            for f in fuse_scores([c.score for c in ranked.chunks], model_scores, weight)]
+            for f in fuse_scores([c.score for c in ranked.chunks], model_scores, weight,
+                                 lengths, exponent)]
 
 
 def score(request: SearchRequest, host: Host, settings: Settings, terms: QueryTerms,
-          ranked: Ranked) -> tuple[Judgement, dict[int, float]]:
-    """Ask the model about the head; returns its verdicts by index into ``ranked.chunks``."""
+          ranked: Ranked) -> tuple[Judgement, dict[int, float], dict[int, int]]:
+    """Ask the model about the head.
+
+    Returns the judgement, the model's P(relevant) by index into ``ranked.chunks``, and the
+    length (characters) of the text it read, for length normalisation.
+    """
     # Imported here: --fast never pays for the model stage's imports.
     from slm_rerank.model.stage import judge
 
     size = len(ranked.chunks) if settings.full else settings.rerank_top
     order = {id(item): i for i, item in enumerate(ranked.chunks)}
     chosen = [order[id(item)] for item in head(ranked, size)]
-    judgement = judge(request.query, passages(ranked, chosen, terms, settings.prompt_chars),
-                      host, settings, request.cache_dir)
-    return judgement, {chosen[j]: v.probability for j, v in judgement.scores.items()}
+    read = passages(ranked, chosen, terms, settings.prompt_chars)
+    judgement = judge(request.query, read, host, settings, request.cache_dir)
+    verdicts = {chosen[j]: v.probability for j, v in judgement.scores.items()}
+    return judgement, verdicts, {chosen[j]: len(p.code) for j, p in enumerate(read)}
 
 
 # --- select, cite -------------------------------------------------------------------------
@@ -380,10 +386,11 @@ def run_search(request: SearchRequest, host: Host, settings: Settings | None = N
     fused = fuse(ranked)
     settings = settings or host.settings
     if not request.fast and ranked.chunks:
-        judgement, verdicts = score(request, host, settings, terms, ranked)
+        judgement, verdicts, lengths = score(request, host, settings, terms, ranked)
         notes.extend(judgement.notes)
-        weight = judgement.profile.profile.judge_weight if judgement.profile else 1.0
-        fused = fuse(ranked, verdicts, weight)
+        profile = judgement.profile.profile if judgement.profile else None
+        fused = fuse(ranked, verdicts, profile.judge_weight if profile else 1.0, lengths,
+                     profile.length_exponent if profile else 0.0)
         if judgement.degraded:
             degraded = Degraded(judgement.degraded)
         else:

@@ -116,9 +116,12 @@ class Reranker:
                             *cut_lines(c.text.splitlines(), query.lower().split(),
                                        settings.prompt_chars)) for c in items]
         judgement = await judge_async(query, passages, self.host, settings, cache_dir)
-        weight = judgement.profile.profile.judge_weight if judgement.profile else 1.0
+        profile = judgement.profile.profile if judgement.profile else None
         verdicts = {i: v.probability for i, v in judgement.scores.items()}
-        fused = fuse_scores([c.lexical_score for c in items], verdicts, weight)
+        fused = fuse_scores([c.lexical_score for c in items], verdicts,
+                            profile.judge_weight if profile else 1.0,
+                            {i: len(p.code) for i, p in enumerate(passages)},
+                            profile.length_exponent if profile else 0.0)
         limit = settings.threshold if threshold is None else threshold
         results = []
         for f in fused:

@@ -52,3 +52,14 @@ def test_a_long_chunk_is_cut_around_its_best_matching_lines() -> None:
 
 def test_a_short_chunk_is_sent_whole() -> None:
     assert cut_lines(["a", "b"], ["a"], budget=300) == ("a\nb", False)
+
+
+def test_a_long_chunk_needs_a_surer_verdict_than_a_short_one() -> None:
+    # equal lexical evidence, equal verdicts: the chunk eight times the reference loses
+    fused = fuse_scores([5.0, 5.0], {0: 0.7, 1: 0.7}, weight=1.0,
+                        lengths={0: 3200, 1: 300}, exponent=0.12)
+    assert [f.index for f in fused] == [1, 0]
+    assert fused[0].model == fused[1].model == 0.7  # the reported model score stays raw
+    unnormalised = fuse_scores([5.0, 5.0], {0: 0.7, 1: 0.7}, weight=1.0,
+                               lengths={0: 3200, 1: 300}, exponent=0.0)
+    assert unnormalised[0].score == unnormalised[1].score

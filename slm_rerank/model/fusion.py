@@ -9,6 +9,12 @@ are put on a 0-100 scale (100 = the best candidate), their spread is floored at
 instruction-tuned judge overrule the lexical order; a weak base model gets less, so its
 verdict nudges the order instead of replacing it. Scored chunks rank above unscored ones;
 the unscored tail keeps its lexical order below the head.
+
+Length normalisation: a longer chunk gives a model more text to find a reason to say yes.
+The profile's ``length_exponent`` e damps that before fusion:
+``logit(p) - e * ln(max(n, REFERENCE_CHARS) / REFERENCE_CHARS)`` for a chunk of n
+characters, so chunks up to the reference length are untouched and one eight times longer
+loses e * 2.08 logits (0.25 for Qwen's 0.12). The reported model score stays the raw one.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ Z_CLIP = 3.0
 SPREAD_FLOOR = 3.0
 #: probabilities are clamped this far from 0 and 1 before the logit
 EPSILON = 1e-6
+#: chunk length (characters) below which no length normalisation applies
+REFERENCE_CHARS = 400
 
 
 def logit(p: float) -> float:
@@ -58,7 +66,13 @@ class FusedScore:
     z: float | None
 
 
-def fuse_scores(lexical: Sequence[float], model: Mapping[int, float], weight: float
+def length_penalty(chars: int, exponent: float) -> float:
+    """How many logits a chunk of ``chars`` characters loses (0 up to the reference)."""
+    return exponent * math.log(max(chars, REFERENCE_CHARS) / REFERENCE_CHARS)
+
+
+def fuse_scores(lexical: Sequence[float], model: Mapping[int, float], weight: float,
+                lengths: Mapping[int, int] | None = None, exponent: float = 0.0
                 ) -> list[FusedScore]:
     """The final order of chunks ``0..len(lexical)-1`` (lexical order, best first).
 
@@ -67,7 +81,12 @@ def fuse_scores(lexical: Sequence[float], model: Mapping[int, float], weight: fl
     """
     scored = sorted(model)
     zs = dict(zip(scored, standardise([lexical[i] for i in scored]), strict=True))
-    head = [FusedScore(i, sigmoid(weight * logit(model[i]) + zs[i]), model[i], zs[i])
+    lengths = lengths or {}
+
+    def judged(i: int) -> float:
+        return logit(model[i]) - length_penalty(lengths.get(i, 0), exponent)
+
+    head = [FusedScore(i, sigmoid(weight * judged(i) + zs[i]), model[i], zs[i])
             for i in scored]
     head.sort(key=lambda f: (-f.score, f.index))
     tail = [FusedScore(i, 0.0, None, None) for i in range(len(lexical)) if i not in model]
