@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from slm_rerank.errors import ContractError, TransientError
@@ -43,8 +44,11 @@ def _check(scorer: Scorer, request: ScoreRequest, verdict: object,
     return verdict
 
 
-async def collect(scorer: Scorer, request: ScoreRequest) -> ScoreOutcome:
+async def collect(scorer: Scorer, request: ScoreRequest,
+                  on_verdict: Callable[[DocumentScore], None] | None = None) -> ScoreOutcome:
     """Every verdict ``scorer`` gives before ``request.deadline``.
+
+    ``on_verdict`` is called with each verdict as it arrives (a progress display, a stream).
 
     A ``TransientError`` or the deadline ends the run with what was scored so far and a
     reason in ``stopped``; a ``ContractError`` (from the scorer, or a verdict that breaks
@@ -65,6 +69,8 @@ async def collect(scorer: Scorer, request: ScoreRequest) -> ScoreOutcome:
                 break
             checked = _check(scorer, request, verdict, outcome.scores)
             outcome.scores[checked.index] = checked
+            if on_verdict is not None:
+                on_verdict(checked)
     except asyncio.TimeoutError:
         outcome.stopped = (f"the deadline passed after {len(outcome.scores)} of "
                            f"{len(request.documents)} documents were scored")

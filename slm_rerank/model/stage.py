@@ -18,6 +18,7 @@ from slm_rerank.config import Settings
 from slm_rerank.errors import ConfigError, TransientError
 from slm_rerank.host import Host
 from slm_rerank.model.profiles import ProfileChoice, choose_profile
+from slm_rerank.model.progress import Progress
 from slm_rerank.model.score_cache import ScoreCache, ScoreKey
 from slm_rerank.model.scoring import collect
 from slm_rerank.registrations import Document, DocumentScore, Endpoint, ScoreRequest
@@ -181,7 +182,11 @@ async def judge_async(query: str, passages: Sequence[Passage], host: Host, setti
             request = ScoreRequest(query=query, documents=[documents[i] for i in firsts],
                                    profile=profile, endpoint=endpoint, deadline=deadline,
                                    options=host.options_for(scorer.name), client=client)
-            outcome = await collect(scorer, request)
+            progress = Progress(len(firsts))
+            try:
+                outcome = await collect(scorer, request, lambda _: progress.advance())
+            finally:
+                progress.close()
             fresh = []
             for j, verdict in outcome.scores.items():
                 first = firsts[j]
