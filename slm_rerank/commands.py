@@ -19,13 +19,14 @@ from slm_rerank.config import (
     Settings,
     describe,
     load_settings,
+    parse_text,
     repo_config_path,
     repo_root,
     user_config_path,
     write_setting,
 )
 from slm_rerank.errors import SlmRerankError
-from slm_rerank.host import Host
+from slm_rerank.host import CHOICE_KEYS, Host
 from slm_rerank.model_commands import model_options
 from slm_rerank.registry import RegistrationError
 
@@ -373,8 +374,12 @@ def config_set(key: str, value: str, to_repo: bool) -> None:
     else:
         path = user_config_path()
     try:
+        if key in CHOICE_KEYS:
+            # checked against the installed plugins, as it will be when it is read
+            Host(load_settings()).check_choice(key, parse_text(key, value, f"config set {key}"),
+                                               f"config set {key}")
         stored = write_setting(path, key, value)
-    except ConfigError as exc:
+    except SlmRerankError as exc:
         fail(str(exc))
         return
     emit(f"{key} = {json.dumps(stored)}  # written to {path}\n")

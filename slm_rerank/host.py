@@ -13,6 +13,9 @@ from slm_rerank.errors import ConfigError
 from slm_rerank.plugins import PluginInfo, load_entry_points, make_manager, report_load_errors
 from slm_rerank.registry import FAMILIES, Registry
 
+#: settings whose values must name an installed plugin's registration
+CHOICE_KEYS = ("format", "sources", "scorer", "model")
+
 
 @dataclass
 class Host:
@@ -53,30 +56,33 @@ class Host:
         return self.settings.origins.get(key, "default")
 
     def validate(self) -> None:
-        """Check the settings that name plugins: the format, the sources, [plugins.*].
+        """Check the settings that name plugins: format, sources, scorer, model, [plugins.*].
 
         Types and ranges were checked when the values were read; these need the registry.
+        Defaults are not the user's words: a missing default plugin is reported where it is
+        needed (no source can search, no formatter is installed), not as a bad key.
         """
         if self._validated:
             return
-        settings, registry = self.settings, self.registry
-        formats = registry.formatters()
-        # Defaults are not the user's words: a missing default plugin is reported where it
-        # is needed (no source can search, no formatter is installed), not as a bad key.
-        if self._origin("format") != "default" and settings.format not in formats:
-            raise ConfigError(f"{self._origin('format')}: key 'format': unknown format "
-                              f"{shown(settings.format)} (available: "
-                              f"{', '.join(sorted(formats)) or 'none installed'})")
-        sources = registry.sources()
-        unknown = [name for name in settings.sources if name not in sources
-                   and self._origin("sources") != "default"]
-        if unknown:
-            known = ", ".join(sorted(sources)) or "none installed"
-            raise ConfigError(f"{self._origin('sources')}: key 'sources': unknown source "
-                              f"{shown(unknown[0])} (installed: {known})")
-        for name in settings.plugins:
+        for key in CHOICE_KEYS:
+            if self._origin(key) != "default":
+                self.check_choice(key, getattr(self.settings, key), self._origin(key))
+        for name in self.settings.plugins:
             self.options_for(name)
         self._validated = True
+
+    def check_choice(self, key: str, value: Any, where: str) -> None:
+        """Raise ConfigError unless ``value`` names installed plugins for ``key``."""
+        installed = {
+            "format": self.registry.formatters, "sources": self.registry.sources,
+            "scorer": self.registry.scorers, "model": self.registry.profiles,
+        }[key]()
+        names = value if isinstance(value, list) else [] if value is None else [value]
+        for name in names:
+            if name not in installed:
+                known = ", ".join(sorted(installed)) or "none installed"
+                raise ConfigError(f"{where}: key '{key}': unknown {key.rstrip('s')} "
+                                  f"{shown(name)} (installed: {known})")
 
     def options_for(self, name: str) -> dict[str, Any]:
         """The ``[plugins.NAME]`` settings of a registered thing, defaults filled in."""

@@ -194,3 +194,28 @@ def test_version_is_the_installed_distributions_version() -> None:
     result = run("--version")
     assert result.exit_code == 0
     assert result.stdout == f"slm-rerank, version {importlib.metadata.version('slm-rerank')}\n"
+
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("format", "yaml", "key 'format': unknown format 'yaml' (installed: json, jsonl"),
+    ("sources", "ripgrep, nosuch", "key 'sources': unknown source 'nosuch'"),
+    ("scorer", "magic", "key 'scorer': unknown scorer 'magic' (installed: yesno)"),
+    ("top_k", "0", "key 'top_k' must be at least 1"),
+    ("threshold", "5", "key 'threshold' must be at most 1"),
+])
+def test_config_set_refuses_a_value_that_would_fail_when_read(
+        key: str, value: str, message: str) -> None:
+    from slm_rerank.config import user_config_path
+
+    result = run("config", "set", key, value)
+    assert result.exit_code == 1
+    assert message in result.stderr
+    assert not user_config_path().exists()
+
+
+def test_a_format_from_the_repo_file_that_is_not_installed_names_the_file(
+        repo: Path) -> None:
+    (repo / ".slm-rerank.toml").write_text('format = "yaml"\n')
+    result = run("-q", "retry", "--fast", "--root", str(repo))
+    assert result.exit_code != 0
+    assert ".slm-rerank.toml" in result.stderr and "yaml" in result.stderr
