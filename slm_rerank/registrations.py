@@ -287,7 +287,8 @@ class ScoreRequest:
     deadline: float | None = None
     #: this scorer's ``[plugins.<name>]`` settings, validated against its options
     options: Mapping[str, Any] = field(default_factory=dict)
-    #: a pooled ``httpx.AsyncClient`` the host owns; a scorer that talks HTTP uses it
+    #: the run's pooled ``slm_rerank.model.client.ModelClient``; a scorer that talks to a
+    #: model server uses it (one keep-alive connection pool, slots-bounded concurrency)
     client: Any = None
 
 
@@ -296,9 +297,9 @@ class DocumentScore:
     """A verdict on one document of a ``ScoreRequest``.
 
     ``probability`` is P(relevant) in [0, 1]. ``bounded`` names the answer side ("yes" or
-    "no") that was missing from the server's top-K and was bounded by the smallest
-    returned logprob, so the probability is a bound, not a measurement; bounded scores are
-    never cached. ``raw`` is the scorer's own number (a logit, a grade) when it has one.
+    "no", or "both") that was missing from the server's top-K and was bounded by the
+    smallest returned logprob, so the probability is a bound, not a measurement; bounded
+    scores are never cached. ``raw`` is the scorer's own number (a logit, a grade) when it has one.
     """
 
     index: int
