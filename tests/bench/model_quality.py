@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Quality of the model stage on the benchmark cases, against any endpoint.
+
+    SLM_ENDPOINT=http://gpu-box:8080 python tests/bench/model_quality.py --sample 40
+    python tests/bench/model_quality.py -e http://127.0.0.1:8098 --sample 24 --json out.json
+
+For each sampled case and query mode it runs the lexical stage once, asks the model about
+the file-diverse head (``--rerank-top``, default 16) once, and ranks files four ways from
+the same verdicts: the lexical order (what ``--fast`` gives), the model's raw score alone
+over the head (then the lexical tail), and the fused order for several judge weights w
+(logit = w * logit(p) + z; the profile's own weight is marked). It reports file-level
+Hit@1/5 for each, and the head's file recall (the share of cases whose head holds a gold
+file: the ceiling of what any judge can lift). Scores are cached as in normal use, so a
+second run with other weights costs no model time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from cases import MODES, load_cases, tree_ready
+from metrics import hit_at, mean
+
+from slm_rerank.cache import cache_path, ensure_writable
+from slm_rerank.config import load_settings
+from slm_rerank.host import Host
+from slm_rerank.pipeline import (
+    Fused,
+    SearchRequest,
+    fuse,
+    gather,
+    head,
+    query_terms,
+    rank,
+    score,
+    select,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+WEIGHTS = (0.1, 0.25, 0.5, 1.0)
+
+
+def files(order: list, k: int = 10) -> list[str]:
+    return [f.item.path for f in select(order, k, chunks=False)]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cases", type=Path,
+                    default=REPO_ROOT.parent / "shared" / "bench" / "swe-dev.jsonl")
+    ap.add_argument("--trees", type=Path,
+                    default=Path.home() / ".cache" / "slm-rerank-bench" / "trees")
+    ap.add_argument("-e", "--endpoint", help="model server URL (default: SLM_ENDPOINT, scan)")
+    ap.add_argument("--model", help="model profile (default: the one claiming the model id)")
+    ap.add_argument("--sample", type=int, default=24, help="cases, spread evenly")
+    ap.add_argument("--rerank-top", type=int, default=16)
+    ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--json", type=Path, help="write per-case ranks here")
+    args = ap.parse_args()
+
+    flags = {"base_url": args.endpoint, "model": args.model, "rerank_top": args.rerank_top,
+             "timeout": 600.0}
+    settings = load_settings(flags=flags)
+    host = Host(settings)
+    cache = ensure_writable(cache_path(settings))
+    ready = [c for c in load_cases(args.cases) if tree_ready(c.tree(args.trees))]
+    if not ready:
+        print(f"no materialized trees under {args.trees}; see ../shared/bench/README.md",
+              file=sys.stderr)
+        return 2
+    step = max(1, len(ready) // args.sample)
+    sample = ready[::step][:args.sample]
+    modes = args.modes.split(",")
+    rows: list[dict] = []
+    started = time.perf_counter()
+    profile_weight = None
+    for n, case in enumerate(sample, 1):
+        for mode in modes:
+            request = SearchRequest(query=case.text(mode), root=case.tree(args.trees).resolve(),
+                                    fast=False, top_k=10, cache_dir=cache)
+            terms = query_terms(request.query)
+            notes: list[str] = []
+            ranked = rank(request, host, gather(request, host, terms, notes), notes)
+            if not ranked.chunks:
+                continue
+            judgement, verdicts, lengths = score(request, host, settings, terms, ranked)
+            if judgement.degraded:
+                print(f"{case.id} {mode}: degraded: {judgement.degraded}", file=sys.stderr)
+            profile = judgement.profile.profile if judgement.profile else None
+            profile_weight = profile.judge_weight if profile else None
+            exponent = profile.length_exponent if profile else 0.0
+            head_files = {c.path for c in head(ranked, settings.rerank_top)}
+            row = {"id": case.id, "repo": case.repo, "mode": mode,
+                   "head_recall": bool(head_files & set(case.gold_files)),
+                   "scored": len(verdicts), "orders": {}}
+            row["orders"]["lexical"] = files(fuse(ranked))
+            # the model alone: the head by raw P(relevant), then the lexical tail
+            alone = sorted(verdicts, key=lambda i: (-verdicts[i], i))
+            tail = [i for i in range(len(ranked.chunks)) if i not in verdicts]
+            row["orders"]["model-alone"] = files(
+                [Fused(ranked.chunks[i], verdicts.get(i, 0.0)) for i in alone + tail])
+            for w in WEIGHTS:
+                row["orders"][f"fused w={w}"] = files(
+                    fuse(ranked, verdicts, w, lengths, exponent))
+            rows.append(row)
+        print(f"[{n}/{len(sample)}] {case.id} ({time.perf_counter() - started:.0f} s)",
+              file=sys.stderr)
+
+    gold = {c.id: c.gold_files for c in sample}
+    print(f"\n{len(sample)} cases (every {step}th with a tree), head {settings.rerank_top}, "
+          f"profile weight {profile_weight}, {time.perf_counter() - started:.0f} s\n")
+    print("| mode | order | Hit@1 | Hit@5 | Hit@10 |\n| --- | --- | ---: | ---: | ---: |")
+    for mode in modes:
+        mode_rows = [r for r in rows if r["mode"] == mode]
+        for order in mode_rows[0]["orders"] if mode_rows else []:
+            hits = [100 * mean(float(hit_at(r["orders"][order], gold[r["id"]], k))
+                               for r in mode_rows) for k in (1, 5, 10)]
+            print(f"| {mode} | {order} | {hits[0]:.1f} | {hits[1]:.1f} | {hits[2]:.1f} |")
+        recall = 100 * mean(float(r["head_recall"]) for r in mode_rows)
+        print(f"| {mode} | head file recall | | {recall:.1f} | |")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
