@@ -123,6 +123,8 @@ class Endpoint:
     #: requests the server runs at once (llama.cpp ``/props`` ``total_slots``)
     slots: int = 1
     api_key: str | None = field(default=None, repr=False)
+    #: tokens one request may use (llama.cpp: the context of one slot), if known
+    context_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in SERVER_KINDS:

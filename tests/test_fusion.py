@@ -63,3 +63,26 @@ def test_a_long_chunk_needs_a_surer_verdict_than_a_short_one() -> None:
     unnormalised = fuse_scores([5.0, 5.0], {0: 0.7, 1: 0.7}, weight=1.0,
                                lengths={0: 3200, 1: 300}, exponent=0.0)
     assert unnormalised[0].score == unnormalised[1].score
+
+
+def test_a_long_query_and_chunks_are_cut_to_fit_a_small_context() -> None:
+    from fake_plugins import RAW_PROFILE
+
+    from slm_rerank.model.stage import Passage, fit_context
+    from slm_rerank.registrations import Endpoint
+
+    code = "\n".join(f"line {i} " + "x" * 40 for i in range(100))
+    passages = [Passage("a.py", 1, 100, None, code)]
+    small = Endpoint("http://s:1", "llama.cpp", "m", 1, context_tokens=512)
+    notes: list[str] = []
+
+    asked, fitted = fit_context("retry " * 2000, passages, small, RAW_PROFILE, notes)
+
+    prompt = RAW_PROFILE.render_completion(asked, fitted[0].document(0).text)
+    assert len(prompt) <= 512 * 3
+    assert asked.startswith("retry retry") and fitted[0].cut
+    assert any("query was cut" in n for n in notes) and any("chunks were cut" in n
+                                                             for n in notes)
+    # a server that does not say its context gets the passages as they are
+    assert fit_context("q", passages, Endpoint("http://s:1"), RAW_PROFILE, []) == (
+        "q", passages)

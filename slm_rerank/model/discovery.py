@@ -78,7 +78,10 @@ async def probe(client_or_http: Any, base_url: str, timeout: float = 0.5,
         slots = props_body.get("total_slots")
         slots = slots if isinstance(slots, int) and slots >= 1 else 1
         model_id = model_id or _props_model(props_body)
-        return Probe(base, Endpoint(base, "llama.cpp", model_id, slots, api_key))
+        settings = props_body.get("default_generation_settings")
+        n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+        n_ctx = n_ctx if isinstance(n_ctx, int) and n_ctx > 0 else None
+        return Probe(base, Endpoint(base, "llama.cpp", model_id, slots, api_key, n_ctx))
 
     version_body = _json(version) if version.status_code == 200 else None
     if isinstance(version_body, dict) and isinstance(version_body.get("version"), str):

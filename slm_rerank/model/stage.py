@@ -9,6 +9,7 @@ scored; a permanent one (unknown profile, a bad URL, an answer we cannot parse) 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,7 +22,13 @@ from slm_rerank.model.profiles import ProfileChoice, choose_profile
 from slm_rerank.model.progress import Progress
 from slm_rerank.model.score_cache import ScoreCache, ScoreKey
 from slm_rerank.model.scoring import collect
-from slm_rerank.registrations import Document, DocumentScore, Endpoint, ScoreRequest
+from slm_rerank.registrations import (
+    Document,
+    DocumentScore,
+    Endpoint,
+    ModelProfile,
+    ScoreRequest,
+)
 
 
 @dataclass(frozen=True)
@@ -125,6 +132,48 @@ async def find_endpoint(settings: Settings, client: object, judgement: Judgement
     return None
 
 
+# --- fitting the server's context -----------------------------------------------------------
+
+#: characters per token assumed when sizing prompts: code and identifiers tokenise densely
+CHARS_PER_TOKEN = 3.0
+#: tokens kept free in a request for the answer and the chat template's own tokens
+RESERVED_TOKENS = 32
+
+
+def fit_context(query: str, passages: Sequence[Passage], endpoint: Endpoint | None,
+                profile: ModelProfile | None, notes: list[str]
+                ) -> tuple[str, list[Passage]]:
+    """The query and passages cut so that one prompt fits one request's context.
+
+    Only when the server reports its context (llama.cpp: one slot's). The query keeps at
+    most half the room, its start first (a pasted issue leads with its title); each chunk
+    is cut again around its best-matching lines to what is left.
+    """
+    out = list(passages)
+    if endpoint is None or profile is None or not endpoint.context_tokens:
+        return query, out
+    room = int((endpoint.context_tokens - RESERVED_TOKENS) * CHARS_PER_TOKEN)
+    room -= len(profile.render_completion("", ""))
+    header = 120  # the "File: path:lines (symbol)" line
+    asked = query
+    if len(query) > room // 2:
+        asked = query[:max(room // 2, 0)]
+        notes.append(f"the query was cut to its first {len(asked)} characters to fit "
+                      f"{endpoint.base_url}'s context of {endpoint.context_tokens} tokens")
+    budget = max(room - len(asked) - header, 0)
+    terms = [w for w in query.lower().split() if len(w) > 2]
+    cut = 0
+    for i, p in enumerate(out):
+        if len(p.code) > budget:
+            code, _ = cut_lines(p.code.splitlines(), terms, budget)
+            out[i] = dataclasses.replace(p, code=code, cut=True)
+            cut += 1
+    if cut:
+        notes.append(f"{cut} chunks were cut to {budget} characters to fit "
+                     f"{endpoint.base_url}'s context of {endpoint.context_tokens} tokens")
+    return asked, out
+
+
 # --- judging ------------------------------------------------------------------------------
 
 
@@ -160,6 +209,7 @@ async def judge_async(query: str, passages: Sequence[Passage], host: Host, setti
             raise ConfigError("no model profile is installed; pip install slm-rerank-openai "
                               "(or the profile of your model family, e.g. slm-rerank-qwen)")
         profile = judgement.profile.profile if judgement.profile else None
+        asked, passages = fit_context(query, passages, endpoint, profile, judgement.notes)
         documents = [p.document(i) for i, p in enumerate(passages)]
         keys = {i: ScoreKey(endpoint.model_id or endpoint.base_url if endpoint else "-",
                             profile.name if profile else "-",
@@ -179,7 +229,7 @@ async def judge_async(query: str, passages: Sequence[Passage], host: Host, setti
         firsts = [indices[0] for indices in todo.values()]
         judgement.sent = len(firsts)
         if firsts:
-            request = ScoreRequest(query=query, documents=[documents[i] for i in firsts],
+            request = ScoreRequest(query=asked, documents=[documents[i] for i in firsts],
                                    profile=profile, endpoint=endpoint, deadline=deadline,
                                    options=host.options_for(scorer.name), client=client)
             progress = Progress(len(firsts))

@@ -81,7 +81,7 @@ def test_probe_of_llama_cpp_gives_its_model_and_slots(httpserver: HTTPServer):
     found = probe(base(httpserver))
 
     assert found.endpoint == Endpoint(base(httpserver), "llama.cpp",
-                                      "gemma-3-270m-q4_k_m.gguf", slots=4)
+                                      "gemma-3-270m-q4_k_m.gguf", slots=4, context_tokens=2048)
 
 
 def test_probe_of_vllm_gives_an_openai_completions_endpoint_with_its_model(
@@ -242,11 +242,13 @@ def test_a_bad_base_url_is_a_config_error_naming_it(url: str):
 # --- a real llama-server -------------------------------------------------------------------
 
 
-def test_probe_of_a_real_llama_server_gives_its_kind_model_and_slots(llama_server: Any):
+def test_probe_of_a_real_llama_server_gives_its_kind_model_slots_and_context(
+        llama_server: Any):
     found = probe(llama_server.base_url)
 
     assert found.endpoint == Endpoint(llama_server.base_url, "llama.cpp", llama_server.model_id,
-                                      llama_server.slots)
+                                      llama_server.slots,
+                                      context_tokens=llama_server.ctx_per_slot)
 
 
 def test_scan_finds_a_real_llama_server_among_closed_ports(llama_server: Any):
