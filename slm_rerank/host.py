@@ -81,7 +81,8 @@ class Host:
         for name in names:
             if name not in installed:
                 known = ", ".join(sorted(installed)) or "none installed"
-                raise ConfigError(f"{where}: key '{key}': unknown {key.rstrip('s')} "
+                noun = {"sources": "source", "model": "model profile"}.get(key, key)
+                raise ConfigError(f"{where}: key '{key}': unknown {noun} "
                                   f"{shown(name)} (installed: {known})")
 
     def options_for(self, name: str) -> dict[str, Any]:
