@@ -62,3 +62,31 @@ def test_a_corrupt_cache_file_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "scores.sqlite3").write_bytes(b"not a database" * 100)
     with pytest.raises(ConfigError, match="cache clear"):
         ScoreCache(tmp_path)
+
+
+def test_cache_stats_and_clear_from_the_command_line(isolated_home: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from slm_rerank.commands import cli
+
+    ScoreCache(isolated_home).put_many([(key(), 0.8, None), (key(query="other"), 0.2, None)])
+    runner = CliRunner()
+    stats = json.loads(runner.invoke(cli, ["cache", "stats", "--format", "json"]).output)
+    assert (stats["entries"], stats["queries"], stats["by_model"]) == (2, 2, {"qwen3": 2})
+    cleared = runner.invoke(cli, ["cache", "clear", "--query", "Retry  loop"])
+    assert cleared.exit_code == 0 and cleared.output == "1 cached scores deleted\n"
+    assert ScoreCache(isolated_home).stats().entries == 1
+
+
+def test_endpoints_says_why_a_server_does_not_answer() -> None:
+    from click.testing import CliRunner
+
+    from slm_rerank.commands import cli
+
+    result = CliRunner().invoke(cli, ["endpoints", "-e", "http://127.0.0.1:9"])
+    assert result.exit_code == 0
+    assert result.output.splitlines() == [
+        "http://127.0.0.1:9  -  refused",
+        "no model server answers; start one (docs/models.md) or use --fast"]

@@ -209,6 +209,9 @@ async def judge_async(query: str, passages: Sequence[Passage], host: Host, setti
             raise ConfigError("no model profile is installed; pip install slm-rerank-openai "
                               "(or the profile of your model family, e.g. slm-rerank-qwen)")
         profile = judgement.profile.profile if judgement.profile else None
+        if judgement.profile is not None:
+            judgement.notes.append(f"profile {judgement.profile.profile.name}: "
+                                   f"{judgement.profile.reason}; scorer {scorer.name}")
         asked, passages = fit_context(query, passages, endpoint, profile, judgement.notes)
         documents = [p.document(i) for i, p in enumerate(passages)]
         keys = {i: ScoreKey(endpoint.model_id or endpoint.base_url if endpoint else "-",
