@@ -223,6 +223,7 @@ def _one_per_prompt(endpoint: Endpoint, path: str, answer: Any, count: int) -> l
                             f"{count} prompts; does this server take an array of prompts?",
                             endpoint.base_url)
     if all(isinstance(i, dict) and isinstance(i.get("index"), int) for i in items):
+        _check_indices(endpoint, path, [i["index"] for i in items])
         items = sorted(items, key=lambda i: i["index"])  # llama.cpp tags array results
     return items
 
@@ -262,6 +263,7 @@ def _from_completions(endpoint: Endpoint, answer: Any, count: int,
                             endpoint.base_url)
     if len(answers) == 1 and all(isinstance(c, dict) and isinstance(c.get("index"), int)
                                  for c, _ in choices):
+        _check_indices(endpoint, path, [c["index"] for c, _ in choices])
         choices.sort(key=lambda pair: pair[0]["index"])
     results = []
     for choice, one in choices:
@@ -279,8 +281,9 @@ def _openai_top(endpoint: Endpoint, where: str, logprobs: Any) -> tuple[TokenCho
         legacy = logprobs.get("top_logprobs")
         if isinstance(legacy, list) and legacy and isinstance(legacy[0], dict):
             # legacy OpenAI shape (vLLM, llama-cpp-python): {token: logprob}, unordered
-            pairs = sorted(legacy[0].items(), key=lambda kv: -_float(kv[1], endpoint, where))
-            return tuple(TokenChoice(str(t), _float(lp, endpoint, where)) for t, lp in pairs)
+            pairs = sorted(((str(t), _logprob(lp, endpoint, where))
+                            for t, lp in legacy[0].items()), key=lambda kv: -kv[1])
+            return tuple(TokenChoice(t, lp) for t, lp in pairs)
     raise ContractError(f"{where} answered without top logprobs for the first token "
                         f"(got logprobs={_excerpt(logprobs)}); the server ignores the "
                         "logprobs request (Ollama's /v1/completions drops them: use kind "
@@ -305,9 +308,12 @@ def _choices(endpoint: Endpoint, where: str, position: Any) -> tuple[TokenChoice
             raise ContractError(f"{where} listed a candidate without its token text: "
                                 f"{_excerpt(entry)}", endpoint.base_url)
         if "logprob" in entry:
-            logprob = _float(entry["logprob"], endpoint, where)
+            logprob = _logprob(entry["logprob"], endpoint, where)
         elif "prob" in entry:  # post_sampling_probs and legacy builds give probabilities
             prob = _float(entry["prob"], endpoint, where)
+            if not 0.0 <= prob <= 1.0 + _ROUNDING:
+                raise ContractError(f"{where} gave a probability outside [0, 1]: "
+                                    f"{_excerpt(entry)}", endpoint.base_url)
             logprob = math.log(prob) if prob > 0 else -math.inf
         else:
             raise ContractError(f"{where} listed a candidate without logprob or prob: "
@@ -397,10 +403,34 @@ def _int(value: Any) -> int | None:
 
 
 def _float(value: Any, endpoint: Endpoint, where: str) -> float:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    # NaN is refused here: Python's json reads a bare NaN, and a NaN candidate would be
+    # dropped as "zero probability" downstream, turning a broken answer into a verdict.
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
         return float(value)
     raise ContractError(f"{where} gave a log probability that is not a number: "
                         f"{_excerpt(value)}", endpoint.base_url)
+
+
+#: how far above 0 a logprob (above 1 a probability) may be from float rounding alone
+_ROUNDING = 1e-4
+
+
+def _logprob(value: Any, endpoint: Endpoint, where: str) -> float:
+    """A log probability: a number no greater than 0 (-inf, probability zero, is one)."""
+    logprob = _float(value, endpoint, where)
+    if logprob > _ROUNDING:
+        raise ContractError(f"{where} gave a log probability above 0 ({logprob!r}): a "
+                            "probability above 1, so the answer cannot be read",
+                            endpoint.base_url)
+    return min(logprob, 0.0)
+
+
+def _check_indices(endpoint: Endpoint, path: str, indices: list[int]) -> None:
+    """Indexed results must number the prompts 0..n-1, each once, or answers get swapped."""
+    if sorted(indices) != list(range(len(indices))):
+        raise ContractError(f"{_url(endpoint, path)} numbered its {len(indices)} results "
+                            f"{_excerpt(indices)}, not 0..{len(indices) - 1} each once; "
+                            "its answers cannot be matched to the prompts", endpoint.base_url)
 
 
 def _reason(exc: Exception) -> str:

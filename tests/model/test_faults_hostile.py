@@ -1,0 +1,102 @@
+"""Hostile servers, caches and flags: each fault is an error naming its source, never a verdict.
+
+Fakes answer with the recorded llama.cpp payloads (tests/fixtures/wire) changed in exactly
+the one way under test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pytest_httpserver import HTTPServer
+
+from slm_rerank.errors import ContractError
+from slm_rerank.model.client import ModelClient, NextToken
+from slm_rerank.registrations import Endpoint
+
+WIRE = Path(__file__).resolve().parent.parent / "fixtures" / "wire"
+
+
+def recorded(name: str, index: int = 0) -> Any:
+    exchanges = json.loads((WIRE / name).read_text(encoding="utf-8"))["exchanges"]
+    return copy.deepcopy(exchanges[index]["response"])
+
+
+def next_token(endpoint: Endpoint, prompts: list[str]) -> list[NextToken]:
+    async def main() -> list[NextToken]:
+        async with ModelClient(timeout=5.0) as client:
+            return await client.next_token(endpoint, prompts)
+    return asyncio.run(main())
+
+
+def llama_cpp(httpserver: HTTPServer) -> Endpoint:
+    return Endpoint(httpserver.url_for("/").rstrip("/"), "llama.cpp")
+
+
+def first_candidates(answer: dict[str, Any]) -> list[dict[str, Any]]:
+    return answer["completion_probabilities"][0]["top_logprobs"]
+
+
+# --- numbers that are not log probabilities -------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", ["NaN", "Infinity", "2.5"])
+def test_a_logprob_that_is_nan_infinite_or_above_zero_is_a_contract_error(
+        httpserver: HTTPServer, bad: str):
+    answer = recorded("llamacpp-completion.json")
+    first_candidates(answer)[0]["logprob"] = "__BAD__"
+    # NaN and Infinity are not JSON, but Python's json (and so httpx) reads them.
+    body = json.dumps(answer).replace('"__BAD__"', bad)
+    httpserver.expect_request("/completion", method="POST").respond_with_data(
+        body, content_type="application/json")
+
+    with pytest.raises(ContractError, match="log probability") as caught:
+        next_token(llama_cpp(httpserver), ["q"])
+    assert httpserver.url_for("/completion") in str(caught.value)
+
+
+@pytest.mark.parametrize("bad", [-0.5, 2.0])
+def test_a_probability_outside_zero_to_one_is_a_contract_error(httpserver: HTTPServer,
+                                                               bad: float):
+    answer = recorded("llamacpp-completion-post-sampling.json")
+    position = answer["completion_probabilities"][0]
+    key = next(k for k in ("top_probs", "probs", "top_logprobs") if k in position)
+    position[key][0]["prob"] = bad
+    httpserver.expect_request("/completion", method="POST").respond_with_json(answer)
+
+    with pytest.raises(ContractError, match=r"probability outside \[0, 1\]"):
+        next_token(llama_cpp(httpserver), ["q"])
+
+
+def test_a_logprob_of_minus_infinity_is_a_zero_probability_not_an_error(
+        httpserver: HTTPServer):
+    answer = recorded("llamacpp-completion.json")
+    first_candidates(answer)[-1]["logprob"] = "__BAD__"
+    body = json.dumps(answer).replace('"__BAD__"', "-Infinity")
+    httpserver.expect_request("/completion", method="POST").respond_with_data(
+        body, content_type="application/json")
+
+    (got,) = next_token(llama_cpp(httpserver), ["q"])
+
+    assert got.top[-1].logprob == float("-inf")
+
+
+# --- array answers that cannot be matched to their prompts ----------------------------------
+
+
+@pytest.mark.parametrize("indices", [[0, 0], [7, 8], [1, 2]])
+def test_array_results_numbered_other_than_zero_to_n_are_a_contract_error(
+        httpserver: HTTPServer, indices: list[int]):
+    answers = recorded("llamacpp-completion-array.json")
+    assert isinstance(answers, list) and len(answers) == 2
+    for item, index in zip(answers, indices, strict=True):
+        item["index"] = index
+    httpserver.expect_request("/completion", method="POST").respond_with_json(answers)
+
+    with pytest.raises(ContractError, match="cannot be matched to the prompts"):
+        next_token(llama_cpp(httpserver), ["a", "b"])
