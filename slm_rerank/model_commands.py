@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -22,16 +23,16 @@ def model_options(command: Callable[..., Any]) -> Callable[..., Any]:
                           "one that claims the server's model id."),
         click.option("-e", "--base-url", "base_url", metavar="URL",
                      help="Model server URL; default: scan --host on ports 8033-8040."),
-        click.option("--host", metavar="HOST", help="Host to scan for a model server "
-                                                    "(default 127.0.0.1)."),
+        click.option("--host", metavar="HOST", callback=_check_host,
+                     help="Host to scan for a model server (default 127.0.0.1)."),
         click.option("--scorer", metavar="NAME", help="How chunks are judged (default yesno)."),
         click.option("--rerank-top", "rerank_top", type=click.IntRange(min=1),
                      help="Chunks of the lexical head the model judges (default 16)."),
         click.option("--full", is_flag=True, default=None,
                      help="Judge every kept chunk, not only the head."),
-        click.option("--threshold", type=click.FloatRange(0.0, 1.0),
+        click.option("--threshold", type=click.FloatRange(0.0, 1.0), callback=_finite,
                      help="Drop results whose fused score is below this (default 0.65)."),
-        click.option("--timeout", type=click.FloatRange(min=0.1),
+        click.option("--timeout", type=click.FloatRange(min=0.1), callback=_finite,
                      help="Seconds the model may take; then what was scored is kept."),
         click.option("--no-cache", "score_cache", flag_value=False, default=None,
                      help="Do not read or write the score cache."),
@@ -41,19 +42,42 @@ def model_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
+def _finite(ctx: click.Context, param: click.Parameter, value: float | None
+            ) -> float | None:
+    # FloatRange lets nan through (every comparison with it is false) and inf past a
+    # lower bound: both are a usage error, not a setting for the config checks to refuse.
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a finite number", ctx, param)
+    return value
+
+
+def _check_host(ctx: click.Context, param: click.Parameter, value: str | None
+                ) -> str | None:
+    from slm_rerank.errors import ConfigError
+    from slm_rerank.model.discovery import check_host
+
+    if value is None:
+        return None
+    try:
+        return check_host(value)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+
+
 def register(cli: click.Group, fail: Callable[[str], None], emit: Callable[[str], None]
              ) -> None:
     """Add `endpoints` and `cache` to the command group."""
 
     @cli.command()
-    @click.option("--host", metavar="HOST", help="Host to scan (default 127.0.0.1).")
+    @click.option("--host", metavar="HOST", callback=_check_host,
+                  help="Host to scan (default 127.0.0.1).")
     @click.option("-e", "--base-url", "base_url", metavar="URL", help="Probe this URL only.")
     @click.option("--format", "format_name", type=click.Choice(["text", "json"]),
                   default="text")
     def endpoints(host: str | None, base_url: str | None, format_name: str) -> None:
         """List the model servers that answer, and why each other port does not."""
         from slm_rerank.config import load_settings
-        from slm_rerank.errors import SlmRerankError
+        from slm_rerank.errors import ConfigError, SlmRerankError
         from slm_rerank.host import Host
         from slm_rerank.model import discovery
         from slm_rerank.model.profiles import choose_profile
@@ -66,16 +90,21 @@ def register(cli: click.Group, fail: Callable[[str], None], emit: Callable[[str]
             profiles = Host(settings).registry.profiles()
             rows = []
             for p in probes:
-                choice = None
+                choice, reason = None, p.reason
                 if p.endpoint is not None:
-                    choice = choose_profile(profiles, model_id=p.endpoint.model_id,
-                                            requested=settings.model)
+                    # One server whose model id two profiles claim equally must not hide
+                    # the others: its row says so.
+                    try:
+                        choice = choose_profile(profiles, model_id=p.endpoint.model_id,
+                                                requested=settings.model)
+                    except ConfigError as exc:
+                        reason = str(exc)
                 rows.append({
                     "url": p.url, "kind": p.endpoint.kind if p.endpoint else None,
                     "model_id": p.endpoint.model_id if p.endpoint else None,
                     "slots": p.endpoint.slots if p.endpoint else None,
                     "profile": choice.profile.name if choice else None,
-                    "reason": p.reason,
+                    "reason": reason,
                 })
         except SlmRerankError as exc:
             fail(str(exc))
@@ -86,8 +115,9 @@ def register(cli: click.Group, fail: Callable[[str], None], emit: Callable[[str]
         lines = []
         for row in rows:
             if row["kind"]:
+                profile = row["profile"] or f"none ({row['reason']})"
                 lines.append(f"{row['url']}  {row['kind']}  {row['model_id']}  "
-                             f"profile {row['profile']}  {row['slots']} slots")
+                             f"profile {profile}  {row['slots']} slots")
             else:
                 lines.append(f"{row['url']}  -  {row['reason']}")
         if not any(row["kind"] for row in rows):

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import re
+import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -53,8 +55,8 @@ async def probe(client_or_http: Any, base_url: str, timeout: float = 0.5,
     async def get(path: str) -> httpx.Response | str:
         try:
             return await http.get(base + path, headers=headers, timeout=timeout)
-        except httpx.ConnectError:
-            return "refused"
+        except httpx.ConnectError as exc:
+            return _connect_failure(exc)
         except httpx.TimeoutException:
             return "timeout"
         except httpx.HTTPError as exc:
@@ -106,7 +108,8 @@ async def scan(host: str = DEFAULT_HOST, ports: Iterable[int] = PORTS,
                timeout: float = 0.3) -> list[Probe]:
     """Probe every port of ``host`` at once; one ``Probe`` per port, in port order."""
     ports = list(ports)
-    name = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    host = check_host(host)
+    name = f"[{host}]" if ":" in host else host
     # A bare TCP connect first: when nothing listens (the common case) the scan costs a
     # few milliseconds and never builds an HTTP client (its TLS setup alone is ~100 ms).
     closed = await asyncio.gather(*(_closed(host, port, timeout) for port in ports))
@@ -160,6 +163,36 @@ def host_from_environment(environ: Mapping[str, str]) -> tuple[str, str] | None:
     return None
 
 
+def check_host(host: str, origin: str | None = None) -> str:
+    """``host`` as a scan takes it: a name or an address, without scheme, port or brackets.
+
+    A ``ConfigError`` names what is wrong: a URL or ``HOST:PORT`` belongs to ``-e``, and a
+    name the resolver cannot even encode (a label over 63 characters) would otherwise fail
+    deep inside the socket layer.
+    """
+    where = f"{origin}: " if origin else ""
+    text = host.strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]  # [::1], as written in a URL
+    if not text or any(c.isspace() or c in "/@[]?#" for c in text):
+        raise ConfigError(f"{where}host {host!r} is not a host name or address; give one "
+                          "like 127.0.0.1, ::1 or gpu-box (a server's URL goes to -e URL)")
+    if ":" in text:
+        try:
+            ipaddress.IPv6Address(text)
+        except ValueError:
+            raise ConfigError(f"{where}host {host!r} is not a host name or address (a port "
+                              "or scheme does not belong here; scans try ports "
+                              f"{PORTS.start}-{PORTS.stop - 1}; for one server use -e "
+                              "http://HOST:PORT)") from None
+        return text
+    try:
+        text.encode("idna")
+    except UnicodeError as exc:
+        raise ConfigError(f"{where}host {host!r} is not a valid host name ({exc})") from None
+    return text
+
+
 def check_base_url(url: str, origin: str | None = None) -> str:
     """``url`` normalised: http(s) only, no trailing slash, no OpenAI-style ``/v1`` tail.
 
@@ -183,6 +216,18 @@ def check_base_url(url: str, origin: str | None = None) -> str:
                           "give only the server's base URL (http://HOST:PORT)")
     path = re.sub(r"/v1/*$", "", parts.path.rstrip("/"))
     return f"{parts.scheme}://{parts.netloc}{path}"
+
+
+def _connect_failure(exc: BaseException) -> str:
+    """"refused", or why the connection could not even be tried (a name that won't resolve)."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ConnectionRefusedError):
+            return "refused"
+        if isinstance(cause, socket.gaierror):
+            return f"unreachable ({cause.strerror or cause})"
+        cause = cause.__cause__ or cause.__context__
+    return f"unreachable ({exc})" if str(exc) else "refused"
 
 
 # --- reading answers -----------------------------------------------------------------------

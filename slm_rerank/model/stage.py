@@ -119,7 +119,9 @@ async def find_endpoint(settings: Settings, client: object, judgement: Judgement
             return None
         judgement.notes.append(f"endpoint {url} from {origin}")
         return probe.endpoint
-    host = settings.host or discovery.DEFAULT_HOST
+    host = discovery.DEFAULT_HOST
+    if settings.host:
+        host = discovery.check_host(settings.host, settings.origins.get("host", "host"))
     probes = await discovery.scan(host)
     for found in probes:
         if found.endpoint is not None:

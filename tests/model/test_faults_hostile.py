@@ -12,10 +12,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from click.testing import CliRunner, Result
 from pytest_httpserver import HTTPServer
 
+from slm_rerank.commands import cli
 from slm_rerank.errors import ContractError
+from slm_rerank.model import discovery
 from slm_rerank.model.client import ModelClient, NextToken
 from slm_rerank.registrations import Endpoint
 
@@ -100,3 +104,85 @@ def test_array_results_numbered_other_than_zero_to_n_are_a_contract_error(
 
     with pytest.raises(ContractError, match="cannot be matched to the prompts"):
         next_token(llama_cpp(httpserver), ["a", "b"])
+
+
+# --- hosts to scan and servers that cannot be reached ---------------------------------------
+
+
+def run_cli(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args))
+
+
+@pytest.mark.parametrize("host", ["x" * 300, "127.0.0.1:8099", "http://127.0.0.1", "a b", " "])
+def test_endpoints_with_a_host_that_is_no_host_is_a_usage_error_naming_it(
+        isolated_home: Path, host: str):
+    result = run_cli("endpoints", "--host", host)
+
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "--host" in result.output and "not a" in result.output
+
+
+def test_a_search_with_a_host_that_is_no_host_is_a_usage_error(isolated_home: Path,
+                                                                repo: Path):
+    result = run_cli("-q", "retry", "--root", str(repo), "--host", "127.0.0.1:8099")
+
+    assert result.exit_code == 2, result.output
+    assert "--host" in result.output
+
+
+def test_a_host_from_the_environment_that_is_no_host_is_an_error_naming_the_variable(
+        isolated_home: Path, repo: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("SLM_HOST", "http://gpu-box:8033")
+
+    result = run_cli("-q", "retry", "--root", str(repo))
+
+    assert result.exit_code == 1, result.output
+    assert "SLM_HOST" in result.output and "http://gpu-box:8033" in result.output
+
+
+def test_a_bracketed_ipv6_host_is_scanned_as_the_address():
+    assert discovery.check_host("[::1]") == "::1"
+
+
+def test_a_host_name_that_does_not_resolve_is_reported_unreachable_not_refused():
+    async def main() -> Any:
+        async with httpx.AsyncClient() as http:
+            return await discovery.probe(http, "http://no-such-host.invalid:8033")
+
+    found = asyncio.run(main())
+
+    assert found.endpoint is None
+    assert found.reason is not None and found.reason.startswith("unreachable")
+
+
+# --- flags that are numbers in name only ----------------------------------------------------
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--threshold", "nan"), ("--timeout", "nan"),
+                                             ("--timeout", "inf")])
+def test_a_non_finite_threshold_or_timeout_is_a_usage_error(isolated_home: Path, repo: Path,
+                                                            flag: str, value: str):
+    result = run_cli("-q", "retry", "--root", str(repo), flag, value)
+
+    assert result.exit_code == 2, result.output
+    assert flag in result.output and "finite" in result.output
+
+
+# --- endpoints with a server no single profile claims ---------------------------------------
+
+
+def test_endpoints_lists_a_server_two_profiles_claim_equally_with_the_reason(
+        isolated_home: Path, httpserver: HTTPServer):
+    models = recorded("llamacpp-v1-models.json")
+    models["data"][0]["id"] = "lfm2-rwkv"  # lfm claims "lfm2", rwkv "rwkv": a tie
+    httpserver.expect_request("/v1/models").respond_with_json(models)
+    httpserver.expect_request("/props").respond_with_json(recorded("llamacpp-props.json"))
+    url = httpserver.url_for("/").rstrip("/")
+
+    result = run_cli("endpoints", "-e", url, "--format", "json")
+
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.output)
+    assert (row["kind"], row["model_id"], row["profile"]) == ("llama.cpp", "lfm2-rwkv", None)
+    assert "claimed equally" in row["reason"]
