@@ -146,6 +146,9 @@ def register(cli: click.Group, fail: Callable[[str], None], emit: Callable[[str]
     @click.option("--query", metavar="TEXT", help="Only the scores of this query.")
     def cache_clear(query: str | None) -> None:
         """Delete cached scores (all, or one query's)."""
+        if query is None and (removed := _discard_unusable(fail)):
+            emit(f"deleted the unusable score cache {removed}\n")
+            return
         gone = _with_cache(fail, lambda c: c.clear(query))
         emit(f"{gone} cached scores deleted\n")
 
@@ -157,6 +160,34 @@ async def _probe(discovery: Any, url: str | None, host: str) -> list[Any]:
         if url:
             return [await discovery.probe(client, discovery.check_base_url(url), timeout=5.0)]
         return await discovery.scan(host)
+
+
+def _discard_unusable(fail: Callable[[str], None]) -> str | None:
+    """Delete a score cache that cannot be opened or read (not one that is only locked).
+
+    The error for a broken cache tells the user to run `cache clear`, so clearing everything
+    must work on exactly such a file: its rows cannot be deleted one by one.
+    """
+    from slm_rerank.cache import cache_path
+    from slm_rerank.config import load_settings
+    from slm_rerank.errors import SlmRerankError
+    from slm_rerank.model.score_cache import ScoreCache, discard
+
+    try:
+        folder = cache_path(load_settings())
+        try:
+            store = ScoreCache(folder)
+            try:
+                store.stats()
+            finally:
+                store.close()
+        except SlmRerankError as exc:
+            if "cache clear" not in str(exc):
+                raise
+            return ", ".join(str(p) for p in discard(folder)) or None
+    except SlmRerankError as exc:
+        fail(str(exc))
+    return None
 
 
 def _with_cache(fail: Callable[[str], None], action: Callable[[Any], Any]) -> Any:

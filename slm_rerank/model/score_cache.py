@@ -72,8 +72,46 @@ class CacheStats:
     by_model: dict[str, int]
 
 
+def _locked(exc: sqlite3.Error) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and any(
+        word in str(exc).lower() for word in ("locked", "busy"))
+
+
+def _unusable(path: Path, exc: BaseException) -> ConfigError:
+    """The error for a cache file we cannot use, with the remedy that fits the cause."""
+    if isinstance(exc, sqlite3.Error) and _locked(exc):
+        return ConfigError(f"score cache {path} is held locked by another process ({exc}); "
+                           "try again when it is done, or pass --no-cache")
+    if path.is_dir():
+        return ConfigError(f"score cache {path} is a folder, not a file; remove it, or "
+                           "pass --no-cache")
+    if isinstance(exc, sqlite3.Error) and "readonly" in str(exc).replace("-", "").lower():
+        return ConfigError(f"score cache {path} is read-only ({exc}); make it writable, or "
+                           "pass --no-cache")
+    if isinstance(exc, OSError):
+        return ConfigError(f"score cache {path} cannot be created ({exc.strerror or exc}); "
+                           "set cache_dir or SLM_RERANK_CACHE_DIR to a writable folder, or "
+                           "pass --no-cache")
+    return ConfigError(f"score cache {path} cannot be used ({exc}); run `slm-rerank cache "
+                       "clear` to delete it, or pass --no-cache")
+
+
+def discard(folder: Path) -> list[Path]:
+    """Delete the score cache files in ``folder`` without opening them (a broken cache)."""
+    gone = []
+    for path in (folder / FILE_NAME, *(folder / (FILE_NAME + s) for s in ("-wal", "-shm"))):
+        if path.is_file():
+            path.unlink()
+            gone.append(path)
+    return gone
+
+
 class ScoreCache:
-    """Reads and writes scores; every operation is one short transaction."""
+    """Reads and writes scores; every operation is one short transaction.
+
+    Any SQLite fault leaves as a ``ConfigError`` naming the file, except that a write which
+    finds the cache busy or read-only is skipped: that only costs speed next time.
+    """
 
     def __init__(self, folder: Path) -> None:
         self.path = folder / FILE_NAME
@@ -83,9 +121,8 @@ class ScoreCache:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(SCHEMA)
-        except sqlite3.DatabaseError as exc:
-            raise ConfigError(f"score cache {self.path} cannot be opened ({exc}); delete it "
-                              "or run `slm-rerank cache clear`, or pass --no-cache") from None
+        except (sqlite3.Error, OSError) as exc:
+            raise _unusable(self.path, exc) from None
 
     def close(self) -> None:
         self._db.close()
@@ -94,12 +131,15 @@ class ScoreCache:
         """digest -> cached score, for the keys that are cached."""
         digests = [k.digest for k in keys]
         found: dict[str, CachedScore] = {}
-        for start in range(0, len(digests), 500):
-            batch = digests[start:start + 500]
-            marks = ",".join("?" * len(batch))
-            rows = self._db.execute(
-                f"SELECT key, probability, raw FROM scores WHERE key IN ({marks})", batch)
-            found.update({key: CachedScore(p, raw) for key, p, raw in rows})
+        try:
+            for start in range(0, len(digests), 500):
+                batch = digests[start:start + 500]
+                marks = ",".join("?" * len(batch))
+                rows = self._db.execute(
+                    f"SELECT key, probability, raw FROM scores WHERE key IN ({marks})", batch)
+                found.update({key: CachedScore(p, raw) for key, p, raw in rows})
+        except sqlite3.Error as exc:
+            raise _unusable(self.path, exc) from None
         return found
 
     def put_many(self, entries: Iterable[tuple[ScoreKey, float, float | None]]) -> None:
@@ -112,24 +152,34 @@ class ScoreCache:
                 self._db.execute("BEGIN IMMEDIATE")
                 self._db.executemany(
                     "INSERT OR REPLACE INTO scores VALUES (?, ?, ?, ?, ?, ?)", rows)
-        except sqlite3.OperationalError:
-            pass  # a busy or read-only cache only costs speed next time
+        except sqlite3.OperationalError as exc:
+            if not (_locked(exc) or "readonly" in str(exc).replace("-", "").lower()):
+                raise _unusable(self.path, exc) from None
+            # a busy or read-only cache only costs speed next time
+        except sqlite3.Error as exc:  # a malformed file: the user must hear of it
+            raise _unusable(self.path, exc) from None
 
     def clear(self, query: str | None = None) -> int:
         """Delete every score, or those of one query; returns how many went."""
-        with self._db:
-            if query is None:
-                done = self._db.execute("DELETE FROM scores")
-            else:
-                done = self._db.execute("DELETE FROM scores WHERE query_key = ?",
-                                        (query_key(query),))
+        try:
+            with self._db:
+                if query is None:
+                    done = self._db.execute("DELETE FROM scores")
+                else:
+                    done = self._db.execute("DELETE FROM scores WHERE query_key = ?",
+                                            (query_key(query),))
+        except sqlite3.Error as exc:
+            raise _unusable(self.path, exc) from None
         return done.rowcount
 
     def stats(self) -> CacheStats:
-        entries, queries = self._db.execute(
-            "SELECT COUNT(*), COUNT(DISTINCT query_key) FROM scores").fetchone()
-        by_model = dict(self._db.execute(
-            "SELECT model, COUNT(*) FROM scores GROUP BY model ORDER BY model").fetchall())
+        try:
+            entries, queries = self._db.execute(
+                "SELECT COUNT(*), COUNT(DISTINCT query_key) FROM scores").fetchone()
+            by_model = dict(self._db.execute(
+                "SELECT model, COUNT(*) FROM scores GROUP BY model ORDER BY model").fetchall())
+        except sqlite3.Error as exc:
+            raise _unusable(self.path, exc) from None
         size = sum(p.stat().st_size for p in self.path.parent.glob(FILE_NAME + "*")
                    if p.is_file())
         return CacheStats(str(self.path), entries, queries, size, by_model)

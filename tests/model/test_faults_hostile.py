@@ -18,9 +18,10 @@ from click.testing import CliRunner, Result
 from pytest_httpserver import HTTPServer
 
 from slm_rerank.commands import cli
-from slm_rerank.errors import ContractError
+from slm_rerank.errors import ConfigError, ContractError
 from slm_rerank.model import discovery
 from slm_rerank.model.client import ModelClient, NextToken
+from slm_rerank.model.score_cache import ScoreCache, ScoreKey
 from slm_rerank.registrations import Endpoint
 
 WIRE = Path(__file__).resolve().parent.parent / "fixtures" / "wire"
@@ -186,3 +187,84 @@ def test_endpoints_lists_a_server_two_profiles_claim_equally_with_the_reason(
     (row,) = json.loads(result.output)
     assert (row["kind"], row["model_id"], row["profile"]) == ("llama.cpp", "lfm2-rwkv", None)
     assert "claimed equally" in row["reason"]
+
+
+# --- a score cache that is broken, read-only or not a file ----------------------------------
+
+
+def cache_key(content: str = "c1") -> ScoreKey:
+    return ScoreKey("qwen3", "qwen", "v1", "yesno", "retry loop", content)
+
+
+def corrupt_pages(folder: Path) -> None:
+    """A cache whose header is intact but whose table pages are garbage."""
+    cache = ScoreCache(folder)
+    cache.put_many([(cache_key(f"c{i}"), 0.5, 0.0) for i in range(5000)])
+    cache._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    cache.close()
+    path = folder / "scores.sqlite3"
+    size = path.stat().st_size
+    with path.open("r+b") as f:
+        for offset in range(4096 * 3, size, 4096 * 5):
+            f.seek(offset)
+            f.write(b"\xa5" * 4096)
+
+
+@pytest.mark.parametrize("operation", ["get", "put", "stats", "clear"])
+def test_a_cache_with_corrupt_pages_is_an_error_naming_the_file(tmp_path: Path,
+                                                                operation: str):
+    corrupt_pages(tmp_path)
+    cache = ScoreCache(tmp_path)
+    actions = {"get": lambda: cache.get_many([cache_key(f"c{i}") for i in range(5000)]),
+               "put": lambda: cache.put_many([(cache_key(f"d{i}"), 0.5, 0.0)
+                                              for i in range(5000)]),
+               "stats": cache.stats, "clear": cache.clear}
+
+    with pytest.raises(ConfigError, match="scores.sqlite3") as caught:
+        actions[operation]()
+    assert "cache clear" in str(caught.value)
+
+
+@pytest.mark.parametrize("damage", ["header", "pages"])
+def test_cache_clear_deletes_a_cache_it_cannot_read_as_its_error_advises(
+        isolated_home: Path, damage: str):
+    if damage == "header":
+        isolated_home.mkdir(parents=True)
+        (isolated_home / "scores.sqlite3").write_bytes(b"not a database" * 100)
+    else:
+        corrupt_pages(isolated_home)
+
+    result = run_cli("cache", "clear")
+
+    assert result.exit_code == 0, result.output
+    assert "deleted the unusable score cache" in result.output
+    assert ScoreCache(isolated_home).stats().entries == 0
+
+
+def test_clearing_a_read_only_cache_says_it_is_read_only(tmp_path: Path):
+    cache = ScoreCache(tmp_path)
+    cache.put_many([(cache_key(), 0.5, 0.0)])
+    cache._db.execute("PRAGMA query_only=ON")  # what a file without write permission gives
+
+    cache.put_many([(cache_key("c2"), 0.5, 0.0)])  # skipped: it only costs speed
+    with pytest.raises(ConfigError, match="read-only"):
+        cache.clear()
+
+
+def test_cache_stats_where_the_cache_folder_is_a_file_is_a_one_line_error(
+        isolated_home: Path):
+    isolated_home.parent.mkdir(parents=True)
+    isolated_home.write_text("not a folder")
+
+    result = run_cli("cache", "stats")
+
+    assert result.exit_code == 1
+    assert isinstance(result.exception, SystemExit), result.exception
+    assert str(isolated_home) in result.output
+
+
+def test_a_cache_file_that_is_a_folder_says_so(tmp_path: Path):
+    (tmp_path / "scores.sqlite3").mkdir()
+
+    with pytest.raises(ConfigError, match="is a folder"):
+        ScoreCache(tmp_path)
