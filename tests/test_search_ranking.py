@@ -244,3 +244,10 @@ def test_a_cjk_query_does_not_match_every_non_ascii_file_name(tmp_path: Path) ->
     root = make_repo(tmp_path / "repo", {"docs/数据.md": "无关的内容\n",
                                          "src/retry.py": "# 重试 策略\ndef retry():\n    pass\n"})
     assert result_paths(search(root, "重试"))[0] == "src/retry.py"
+
+
+def test_k_above_fifty_is_honoured_not_silently_capped(tmp_path: Path) -> None:
+    files = {f"pkg/mod{i:02d}.py": f"def handler{i}():\n    return 'retry'\n" for i in range(70)}
+    root = make_repo(tmp_path / "repo", files)
+    assert len(search(root, "retry", top_k=60).results) == 60
+    assert len(search(root, "retry", top_k=80).results) == 70
