@@ -56,13 +56,18 @@ _CJK_CHARS = ("\u3005\u3007\u3021-\u3029\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf"
               "\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\u1100-\u11ff\u3130-\u318f"
               "\uac00-\ud7af\U00020000-\U0003134f")
 _CJK_RUN = re.compile(f"[{_CJK_CHARS}]+")
-_EMOJI_CHARS = "\u2600-\u27bf\u2b00-\u2bff\U0001f000-\U0001faff"
+#: Pictographs: symbols, dingbats and emoji blocks, without the dingbat ornament brackets
+#: and arrows (❯, ➜, ➤) that people paste from shell prompts rather than ask about.
+_EMOJI_CHARS = ("\u2600-\u2767\u2776-\u2797\u27a1\u27b0\u27bf\u2b05-\u2b07\u2b1b\u2b1c"
+                "\u2b50\u2b55\U0001f000-\U0001faff")
 #: One emoji: a pictograph with its skin tone, or several joined by ZERO WIDTH JOINER.
 _EMOJI = re.compile(f"[{_EMOJI_CHARS}][\U0001f3fb-\U0001f3ff]?"
                     f"(?:\u200d[{_EMOJI_CHARS}][\U0001f3fb-\U0001f3ff]?)*")
 _VARIATION_SELECTORS = re.compile("[\ufe0e\ufe0f]")
 #: A word in any script that holds at least one non-ASCII letter (café, повтор, naïve_x).
-_FOREIGN_WORD = re.compile(r"\w*[^\x00-\x7f]\w*")
+#: Only word characters count: a symbol (⋅, ’) or a no-break space between two ASCII words
+#: separates them, as punctuation does.
+_FOREIGN_WORD = re.compile(r"\w*[^\W\x00-\x7f]\w*")
 _SUFFIXES = ("ions", "ion", "ings", "ing", "ments",
              "ment", "ness", "ies", "es", "ed", "ly", "ers", "er", "s", "e")
 

@@ -269,3 +269,16 @@ def test_a_query_in_chinese_finds_the_file_that_holds_its_words(tmp_path: Path) 
     report = search(root, "重试逻辑在哪里")
 
     assert result_paths(report)[0] == "docs/重试.md"
+
+
+@pytest.mark.parametrize(("query", "present", "absent"), [
+    ("expand 3⋅sin(x) and 2⋅cos(x)", {"sin", "cos", "expand"}, {"3⋅sin", "2⋅cos"}),
+    ("run\u00a0pytest on l’écran", {"pytest", "écran"}, {"run\u00a0pytest", "l’écran"}),
+    ("❯ pytest -x fails", {"pytest", "fails"}, {"❯"}),
+    ("the 🐛 in retry", {"🐛", "retry"}, set()),
+])
+def test_symbols_and_prompt_characters_separate_words_like_punctuation(
+        query: str, present: set[str], absent: set[str]) -> None:
+    roots = {t.root for t in extract(query).terms}
+    assert present <= roots, roots
+    assert not absent & roots, roots
