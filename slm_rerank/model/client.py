@@ -177,8 +177,24 @@ class ModelClient:
         headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
         async with self._gate(endpoint):
             try:
-                response = await self.http.post(url, json=body, headers=headers,
-                                                timeout=self.timeout)
+                async with self.http.stream("POST", url, json=body, headers=headers,
+                                            timeout=self.timeout) as streamed:
+                    chunks, size = [], 0
+                    async for chunk in streamed.aiter_bytes():
+                        size += len(chunk)
+                        if size > MAX_ANSWER_BYTES:
+                            raise ContractError(
+                                f"model server {url} sent more than "
+                                f"{MAX_ANSWER_BYTES // 1_000_000} MB for one request; a "
+                                "yes/no answer is a few kilobytes: is this a model server?",
+                                endpoint.base_url)
+                        chunks.append(chunk)
+                # read to the end, within the cap: a plain response from here on
+                # (the bytes are already decoded: their content-encoding no longer applies)
+                kept = {k: v for k, v in streamed.headers.items()
+                        if k.lower() not in ("content-encoding", "content-length")}
+                response = httpx.Response(streamed.status_code, headers=kept,
+                                          content=b"".join(chunks), request=streamed.request)
             except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
                 raise ConfigError(f"endpoint URL {url} is not a usable http(s) URL: "
                                   f"{_reason(exc)}") from exc
@@ -210,6 +226,10 @@ class ModelClient:
         if gate is None:
             gate = self._gates[endpoint.base_url] = asyncio.Semaphore(endpoint.slots)
         return gate
+
+
+#: The most one answer may hold; top-K logprobs of one token for a batch are kilobytes.
+MAX_ANSWER_BYTES = 16_000_000
 
 
 # --- reading answers -----------------------------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from pytest_httpserver import HTTPServer
 
 from slm_rerank.commands import cli
 from slm_rerank.errors import ConfigError, ContractError
+from slm_rerank.model import client as client_module
 from slm_rerank.model import discovery
 from slm_rerank.model.client import ModelClient, NextToken
 from slm_rerank.model.score_cache import ScoreCache, ScoreKey
@@ -268,3 +270,35 @@ def test_a_cache_file_that_is_a_folder_says_so(tmp_path: Path):
 
     with pytest.raises(ConfigError, match="is a folder"):
         ScoreCache(tmp_path)
+
+
+def test_an_answer_larger_than_the_cap_is_a_contract_error_not_a_memory_hog(
+        httpserver: HTTPServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    httpserver.expect_request("/completion").respond_with_data(
+        b"[" + b" " * 2_000_000 + b"]", content_type="application/json")
+    endpoint = Endpoint(httpserver.url_for("/").rstrip("/"), "llama.cpp", "m", 1)
+
+    async def ask() -> None:
+        async with client_module.ModelClient(timeout=10) as c:
+            await c.next_token(endpoint, ["q"], top_k=2)
+
+    monkeypatch.setattr(client_module, "MAX_ANSWER_BYTES", 1_000_000)
+    with pytest.raises(ContractError, match="sent more than 1 MB"):
+        asyncio.run(ask())
+
+
+def test_a_gzip_answer_is_read_once(httpserver: HTTPServer) -> None:
+    answer = {"content": " yes", "completion_probabilities": [{"id": 1, "token": " yes",
+              "logprob": -0.1, "top_logprobs": [{"id": 1, "token": " yes", "logprob": -0.1},
+                                                {"id": 2, "token": " no", "logprob": -2.5}]}]}
+    httpserver.expect_request("/completion").respond_with_data(
+        gzip.compress(json.dumps(answer).encode()), content_type="application/json",
+        headers={"Content-Encoding": "gzip"})
+    endpoint = Endpoint(httpserver.url_for("/").rstrip("/"), "llama.cpp", "m", 1)
+
+    async def ask() -> list[NextToken]:
+        async with ModelClient(timeout=10) as c:
+            return await c.next_token(endpoint, ["q"], top_k=2)
+
+    (token,) = asyncio.run(ask())
+    assert [t.token for t in token.top] == [" yes", " no"]
