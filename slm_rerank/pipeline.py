@@ -394,8 +394,13 @@ def run_search(request: SearchRequest, host: Host, settings: Settings | None = N
         if judgement.degraded:
             degraded = Degraded(judgement.degraded)
         else:
-            fused = [f for f in fused if f.model_score is not None
-                     and f.score >= settings.threshold]
+            judged = [f for f in fused if f.model_score is not None]
+            fused = [f for f in judged if f.score >= settings.threshold]
+            if len(fused) < len(judged):
+                best = max((f.score for f in judged), default=0.0)
+                notes.append(f"threshold {settings.threshold:g} dropped "
+                             f"{len(judged) - len(fused)} of {len(judged)} judged chunks "
+                             f"(best fused score {best:.2f}); lower it with --threshold")
         model = ModelInfo.of(judgement, settings.threshold if not degraded else None)
         timings["model_ms"] = judgement.model_ms
     selected = select(fused, request.top_k, request.chunks)

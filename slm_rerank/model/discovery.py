@@ -24,6 +24,8 @@ from slm_rerank.errors import ConfigError
 from slm_rerank.registrations import Endpoint
 
 DEFAULT_HOST = "127.0.0.1"
+#: probe reasons that a retry cannot cure (the rest: refused, timeout, loading, unreachable)
+PERMANENT_REASONS = ("not a model server", "needs an API key", "Ollama ")
 PORTS = range(8033, 8041)
 #: the first Ollama release whose answers carry logprobs
 OLLAMA_LOGPROBS = (0, 12, 11)
@@ -40,6 +42,11 @@ class Probe:
     endpoint: Endpoint | None
     #: why the URL is not usable ("refused", "timeout", "not a model server", ...)
     reason: str | None = None
+
+    @property
+    def permanent(self) -> bool:
+        """True when waiting will not help: something answers, but not a usable server."""
+        return self.reason is not None and self.reason.startswith(PERMANENT_REASONS)
 
 
 async def probe(client_or_http: Any, base_url: str, timeout: float = 0.5,

@@ -17,6 +17,9 @@ from pathlib import Path
 from slm_rerank.errors import ConfigError
 
 FILE_NAME = "scores.sqlite3"
+#: how long one operation waits for another process's write lock; WAL readers never wait,
+#: and a write that times out is skipped (the cache is an optimisation)
+BUSY_SECONDS = 2.0
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS scores (
     key TEXT PRIMARY KEY,
@@ -117,7 +120,7 @@ class ScoreCache:
         self.path = folder / FILE_NAME
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
+            self._db = sqlite3.connect(self.path, timeout=BUSY_SECONDS, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(SCHEMA)

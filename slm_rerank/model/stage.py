@@ -112,7 +112,11 @@ async def find_endpoint(settings: Settings, client: object, judgement: Judgement
         origin = f"[endpoints] {settings.model}"
     if pinned:
         url = discovery.check_base_url(pinned)
-        probe = await discovery.probe(client, url)
+        # a pinned server may be remote or busy: it gets longer than a scanned port
+        probe = await discovery.probe(client, url, timeout=min(settings.timeout, 5.0))
+        if probe.permanent:
+            raise ConfigError(f"{url} (from {origin}) is not a usable model server: "
+                              f"{probe.reason}")
         if probe.endpoint is None:
             judgement.degraded = (f"the model server {url} (from {origin}) did not answer: "
                                   f"{probe.reason}")

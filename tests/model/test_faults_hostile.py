@@ -302,3 +302,17 @@ def test_a_gzip_answer_is_read_once(httpserver: HTTPServer) -> None:
 
     (token,) = asyncio.run(ask())
     assert [t.token for t in token.top] == [" yes", " no"]
+
+
+def test_a_pinned_url_that_answers_but_is_no_model_server_is_an_error_not_degraded(
+        httpserver: HTTPServer, repo: Path) -> None:
+    httpserver.expect_request("/v1/models").respond_with_data("no such page", status=404)
+    httpserver.expect_request("/props").respond_with_data("no such page", status=404)
+    httpserver.expect_request("/api/version").respond_with_data("no such page", status=404)
+    url = httpserver.url_for("/").rstrip("/")
+
+    result = run_cli("-q", "retry", "--root", str(repo), "-e", url)
+
+    assert result.exit_code == 1
+    assert f"{url} (from flag: --base-url) is not a usable model server: not a model " \
+           "server (GET /v1/models: 404)" in result.stderr

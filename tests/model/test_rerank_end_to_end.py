@@ -78,3 +78,12 @@ def test_an_unknown_model_profile_is_a_one_line_error(small_repo: Path, llama_se
     run = cli("-q", "retry", "-e", llama_server.base_url, "--model", "nosuch", cwd=small_repo)
     assert run.returncode == 1
     assert run.stderr.count("\n") == 1 and "unknown model profile 'nosuch'" in run.stderr
+
+
+def test_a_threshold_that_drops_everything_says_so_with_v(small_repo: Path,
+                                                           llama_server) -> None:  # type: ignore[no-untyped-def]
+    run = cli("-q", "retry backoff", "--format", "json", "-e", llama_server.base_url,
+              "--rerank-top", "2", "--threshold", "1", "-v", cwd=small_repo, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["results"] == []
+    assert "threshold 1 dropped 2 of 2 judged chunks" in run.stderr
