@@ -358,7 +358,7 @@ def config_show(format_name: str) -> None:
                  for key, value in values.items()))
 
 
-@config.command("set")
+@config.command("set", context_settings={"ignore_unknown_options": True})
 @click.argument("key")
 @click.argument("value")
 @click.option("--repo", "to_repo", is_flag=True,

@@ -219,3 +219,9 @@ def test_a_format_from_the_repo_file_that_is_not_installed_names_the_file(
     result = run("-q", "retry", "--fast", "--root", str(repo))
     assert result.exit_code != 0
     assert ".slm-rerank.toml" in result.stderr and "yaml" in result.stderr
+
+
+def test_config_set_takes_a_negative_number_as_a_value_not_an_option() -> None:
+    result = run("config", "set", "threshold", "-1")
+    assert result.exit_code == 1
+    assert "key 'threshold' must be at least 0.0, got -1.0" in result.stderr
