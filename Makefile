@@ -11,7 +11,7 @@ LLAMA_SERVER_ARGS ?=
 plugin ?=
 PLUGIN_DIR := $(firstword $(wildcard plugins/$(plugin) plugins/slm-rerank-$(plugin)))
 
-.PHONY: install test lint bench bench-quick clean
+.PHONY: install test lint bench bench-quick bench-model clean
 
 install: $(STAMP)
 
@@ -39,6 +39,10 @@ bench: install
 
 bench-quick: install
 	$(BIN)/python tests/bench/quick.py $(BENCH_ARGS)
+
+# The model stage on the benchmark cases, against SLM_ENDPOINT (or -e URL in BENCH_ARGS).
+bench-model: install
+	cd tests/bench && ../../$(BIN)/python model_quality.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info plugins/*/*.egg-info

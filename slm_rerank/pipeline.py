@@ -322,6 +322,11 @@ def score(request: SearchRequest, host: Host, settings: Settings, terms: QueryTe
     chosen = [order[id(item)] for item in head(ranked, size)]
     read = passages(ranked, chosen, terms, settings.prompt_chars)
     judgement = judge(request.query, read, host, settings, request.cache_dir)
+    cut = sum(p.cut for p in read)
+    if cut:
+        judgement.notes.append(f"{cut} of {len(read)} judged chunks were longer than "
+                               f"prompt_chars = {settings.prompt_chars}: the model read the "
+                               "part around their best-matching lines")
     verdicts = {chosen[j]: v.probability for j, v in judgement.scores.items()}
     return judgement, verdicts, {chosen[j]: len(p.code) for j, p in enumerate(read)}
 
