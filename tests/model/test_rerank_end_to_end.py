@@ -87,3 +87,15 @@ def test_a_threshold_that_drops_everything_says_so_with_v(small_repo: Path,
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["results"] == []
     assert "threshold 1 dropped 2 of 2 judged chunks" in run.stderr
+
+
+def test_a_chunk_longer_than_the_prompt_budget_is_cut_and_the_run_says_so(
+        tmp_path: Path, llama_server) -> None:  # type: ignore[no-untyped-def]
+    body = "\n".join(f"    step_{i} = {i}" for i in range(80))
+    repo = make_repo(tmp_path / "repo", {"net/retry.py": f"def retry_backoff():\n{body}\n"})
+    (repo / ".slm-rerank.toml").write_text("prompt_chars = 200\n")
+    run = cli("-q", "retry backoff", "--format", "json", "-e", llama_server.base_url,
+              "--rerank-top", "1", "--threshold", "0", "-v", cwd=repo, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "1 of 1 judged chunks were longer than prompt_chars = 200" in run.stderr
+    assert json.loads(run.stdout)["model"]["scored"] == 1
