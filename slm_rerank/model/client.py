@@ -12,39 +12,29 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 from collections.abc import Awaitable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import httpx
 
 from slm_rerank.errors import ConfigError, ContractError, TransientError
+from slm_rerank.model.answers import (
+    NextToken,
+    TokenChoice,
+    as_int,
+    endpoint_url,
+    excerpt,
+    from_completions,
+    from_native,
+    one_per_prompt,
+    top_choices,
+)
 from slm_rerank.registrations import Endpoint
 
+#: TokenChoice and NextToken live in answers.py; scorers import them from here.
+__all__ = ["ModelClient", "NextToken", "TokenChoice"]
+
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class TokenChoice:
-    """One candidate token and its natural-log probability."""
-
-    #: the token's text as the server reports it (a leading space is part of it)
-    token: str
-    logprob: float
-    id: int | None = None
-
-
-@dataclass(frozen=True)
-class NextToken:
-    """The top-K candidates for the first generated token of one prompt."""
-
-    top: tuple[TokenChoice, ...]
-    #: tokens in the prompt (llama.cpp ``tokens_evaluated``, OpenAI ``usage.prompt_tokens``)
-    prompt_tokens: int | None = None
-    #: prompt tokens taken from the server's prompt cache (llama.cpp ``timings.cache_n``;
-    #: not ``tokens_cached``, which counts the whole prompt held in the slot)
-    cached_tokens: int | None = None
 
 
 class ModelClient:
@@ -84,13 +74,13 @@ class ModelClient:
             body = {"prompt": prompts[0] if len(prompts) == 1 else prompts, "n_predict": 1,
                     "n_probs": top_k, "temperature": 0, "cache_prompt": True}
             answer = await self._post(endpoint, "/completion", body)
-            return [_from_native(endpoint, "/completion", item)
-                    for item in _one_per_prompt(endpoint, "/completion", answer, len(prompts))]
+            return [from_native(endpoint, "/completion", item)
+                    for item in one_per_prompt(endpoint, "/completion", answer, len(prompts))]
         if endpoint.kind == "openai-completions":
             body = {"prompt": prompts[0] if len(prompts) == 1 else prompts, "max_tokens": 1,
                     "logprobs": top_k, "temperature": 0, **_model(endpoint)}
             answer = await self._post(endpoint, "/v1/completions", body)
-            return _from_completions(endpoint, answer, len(prompts))
+            return from_completions(endpoint, answer, len(prompts))
         if endpoint.kind == "ollama":
             return await _all([self._ollama_generate(endpoint, p, top_k) for p in prompts])
         raise ConfigError(f"endpoint {endpoint.base_url} is a chat endpoint (kind "
@@ -128,12 +118,12 @@ class ModelClient:
                 continue
             tokens = answer.get("tokens") if isinstance(answer, dict) else None
             if not isinstance(tokens, list):
-                raise ContractError(f"{_url(endpoint, path)} answered without a 'tokens' "
+                raise ContractError(f"{endpoint_url(endpoint, path)} answered without a 'tokens' "
                                     "list; is the endpoint's kind right?", endpoint.base_url)
             ids = [t.get("id") if isinstance(t, dict) else t for t in tokens]
             if not all(isinstance(i, int) for i in ids):
-                raise ContractError(f"{_url(endpoint, path)} gave tokens that are not "
-                                    f"integer ids: {_excerpt(tokens)}", endpoint.base_url)
+                raise ContractError(f"{endpoint_url(endpoint, path)} gave tokens that are not "
+                                    f"integer ids: {excerpt(tokens)}", endpoint.base_url)
             # An empty list for non-empty text is a server that ignored our field names
             # (llama.cpp reads "content", vLLM "prompt"): try the next spelling.
             if ids or not text:
@@ -148,13 +138,13 @@ class ModelClient:
                 "stream": False, "logprobs": True, "top_logprobs": top_k,
                 "options": {"num_predict": 1, "temperature": 0}}
         answer = await self._post(endpoint, path, body)
-        where = _url(endpoint, path)
+        where = endpoint_url(endpoint, path)
         positions = answer.get("logprobs") if isinstance(answer, dict) else None
         if not isinstance(positions, list) or not positions:
             raise ContractError(f"{where} answered without logprobs; Ollama before 0.12.11 "
                                 "returns none: upgrade Ollama", endpoint.base_url)
-        return NextToken(top=_choices(endpoint, where, positions[0]),
-                         prompt_tokens=_int(answer.get("prompt_eval_count")))
+        return NextToken(top=top_choices(endpoint, where, positions[0]),
+                         prompt_tokens=as_int(answer.get("prompt_eval_count")))
 
     async def _chat(self, endpoint: Endpoint, messages: Sequence[Mapping[str, str]],
                     top_k: int) -> NextToken:
@@ -164,7 +154,7 @@ class ModelClient:
         if endpoint.kind == "ollama":
             body["model"] = _ollama_model(endpoint)
         answer = await self._post(endpoint, path, body)
-        return _from_completions(endpoint, answer, 1, path=path)[0]
+        return from_completions(endpoint, answer, 1, path=path)[0]
 
     async def _post(self, endpoint: Endpoint, path: str, body: dict[str, Any],
                     missing_ok: bool = False) -> Any:
@@ -173,7 +163,7 @@ class ModelClient:
         With ``missing_ok``, an answer saying the server has no such endpoint (404, 405) or
         does not take this spelling of the request (400, 422) gives None.
         """
-        url = _url(endpoint, path)
+        url = endpoint_url(endpoint, path)
         headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
         async with self._gate(endpoint):
             try:
@@ -218,7 +208,7 @@ class ModelClient:
             return response.json()
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ContractError(f"model server {url} answered {status} with a body that is "
-                                f"not JSON: {_excerpt(response.text)}; is the endpoint's "
+                                f"not JSON: {excerpt(response.text)}; is the endpoint's "
                                 "kind right?", endpoint.base_url) from exc
 
     def _gate(self, endpoint: Endpoint) -> asyncio.Semaphore:
@@ -232,127 +222,7 @@ class ModelClient:
 MAX_ANSWER_BYTES = 16_000_000
 
 
-# --- reading answers -----------------------------------------------------------------------
-
-
-def _one_per_prompt(endpoint: Endpoint, path: str, answer: Any, count: int) -> list[Any]:
-    """The per-prompt objects of an answer: one object, or an array of them in order."""
-    items = answer if isinstance(answer, list) else [answer]
-    if len(items) != count:
-        raise ContractError(f"{_url(endpoint, path)} answered {len(items)} results for "
-                            f"{count} prompts; does this server take an array of prompts?",
-                            endpoint.base_url)
-    if all(isinstance(i, dict) and isinstance(i.get("index"), int) for i in items):
-        _check_indices(endpoint, path, [i["index"] for i in items])
-        items = sorted(items, key=lambda i: i["index"])  # llama.cpp tags array results
-    return items
-
-
-def _from_native(endpoint: Endpoint, path: str, item: Any) -> NextToken:
-    """One llama.cpp ``/completion`` result (current, post-sampling or legacy shape)."""
-    where = _url(endpoint, path)
-    positions = item.get("completion_probabilities") if isinstance(item, dict) else None
-    if not isinstance(positions, list) or not positions:
-        raise ContractError(f"{where} answered without completion_probabilities; the server "
-                            "ignored n_probs (is it llama.cpp's llama-server?)",
-                            endpoint.base_url)
-    timings = item.get("timings") if isinstance(item.get("timings"), dict) else {}
-    return NextToken(top=_choices(endpoint, where, positions[0]),
-                     prompt_tokens=_int(item.get("tokens_evaluated")),
-                     cached_tokens=_int(timings.get("cache_n")))
-
-
-def _from_completions(endpoint: Endpoint, answer: Any, count: int,
-                      path: str = "/v1/completions") -> list[NextToken]:
-    """An OpenAI-style answer: ``choices`` in the legacy or the chat logprobs shape.
-
-    llama.cpp answers an array of prompts with an array of whole answers, vLLM with one
-    answer holding a choice per prompt; both are read here.
-    """
-    where = _url(endpoint, path)
-    answers = answer if isinstance(answer, list) else [answer]
-    choices: list[tuple[Any, dict[str, Any]]] = []  # (choice, the answer it came in)
-    for one in answers:
-        listed = one.get("choices") if isinstance(one, dict) else None
-        if not isinstance(listed, list):
-            raise ContractError(f"{where} answered without a 'choices' list: "
-                                f"{_excerpt(one)}", endpoint.base_url)
-        choices.extend((c, one) for c in listed)
-    if len(choices) != count:
-        raise ContractError(f"{where} answered {len(choices)} choices for {count} prompts",
-                            endpoint.base_url)
-    if len(answers) == 1 and all(isinstance(c, dict) and isinstance(c.get("index"), int)
-                                 for c, _ in choices):
-        _check_indices(endpoint, path, [c["index"] for c, _ in choices])
-        choices.sort(key=lambda pair: pair[0]["index"])
-    results = []
-    for choice, one in choices:
-        logprobs = choice.get("logprobs") if isinstance(choice, dict) else None
-        results.append(NextToken(top=_openai_top(endpoint, where, logprobs),
-                                 **_usage(one, shared=len(choices) > len(answers))))
-    return results
-
-
-def _openai_top(endpoint: Endpoint, where: str, logprobs: Any) -> tuple[TokenChoice, ...]:
-    if isinstance(logprobs, dict):
-        content = logprobs.get("content")
-        if isinstance(content, list) and content:  # chat shape (llama.cpp, chat endpoints)
-            return _choices(endpoint, where, content[0])
-        legacy = logprobs.get("top_logprobs")
-        if isinstance(legacy, list) and legacy and isinstance(legacy[0], dict):
-            # legacy OpenAI shape (vLLM, llama-cpp-python): {token: logprob}, unordered
-            pairs = sorted(((str(t), _logprob(lp, endpoint, where))
-                            for t, lp in legacy[0].items()), key=lambda kv: -kv[1])
-            return tuple(TokenChoice(t, lp) for t, lp in pairs)
-    raise ContractError(f"{where} answered without top logprobs for the first token "
-                        f"(got logprobs={_excerpt(logprobs)}); the server ignores the "
-                        "logprobs request (Ollama's /v1/completions drops them: use kind "
-                        "'ollama')", endpoint.base_url)
-
-
-def _choices(endpoint: Endpoint, where: str, position: Any) -> tuple[TokenChoice, ...]:
-    """The candidates at one position: ``top_logprobs`` / ``top_probs`` / ``probs``."""
-    listed = None
-    if isinstance(position, dict):
-        for key in ("top_logprobs", "top_probs", "probs"):
-            if isinstance(position.get(key), list):
-                listed = position[key]
-                break
-    if not listed:
-        raise ContractError(f"{where} answered without top logprobs for the first token "
-                            f"(got {_excerpt(position)})", endpoint.base_url)
-    out = []
-    for entry in listed:
-        token = entry.get("token", entry.get("tok_str")) if isinstance(entry, dict) else None
-        if not isinstance(token, str):
-            raise ContractError(f"{where} listed a candidate without its token text: "
-                                f"{_excerpt(entry)}", endpoint.base_url)
-        if "logprob" in entry:
-            logprob = _logprob(entry["logprob"], endpoint, where)
-        elif "prob" in entry:  # post_sampling_probs and legacy builds give probabilities
-            prob = _float(entry["prob"], endpoint, where)
-            if not 0.0 <= prob <= 1.0 + _ROUNDING:
-                raise ContractError(f"{where} gave a probability outside [0, 1]: "
-                                    f"{_excerpt(entry)}", endpoint.base_url)
-            logprob = math.log(prob) if prob > 0 else -math.inf
-        else:
-            raise ContractError(f"{where} listed a candidate without logprob or prob: "
-                                f"{_excerpt(entry)}", endpoint.base_url)
-        out.append(TokenChoice(token, logprob, _int(entry.get("id"))))
-    return tuple(out)
-
-
-def _usage(answer: dict[str, Any], shared: bool) -> dict[str, int | None]:
-    """Prompt and cached token counts, unless one answer's usage covers several prompts."""
-    if shared:
-        return {}
-    usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else {}
-    timings = answer.get("timings") if isinstance(answer.get("timings"), dict) else {}
-    details = usage.get("prompt_tokens_details")
-    cached = _int(timings.get("cache_n"))
-    if cached is None and isinstance(details, dict):
-        cached = _int(details.get("cached_tokens"))
-    return {"prompt_tokens": _int(usage.get("prompt_tokens")), "cached_tokens": cached}
+# --- errors --------------------------------------------------------------------------------
 
 
 def _status_error(endpoint: Endpoint, url: str, response: httpx.Response) -> Exception:
@@ -385,7 +255,7 @@ def _server_message(response: httpx.Response) -> str:
         return error["message"]
     if isinstance(error, str):
         return error
-    return _excerpt(response.text)
+    return excerpt(response.text)
 
 
 # --- small pieces --------------------------------------------------------------------------
@@ -403,10 +273,6 @@ async def _all(coroutines: list[Awaitable[T]]) -> list[T]:
         raise
 
 
-def _url(endpoint: Endpoint, path: str) -> str:
-    return endpoint.base_url.rstrip("/") + path
-
-
 def _model(endpoint: Endpoint) -> dict[str, str]:
     return {"model": endpoint.model_id} if endpoint.model_id else {}
 
@@ -418,46 +284,7 @@ def _ollama_model(endpoint: Endpoint) -> str:
     return endpoint.model_id
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _float(value: Any, endpoint: Endpoint, where: str) -> float:
-    # NaN is refused here: Python's json reads a bare NaN, and a NaN candidate would be
-    # dropped as "zero probability" downstream, turning a broken answer into a verdict.
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
-        return float(value)
-    raise ContractError(f"{where} gave a log probability that is not a number: "
-                        f"{_excerpt(value)}", endpoint.base_url)
-
-
-#: how far above 0 a logprob (above 1 a probability) may be from float rounding alone
-_ROUNDING = 1e-4
-
-
-def _logprob(value: Any, endpoint: Endpoint, where: str) -> float:
-    """A log probability: a number no greater than 0 (-inf, probability zero, is one)."""
-    logprob = _float(value, endpoint, where)
-    if logprob > _ROUNDING:
-        raise ContractError(f"{where} gave a log probability above 0 ({logprob!r}): a "
-                            "probability above 1, so the answer cannot be read",
-                            endpoint.base_url)
-    return min(logprob, 0.0)
-
-
-def _check_indices(endpoint: Endpoint, path: str, indices: list[int]) -> None:
-    """Indexed results must number the prompts 0..n-1, each once, or answers get swapped."""
-    if sorted(indices) != list(range(len(indices))):
-        raise ContractError(f"{_url(endpoint, path)} numbered its {len(indices)} results "
-                            f"{_excerpt(indices)}, not 0..{len(indices) - 1} each once; "
-                            "its answers cannot be matched to the prompts", endpoint.base_url)
-
-
 def _reason(exc: Exception) -> str:
     return str(exc) or type(exc).__name__
 
 
-def _excerpt(value: Any, limit: int = 160) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit] + "…"
