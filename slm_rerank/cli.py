@@ -18,7 +18,8 @@ def main() -> None:
         return
     import click
 
-    from slm_rerank.commands import cli, visible
+    from slm_rerank.commands import cli
+    from slm_rerank.terminal import visible
 
     try:
         cli.main(args=sys.argv[1:], prog_name="slm-rerank", standalone_mode=False)

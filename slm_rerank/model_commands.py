@@ -10,6 +10,8 @@ from typing import Any
 
 import click
 
+from slm_rerank.terminal import emit, fail
+
 #: search flag -> the setting it overrides
 MODEL_FLAGS = ("model", "base_url", "host", "scorer", "rerank_top", "full", "threshold",
                "timeout", "score_cache")
@@ -64,8 +66,7 @@ def _check_host(ctx: click.Context, param: click.Parameter, value: str | None
         raise click.BadParameter(str(exc), ctx, param) from None
 
 
-def register(cli: click.Group, fail: Callable[[str], None], emit: Callable[[str], None]
-             ) -> None:
+def register(cli: click.Group) -> None:
     """Add `endpoints` and `cache` to the command group."""
 
     @cli.command()
@@ -133,7 +134,7 @@ def register(cli: click.Group, fail: Callable[[str], None], emit: Callable[[str]
                   default="text")
     def cache_stats(format_name: str) -> None:
         """How many scores are cached, for how many queries and models."""
-        stats = _with_cache(fail, lambda c: c.stats())
+        stats = _with_cache(lambda c: c.stats())
         if format_name == "json":
             emit(json.dumps(vars(stats), indent=2) + "\n")
             return
@@ -146,10 +147,10 @@ def register(cli: click.Group, fail: Callable[[str], None], emit: Callable[[str]
     @click.option("--query", metavar="TEXT", help="Only the scores of this query.")
     def cache_clear(query: str | None) -> None:
         """Delete cached scores (all, or one query's)."""
-        if query is None and (removed := _discard_unusable(fail)):
+        if query is None and (removed := _discard_unusable()):
             emit(f"deleted the unusable score cache {removed}\n")
             return
-        gone = _with_cache(fail, lambda c: c.clear(query))
+        gone = _with_cache(lambda c: c.clear(query))
         emit(f"{gone} cached scores deleted\n")
 
 
@@ -162,7 +163,7 @@ async def _probe(discovery: Any, url: str | None, host: str) -> list[Any]:
         return await discovery.scan(host)
 
 
-def _discard_unusable(fail: Callable[[str], None]) -> str | None:
+def _discard_unusable() -> str | None:
     """Delete a score cache that cannot be opened or read (not one that is only locked).
 
     The error for a broken cache tells the user to run `cache clear`, so clearing everything
@@ -190,7 +191,7 @@ def _discard_unusable(fail: Callable[[str], None]) -> str | None:
     return None
 
 
-def _with_cache(fail: Callable[[str], None], action: Callable[[Any], Any]) -> Any:
+def _with_cache(action: Callable[[Any], Any]) -> Any:
     from slm_rerank.cache import cache_path
     from slm_rerank.config import load_settings
     from slm_rerank.errors import SlmRerankError

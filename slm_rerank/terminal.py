@@ -1,0 +1,67 @@
+"""Writing to the terminal: one-line messages on stderr, output on stdout, exactly."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+import click
+
+#: C0 and C1 control characters other than tab and newline: on a terminal they are commands.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def visible(text: str) -> str:
+    """``text`` with control characters shown as ``\\xNN``, so a file name in a message
+    cannot drive the terminal."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def warn(message: str) -> None:
+    """One line on stderr, prefixed with the program name."""
+    click.echo(f"slm-rerank: {visible(message)}", err=True)
+
+
+def fail(message: str) -> None:
+    """Print a one-line error and exit 1."""
+    warn(f"error: {message}")
+    sys.exit(1)
+
+
+def quiet_stdout() -> None:
+    """Point fd 1 at /dev/null, so the interpreter's last flush of stdout cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass  # not a real file descriptor (a test runner's capture): nothing is left to flush
+
+
+def emit(text: str) -> None:
+    """Write ``text`` to stdout exactly as given.
+
+    Not click.echo: off a terminal it strips ANSI sequences, and a file name holding ESC
+    would then print as a path that does not exist. Undecodable text (lone surrogates from
+    argv) is written as ``\\udcXX`` instead of raising. A reader that stops early (``| head``)
+    ends the run quietly with exit 0, as rg and other filters do: the search succeeded and the
+    consumer had what it wanted, and ``set -o pipefail`` scripts must not fail for it. Any
+    other write fault (``>/dev/full``) is a one-line error and exit 1.
+    """
+    stream = sys.stdout
+    binary = getattr(stream, "buffer", None)
+    try:
+        if binary is None:
+            stream.write(text)
+            stream.flush()
+        else:
+            stream.flush()
+            binary.write(text.encode(stream.encoding or "utf-8", errors="backslashreplace"))
+            binary.flush()
+    except BrokenPipeError:
+        quiet_stdout()
+        sys.exit(0)
+    except OSError as exc:
+        quiet_stdout()
+        fail(f"cannot write to standard output: {exc.strerror or exc}")
