@@ -16,6 +16,7 @@ from types import UnionType
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from slm_rerank.errors import ConfigError  # re-exported: callers import it from here
+from slm_rerank.registrations import SERVER_KINDS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -72,6 +73,8 @@ class Settings:
     endpoints: dict[str, str] = _setting(
         {}, "[endpoints] table: profile name -> server URL, used with --model NAME. Not "
         "settable from a repository's file", repo=False)
+    api: str | None = _setting(None, "how to ask the server (--api): llama.cpp, "
+                               "openai-completions, openai-chat or ollama; unset: as probed")
     scorer: str = _setting("yesno", "how chunks are judged (--scorer)")
     rerank_top: int = _setting(16, "chunks of the lexical head the model judges (--rerank-top)",
                                minimum=1)
@@ -166,6 +169,9 @@ def check_value(key: str, value: Any, where: str) -> Any:
         raise ConfigError(f"{where}: key 'cache_dir' must be an absolute path, got "
                           f"{shown(value)}: a relative folder would land wherever the "
                           "command runs, often inside the searched repository")
+    if key == "api" and value is not None and value not in SERVER_KINDS:
+        raise ConfigError(f"{where}: key 'api' must be one of {', '.join(SERVER_KINDS)}, "
+                          f"got {shown(value)}")
     if key == "threshold" and value is not None and value > 1:
         raise ConfigError(f"{where}: key 'threshold' must be at most 1, got {value}")
     if key == "endpoints":

@@ -13,7 +13,7 @@ import click
 from slm_rerank.terminal import emit, fail
 
 #: search flag -> the setting it overrides
-MODEL_FLAGS = ("model", "base_url", "host", "scorer", "rerank_top", "full", "threshold",
+MODEL_FLAGS = ("model", "base_url", "host", "api", "scorer", "rerank_top", "full", "threshold",
                "timeout", "score_cache")
 
 
@@ -27,6 +27,10 @@ def model_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="Model server URL; default: scan --host on ports 8033-8040."),
         click.option("--host", metavar="HOST", callback=_check_host,
                      help="Host to scan for a model server (default 127.0.0.1)."),
+        click.option("--api", type=click.Choice(["llama.cpp", "openai-completions",
+                                                 "openai-chat", "ollama"]),
+                     help="How to ask the server (default: as probed; openai-chat sends "
+                          "real chat messages)."),
         click.option("--scorer", metavar="NAME", help="How chunks are judged (default yesno)."),
         click.option("--rerank-top", "rerank_top", type=click.IntRange(min=1),
                      help="Chunks of the lexical head the model judges (default 16)."),

@@ -204,8 +204,11 @@ async def judge_async(query: str, passages: Sequence[Passage], host: Host, setti
             if endpoint is None:
                 return judgement
             if settings.concurrency:
-                endpoint = Endpoint(endpoint.base_url, endpoint.kind, endpoint.model_id,
-                                    settings.concurrency, endpoint.api_key)
+                endpoint = dataclasses.replace(endpoint, slots=settings.concurrency)
+            if settings.api and settings.api != endpoint.kind:
+                judgement.notes.append(f"asking {endpoint.base_url} as {settings.api} "
+                                       f"(probed as {endpoint.kind})")
+                endpoint = dataclasses.replace(endpoint, kind=settings.api)
         profiles = host.registry.profiles()
         judgement.endpoint = endpoint
         judgement.profile = choose_profile(

@@ -99,3 +99,19 @@ def test_a_chunk_longer_than_the_prompt_budget_is_cut_and_the_run_says_so(
     assert run.returncode == 0, run.stderr
     assert "1 of 1 judged chunks were longer than prompt_chars = 200" in run.stderr
     assert json.loads(run.stdout)["model"]["scored"] == 1
+
+
+def test_api_openai_chat_sends_real_messages_with_a_chat_profile(small_repo: Path,
+                                                                 llama_server) -> None:  # type: ignore[no-untyped-def]
+    doc, stderr = rerank(small_repo, llama_server.base_url, "--api", "openai-chat",
+                         "--model", "gemma", "--no-cache", "-v")
+    assert doc["degraded"] is None and doc["model"]["scored"] == 2
+    assert f"asking {llama_server.base_url} as openai-chat (probed as llama.cpp)" in stderr
+
+
+def test_api_openai_chat_with_a_profile_without_chat_turns_is_an_error(
+        small_repo: Path, llama_server) -> None:  # type: ignore[no-untyped-def]
+    run = cli("-q", "retry", "-e", llama_server.base_url, "--api", "openai-chat",
+              "--model", "gemma-base", cwd=small_repo, timeout=300)
+    assert run.returncode == 1
+    assert "gemma-base" in run.stderr and run.stderr.count("\n") == 1
