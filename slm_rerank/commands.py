@@ -291,6 +291,8 @@ def config_show(format_name: str) -> None:
         fail(str(exc))
         return
     values = {key: getattr(settings, key) for key in KEYS}
+    if values["api_key"]:
+        values["api_key"] = "(set, not shown)"  # a secret does not belong on a screen
     if format_name == "json":
         doc = {k: {"value": v, "origin": settings.origins[k], "help": describe(k)}
                for k, v in values.items()}

@@ -73,6 +73,9 @@ class Settings:
     endpoints: dict[str, str] = _setting(
         {}, "[endpoints] table: profile name -> server URL, used with --model NAME. Not "
         "settable from a repository's file", repo=False)
+    api_key: str | None = _setting(
+        None, "bearer token for the model server (hosted APIs). Not settable from a "
+        "repository's file", env=("SLM_API_KEY",), repo=False)
     api: str | None = _setting(None, "how to ask the server (--api): llama.cpp, "
                                "openai-completions, openai-chat or ollama; unset: as probed")
     scorer: str = _setting("yesno", "how chunks are judged (--scorer)")

@@ -218,6 +218,10 @@ def check_base_url(url: str, origin: str | None = None) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(f"{where}model server URL {url!r} is not an http(s) URL; write "
                           "it as http://HOST:PORT")
+    if parts.username or parts.password:
+        raise ConfigError(f"{where}model server URL {parts.scheme}://…@{parts.hostname} "
+                          "carries credentials; URLs are shown in messages and reports, so "
+                          "give the key as api_key (SLM_API_KEY) instead")
     if parts.query or parts.fragment:
         raise ConfigError(f"{where}model server URL {url!r} carries a query or fragment; "
                           "give only the server's base URL (http://HOST:PORT)")

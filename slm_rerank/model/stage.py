@@ -113,7 +113,8 @@ async def find_endpoint(settings: Settings, client: object, judgement: Judgement
     if pinned:
         url = discovery.check_base_url(pinned)
         # a pinned server may be remote or busy: it gets longer than a scanned port
-        probe = await discovery.probe(client, url, timeout=min(settings.timeout, 5.0))
+        probe = await discovery.probe(client, url, timeout=min(settings.timeout, 5.0),
+                                      api_key=settings.api_key)
         if probe.permanent:
             raise ConfigError(f"{url} (from {origin}) is not a usable model server: "
                               f"{probe.reason}")

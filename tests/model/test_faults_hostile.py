@@ -316,3 +316,14 @@ def test_a_pinned_url_that_answers_but_is_no_model_server_is_an_error_not_degrad
     assert result.exit_code == 1
     assert f"{url} (from flag: --base-url) is not a usable model server: not a model " \
            "server (GET /v1/models: 404)" in result.stderr
+
+
+def test_credentials_in_a_url_are_refused_and_the_api_key_is_never_shown(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    result = run_cli("-q", "retry", "--root", str(repo), "-e", "http://bob:s3cret@gpu:8080")
+    assert result.exit_code == 1
+    assert "carries credentials" in result.stderr and "s3cret" not in result.stderr
+
+    monkeypatch.setenv("SLM_API_KEY", "s3cret")
+    shown = run_cli("config", "show")
+    assert "api_key" in shown.output and "s3cret" not in shown.output
