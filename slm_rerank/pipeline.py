@@ -95,6 +95,8 @@ class Fused:
     item: ScoredChunk
     score: float
     model_score: float | None = None
+    #: the answer side the model left out of its top-K (its score is a bound), if any
+    bounded: str | None = None
 
 
 def choose_source(host: Host, root: Path, notes: list[str]) -> CandidateSource:
@@ -292,7 +294,8 @@ def passages(ranked: Ranked, chosen: list[int], terms: QueryTerms, budget: int
 
 
 def fuse(ranked: Ranked, model_scores: dict[int, float] | None = None, weight: float = 1.0,
-         lengths: dict[int, int] | None = None, exponent: float = 0.0) -> list[Fused]:
+         lengths: dict[int, int] | None = None, exponent: float = 0.0,
+         bounded: dict[int, str] | None = None) -> list[Fused]:
     """The final order. Without model scores it is the lexical order, unchanged.
 
     ``model_scores`` maps an index into ``ranked.chunks`` to a model's P(relevant); scored
@@ -302,17 +305,20 @@ def fuse(ranked: Ranked, model_scores: dict[int, float] | None = None, weight: f
         return [Fused(item, item.score) for item in ranked.chunks]
     from slm_rerank.model.fusion import fuse_scores
 
-    return [Fused(ranked.chunks[f.index], f.score, f.model)
+    bounded = bounded or {}
+    return [Fused(ranked.chunks[f.index], f.score, f.model, bounded.get(f.index))
             for f in fuse_scores([c.score for c in ranked.chunks], model_scores, weight,
                                  lengths, exponent)]
 
 
 def score(request: SearchRequest, host: Host, settings: Settings, terms: QueryTerms,
-          ranked: Ranked) -> tuple[Judgement, dict[int, float], dict[int, int]]:
+          ranked: Ranked
+          ) -> tuple[Judgement, dict[int, float], dict[int, int], dict[int, str]]:
     """Ask the model about the head.
 
-    Returns the judgement, the model's P(relevant) by index into ``ranked.chunks``, and the
-    length (characters) of the text it read, for length normalisation.
+    Returns the judgement, then by index into ``ranked.chunks``: the model's P(relevant),
+    the length (characters) of the text it read, for length normalisation, and which
+    answer side was bounded for the verdicts that are bounds.
     """
     # Imported here: --fast never pays for the model stage's imports.
     from slm_rerank.model.stage import judge
@@ -328,7 +334,9 @@ def score(request: SearchRequest, host: Host, settings: Settings, terms: QueryTe
                                f"prompt_chars = {settings.prompt_chars}: the model read the "
                                "part around their best-matching lines")
     verdicts = {chosen[j]: v.probability for j, v in judgement.scores.items()}
-    return judgement, verdicts, {chosen[j]: len(p.code) for j, p in enumerate(read)}
+    bounded = {chosen[j]: v.bounded for j, v in judgement.scores.items() if v.bounded}
+    lengths = {chosen[j]: len(p.code) for j, p in enumerate(read)}
+    return judgement, verdicts, lengths, bounded
 
 
 # --- select, cite -------------------------------------------------------------------------
@@ -355,6 +363,7 @@ def cite(selected: list[Fused]) -> list[Citation]:
         path=display_path(e.item.path), start_line=e.item.chunk.start_line,
         end_line=e.item.chunk.end_line, symbol=e.item.chunk.symbol, score=e.score,
         lexical_score=e.item.score, model_score=e.model_score, matched_terms=e.item.matched,
+        bounded=e.bounded,
     ) for e in selected]
 
 
@@ -391,11 +400,11 @@ def run_search(request: SearchRequest, host: Host, settings: Settings | None = N
     fused = fuse(ranked)
     settings = settings or host.settings
     if not request.fast and ranked.chunks:
-        judgement, verdicts, lengths = score(request, host, settings, terms, ranked)
+        judgement, verdicts, lengths, bounded = score(request, host, settings, terms, ranked)
         notes.extend(judgement.notes)
         profile = judgement.profile.profile if judgement.profile else None
         fused = fuse(ranked, verdicts, profile.judge_weight if profile else 1.0, lengths,
-                     profile.length_exponent if profile else 0.0)
+                     profile.length_exponent if profile else 0.0, bounded)
         if judgement.degraded:
             degraded = Degraded(judgement.degraded)
         else:

@@ -26,6 +26,9 @@ class Citation:
     lexical_score: float
     model_score: float | None = None
     matched_terms: list[str] = field(default_factory=list)
+    #: "yes", "no" or "both" when the model's answer left that side out of its top-K, so
+    #: ``model_score`` is a bound rather than a measurement
+    bounded: str | None = None
 
     @property
     def location(self) -> str:
@@ -101,6 +104,7 @@ class Report:
                     "lexical_score": round(c.lexical_score, 4),
                     "model_score": None if c.model_score is None else round(c.model_score, 4),
                     "matched_terms": list(c.matched_terms),
+                    "bounded": c.bounded,
                 }
                 for rank, c in enumerate(self.results, 1)
             ],

@@ -88,7 +88,7 @@ def main() -> int:
             ranked = rank(request, host, gather(request, host, terms, notes), notes)
             if not ranked.chunks:
                 continue
-            judgement, verdicts, lengths = score(request, host, settings, terms, ranked)
+            judgement, verdicts, lengths, _ = score(request, host, settings, terms, ranked)
             if judgement.degraded:
                 print(f"{case.id} {mode}: degraded: {judgement.degraded}", file=sys.stderr)
             profile = judgement.profile.profile if judgement.profile else None

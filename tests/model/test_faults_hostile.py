@@ -327,3 +327,27 @@ def test_credentials_in_a_url_are_refused_and_the_api_key_is_never_shown(
     monkeypatch.setenv("SLM_API_KEY", "s3cret")
     shown = run_cli("config", "show")
     assert "api_key" in shown.output and "s3cret" not in shown.output
+
+
+def test_a_verdict_bounded_from_the_top_k_is_flagged_in_the_json_report(
+        httpserver: HTTPServer, repo: Path) -> None:
+    # the recorded Gemma answer, with every "no" taken out of the top-K
+    answer = recorded("llamacpp-completion.json")
+    position = answer["completion_probabilities"][0]
+    position["top_logprobs"] = [c for c in position["top_logprobs"]
+                                if c["token"].strip().lower() != "no"]
+    props = recorded("llamacpp-props.json")
+    props["total_slots"] = 1
+    httpserver.expect_request("/v1/models").respond_with_json(recorded("llamacpp-v1-models.json"))
+    httpserver.expect_request("/props").respond_with_json(props)
+    httpserver.expect_request("/api/version").respond_with_data("", status=404)
+    httpserver.expect_request("/tokenize").respond_with_data("", status=404)
+    httpserver.expect_request("/completion").respond_with_json(answer)
+    url = httpserver.url_for("/").rstrip("/")
+
+    result = run_cli("-q", "retry", "--root", str(repo), "-e", url, "--rerank-top", "1",
+                     "--threshold", "0", "--no-cache", "--format", "json")
+
+    assert result.exit_code == 0, result.stderr
+    top = json.loads(result.stdout)["results"][0]
+    assert top["model_score"] is not None and top["bounded"] == "no"
