@@ -78,10 +78,11 @@ GEMMA_BASE = ModelProfile(
             rf"gemma{_SEP}[-_.:]pt\b"),
     stop=("\n",),
     length_exponent=0.12,
-    # A weak judge: on whole-issue queries the 270M base model with weight 1 lowered Hit@1
-    # by 8 points against the lexical order (DESIGN.md). 0.25 lets it nudge, not reorder;
-    # the model stage's benchmark will calibrate it.
-    judge_weight=0.25,
+    # A weak judge. On 48 benchmark cases (docs/benchmarks.md, "Model stage: quality") the
+    # 270M base model alone put a fixed file first in 6-8 % of cases against 48-56 % for
+    # the lexical order; fused, weights 0.1 and 0.25 gave the same Hit@1/5 and 0.1 the
+    # better Hit@10. It may nudge near-ties, not reorder.
+    judge_weight=0.1,
 )
 
 PROFILES = (GEMMA, GEMMA_BASE)
