@@ -360,3 +360,5 @@ def stats(format_name: str) -> None:
 
 
 model_commands.register(cli)
+from slm_rerank.mcp_server import register as register_mcp  # noqa: E402, I001
+register_mcp(cli)
