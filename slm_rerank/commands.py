@@ -349,16 +349,27 @@ def stats(format_name: str) -> None:
             "queries": summary.queries,
             "by_caller": [vars(c) for c in summary.by_caller],
             "skipped_lines": summary.skipped_lines,
+            "hook": {**vars(summary.hook), "share_queried": summary.hook.share_queried},
         }, indent=2, allow_nan=False) + "\n")
         return
     lines = [f"{summary.queries} queries logged in {folder / 'usage.jsonl'}"]
     lines += [f"  {visible(c.caller):<16} {c.queries:>6} queries  "
               f"median {c.median_latency_ms:.0f} ms" for c in summary.by_caller]
+    if summary.hook.prompts:
+        lines.append(_hook_line(summary.hook))
     if summary.skipped_lines:
         lines.append(f"  ({summary.skipped_lines} unreadable lines skipped)")
     emit("".join(line + "\n" for line in lines))
 
 
+def _hook_line(hook: Any) -> str:
+    latency = (f"; p50 {hook.p50_ms:.0f} ms, p95 {hook.p95_ms:.0f} ms"
+               if hook.p95_ms is not None else "")
+    return (f"  prompt hook: {hook.queried} of {hook.prompts} prompts queried "
+            f"({hook.share_queried:.0%}){latency}; {hook.timeouts} past the deadline, "
+            f"{hook.errors} failed")
+
+
 model_commands.register(cli)
-from slm_rerank.mcp_server import register as register_mcp  # noqa: E402, I001
-register_mcp(cli)
+from slm_rerank import hook as hook_command  # noqa: E402, I001
+hook_command.register(cli)

@@ -7,6 +7,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from slm_rerank.report import Report
 
@@ -15,20 +16,41 @@ QUERY_CHARS = 500
 TOP_PATHS = 5
 
 
-def append(cache_dir: Path, report: Report, caller: str, latency_ms: float) -> None:
+def append(cache_dir: Path, report: Report, caller: str, latency_ms: float,
+           hook: dict[str, Any] | None = None) -> None:
     """Add one line for ``report`` to the usage log in ``cache_dir``.
 
-    Text never makes it fail: a query or caller taken from argv or the environment may hold
-    undecodable bytes (lone surrogates), which are written as ``\\udcXX`` escapes. Only a
-    real I/O fault (a read-only or full disk) raises, as ``OSError``.
+    ``hook`` is a prompt hook's decision record (decision, reason, queried), kept under the
+    optional key "hook". Text never makes it fail: a query or caller taken from argv or the
+    environment may hold undecodable bytes (lone surrogates), which are written as
+    ``\\udcXX`` escapes. Only a real I/O fault (a read-only or full disk) raises, as
+    ``OSError``.
     """
-    entry = {
+    _write(cache_dir, _entry(report.query, caller, latency_ms,
+                             [c.path for c in report.results[:TOP_PATHS]], hook))
+
+
+def append_hook(cache_dir: Path, query: str, caller: str, latency_ms: float,
+                hook: dict[str, Any], top_paths: list[str] | None = None) -> None:
+    """Add one line for a prompt hook's decision (searched or not), as ``append`` does."""
+    _write(cache_dir, _entry(query, caller, latency_ms, (top_paths or [])[:TOP_PATHS], hook))
+
+
+def _entry(query: str, caller: str, latency_ms: float, top_paths: list[str],
+           hook: dict[str, Any] | None) -> dict[str, Any]:
+    entry: dict[str, Any] = {
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "query": report.query[:QUERY_CHARS],
+        "query": query[:QUERY_CHARS],
         "caller": caller,
         "latency_ms": round(latency_ms, 1),
-        "top_paths": [c.path for c in report.results[:TOP_PATHS]],
+        "top_paths": top_paths,
     }
+    if hook is not None:
+        entry["hook"] = hook
+    return entry
+
+
+def _write(cache_dir: Path, entry: dict[str, Any]) -> None:
     line = json.dumps(entry, ensure_ascii=False) + "\n"
     # backslashreplace turns a lone surrogate into the JSON escape \udcXX: still valid JSON,
     # and it reads back as the same string.
@@ -44,19 +66,43 @@ class CallerStats:
 
 
 @dataclass
+class HookStats:
+    """Prompt hook decisions: how many prompts it saw, how many it searched for, how fast."""
+
+    prompts: int = 0
+    #: prompts it ran a search for (timed-out searches included)
+    queried: int = 0
+    #: searches that passed the deadline and printed nothing
+    timeouts: int = 0
+    #: hook runs that failed (unreadable input, a search error); the prompt went on
+    errors: int = 0
+    #: latency of the queried prompts (nearest rank), None when none queried
+    p50_ms: float | None = None
+    p95_ms: float | None = None
+
+    @property
+    def share_queried(self) -> float:
+        return self.queried / self.prompts if self.prompts else 0.0
+
+
+@dataclass
 class UsageStats:
+    #: searches run (a hook prompt that ran none is not a query)
     queries: int = 0
     by_caller: list[CallerStats] = field(default_factory=list)
+    hook: HookStats = field(default_factory=HookStats)
     #: lines that were not valid entries (a torn write, a hand edit) and were not counted
     skipped_lines: int = 0
 
 
 def summarize(cache_dir: Path) -> UsageStats:
-    """Count the queries in the usage log and the median latency per caller."""
+    """Count the queries in the usage log, the median latency per caller, and the prompt
+    hook's decisions (lines written before the hook existed have none)."""
     import statistics  # only `stats` needs it; kept out of every query's start-up
 
     path = cache_dir / LOG_NAME
     latencies: dict[str, list[float]] = {}
+    hook_latencies: list[float] = []
     stats = UsageStats()
     if not path.is_file():
         return stats
@@ -73,10 +119,36 @@ def summarize(cache_dir: Path) -> UsageStats:
             except (ValueError, KeyError, TypeError):
                 stats.skipped_lines += 1
                 continue
+            hook = entry.get("hook")
+            if isinstance(hook, dict):
+                _count_hook(stats.hook, hook, latency, hook_latencies)
+                if not hook.get("queried"):
+                    continue
             latencies.setdefault(caller, []).append(latency)
+    hook_latencies.sort()
+    if hook_latencies:
+        stats.hook.p50_ms = _nearest_rank(hook_latencies, 0.50)
+        stats.hook.p95_ms = _nearest_rank(hook_latencies, 0.95)
     stats.queries = sum(len(v) for v in latencies.values())
     stats.by_caller = [
         CallerStats(caller, len(values), statistics.median(values))
         for caller, values in sorted(latencies.items())
     ]
     return stats
+
+
+def _count_hook(stats: HookStats, hook: dict[str, Any], latency: float,
+                latencies: list[float]) -> None:
+    stats.prompts += 1
+    if hook.get("decision") == "timeout":
+        stats.timeouts += 1
+    if hook.get("decision") == "error":
+        stats.errors += 1
+    if hook.get("queried"):
+        stats.queried += 1
+        latencies.append(latency)
+
+
+def _nearest_rank(ordered: list[float], share: float) -> float:
+    """The nearest-rank percentile of a sorted, non-empty list (no interpolation)."""
+    return ordered[max(0, math.ceil(share * len(ordered)) - 1)]

@@ -1,0 +1,172 @@
+"""`slm-rerank hook claude-prompt`: context for code questions, silence otherwise, exit 0 always."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from search_fixtures import CLI, cli
+
+from slm_rerank.hook import classify, deadline_from
+from slm_rerank.usage import summarize
+
+PROMPTS = Path(__file__).parent / "fixtures" / "hook_prompts.jsonl"
+
+
+def hook_input(prompt: str, cwd: Path) -> str:
+    """The UserPromptSubmit object Claude Code writes on the hook's stdin."""
+    return json.dumps({"session_id": "abc123", "transcript_path": "/tmp/t.jsonl",
+                       "cwd": str(cwd), "permission_mode": "default",
+                       "hook_event_name": "UserPromptSubmit", "prompt": prompt})
+
+
+def run_hook(stdin: str | bytes, cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    data = stdin.encode() if isinstance(stdin, str) else stdin
+    return subprocess.run([str(CLI), "hook", "claude-prompt", *args], input=data, cwd=cwd,
+                          capture_output=True, timeout=60)
+
+
+def log_entries(cache: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (cache / "usage.jsonl").read_text().splitlines()]
+
+
+def test_labelled_prompts_meet_the_precision_and_recall_targets() -> None:
+    rows = [json.loads(line) for line in PROMPTS.read_text().splitlines() if line.strip()]
+    assert len(rows) >= 80
+    assert abs(sum(r["code"] for r in rows) - len(rows) / 2) <= 2  # about half each
+    predicted = [(classify(r["prompt"]).code, r["code"]) for r in rows]
+    true_pos = sum(p and a for p, a in predicted)
+    precision = true_pos / max(1, sum(p for p, _ in predicted))
+    recall = true_pos / sum(a for _, a in predicted)
+    assert precision >= 0.9, precision
+    assert recall >= 0.8, recall
+
+
+@pytest.mark.parametrize("prompt, reason", [
+    ("see src/net/retry.py", "source path"),
+    ("why is fetch_all slow", "code-form symbol"),
+    ("KeyError: 'x' when I start it", "error text"),
+    ("```\nx = 1\n```", "code fence"),
+    ("where are retries configured", "question that locates code"),
+])
+def test_each_kind_of_code_evidence_makes_a_code_question(prompt: str, reason: str) -> None:
+    assert classify(prompt).code
+    assert classify(prompt).reason == reason
+
+
+@pytest.mark.parametrize("prompt", ["commit this", "run the tests", "what's the status?",
+                                    "thanks", "run pytest -k test_retry", "/clear", ""])
+def test_process_status_and_tool_prompts_are_not_code_questions(prompt: str) -> None:
+    assert not classify(prompt).code
+
+
+def test_a_call_after_a_process_verb_is_still_code() -> None:
+    assert classify("make Host.validate() skip broken plugins").code
+
+
+def test_deadline_comes_from_the_option_then_the_environment_then_5_s() -> None:
+    assert deadline_from("0.5", {"SLM_RERANK_HOOK_DEADLINE": "2"}) == 0.5
+    assert deadline_from(None, {"SLM_RERANK_HOOK_DEADLINE": "2"}) == 2.0
+    assert deadline_from(None, {}) == 5.0
+    # a typo must not cost the prompt: it falls back
+    assert deadline_from("soon", {"SLM_RERANK_HOOK_DEADLINE": "-1"}) == 5.0
+
+
+def test_code_prompt_prints_file_line_places_as_additional_context(repo: Path) -> None:
+    done = run_hook(hook_input("where is the backoff for RetryPolicy computed?", repo), repo)
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    specific = answer["hookSpecificOutput"]
+    assert specific["hookEventName"] == "UserPromptSubmit"
+    assert "- src/net/retry.py:" in specific["additionalContext"]
+    assert done.stderr == b""
+
+
+def test_search_runs_in_the_prompts_cwd_not_the_hooks(repo: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = run_hook(hook_input("where is backoff defined", repo), elsewhere)
+    assert "src/net/retry.py:" in json.loads(done.stdout)["hookSpecificOutput"][
+        "additionalContext"]
+
+
+def test_non_code_prompt_prints_nothing_and_logs_the_skip(repo: Path,
+                                                          isolated_home: Path) -> None:
+    done = run_hook(hook_input("commit this and push", repo), repo)
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    [entry] = log_entries(isolated_home)
+    assert entry["hook"] == {"decision": "skip", "queried": False,
+                             "reason": "process, status or tool request"}
+    assert entry["caller"] == "claude-code-hook"
+
+
+@pytest.mark.parametrize("stdin", ["", "{not json", "[1, 2]", '{"cwd": "/"}',
+                                   b"\xff\xfe\x00binary\x80"],
+                         ids=["empty", "malformed", "array", "no-prompt", "binary"])
+def test_unusable_stdin_exits_0_with_no_output_and_one_stderr_line(
+        repo: Path, isolated_home: Path, stdin: str | bytes) -> None:
+    done = run_hook(stdin, repo)
+    assert done.returncode == 0
+    assert done.stdout == b""
+    assert len(done.stderr.splitlines()) == 1
+    assert log_entries(isolated_home)[-1]["hook"]["decision"] == "error"
+
+
+def test_a_cwd_that_does_not_exist_exits_0_with_no_output(repo: Path, tmp_path: Path) -> None:
+    done = run_hook(hook_input("where is backoff defined", tmp_path / "gone"), repo)
+    assert (done.returncode, done.stdout) == (0, b"")
+    assert b"not a folder" in done.stderr
+
+
+def test_a_prompt_with_bytes_that_are_not_utf8_is_still_searched(repo: Path) -> None:
+    data = hook_input("where is backoff defined \udcff", repo).encode(
+        "utf-8", "surrogateescape").replace(b"\\udcff", b"\xff")
+    done = run_hook(data, repo)
+    assert done.returncode == 0
+    assert b"src/net/retry.py:" in done.stdout
+
+
+def test_past_the_deadline_it_prints_nothing_exits_0_and_logs_it(
+        repo: Path, isolated_home: Path) -> None:
+    done = run_hook(hook_input("where is backoff defined", repo), repo, "--deadline", "0.001")
+    assert (done.returncode, done.stdout) == (0, b"")
+    entry = log_entries(isolated_home)[-1]
+    assert entry["hook"]["decision"] == "timeout"
+    assert entry["hook"]["deadline_s"] == 0.001
+
+
+def test_the_deadline_can_come_from_the_environment(repo: Path, isolated_home: Path) -> None:
+    done = subprocess.run([str(CLI), "hook", "claude-prompt"], cwd=repo, capture_output=True,
+                          input=hook_input("where is backoff defined", repo).encode(),
+                          env={**os.environ, "SLM_RERANK_HOOK_DEADLINE": "0.001"},
+                          timeout=60)
+    assert (done.returncode, done.stdout) == (0, b"")
+    assert log_entries(isolated_home)[-1]["hook"]["decision"] == "timeout"
+
+
+def test_stats_reports_the_share_of_hook_prompts_that_queried(repo: Path,
+                                                              isolated_home: Path) -> None:
+    for prompt in ("where is backoff defined", "thanks!", "run the tests",
+                   "what calls RetryPolicy.retry?"):
+        run_hook(hook_input(prompt, repo), repo)
+    summary = summarize(isolated_home)
+    assert (summary.hook.prompts, summary.hook.queried) == (4, 2)
+    assert summary.hook.p95_ms is not None
+    assert summary.queries == 2  # a skipped prompt ran no search
+    text = cli("stats", cwd=repo)
+    assert "prompt hook: 2 of 4 prompts queried (50%); p50 " in text.stdout
+    doc = json.loads(cli("stats", "--format", "json", cwd=repo).stdout)
+    assert doc["hook"]["share_queried"] == 0.5
+
+
+def test_old_log_lines_without_hook_fields_still_count(isolated_home: Path) -> None:
+    isolated_home.mkdir(parents=True)
+    (isolated_home / "usage.jsonl").write_text(
+        '{"time": "t", "query": "q", "caller": "cli", "latency_ms": 12.0, "top_paths": []}\n')
+    summary = summarize(isolated_home)
+    assert summary.queries == 1
+    assert summary.hook.prompts == 0
