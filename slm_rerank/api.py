@@ -23,6 +23,9 @@ from slm_rerank.pipeline import SearchRequest, run_search
 from slm_rerank.report import Report
 from slm_rerank.scope import resolve_root, resolve_scope
 
+#: The query expander ``expand=True`` (``--expand``) asks: slm-rerank-expand's.
+EXPANDER = "llm"
+
 
 def search(
     query: str,
@@ -36,6 +39,7 @@ def search(
     host: Host | None = None,
     piped_paths: Sequence[str] = (),
     explain: bool = False,
+    expand: bool = False,
 ) -> Report:
     """Rank the places under ``root`` (default: the repository holding the cwd) for ``query``.
 
@@ -47,6 +51,9 @@ def search(
     ``caller`` unless ``usage_log = false``; a log that cannot be written is a warning on
     stderr and never costs the result. ``explain`` asks the sources to find every file they
     skip, for ``report.notes`` (what ``-v`` prints), at some extra cost on big trees.
+    ``expand`` asks a model for words the query lacks (the ``llm`` query expander, from
+    slm-rerank-expand) and searches for them too, at half a typed word's weight; it
+    contacts the model server even when ``fast``.
     """
     started = time.perf_counter()
     cwd = Path.cwd()
@@ -64,7 +71,7 @@ def search(
     request = SearchRequest(
         query=query, root=scope.root, paths=scope.paths, globs=scope.globs, notes=scope.notes,
         fast=fast, top_k=settings.top_k, chunks=settings.chunks, cache_dir=cache_dir,
-        explain=explain,
+        explain=explain, expanders=[EXPANDER] if expand else [],
     )
     report = run_search(request, host)
     if settings.usage_log:

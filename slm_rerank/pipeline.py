@@ -9,6 +9,7 @@ before, at the CLI/API edge (``scope.py``); the request arrives here already res
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Iterable
@@ -23,12 +24,18 @@ from slm_rerank.errors import (
     QueryError,
     SearchError,
     SlmRerankError,
-    TransientError,
 )
 from slm_rerank.filetypes import SNIFF_BYTES, content_reason, size_reason
 from slm_rerank.host import Host
 from slm_rerank.lexical import FileEvidence, ScoredChunk, TermStats, score_chunks, score_files
-from slm_rerank.registrations import CandidateSource, ExpandRequest, SourceHits, SourceQuery
+from slm_rerank.registrations import (
+    CandidateSource,
+    Endpoint,
+    ExpandRequest,
+    ModelProfile,
+    SourceHits,
+    SourceQuery,
+)
 from slm_rerank.report import Citation, Degraded, ModelInfo, Report, display_path
 from slm_rerank.scope import globs_matching_nothing
 from slm_rerank.slicing import slice_text
@@ -129,27 +136,75 @@ def choose_source(host: Host, root: Path, notes: list[str]) -> CandidateSource:
 
 
 def expand(request: SearchRequest, host: Host, terms: QueryTerms, notes: list[str]) -> None:
-    """Add the named expanders' terms to ``terms``, weighted below the words typed."""
+    """Add the named expanders' terms to ``terms``, weighted below the words typed.
+
+    An expander never costs the search: whatever it fails with (no server, a timeout, an
+    answer it cannot use, a bug) becomes a note and recall goes on with the typed words.
+    Only an unknown expander name is an error: that is the user's to fix.
+    """
     if not request.expanders:
         return
     available = host.registry.expanders()
-    have = {t.root for t in terms.terms}
-    base = max((t.weight for t in terms.terms), default=1.0)
     for name in request.expanders:
         if name not in available:
             known = ", ".join(sorted(available)) or "none installed"
-            raise ConfigError(f"unknown query expander {name!r} (installed: {known})")
+            raise ConfigError(f"unknown query expander {name!r} (installed: {known}); "
+                              "pip install slm-rerank-expand")
+    have = {t.root for t in terms.terms}
+    base = max((t.weight for t in terms.terms), default=1.0)
+    endpoint, profile = _expansion_model(request, host, notes)
+    deadline = time.monotonic() + EXPAND_SECONDS
+    for name in request.expanders:
+        asked = ExpandRequest(query=request.query, endpoint=endpoint, profile=profile,
+                              deadline=deadline, options=host.options_for(name),
+                              cache_dir=request.cache_dir)
         try:
-            extra = available[name].expand(ExpandRequest(query=request.query,
-                                                         options=host.options_for(name)))
-        except TransientError as exc:
+            extra = available[name].expand(asked)
+        except SlmRerankError as exc:
             notes.append(f"expander {name} failed, searching without it: {exc}")
             continue
+        except Exception as exc:  # a plugin's bug must not cost the search
+            notes.append(f"expander {name} failed, searching without it: "
+                         f"{type(exc).__name__}: {exc}")
+            continue
+        added = []
         for weighted in extra:
             word = weighted.term.strip().lower()
             if word and word not in have:
                 have.add(word)
+                added.append(word)
                 terms.terms.append(Term(root=word, weight=base * weighted.weight, strong=False))
+        notes.append(f"expander {name} added: {', '.join(added) or 'nothing'}")
+
+
+#: Seconds query expansion may take, finding the server included; then recall goes on.
+EXPAND_SECONDS = 10.0
+
+
+def _expansion_model(request: SearchRequest, host: Host, notes: list[str]
+                     ) -> tuple[Endpoint | None, ModelProfile | None]:
+    """The model server and profile for expansion, found as the model stage finds them.
+
+    With ``--fast`` too: expansion is asked for explicitly, so the server is contacted for
+    it alone (and ``-v`` says so); chunks are still not judged.
+    """
+    from slm_rerank.model.stage import locate
+
+    settings = dataclasses.replace(host.settings,
+                                   timeout=min(host.settings.timeout, EXPAND_SECONDS))
+    try:
+        found = locate(host, settings)
+    except SlmRerankError as exc:
+        notes.append(f"query expansion has no model: {exc}")
+        return None, None
+    if found.endpoint is None:
+        notes.append(f"query expansion has no model: {found.degraded}")
+        return None, None
+    if request.fast:
+        notes.append(f"--fast: the model server {found.endpoint.base_url} is asked only "
+                     "to expand the query")
+    profile = found.profile.profile if found.profile else None
+    return found.endpoint, profile
 
 
 # --- gather -------------------------------------------------------------------------------

@@ -148,6 +148,8 @@ class ExpandRequest:
     deadline: float | None = None
     #: this expander's ``[plugins.<name>]`` settings, validated against its options
     options: Mapping[str, Any] = field(default_factory=dict)
+    #: the run's cache folder, for an expander that keeps its answers (None: keep nothing)
+    cache_dir: Path | None = None
 
 
 @dataclass(frozen=True)

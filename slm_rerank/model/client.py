@@ -130,6 +130,39 @@ class ModelClient:
                 return ids
         return None
 
+    async def generate(self, endpoint: Endpoint, prompt: str, max_tokens: int = 32,
+                       stop: Sequence[str] = ()) -> str:
+        """The greedy (temperature 0) continuation of a raw prompt, at most ``max_tokens``.
+
+        A short generation, for a caller that needs words rather than a verdict (query
+        expansion). llama.cpp's ``/completion`` answers ``content``; ``/v1/completions``
+        answers ``choices[0].text``.
+        """
+        stops = list(stop)
+        if endpoint.kind == "llama.cpp":
+            path = "/completion"
+            body: dict[str, Any] = {"prompt": prompt, "n_predict": max_tokens,
+                                    "temperature": 0, "cache_prompt": True, "stop": stops}
+            answer = await self._post(endpoint, path, body)
+            text = answer.get("content") if isinstance(answer, dict) else None
+        elif endpoint.kind == "openai-completions":
+            path = "/v1/completions"
+            body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
+                    **({"stop": stops} if stops else {}), **_model(endpoint)}
+            answer = await self._post(endpoint, path, body)
+            choices = answer.get("choices") if isinstance(answer, dict) else None
+            first = choices[0] if isinstance(choices, list) and choices else None
+            text = first.get("text") if isinstance(first, dict) else None
+        else:
+            raise ConfigError(f"endpoint {endpoint.base_url} (kind {endpoint.kind!r}) cannot "
+                              "continue a raw prompt here; serve the model with llama.cpp or "
+                              "an OpenAI-compatible /v1/completions endpoint")
+        if not isinstance(text, str):
+            raise ContractError(f"{endpoint_url(endpoint, path)} answered without generated "
+                                f"text: {excerpt(answer)}; is the endpoint's kind right?",
+                                endpoint.base_url)
+        return text
+
     # --- the requests --------------------------------------------------------------------
 
     async def _ollama_generate(self, endpoint: Endpoint, prompt: str, top_k: int) -> NextToken:

@@ -277,3 +277,31 @@ def judge(query: str, passages: Sequence[Passage], host: Host, settings: Setting
         return asyncio.run(judge_async(query, passages, host, settings, cache_dir))
     except TransientError as exc:
         return Judgement(scorer=settings.scorer, degraded=str(exc))
+
+
+def locate(host: Host, settings: Settings) -> Judgement:
+    """The server and profile a query would use, found without judging anything.
+
+    For the stages before recall (query expansion), which need a model but no scorer. No
+    server is ``degraded``, not an exception; a permanent fault (a pinned URL that is no
+    model server, an unknown ``--model``) raises ``ConfigError`` as it does for judging.
+    """
+    from slm_rerank.model.client import ModelClient
+
+    async def run() -> Judgement:
+        found = Judgement()
+        async with ModelClient(timeout=settings.timeout) as client:
+            endpoint = await find_endpoint(settings, client, found)
+        if endpoint is None:
+            return found
+        if settings.api and settings.api != endpoint.kind:
+            endpoint = dataclasses.replace(endpoint, kind=settings.api)
+        found.endpoint = endpoint
+        found.profile = choose_profile(host.registry.profiles(), model_id=endpoint.model_id,
+                                       requested=settings.model)
+        return found
+
+    try:
+        return asyncio.run(run())
+    except TransientError as exc:
+        return Judgement(degraded=str(exc))
