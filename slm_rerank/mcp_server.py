@@ -193,12 +193,16 @@ def build_server(service: RerankService) -> Any:
     return server
 
 
-def _check_flag(check: Any) -> Any:
+def _check_flag(name: str) -> Any:
+    """A click callback running ``slm_rerank.model.discovery.NAME`` on the option's value."""
     def callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
         if value is None:
             return None
+        # imported here: discovery pulls in httpx, which the other commands may not need
+        from slm_rerank.model import discovery
+
         try:
-            return check(value)
+            return getattr(discovery, name)(value)
         except ConfigError as exc:
             raise click.BadParameter(str(exc), ctx, param) from None
     return callback
@@ -206,13 +210,12 @@ def _check_flag(check: Any) -> Any:
 
 def register(cli: click.Group) -> None:
     """Add `mcp` to the command group."""
-    from slm_rerank.model.discovery import check_base_url, check_host
 
     @cli.command()
     @click.option("-e", "--base-url", "base_url", metavar="URL",
-                  callback=_check_flag(check_base_url),
+                  callback=_check_flag("check_base_url"),
                   help="Model server URL (default: SLM_ENDPOINT, then a scan of --host).")
-    @click.option("--host", metavar="HOST", callback=_check_flag(check_host),
+    @click.option("--host", metavar="HOST", callback=_check_flag("check_host"),
                   help="Host to scan for a model server (default 127.0.0.1).")
     def mcp(base_url: str | None, host: str | None) -> None:
         """Serve the search as the MCP tool rerank_codebase over stdio."""

@@ -199,3 +199,16 @@ def test_the_plugin_host_is_built_once_per_root_and_reused(
         service.rerank("retry backoff", fast=True, root=root)
 
     assert built == [repo.resolve(), other.resolve()]
+
+
+def test_registering_the_mcp_command_imports_neither_the_sdk_nor_httpx() -> None:
+    import subprocess
+    import sys
+
+    # every command registers `mcp`: its import cost must not land on `slm-rerank -q`
+    code = ("import sys, click, slm_rerank.mcp_server as m; m.register(click.Group()); "
+            "print(sorted(n for n in ('mcp', 'pydantic', 'httpx') if n in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+
+    assert done.stdout.strip() == "[]"
