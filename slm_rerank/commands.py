@@ -371,5 +371,7 @@ def _hook_line(hook: Any) -> str:
 
 
 model_commands.register(cli)
+from slm_rerank.mcp_server import register as register_mcp  # noqa: E402, I001
+register_mcp(cli)
 from slm_rerank import hook as hook_command  # noqa: E402, I001
 hook_command.register(cli)
