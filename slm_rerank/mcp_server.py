@@ -34,7 +34,6 @@ NOT_LANDED = {
     "stub": "signature stubs of the cited code",
     "dirty": "restricting the search to files with uncommitted changes",
     "by_slice": "one result per slice instead of per file",
-    "expand": "query expansion (the slm-rerank-expand plugin)",
 }
 
 TOOL_DESCRIPTION = (
@@ -74,7 +73,8 @@ class RerankService:
         return host
 
     def rerank(self, query: str, paths_or_globs: Sequence[str] = (), threshold: float = 0.65,
-               top_k: int = 5, fast: bool = False, root: str | None = None) -> Report:
+               top_k: int = 5, fast: bool = False, root: str | None = None,
+               expand: bool = False) -> Report:
         """Run one search; raises ``SlmRerankError`` with a one-line message on bad input."""
         from slm_rerank.api import search
         from slm_rerank.config import check_value
@@ -92,7 +92,7 @@ class RerankService:
             host = dataclasses.replace(
                 base, settings=dataclasses.replace(base.settings, threshold=threshold))
             return search(query, folder, paths=paths, top_k=top_k, fast=fast,
-                          caller=CALLER, host=host)
+                          caller=CALLER, host=host, expand=expand)
 
 
 def _inside_root(name: str, root: Path) -> str:
@@ -161,16 +161,17 @@ def build_server(service: RerankService) -> Any:
         by_slice: Annotated[bool, Field(description="Not available yet: "
                                                     + NOT_LANDED["by_slice"] + ".",
                                                  strict=True)] = False,
-        expand: Annotated[bool, Field(description="Not available yet: "
-                                                  + NOT_LANDED["expand"] + ".",
-                                                 strict=True)] = False,
+        expand: Annotated[bool, Field(description="Ask the model for words the query lacks "
+                                                  "and search them at half weight (needs a "
+                                                  "model server; without one, a note).",
+                                      strict=True)] = False,
         fast: Annotated[bool, Field(description="Lexical ranking only: no model server is "
                                                 "contacted (fast, always available).",
                                           strict=True)] = False,
         root: Annotated[str | None, Field(
             description="Folder to search (default: the server's working directory).")] = None,
     ) -> CallToolResult:
-        asked = {"stub": stub, "dirty": dirty, "by_slice": by_slice, "expand": expand}
+        asked = {"stub": stub, "dirty": dirty, "by_slice": by_slice}
         for name, on in asked.items():
             if on:
                 return error(f"parameter '{name}' is not available yet ({NOT_LANDED[name]}: "
@@ -179,7 +180,7 @@ def build_server(service: RerankService) -> Any:
         try:
             report = await anyio.to_thread.run_sync(
                 lambda: service.rerank(query, paths_or_globs or (), threshold, top_k, fast,
-                                       root))
+                                       root, expand))
         except SlmRerankError as exc:
             return error(str(exc))
         except Exception as exc:  # a bug must cost one call, never the agent's server

@@ -128,13 +128,22 @@ def test_a_path_outside_the_root_is_a_one_line_error_result(repo: Path, outside:
     assert f"'{outside}' is outside the root {repo.resolve()}" in text(result)
 
 
-@pytest.mark.parametrize("name", ["stub", "dirty", "by_slice", "expand"])
+@pytest.mark.parametrize("name", ["stub", "dirty", "by_slice"])
 def test_a_parameter_whose_feature_has_not_landed_is_refused_not_ignored(
         repo: Path, name: str) -> None:
     result = call(repo, {"query": "retry", "fast": True, name: True})
 
     assert result.is_error
     assert f"parameter '{name}' is not available yet" in text(result)
+
+
+def test_expand_without_a_model_server_still_answers_with_the_typed_words(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLM_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
+    result = call(repo, {"query": "retry", "fast": True, "expand": True})
+
+    assert not result.is_error, text(result)
+    assert result.structured_content["results"][0]["path"] == "src/net/retry.py"
 
 
 def test_a_root_that_does_not_exist_is_an_error_result(repo: Path, tmp_path: Path) -> None:
