@@ -48,8 +48,10 @@ WEIGHT = 0.5
 MAX_TERMS = 8
 #: longer than this is not a word a person or a program would type
 MAX_WORD = 32
+#: bumped when the reading rules below change: the cache keeps words, not answers
+RULES_VERSION = 2
 PROMPT_VERSION = hashlib.sha256(
-    f"{PROMPT}\0{MAX_TOKENS}\0{QUERY_CHARS}".encode()).hexdigest()[:16]
+    f"{PROMPT}\0{MAX_TOKENS}\0{QUERY_CHARS}\0{RULES_VERSION}".encode()).hexdigest()[:16]
 
 #: Words every codebase has: searching for them adds noise, not recall.
 GENERIC = frozenset("""
@@ -61,6 +63,12 @@ false type types util utils val value values var variable variables word words
 """.split())
 
 _WORD = re.compile(r"[^\W\d][\w.\-]*")
+#: a number after a separator: a version or a value (python-3.8, sqrt_4), not a name
+_NUMBERED = re.compile(r"[-._]\d")
+#: each worked example's answer words: a small model given a long query copies them
+EXAMPLES = tuple(
+    frozenset(word.strip().lower() for word in line[len("Words:"):].split(","))
+    for line in PROMPT.splitlines() if line.startswith("Words:") and line != "Words:")
 #: an item of more words than this is a sentence, not a term
 _MAX_ITEM_WORDS = 3
 
@@ -104,6 +112,7 @@ def parse(answer: str, query: str) -> list[str]:
         for part in parts:
             word = part.strip("`'\"*•:()[]{}<>.-_").lower()
             if (len(word) < 3 or len(word) > MAX_WORD or not _WORD.fullmatch(word)
+                    or _NUMBERED.search(word)
                     or word in STOP_WORDS or word in GENERIC or _forms(word) & typed
                     or word in words or _nothing_new(word, typed)):
                 continue
@@ -111,7 +120,11 @@ def parse(answer: str, query: str) -> list[str]:
     if not listed:
         shown = " ".join(answer.split())[:120] or "nothing"
         raise ContractError(f"the model answered prose, not a list of words: {shown!r}")
-    return words
+    # Two words of one worked example are a copy of it, not an answer; one alone may be
+    # the right word (``signout`` for a question about logging out).
+    copied = {w for example in EXAMPLES if len(example.intersection(words)) >= 2
+              for w in example}
+    return [w for w in words if w not in copied]
 
 
 def expand(request: ExpandRequest) -> list[WeightedTerm]:

@@ -66,7 +66,7 @@ class TestLlmExpander(QueryExpanderContract):
 
     @pytest.fixture(autouse=True)
     def _server(self, httpserver: HTTPServer) -> Iterator[None]:
-        self.endpoint = serving(httpserver, " backoff, attempts, retry_policy")
+        self.endpoint = serving(httpserver, " backoff_delay, retry_count, jitter")
         yield
 
     def expand_request(self, query: str) -> ExpandRequest:
@@ -74,26 +74,42 @@ class TestLlmExpander(QueryExpanderContract):
 
     def test_the_fake_server_is_asked(self) -> None:
         extra = expand(self.expand_request("where are retries configured"))
-        assert extra == [WeightedTerm("backoff", WEIGHT), WeightedTerm("attempts", WEIGHT),
-                         WeightedTerm("retry_policy", WEIGHT)]
+        assert extra == [WeightedTerm("backoff_delay", WEIGHT), WeightedTerm("retry_count", WEIGHT),
+                         WeightedTerm("jitter", WEIGHT)]
 
 
 # --- reading the answer ------------------------------------------------------------------
 
 
 def test_words_are_read_from_a_comma_or_line_separated_list() -> None:
-    assert parse(" signout, revoke_session\nLogoutView; token", "where is the user logged out"
-                 ) == ["signout", "revoke_session", "logoutview", "token"]
+    assert parse(" logoff_view, deauth_session\nLogoutView; token", "where is the user logged out"
+                 ) == ["logoff_view", "deauth_session", "logoutview", "token"]
 
 
 def test_stop_words_generic_words_and_words_of_the_query_are_dropped() -> None:
-    answer = " the, function, code, users, logged, logging, signout"
-    assert parse(answer, "where is the user logged out") == ["signout"]
+    answer = " the, function, code, users, logged, logging, logoff_view"
+    assert parse(answer, "where is the user logged out") == ["logoff_view"]
 
 
 def test_numbers_over_long_tokens_and_repeats_are_dropped() -> None:
-    answer = " 404, 3.14, x" + "y" * 40 + ", signout, SignOut, session_session"
-    assert parse(answer, "where is the user logged out") == ["signout"]
+    answer = " 404, 3.14, x" + "y" * 40 + ", logoff_view, Logoff_View, session_session"
+    assert parse(answer, "where is the user logged out") == ["logoff_view"]
+
+
+def test_versions_and_numbered_names_are_dropped() -> None:
+    answer = " python-3.8, python-3, sqrt_4, v1.2, utf8, int64"
+    assert parse(answer, "encoding of text") == ["utf8", "int64"]
+
+
+def test_words_copied_from_the_worked_examples_are_dropped() -> None:
+    # With a long query the bundled model repeats the examples' answers word for word.
+    answer = " backoff, attempts, max_retries, login, signin, session, revoke, glossary_entry"
+    assert parse(answer, "glossary duplicate term with a different case") == [
+        "login", "signin", "glossary_entry"]
+
+
+def test_one_word_of_a_worked_example_is_kept() -> None:
+    assert parse(" signout, logoff", "where is the user logged out") == ["signout", "logoff"]
 
 
 def test_an_identifier_made_only_of_query_words_is_dropped() -> None:
@@ -118,15 +134,15 @@ def test_an_empty_answer_is_a_contract_error() -> None:
 
 
 def test_max_terms_caps_the_words_searched(httpserver: HTTPServer) -> None:
-    endpoint = serving(httpserver, " signout, revoke, session, token, logoff")
+    endpoint = serving(httpserver, " logoff_view, deauth, session, token, logoff")
     request = ExpandRequest(query="where is the user logged out", endpoint=endpoint,
                             deadline=time.monotonic() + 5, options={"max_terms": 2})
-    assert [t.term for t in expand(request)] == ["signout", "revoke"]
+    assert [t.term for t in expand(request)] == ["logoff_view", "deauth"]
 
 
 def test_an_openai_completions_server_is_asked_the_same(httpserver: HTTPServer) -> None:
-    endpoint = serving(httpserver, " signout, revoke", kind="openai-completions")
-    assert [t.term for t in expand(asking(endpoint))] == ["signout", "revoke"]
+    endpoint = serving(httpserver, " logoff_view, deauth", kind="openai-completions")
+    assert [t.term for t in expand(asking(endpoint))] == ["logoff_view", "deauth"]
 
 
 # --- failures ----------------------------------------------------------------------------
@@ -143,7 +159,7 @@ def test_a_server_that_is_down_is_a_transient_error() -> None:
 
 
 def test_a_spent_deadline_asks_nothing(httpserver: HTTPServer) -> None:
-    endpoint = serving(httpserver, " signout")
+    endpoint = serving(httpserver, " logoff_view")
     with pytest.raises(TransientError, match="no time"):
         expand(asking(endpoint, seconds=-1))
     assert not httpserver.log
@@ -162,7 +178,7 @@ def test_a_server_error_is_a_transient_error(httpserver: HTTPServer) -> None:
 
 def test_an_answer_is_cached_and_a_second_query_asks_nothing(httpserver: HTTPServer,
                                                              tmp_path: Path) -> None:
-    endpoint = serving(httpserver, " signout, revoke")
+    endpoint = serving(httpserver, " logoff_view, deauth")
     first = expand(asking(endpoint, cache_dir=tmp_path))
     again = expand(asking(endpoint, "Where is the  USER logged out", cache_dir=tmp_path))
     assert again == first and len(httpserver.log) == 1
@@ -171,14 +187,14 @@ def test_an_answer_is_cached_and_a_second_query_asks_nothing(httpserver: HTTPSer
 
 def test_an_entry_older_than_30_days_is_a_miss(tmp_path: Path) -> None:
     key = cache_key(MODEL, PROMPT_VERSION, "q")
-    ExpansionCache(tmp_path, now=1000.0).put(key, ["signout"])
-    assert ExpansionCache(tmp_path, now=1000.0 + MAX_AGE_SECONDS - 1).get(key) == ["signout"]
+    ExpansionCache(tmp_path, now=1000.0).put(key, ["logoff_view"])
+    assert ExpansionCache(tmp_path, now=1000.0 + MAX_AGE_SECONDS - 1).get(key) == ["logoff_view"]
     assert ExpansionCache(tmp_path, now=1000.0 + MAX_AGE_SECONDS + 1).get(key) is None
 
 
 def test_another_model_or_prompt_version_is_another_entry(tmp_path: Path) -> None:
     cache = ExpansionCache(tmp_path)
-    cache.put(cache_key(MODEL, PROMPT_VERSION, "q"), ["signout"])
+    cache.put(cache_key(MODEL, PROMPT_VERSION, "q"), ["logoff_view"])
     assert cache.get(cache_key("other.gguf", PROMPT_VERSION, "q")) is None
     assert cache.get(cache_key(MODEL, "older-prompt", "q")) is None
 
@@ -186,8 +202,8 @@ def test_another_model_or_prompt_version_is_another_entry(tmp_path: Path) -> Non
 def test_a_corrupt_cache_file_is_a_miss_and_is_rewritten(httpserver: HTTPServer,
                                                           tmp_path: Path) -> None:
     (tmp_path / FILE_NAME).write_text("{not json", encoding="utf-8")
-    endpoint = serving(httpserver, " signout")
-    assert [t.term for t in expand(asking(endpoint, cache_dir=tmp_path))] == ["signout"]
+    endpoint = serving(httpserver, " logoff_view")
+    assert [t.term for t in expand(asking(endpoint, cache_dir=tmp_path))] == ["logoff_view"]
     assert json.loads((tmp_path / FILE_NAME).read_text(encoding="utf-8"))["entries"]
 
 

@@ -47,7 +47,7 @@ def repo(tmp_path: Path) -> Path:
     (root / "app" / "session.py").write_text(
         "def close_session(session):\n    session.closed = True\n    session.save()\n")
     # Only the model's word finds this one.
-    (root / "app" / "auth.py").write_text("def signout(request):\n    request.user = None\n")
+    (root / "app" / "auth.py").write_text("def logoff_view(request):\n    request.user = None\n")
     (root / "app" / "colours.py").write_text("RED = '#f00'\n")
     return root.resolve()
 
@@ -70,18 +70,18 @@ def _sources() -> list[Any]:
 
 def test_a_synonym_adds_a_candidate_but_never_displaces_one_the_query_named(
         httpserver: HTTPServer, repo: Path) -> None:
-    url = llama_server(httpserver, " signout, logoff")
+    url = llama_server(httpserver, " logoff_view, logoff")
     plain, _ = search(repo, None, expand=False)
     expanded, notes = search(repo, url, expand=True)
     assert "app/auth.py" not in plain
     assert expanded[0] == plain[0] == "app/session.py"
     assert "app/auth.py" in expanded
-    assert any("expander llm added: signout, logoff" in n for n in notes)
+    assert any("expander llm added: logoff_view, logoff" in n for n in notes)
 
 
 def test_fast_expansion_asks_the_server_only_to_expand_and_says_so(
         httpserver: HTTPServer, repo: Path) -> None:
-    url = llama_server(httpserver, " signout")
+    url = llama_server(httpserver, " logoff_view")
     _, notes = search(repo, url, expand=True, fast=True)
     assert any("asked only to expand the query" in n for n in notes)
     assert [r.path for r, _ in httpserver.log if r.method == "POST"] == ["/completion"]
