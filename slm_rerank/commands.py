@@ -192,6 +192,7 @@ def search(query: str | None, query_file: str | None, paths: tuple[str, ...], ro
     text = _read_query(query, query_file)
     if not text.strip():
         raise click.UsageError("the query is empty")
+    expand = bool(model_flags.pop("expand", None))  # a request, not a setting
     flags = {"top_k": top_k, "chunks": chunks, "format": format_name, **model_flags}
     try:
         host = Host.from_environment(start=root or Path.cwd(), flags=flags)
@@ -203,6 +204,7 @@ def search(query: str | None, query_file: str | None, paths: tuple[str, ...], ro
             text, root, paths=paths, fast=fast, host=host,
             piped_paths=[] if query_file == "-" else _stdin_paths(),
             caller=caller or os.environ.get("SLM_RERANK_CALLER", "cli"), explain=verbose,
+            expand=expand,
         )
     except QueryError as exc:
         raise click.UsageError(str(exc)) from None

@@ -42,6 +42,9 @@ def model_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="Seconds the model may take; then what was scored is kept."),
         click.option("--no-cache", "score_cache", flag_value=False, default=None,
                      help="Do not read or write the score cache."),
+        click.option("--expand", is_flag=True, default=None,
+                     help="Ask the model for words the query lacks and search for them too "
+                          "(half weight); contacts the server even with --fast."),
     ]
     for option in reversed(options):
         command = option(command)

@@ -225,3 +225,12 @@ def test_config_set_takes_a_negative_number_as_a_value_not_an_option() -> None:
     result = run("config", "set", "threshold", "-1")
     assert result.exit_code == 1
     assert "key 'threshold' must be at least 0.0, got -1.0" in result.stderr
+
+
+def test_expand_without_a_model_server_searches_the_typed_words_and_says_why(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLM_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
+    result = run("-q", "retry", "--fast", "--expand", "-v", "--root", str(repo))
+    assert result.exit_code == 0, result.stderr
+    assert "query expansion has no model" in result.stderr
+    assert result.stdout.startswith("src/net/retry.py:")
