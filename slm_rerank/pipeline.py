@@ -152,7 +152,9 @@ def expand(request: SearchRequest, host: Host, terms: QueryTerms, notes: list[st
                               "pip install slm-rerank-expand")
     have = {t.root for t in terms.terms}
     base = max((t.weight for t in terms.terms), default=1.0)
-    endpoint, profile = _expansion_model(request, host, notes)
+    endpoint, profile = None, None
+    if any(available[name].needs_endpoint for name in request.expanders):
+        endpoint, profile = _expansion_model(request, host, notes)
     deadline = time.monotonic() + EXPAND_SECONDS
     for name in request.expanders:
         asked = ExpandRequest(query=request.query, endpoint=endpoint, profile=profile,

@@ -173,6 +173,8 @@ class QueryExpander:
     description: str
     expand: Callable[[ExpandRequest], list[WeightedTerm]]
     options: tuple[PluginOption, ...] = ()
+    #: whether it asks a model (the host finds the server first); a thesaurus does not
+    needs_endpoint: bool = True
 
 
 # --- model profiles -----------------------------------------------------------------------

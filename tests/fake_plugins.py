@@ -60,7 +60,8 @@ class Expanders:
     def register_query_expanders(self, register: Callable[[QueryExpander], None]) -> None:
         register(QueryExpander("synonyms", "retry -> backoff",
                                lambda request: [WeightedTerm("backoff", 0.5)]
-                               if "retr" in request.query else []))
+                               if "retr" in request.query else [],
+                               needs_endpoint=False))
 
 
 RAW_PROFILE = ModelProfile(

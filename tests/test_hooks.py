@@ -229,3 +229,18 @@ def test_a_bad_plugin_setting_names_the_file_section_and_key(
         tables: dict[str, dict[str, object]], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         host_with(tables).validate()
+
+
+def test_an_expander_that_needs_no_model_never_looks_for_a_server(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from slm_rerank.model import stage
+
+    def no_server(*args: object, **kwargs: object) -> None:
+        raise AssertionError("looked for a model server")
+
+    monkeypatch.setattr(stage, "locate", no_server)
+    (tmp_path / "a.py").write_text("def backoff():\n    pass\n")
+    host = Host.with_plugins(Settings(sources=["fixed"]), fakes.Sources(), fakes.Expanders())
+    report = run_search(SearchRequest(query="retries", root=tmp_path, expanders=["synonyms"]),
+                        host)
+    assert report.notes[0].endswith("terms: retries, backoff")
