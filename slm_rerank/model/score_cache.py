@@ -20,6 +20,8 @@ FILE_NAME = "scores.sqlite3"
 #: how long one operation waits for another process's write lock; WAL readers never wait,
 #: and a write that times out is skipped (the cache is an optimisation)
 BUSY_SECONDS = 2.0
+#: how often opening is tried when another process holds the file at that moment
+OPEN_ATTEMPTS = 10
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS scores (
     key TEXT PRIMARY KEY,
@@ -118,14 +120,26 @@ class ScoreCache:
 
     def __init__(self, folder: Path) -> None:
         self.path = folder / FILE_NAME
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, timeout=BUSY_SECONDS, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(SCHEMA)
-        except (sqlite3.Error, OSError) as exc:
-            raise _unusable(self.path, exc) from None
+        # Two processes creating the file at once can meet a lock SQLite's busy handler does
+        # not wait on (the switch to WAL); such a moment passes, so the opening is retried.
+        for attempt in range(OPEN_ATTEMPTS):
+            began = time.monotonic()
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                self._db = sqlite3.connect(self.path, timeout=BUSY_SECONDS,
+                                           isolation_level=None)
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.executescript(SCHEMA)
+                return
+            except sqlite3.OperationalError as exc:
+                waited = time.monotonic() - began >= BUSY_SECONDS / 2
+                # a lock the busy handler already waited on is held, not passing: say so
+                if not _locked(exc) or waited or attempt == OPEN_ATTEMPTS - 1:
+                    raise _unusable(self.path, exc) from None
+                time.sleep(0.05 * (attempt + 1))
+            except (sqlite3.Error, OSError) as exc:
+                raise _unusable(self.path, exc) from None
 
     def close(self) -> None:
         self._db.close()
