@@ -26,6 +26,9 @@ class Host:
     infos: dict[str, PluginInfo] = field(default_factory=dict)
     _registry: Registry | None = None
     _validated: bool = False
+    #: a ``slm_rerank.model.session.ModelSession`` kept by long-lived callers (MCP), else
+    #: None: each query then opens and closes its own client
+    model_session: Any = None
 
     @classmethod
     def from_environment(

@@ -47,6 +47,20 @@ class ToolInputError(SlmRerankError):
     """An argument the tool cannot use; the message names the parameter."""
 
 
+class _LazySession:
+    """A ModelSession started the first time a call needs the model."""
+
+    def __init__(self) -> None:
+        self._session: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._session is None:
+            from slm_rerank.model.session import ModelSession
+
+            self._session = ModelSession()
+        return getattr(self._session, name)
+
+
 @dataclasses.dataclass
 class RerankService:
     """What the server keeps warm across calls: a Host per root, built from the same flags."""
@@ -69,6 +83,9 @@ class RerankService:
             host = Host.from_environment(start=root, flags=self.flags)
             host.registry  # noqa: B018 - load the plugins now, so per-call copies share them
             host.validate()
+            # one event loop and keep-alive client for every call (made on first use, so
+            # a server that only ever answers fast calls never starts them)
+            host.model_session = _LazySession()
             self._hosts[root] = host
         return host
 

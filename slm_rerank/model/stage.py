@@ -9,11 +9,13 @@ scored; a permanent one (unknown profile, a bad URL, an answer we cannot parse) 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from slm_rerank.config import Settings
 from slm_rerank.errors import ConfigError, TransientError
@@ -29,6 +31,10 @@ from slm_rerank.registrations import (
     ModelProfile,
     ScoreRequest,
 )
+
+if TYPE_CHECKING:
+    from slm_rerank.model.client import ModelClient
+    from slm_rerank.model.session import ModelSession
 
 
 @dataclass(frozen=True)
@@ -100,9 +106,32 @@ class Judgement:
 # --- finding the server -------------------------------------------------------------------
 
 
-async def find_endpoint(settings: Settings, client: object, judgement: Judgement
-                        ) -> Endpoint | None:
-    """The pinned URL (flag, environment, config), else the first server the scan finds."""
+def _endpoint_key(settings: Settings) -> tuple[Any, ...]:
+    """Everything that decides which server a query goes to."""
+    return (settings.base_url, settings.host, settings.model,
+            tuple(sorted(settings.endpoints.items())), settings.api_key)
+
+
+async def find_endpoint(settings: Settings, client: object, judgement: Judgement,
+                        session: ModelSession | None = None) -> Endpoint | None:
+    """The pinned URL (flag, environment, config), else the first server the scan finds.
+
+    With a ``session``, an endpoint found by an earlier call with the same settings is
+    reused without probing it again.
+    """
+    if session is not None:
+        kept = session.endpoint(_endpoint_key(settings))
+        if kept is not None:
+            judgement.notes.append(f"endpoint {kept.base_url} kept from an earlier call")
+            return kept
+    found = await _find_endpoint(settings, client, judgement)
+    if session is not None and found is not None:
+        session.remember(_endpoint_key(settings), found)
+    return found
+
+
+async def _find_endpoint(settings: Settings, client: object, judgement: Judgement
+                         ) -> Endpoint | None:
     from slm_rerank.model import discovery
 
     pinned = settings.base_url
@@ -184,9 +213,22 @@ def fit_context(query: str, passages: Sequence[Passage], endpoint: Endpoint | No
 # --- judging ------------------------------------------------------------------------------
 
 
+@contextlib.asynccontextmanager
+async def _client(session: ModelSession | None, timeout: float
+                  ) -> AsyncIterator[ModelClient]:
+    """The session's warm client, or one of this call's own."""
+    from slm_rerank.model.client import ModelClient
+
+    if session is not None:
+        yield session.client
+        return
+    async with ModelClient(timeout=timeout) as client:
+        yield client
+
+
 async def judge_async(query: str, passages: Sequence[Passage], host: Host, settings: Settings,
                       cache_dir: Path | None) -> Judgement:
-    from slm_rerank.model.client import ModelClient
+    session = host.model_session
 
     started = time.perf_counter()
     judgement = Judgement(scorer=settings.scorer)
@@ -198,10 +240,10 @@ async def judge_async(query: str, passages: Sequence[Passage], host: Host, setti
                           "pip install slm-rerank-yesno")
     scorer = scorers[settings.scorer]
     deadline = time.monotonic() + settings.timeout
-    async with ModelClient(timeout=settings.timeout) as client:
+    async with _client(session, settings.timeout) as client:
         endpoint = None
         if scorer.needs_endpoint:
-            endpoint = await find_endpoint(settings, client, judgement)
+            endpoint = await find_endpoint(settings, client, judgement, session)
             if endpoint is None:
                 return judgement
             if settings.concurrency:
@@ -272,11 +314,20 @@ async def judge_async(query: str, passages: Sequence[Passage], host: Host, setti
 
 def judge(query: str, passages: Sequence[Passage], host: Host, settings: Settings,
           cache_dir: Path | None) -> Judgement:
-    """``judge_async`` for callers without an event loop; a transient fault degrades."""
+    """``judge_async`` for callers without an event loop; a transient fault degrades.
+
+    On the host's model session when it has one (warm client, known endpoint), else in a
+    loop of its own.
+    """
+    session = host.model_session
+    coroutine = judge_async(query, passages, host, settings, cache_dir)
     try:
-        return asyncio.run(judge_async(query, passages, host, settings, cache_dir))
+        judgement = session.run(coroutine) if session else asyncio.run(coroutine)
     except TransientError as exc:
-        return Judgement(scorer=settings.scorer, degraded=str(exc))
+        judgement = Judgement(scorer=settings.scorer, degraded=str(exc))
+    if session is not None and judgement.degraded:
+        session.forget()  # the server failed: look for it again next time
+    return judgement
 
 
 def locate(host: Host, settings: Settings) -> Judgement:
