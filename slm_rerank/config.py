@@ -91,6 +91,9 @@ class Settings:
     score_cache: bool = _setting(True, "reuse model scores from the cache (--no-cache: off)")
     prompt_chars: int = _setting(1500, "longest chunk text sent to the model; longer chunks "
                                  "are cut around their best-matching lines", minimum=200)
+    hook_deadline: float = _setting(5.0, "seconds the Claude Code prompt hook may take; then "
+                                    "it prints nothing (--deadline, "
+                                    "SLM_RERANK_HOOK_DEADLINE)", minimum=0.001)
     plugins: dict[str, dict[str, Any]] = _setting(
         {}, "per-plugin settings: [plugins.NAME] tables, NAME a registered profile, scorer, "
         "source, expander or format"

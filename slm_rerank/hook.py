@@ -191,8 +191,10 @@ class Outcome:
     top_paths: list[str] = dataclasses.field(default_factory=list)
 
 
-def deadline_from(option: str | None, environ: Mapping[str, str]) -> float:
-    """The deadline in seconds: the option, else $SLM_RERANK_HOOK_DEADLINE, else 5 s.
+def deadline_from(option: str | None, environ: Mapping[str, str],
+                  configured: float | None = None) -> float:
+    """The deadline in seconds: the option, else $SLM_RERANK_HOOK_DEADLINE, else the
+    ``hook_deadline`` setting, else 5 s.
 
     A value that is not a positive finite number falls back to the default: a typo in a
     hook's environment must not cost the user's prompt.
@@ -206,7 +208,17 @@ def deadline_from(option: str | None, environ: Mapping[str, str]) -> float:
             continue
         if math.isfinite(seconds) and seconds > 0:
             return seconds
-    return DEFAULT_DEADLINE
+    return configured if configured is not None else DEFAULT_DEADLINE
+
+
+def _configured_deadline(cwd: Path) -> float | None:
+    """``hook_deadline`` from the settings that apply in ``cwd``; None if they cannot be read."""
+    from slm_rerank.config import load_settings
+
+    try:
+        return load_settings(start=cwd).hook_deadline
+    except Exception:  # a broken config file must not cost the prompt: the default applies
+        return None
 
 
 def parse_input(data: bytes) -> tuple[str, str | None]:
@@ -350,7 +362,9 @@ def main(deadline_option: str | None, force_fast: bool) -> None:
     outcome: Outcome | None = None
     problem: str | None = None
     try:
-        outcome = run(data, deadline_from(deadline_option, os.environ), force_fast)
+        deadline = deadline_from(deadline_option, os.environ,
+                                 _configured_deadline(_cwd_hint(data)))
+        outcome = run(data, deadline, force_fast)
         problem = log(outcome, _cwd_hint(data))
         if outcome.hook["decision"] == "error":
             problem = problem or outcome.hook["reason"]

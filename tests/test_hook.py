@@ -68,9 +68,10 @@ def test_a_call_after_a_process_verb_is_still_code() -> None:
     assert classify("make Host.validate() skip broken plugins").code
 
 
-def test_deadline_comes_from_the_option_then_the_environment_then_5_s() -> None:
-    assert deadline_from("0.5", {"SLM_RERANK_HOOK_DEADLINE": "2"}) == 0.5
-    assert deadline_from(None, {"SLM_RERANK_HOOK_DEADLINE": "2"}) == 2.0
+def test_deadline_comes_from_the_option_the_environment_the_setting_then_5_s() -> None:
+    assert deadline_from("0.5", {"SLM_RERANK_HOOK_DEADLINE": "2"}, 3.0) == 0.5
+    assert deadline_from(None, {"SLM_RERANK_HOOK_DEADLINE": "2"}, 3.0) == 2.0
+    assert deadline_from(None, {}, 3.0) == 3.0
     assert deadline_from(None, {}) == 5.0
     # a typo must not cost the prompt: it falls back
     assert deadline_from("soon", {"SLM_RERANK_HOOK_DEADLINE": "-1"}) == 5.0
@@ -146,6 +147,14 @@ def test_the_deadline_can_come_from_the_environment(repo: Path, isolated_home: P
                           timeout=60)
     assert (done.returncode, done.stdout) == (0, b"")
     assert log_entries(isolated_home)[-1]["hook"]["decision"] == "timeout"
+
+
+def test_the_deadline_can_come_from_the_repository_setting(repo: Path,
+                                                            isolated_home: Path) -> None:
+    (repo / ".slm-rerank.toml").write_text("hook_deadline = 0.001\n")
+    done = run_hook(hook_input("where is backoff defined", repo), repo)
+    assert (done.returncode, done.stdout) == (0, b"")
+    assert log_entries(isolated_home)[-1]["hook"]["deadline_s"] == 0.001
 
 
 def test_stats_reports_the_share_of_hook_prompts_that_queried(repo: Path,
