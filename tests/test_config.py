@@ -188,3 +188,36 @@ def test_numbers_and_optional_values_parse_from_text() -> None:
         check_typed(KeyType(float), True, "x")
     with pytest.raises(ConfigError, match="finite"):
         check_typed(KeyType(float), float("inf"), "x")
+
+
+def test_slm_endpoint_wins_over_the_other_endpoint_variables(tmp_path: Path) -> None:
+    environ = {"LFM_ENDPOINT": "http://c:3", "RERANKER_BASE_URL": "http://b:2",
+               "SLM_ENDPOINT": "http://a:1"}
+
+    def endpoint() -> tuple[str | None, str]:
+        settings = load_settings(start=tmp_path, environ=environ)
+        return settings.base_url, settings.origins["base_url"]
+
+    assert endpoint() == ("http://a:1", "env: SLM_ENDPOINT")
+    del environ["SLM_ENDPOINT"]
+    assert endpoint() == ("http://b:2", "env: RERANKER_BASE_URL")
+    del environ["RERANKER_BASE_URL"]
+    assert endpoint() == ("http://c:3", "env: LFM_ENDPOINT")
+    environ.clear()
+    assert endpoint() == (None, "default")
+
+
+def test_an_empty_endpoint_variable_counts_as_unset(tmp_path: Path) -> None:
+    settings = load_settings(start=tmp_path, environ={"SLM_ENDPOINT": "",
+                                                       "RERANKER_BASE_URL": "http://b:2/v1/"})
+    assert (settings.base_url, settings.origins["base_url"]) == (
+        "http://b:2/v1/", "env: RERANKER_BASE_URL")
+
+
+def test_slm_host_wins_over_reranker_host(tmp_path: Path) -> None:
+    def host(environ: dict[str, str]) -> str | None:
+        return load_settings(start=tmp_path, environ=environ).host
+
+    assert host({"RERANKER_HOST": "b", "SLM_HOST": "a"}) == "a"
+    assert host({"RERANKER_HOST": "b"}) == "b"
+    assert host({}) is None

@@ -13,7 +13,7 @@ import contextlib
 import ipaddress
 import re
 import socket
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -30,8 +30,6 @@ PORTS = range(8033, 8041)
 #: the first Ollama release whose answers carry logprobs
 OLLAMA_LOGPROBS = (0, 12, 11)
 
-ENDPOINT_VARIABLES = ("SLM_ENDPOINT", "RERANKER_BASE_URL", "LFM_ENDPOINT")
-HOST_VARIABLES = ("SLM_HOST", "RERANKER_HOST")
 
 
 @dataclass(frozen=True)
@@ -145,28 +143,6 @@ async def _closed(host: str, port: int, timeout: float) -> str | None:
     writer.close()
     with contextlib.suppress(OSError):
         await writer.wait_closed()
-    return None
-
-
-def endpoint_from_environment(environ: Mapping[str, str]) -> tuple[str, str] | None:
-    """The model server URL from the environment and the variable it came from.
-
-    ``SLM_ENDPOINT`` wins over ``RERANKER_BASE_URL``, which wins over ``LFM_ENDPOINT``;
-    an empty variable counts as unset. A malformed URL is a ``ConfigError`` naming it.
-    """
-    for variable in ENDPOINT_VARIABLES:
-        value = environ.get(variable, "").strip()
-        if value:
-            return check_base_url(value, origin=f"${variable}"), variable
-    return None
-
-
-def host_from_environment(environ: Mapping[str, str]) -> tuple[str, str] | None:
-    """The host to scan from ``SLM_HOST`` (else ``RERANKER_HOST``) and the variable's name."""
-    for variable in HOST_VARIABLES:
-        value = environ.get(variable, "").strip()
-        if value:
-            return value, variable
     return None
 
 

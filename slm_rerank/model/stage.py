@@ -140,7 +140,7 @@ async def _find_endpoint(settings: Settings, client: object, judgement: Judgemen
         pinned = settings.endpoints[settings.model]
         origin = f"[endpoints] {settings.model}"
     if pinned:
-        url = discovery.check_base_url(pinned)
+        url = discovery.check_base_url(pinned, origin)
         # a pinned server may be remote or busy: it gets longer than a scanned port
         probe = await discovery.probe(client, url, timeout=min(settings.timeout, 5.0),
                                       api_key=settings.api_key)

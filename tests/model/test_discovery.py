@@ -22,8 +22,6 @@ from slm_rerank.model.client import ModelClient
 from slm_rerank.model.discovery import (
     Probe,
     check_base_url,
-    endpoint_from_environment,
-    host_from_environment,
 )
 from slm_rerank.registrations import Endpoint
 
@@ -191,35 +189,6 @@ def test_the_default_scan_is_loopback_on_ports_8033_to_8040():
 
 
 # --- environment and URLs ------------------------------------------------------------------
-
-
-def test_slm_endpoint_wins_over_the_other_variables():
-    environ = {"LFM_ENDPOINT": "http://c:3", "RERANKER_BASE_URL": "http://b:2",
-               "SLM_ENDPOINT": "http://a:1"}
-
-    assert endpoint_from_environment(environ) == ("http://a:1", "SLM_ENDPOINT")
-    del environ["SLM_ENDPOINT"]
-    assert endpoint_from_environment(environ) == ("http://b:2", "RERANKER_BASE_URL")
-    del environ["RERANKER_BASE_URL"]
-    assert endpoint_from_environment(environ) == ("http://c:3", "LFM_ENDPOINT")
-    assert endpoint_from_environment({}) is None
-
-
-def test_an_empty_variable_counts_as_unset():
-    environ = {"SLM_ENDPOINT": "", "RERANKER_BASE_URL": "http://b:2/v1/"}
-
-    assert endpoint_from_environment(environ) == ("http://b:2", "RERANKER_BASE_URL")
-
-
-def test_a_malformed_url_in_the_environment_names_the_variable():
-    with pytest.raises(ConfigError, match=r"\$SLM_ENDPOINT: model server URL 'localhost:8033'"):
-        endpoint_from_environment({"SLM_ENDPOINT": "localhost:8033"})
-
-
-def test_slm_host_wins_over_reranker_host():
-    assert host_from_environment({"RERANKER_HOST": "b", "SLM_HOST": "a"}) == ("a", "SLM_HOST")
-    assert host_from_environment({"RERANKER_HOST": "b"}) == ("b", "RERANKER_HOST")
-    assert host_from_environment({}) is None
 
 
 @pytest.mark.parametrize("url, normalised", [

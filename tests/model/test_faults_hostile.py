@@ -351,3 +351,11 @@ def test_a_verdict_bounded_from_the_top_k_is_flagged_in_the_json_report(
     assert result.exit_code == 0, result.stderr
     top = json.loads(result.stdout)["results"][0]
     assert top["model_score"] is not None and top["bounded"] == "no"
+
+
+def test_a_malformed_url_in_the_environment_names_the_variable(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLM_ENDPOINT", "localhost:8033")
+    result = run_cli("-q", "retry", "--root", str(repo))
+    assert result.exit_code == 1
+    assert "env: SLM_ENDPOINT: model server URL 'localhost:8033'" in result.stderr
