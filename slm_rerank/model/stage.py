@@ -213,6 +213,25 @@ def fit_context(query: str, passages: Sequence[Passage], endpoint: Endpoint | No
 # --- judging ------------------------------------------------------------------------------
 
 
+async def _connect(settings: Settings, client: ModelClient, judgement: Judgement, host: Host,
+                   session: ModelSession | None) -> Endpoint | None:
+    """Find the server, apply the settings that override what its probe said, and choose the
+    profile; ``judgement`` records both. None (and ``judgement.degraded``) when no server."""
+    endpoint = await find_endpoint(settings, client, judgement, session)
+    if endpoint is None:
+        return None
+    if settings.concurrency:
+        endpoint = dataclasses.replace(endpoint, slots=settings.concurrency)
+    if settings.api and settings.api != endpoint.kind:
+        judgement.notes.append(f"asking {endpoint.base_url} as {settings.api} "
+                               f"(probed as {endpoint.kind})")
+        endpoint = dataclasses.replace(endpoint, kind=settings.api)
+    judgement.endpoint = endpoint
+    judgement.profile = choose_profile(host.registry.profiles(), model_id=endpoint.model_id,
+                                       requested=settings.model)
+    return endpoint
+
+
 @contextlib.asynccontextmanager
 async def _client(session: ModelSession | None, timeout: float
                   ) -> AsyncIterator[ModelClient]:
@@ -243,20 +262,12 @@ async def judge_async(query: str, passages: Sequence[Passage], host: Host, setti
     async with _client(session, settings.timeout) as client:
         endpoint = None
         if scorer.needs_endpoint:
-            endpoint = await find_endpoint(settings, client, judgement, session)
+            endpoint = await _connect(settings, client, judgement, host, session)
             if endpoint is None:
                 return judgement
-            if settings.concurrency:
-                endpoint = dataclasses.replace(endpoint, slots=settings.concurrency)
-            if settings.api and settings.api != endpoint.kind:
-                judgement.notes.append(f"asking {endpoint.base_url} as {settings.api} "
-                                       f"(probed as {endpoint.kind})")
-                endpoint = dataclasses.replace(endpoint, kind=settings.api)
-        profiles = host.registry.profiles()
-        judgement.endpoint = endpoint
-        judgement.profile = choose_profile(
-            profiles, model_id=endpoint.model_id if endpoint else None,
-            requested=settings.model)
+        else:
+            judgement.profile = choose_profile(host.registry.profiles(),
+                                               requested=settings.model)
         if judgement.profile is None and scorer.needs_endpoint:
             raise ConfigError("no model profile is installed; pip install slm-rerank-openai "
                               "(or the profile of your model family, e.g. slm-rerank-qwen)")
@@ -337,22 +348,15 @@ def locate(host: Host, settings: Settings) -> Judgement:
     server is ``degraded``, not an exception; a permanent fault (a pinned URL that is no
     model server, an unknown ``--model``) raises ``ConfigError`` as it does for judging.
     """
-    from slm_rerank.model.client import ModelClient
+    session = host.model_session
 
     async def run() -> Judgement:
         found = Judgement()
-        async with ModelClient(timeout=settings.timeout) as client:
-            endpoint = await find_endpoint(settings, client, found)
-        if endpoint is None:
-            return found
-        if settings.api and settings.api != endpoint.kind:
-            endpoint = dataclasses.replace(endpoint, kind=settings.api)
-        found.endpoint = endpoint
-        found.profile = choose_profile(host.registry.profiles(), model_id=endpoint.model_id,
-                                       requested=settings.model)
+        async with _client(session, settings.timeout) as client:
+            await _connect(settings, client, found, host, session)
         return found
 
     try:
-        return asyncio.run(run())
+        return session.run(run()) if session else asyncio.run(run())
     except TransientError as exc:
         return Judgement(degraded=str(exc))
