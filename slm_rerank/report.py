@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 #: Bumped when a key of the JSON document changes meaning or disappears (docs/output.md).
 SCHEMA_VERSION = 1
+
+
+#: C0 and C1 control characters (ESC, BEL, CR, newline, ...): on a terminal they are commands.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+#: The same without tab and newline, for messages that may span lines.
+_CONTROL_BUT_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def visible(text: str, keep_lines: bool = False) -> str:
+    """``text`` with control characters shown as ``\\xNN``: a file name or symbol printed on
+    a terminal must not be able to drive it (move the cursor, retitle, erase). Formatters
+    use it for names when ``tty`` is true; ``keep_lines`` leaves tab and newline alone."""
+    pattern = _CONTROL_BUT_LINES if keep_lines else _CONTROL
+    return pattern.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def display_path(path: str) -> str:

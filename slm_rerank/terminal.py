@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import os
-import re
 import sys
 
 import click
 
-#: C0 and C1 control characters other than tab and newline: on a terminal they are commands.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+from slm_rerank import report
 
 
 def visible(text: str) -> str:
-    """``text`` with control characters shown as ``\\xNN``, so a file name in a message
-    cannot drive the terminal."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    """``text`` with control characters other than tab and newline shown as ``\\xNN``, so
+    a file name in a message cannot drive the terminal."""
+    return report.visible(text, keep_lines=True)
 
 
 def warn(message: str) -> None:

@@ -8,20 +8,11 @@ from collections.abc import Callable
 
 import slm_rerank
 from slm_rerank.registrations import OutputFormatter
-from slm_rerank.report import Citation, Report
-
-#: C0 and C1 control characters (ESC, BEL, CR, newline, ...): on a terminal they are commands.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+from slm_rerank.report import Citation, Report, visible
 
 
 def _score(c: Citation) -> str:
     return f"{c.score:.3f}"
-
-
-def visible(text: str) -> str:
-    """``text`` with every control character shown as ``\\xNN``: a file name or symbol
-    printed on a terminal must not be able to drive it (move the cursor, retitle, erase)."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def render_text(report: Report, tty: bool = False) -> str:
