@@ -34,13 +34,19 @@ def serve_llama_cpp(httpserver: HTTPServer) -> str:
     return httpserver.url_for("/").rstrip("/")
 
 
-def test_a_second_query_reuses_the_client_and_the_endpoint_without_probing_again(
-        httpserver: HTTPServer, tmp_path: Path) -> None:
+def session_host(httpserver: HTTPServer, tmp_path: Path) -> tuple[Path, Host, ModelSession]:
+    """A repository and a host on a fake llama.cpp server, with a model session."""
     url = serve_llama_cpp(httpserver)
     root = make_repo(tmp_path / "repo", {"net/retry.py": "def retry_backoff():\n    pass\n"})
     host = Host.from_environment(start=root, flags={"base_url": url, "rerank_top": 1,
                                                     "score_cache": False, "threshold": 0.0})
-    host.model_session = session = ModelSession()
+    host.model_session = ModelSession()
+    return root, host, host.model_session
+
+
+def test_a_second_query_reuses_the_client_and_the_endpoint_without_probing_again(
+        httpserver: HTTPServer, tmp_path: Path) -> None:
+    root, host, session = session_host(httpserver, tmp_path)
     client = session.client
     try:
         reports = [run_search(SearchRequest(query=q, root=root.resolve(), fast=False), host)
@@ -57,11 +63,7 @@ def test_a_second_query_reuses_the_client_and_the_endpoint_without_probing_again
 
 def test_a_failed_server_is_looked_for_again_on_the_next_query(
         httpserver: HTTPServer, tmp_path: Path) -> None:
-    url = serve_llama_cpp(httpserver)
-    root = make_repo(tmp_path / "repo", {"net/retry.py": "def retry_backoff():\n    pass\n"})
-    host = Host.from_environment(start=root, flags={"base_url": url, "rerank_top": 1,
-                                                    "score_cache": False, "threshold": 0.0})
-    host.model_session = session = ModelSession()
+    root, host, session = session_host(httpserver, tmp_path)
     try:
         run_search(SearchRequest(query="retry", root=root.resolve(), fast=False), host)
         httpserver.clear_all_handlers()
