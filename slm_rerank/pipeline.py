@@ -317,18 +317,19 @@ def rank(request: SearchRequest, host: Host, gathered: Gathered, notes: list[str
 # --- head, score, fuse --------------------------------------------------------------------
 
 
-def head(ranked: Ranked, size: int) -> list[ScoredChunk]:
-    """The chunks a model judges: file-diverse, so the head holds as many files as it can.
+def head(ranked: Ranked, size: int) -> list[int]:
+    """The chunks a model judges, as indices into ``ranked.chunks``: file-diverse, so the
+    head holds as many files as it can.
 
     The best chunk of each leading file comes first (in lexical order), then further chunks
     of those files: a head taken in plain chunk order holds fewer distinct files, and the
     model cannot lift a file it never sees (DESIGN.md, "Head selection").
     """
-    firsts: list[ScoredChunk] = []
-    rest: list[ScoredChunk] = []
+    firsts: list[int] = []
+    rest: list[int] = []
     seen: set[str] = set()
-    for item in ranked.chunks:
-        (rest if item.path in seen else firsts).append(item)
+    for i, item in enumerate(ranked.chunks):
+        (rest if item.path in seen else firsts).append(i)
         seen.add(item.path)
     return (firsts + rest)[:size]
 
@@ -381,8 +382,7 @@ def score(request: SearchRequest, host: Host, settings: Settings, terms: QueryTe
     from slm_rerank.model.stage import judge
 
     size = len(ranked.chunks) if settings.full else settings.rerank_top
-    order = {id(item): i for i, item in enumerate(ranked.chunks)}
-    chosen = [order[id(item)] for item in head(ranked, size)]
+    chosen = head(ranked, size)
     read = passages(ranked, chosen, terms, settings.prompt_chars)
     judgement = judge(request.query, read, host, settings, request.cache_dir)
     cut = sum(p.cut for p in read)

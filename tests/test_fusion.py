@@ -86,3 +86,14 @@ def test_a_long_query_and_chunks_are_cut_to_fit_a_small_context() -> None:
     # a server that does not say its context gets the passages as they are
     assert fit_context("q", passages, Endpoint("http://s:1"), RAW_PROFILE, []) == (
         "q", passages)
+
+
+def test_the_head_takes_the_best_chunk_of_each_leading_file_first() -> None:
+    from slm_rerank.lexical import ScoredChunk
+    from slm_rerank.pipeline import Ranked, head
+    from slm_rerank.slicing import Chunk
+
+    ranked = Ranked([ScoredChunk(path, Chunk(i + 1, i + 1), 10.0 - i, [])
+                     for i, path in enumerate(["a.py", "a.py", "b.py", "c.py", "b.py"])])
+    assert head(ranked, 4) == [0, 2, 3, 1]
+    assert head(ranked, 16) == [0, 2, 3, 1, 4]

@@ -94,7 +94,7 @@ def main() -> int:
             profile = judgement.profile.profile if judgement.profile else None
             profile_weight = profile.judge_weight if profile else None
             exponent = profile.length_exponent if profile else 0.0
-            head_files = {c.path for c in head(ranked, settings.rerank_top)}
+            head_files = {ranked.chunks[i].path for i in head(ranked, settings.rerank_top)}
             row = {"id": case.id, "repo": case.repo, "mode": mode,
                    "head_recall": bool(head_files & set(case.gold_files)),
                    "scored": len(verdicts), "orders": {}}

@@ -98,9 +98,7 @@ def head_passages(host: Host, root: Path, query: str, count: int) -> list[Passag
     request = SearchRequest(query=query, root=root, fast=True)
     notes: list[str] = []
     ranked = rank(request, host, gather(request, host, terms, notes), notes)
-    order = {id(item): i for i, item in enumerate(ranked.chunks)}
-    chosen = [order[id(item)] for item in head(ranked, count)]
-    return passages(ranked, chosen, terms, host.settings.prompt_chars)
+    return passages(ranked, head(ranked, count), terms, host.settings.prompt_chars)
 
 
 def chunk_first(profile: ModelProfile) -> ModelProfile:
