@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 from collections.abc import Callable
@@ -62,11 +61,11 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None
 
 def _check_host(ctx: click.Context, param: click.Parameter, value: str | None
                 ) -> str | None:
+    if value is None:  # click calls this for every search: no httpx for --fast
+        return None
     from slm_rerank.errors import ConfigError
     from slm_rerank.model.discovery import check_host
 
-    if value is None:
-        return None
     try:
         return check_host(value)
     except ConfigError as exc:
@@ -94,6 +93,8 @@ def register(cli: click.Group) -> None:
             settings = load_settings(flags={"host": host, "base_url": base_url})
             url = settings.base_url
             scan_host = settings.host or discovery.DEFAULT_HOST
+            import asyncio  # not at the top: every search registers these commands
+
             probes = asyncio.run(_probe(discovery, url, scan_host))
             profiles = Host(settings).registry.profiles()
             rows = []

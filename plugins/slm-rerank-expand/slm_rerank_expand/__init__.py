@@ -15,7 +15,6 @@ the host notes either under ``-v`` and searches with the typed words.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import re
 import time
@@ -23,7 +22,6 @@ from collections.abc import Callable
 
 import slm_rerank
 from slm_rerank.errors import ContractError, TransientError
-from slm_rerank.model.client import ModelClient
 from slm_rerank.registrations import ExpandRequest, PluginOption, QueryExpander, WeightedTerm
 from slm_rerank.terms import STOP_WORDS, light, split_identifier, stem
 from slm_rerank_expand.cache import ExpansionCache, cache_key
@@ -149,6 +147,11 @@ def ask(request: ExpandRequest) -> str:
     left = request.deadline - time.monotonic() if request.deadline is not None else 10.0
     if left <= 0:
         raise TransientError("no time was left to ask the model", request.endpoint.base_url)
+
+    # imported here: the plugin is loaded on every run, --fast too, which needs neither
+    import asyncio
+
+    from slm_rerank.model.client import ModelClient
 
     async def run() -> str:
         async with ModelClient(timeout=left) as model:
