@@ -32,6 +32,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,11 +120,13 @@ def build_stub(name: str, text: str, cited: Sequence[tuple[int, int]], *,
     except _Unparsable as exc:
         folds, method, why = None, "context", str(exc)
     if folds is None:
-        shown = ranges or [(1, min(total, max(context, 1)))]
-        notes.append(f"{why}: cited lines with {context} lines of context" if ranges
-                     else f"{why}: its first {shown[0][1]} lines")
-        folds = _complement([(max(1, s - context), min(total, e + context)) for s, e in shown],
-                            total)
+        if ranges:
+            notes.append(f"{why}: cited lines with {context} lines of context")
+            shown = [(max(1, s - context), min(total, e + context)) for s, e in ranges]
+        else:
+            shown = [(1, min(total, max(context, 1)))]
+            notes.append(f"{why}: its first {shown[0][1]} lines")
+        folds = _complement(shown, total)
         skeleton = False
     visible = _visible(total, folds, [] if skeleton else ranges)
     cut = _cap(visible, lines, ranges, max_lines)
@@ -145,9 +148,11 @@ def stub_file(root: Path, rel: str, cited: Sequence[tuple[int, int]], *,
     full = os.path.join(os.fsencode(root), os.fsencode(rel))
     shown = display_path(rel)
     try:
-        size = os.stat(full).st_size
-        reason = size_reason(size, limit_bytes)
-        if reason is None:
+        status = os.stat(full)
+        reason = size_reason(status.st_size, limit_bytes)
+        if stat.S_ISDIR(status.st_mode):
+            reason = "a directory, not a file"
+        elif reason is None:
             with open(full, "rb") as handle:
                 data = handle.read(limit_bytes + 1)
             reason = size_reason(len(data), limit_bytes)
