@@ -40,6 +40,9 @@ def search(
     piped_paths: Sequence[str] = (),
     explain: bool = False,
     expand: bool = False,
+    stubs: str | None = None,
+    dirty: bool = False,
+    by_slice: bool = False,
 ) -> Report:
     """Rank the places under ``root`` (default: the repository holding the cwd) for ``query``.
 
@@ -54,7 +57,14 @@ def search(
     ``expand`` asks a model for words the query lacks (the ``llm`` query expander, from
     slm-rerank-expand) and searches for them too, at half a typed word's weight; it
     contacts the model server even when ``fast``.
+
+    ``stubs="stub"`` gives each result a ghost stub of its file (``citation.stub``: the
+    skeleton with the cited chunk in full), ``stubs="slice"`` the skeleton alone. ``dirty``
+    lifts files with uncommitted changes (``--dirty``); ``by_slice`` fills each citation's
+    ``slice`` and ``report.slices`` (``--by-slice``).
     """
+    if stubs not in (None, "stub", "slice"):
+        raise ValueError(f"stubs must be None, 'stub' or 'slice', not {stubs!r}")
     started = time.perf_counter()
     cwd = Path.cwd()
     root_path = resolve_root(Path(root), cwd) if root is not None else None
@@ -71,7 +81,8 @@ def search(
     request = SearchRequest(
         query=query, root=scope.root, paths=scope.paths, globs=scope.globs, notes=scope.notes,
         fast=fast, top_k=settings.top_k, chunks=settings.chunks, cache_dir=cache_dir,
-        explain=explain, expanders=[EXPANDER] if expand else [],
+        explain=explain, expanders=[EXPANDER] if expand else [], stubs=stubs, dirty=dirty,
+        by_slice=by_slice,
     )
     report = run_search(request, host)
     if settings.usage_log:

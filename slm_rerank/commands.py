@@ -181,14 +181,26 @@ def _exists(name: str) -> bool:
 @click.option("--format", "format_name", metavar="NAME", help="Output format (text, json, ...).")
 @click.option("--caller", default=None, help="Who is asking, for the usage log (default: cli).")
 @click.option("-v", "--verbose", is_flag=True, help="Explain skipped files and sources on stderr.")
+@click.option("--stub", is_flag=True,
+              help="After the results, a skeleton of each file with the cited code in full.")
+@click.option("--slice", "skeleton", is_flag=True,
+              help="After the results, the skeleton of each file alone (every body folded).")
+@click.option("--by-slice", is_flag=True,
+              help="Group the results by architectural slice (packages/x, services/x, ...).")
+@click.option("--dirty", is_flag=True,
+              help="Lift files with uncommitted changes (modified, staged, untracked).")
 @model_options
 def search(query: str | None, query_file: str | None, paths: tuple[str, ...], root: Path | None,
            fast: bool, top_k: int | None, chunks: bool | None, format_name: str | None,
-           caller: str | None, verbose: bool, **model_flags: Any) -> None:
+           caller: str | None, verbose: bool, stub: bool, skeleton: bool, by_slice: bool,
+           dirty: bool, **model_flags: Any) -> None:
     """Rank the places in a repository that answer QUERY (the default command)."""
     from slm_rerank.api import search as run
     from slm_rerank.pipeline import QueryError
 
+    if stub and skeleton:
+        raise click.UsageError("give either --stub (skeleton and cited code) or --slice "
+                               "(skeleton alone), not both")
     text = _read_query(query, query_file)
     if not text.strip():
         raise click.UsageError("the query is empty")
@@ -204,7 +216,8 @@ def search(query: str | None, query_file: str | None, paths: tuple[str, ...], ro
             text, root, paths=paths, fast=fast, host=host,
             piped_paths=[] if query_file == "-" else _stdin_paths(),
             caller=caller or os.environ.get("SLM_RERANK_CALLER", "cli"), explain=verbose,
-            expand=expand,
+            expand=expand, stubs="stub" if stub else "slice" if skeleton else None,
+            dirty=dirty, by_slice=by_slice,
         )
     except QueryError as exc:
         raise click.UsageError(str(exc)) from None
@@ -213,6 +226,8 @@ def search(query: str | None, query_file: str | None, paths: tuple[str, ...], ro
         return
     for note in report.notes if verbose else []:
         warn(note)
+    for message in report.warnings:
+        warn(message)
     if report.degraded:
         warn(f"degraded: {report.degraded.reason}")
     output = formatters[settings.format].render(report, tty=sys.stdout.isatty())

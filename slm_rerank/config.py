@@ -60,6 +60,14 @@ class Settings:
         env=("SLM_RERANK_CACHE_DIR",), repo=False,
     )
     usage_log: bool = _setting(True, "append one line per query to usage.jsonl")
+    slice_roots: list[str] = _setting(
+        ["apps", "components", "crates", "features", "libs", "modules", "packages", "plugins",
+         "services", "src"],
+        "folders whose subfolders are architectural slices, for --by-slice (a name matches "
+        "at any depth, a path with '/' from the searched root)")
+    dirty_bonus: float = _setting(
+        0.5, "--dirty: how much a file with uncommitted changes and some evidence gains "
+        "(0.5: its lexical score times 1.5)", minimum=0.0)
     # --- the model stage (never read by --fast) ---
     model: str | None = _setting(None, "model profile to use (--model); unset: the one that "
                                  "claims the server's model id, else openai")

@@ -29,13 +29,6 @@ from slm_rerank.scope import GLOB_CHARS, resolve_root, shown
 TOOL_NAME = "rerank_codebase"
 CALLER = "mcp"
 
-#: Parameters of the tool whose feature has not landed: true is refused, never ignored.
-NOT_LANDED = {
-    "stub": "signature stubs of the cited code",
-    "dirty": "restricting the search to files with uncommitted changes",
-    "by_slice": "one result per slice instead of per file",
-}
-
 TOOL_DESCRIPTION = (
     "Find where in a codebase the answer to a question lives: ranked file:line citations. "
     "Candidates are found lexically (ripgrep/git), then a small language model judges the "
@@ -91,7 +84,8 @@ class RerankService:
 
     def rerank(self, query: str, paths_or_globs: Sequence[str] = (), threshold: float = 0.65,
                top_k: int = 5, fast: bool = False, root: str | None = None,
-               expand: bool = False) -> Report:
+               expand: bool = False, stubs: str | None = None, dirty: bool = False,
+               by_slice: bool = False) -> Report:
         """Run one search; raises ``SlmRerankError`` with a one-line message on bad input."""
         from slm_rerank.api import search
         from slm_rerank.config import check_value
@@ -109,7 +103,8 @@ class RerankService:
             host = dataclasses.replace(
                 base, settings=dataclasses.replace(base.settings, threshold=threshold))
             return search(query, folder, paths=paths, top_k=top_k, fast=fast,
-                          caller=CALLER, host=host, expand=expand)
+                          caller=CALLER, host=host, expand=expand, stubs=stubs,
+                          dirty=dirty, by_slice=by_slice)
 
 
 def _inside_root(name: str, root: Path) -> str:
@@ -127,20 +122,41 @@ def _inside_root(name: str, root: Path) -> str:
 
 
 def citations_text(report: Report) -> str:
-    """The ranked citations as an agent reads them: one ``file:line`` per line."""
+    """The ranked citations as an agent reads them: one ``file:line`` per line, grouped
+    under ``slice NAME:`` lines with ``by_slice``, then the ghost stubs if asked for."""
     lines = []
     if report.degraded:
         lines.append(f"degraded: {report.degraded.reason}")
         lines.append("(results below keep their lexical order: the model did not judge them "
                      "all)")
+    lines += [f"warning: {message}" for message in report.warnings]
     if not report.results:
         lines.append(f"no results for {report.query!r} under {display_path(report.root)}")
+    groups = [(None, range(len(report.results)))] if report.slices is None else [
+        (g.name or "(outside any slice)", g.members) for g in report.slices]
+    for heading, members in groups:
+        if heading is not None:
+            lines.append(f"slice {heading}:")
+        for index in members:
+            c = report.results[index]
+            where = f"{display_path(c.path)}:{c.start_line}"
+            detail = [f"lines {c.start_line}-{c.end_line}", f"score {c.score:.2f}"]
+            if c.symbol:
+                detail.insert(0, c.symbol)
+            if c.dirty:
+                detail.append(f"uncommitted: {c.dirty}")
+            lines.append(f"{index + 1}. {where}  ({', '.join(detail)})")
     for rank, c in enumerate(report.results, 1):
-        where = f"{display_path(c.path)}:{c.start_line}"
-        detail = [f"lines {c.start_line}-{c.end_line}", f"score {c.score:.2f}"]
-        if c.symbol:
-            detail.insert(0, c.symbol)
-        lines.append(f"{rank}. {where}  ({', '.join(detail)})")
+        if c.stub is None:
+            continue
+        lines.append("")
+        lines.append(f"--- {rank}. {display_path(c.path)} (stub: {c.stub.kept_lines} of "
+                     f"{c.stub.total_lines} lines kept, {c.stub.folded_lines} folded; line "
+                     "numbers are the file's)")
+        if c.stub.note:
+            lines.append(f"note: {c.stub.note}")
+        if c.stub.text:
+            lines.append(c.stub.text.rstrip("\n"))
     return "\n".join(lines)
 
 
@@ -169,15 +185,21 @@ def build_server(service: RerankService) -> Any:
             description="Drop model-judged results whose fused score is below this (0-1).",
             ge=0.0, le=1.0, strict=True)] = 0.65,
         top_k: Annotated[int, Field(description="Number of results.", ge=1, strict=True)] = 5,
-        stub: Annotated[bool, Field(description="Not available yet: "
-                                                + NOT_LANDED["stub"] + ".",
-                                                 strict=True)] = False,
-        dirty: Annotated[bool, Field(description="Not available yet: "
-                                                 + NOT_LANDED["dirty"] + ".",
-                                                 strict=True)] = False,
-        by_slice: Annotated[bool, Field(description="Not available yet: "
-                                                    + NOT_LANDED["by_slice"] + ".",
-                                                 strict=True)] = False,
+        stub: Annotated[bool, Field(description="Add a ghost stub of each result's file: "
+                                                "imports, declarations and signatures with "
+                                                "the cited code in full, other bodies "
+                                                "folded; true line numbers.",
+                                    strict=True)] = False,
+        skeleton: Annotated[bool, Field(description="Add each result file's skeleton alone "
+                                                    "(every body folded); instead of stub.",
+                                        strict=True)] = False,
+        dirty: Annotated[bool, Field(description="Lift files with uncommitted changes "
+                                                 "(modified, staged, untracked) that match "
+                                                 "the query.", strict=True)] = False,
+        by_slice: Annotated[bool, Field(description="Group the results by architectural "
+                                                    "slice (packages/x, services/x, src/x, "
+                                                    "...), best slice first.",
+                                        strict=True)] = False,
         expand: Annotated[bool, Field(description="Ask the model for words the query lacks "
                                                   "and search them at half weight (needs a "
                                                   "model server; without one, a note).",
@@ -188,16 +210,14 @@ def build_server(service: RerankService) -> Any:
         root: Annotated[str | None, Field(
             description="Folder to search (default: the server's working directory).")] = None,
     ) -> CallToolResult:
-        asked = {"stub": stub, "dirty": dirty, "by_slice": by_slice}
-        for name, on in asked.items():
-            if on:
-                return error(f"parameter '{name}' is not available yet ({NOT_LANDED[name]}: "
-                             f"not in this version); call again without it or with "
-                             f"{name}=false")
+        if stub and skeleton:
+            return error("parameters 'stub' and 'skeleton' exclude each other: stub keeps "
+                         "the cited code, skeleton folds every body; pass one")
+        stubs = "stub" if stub else "slice" if skeleton else None
         try:
             report = await anyio.to_thread.run_sync(
                 lambda: service.rerank(query, paths_or_globs or (), threshold, top_k, fast,
-                                       root, expand))
+                                       root, expand, stubs, dirty, by_slice))
         except SlmRerankError as exc:
             return error(str(exc))
         except Exception as exc:  # a bug must cost one call, never the agent's server

@@ -43,6 +43,7 @@ from slm_rerank.terms import QueryTerms, Term, extract
 
 if TYPE_CHECKING:
     from slm_rerank.model.stage import Judgement, Passage
+    from slm_rerank.slices import SliceGroup
 
 #: Files sliced and scored per query: the best by file evidence (at least this many, more
 #: when -k asks for more), plus the best by path alone.
@@ -73,6 +74,12 @@ class SearchRequest:
     notes: list[str] = field(default_factory=list)
     #: explain every skipped file (``-v``), even where finding them costs the source work
     explain: bool = False
+    #: ghost stubs of the results' files: "stub" (cited chunk in full) or "slice" (skeleton)
+    stubs: str | None = None
+    #: lift files with uncommitted changes (``--dirty``)
+    dirty: bool = False
+    #: group the results by architectural slice (``--by-slice``)
+    by_slice: bool = False
 
 
 @dataclass
@@ -263,6 +270,42 @@ def gather(request: SearchRequest, host: Host, terms: QueryTerms, notes: list[st
     return Gathered(terms, source.name, hits, stats, evidence)
 
 
+# --- uncommitted work ---------------------------------------------------------------------
+
+
+def prefer_dirty(request: SearchRequest, host: Host, gathered: Gathered, notes: list[str],
+                 warnings: list[str]) -> dict[str, str]:
+    """Multiply the lexical score of each changed file with evidence by 1 + dirty_bonus.
+
+    Scaling the file's kind factor scales its file score and every chunk's score alike,
+    and leaves a file without evidence at zero. Returns path -> kind for every changed
+    file under the root, for the report; outside git, a warning and nothing changes.
+    """
+    from slm_rerank.dirty import find_dirty
+
+    found = find_dirty(request.root)
+    if found.reason:
+        warnings.append(f"--dirty changes nothing: {found.reason}")
+        return {}
+    bonus = host.settings.dirty_bonus
+    lifted = []
+    for ev in gathered.evidence:
+        if ev.path in found.kinds and ev.score > 0:
+            ev.factor *= 1.0 + bonus
+            lifted.append(ev.path)
+    gathered.evidence.sort(key=lambda e: (-e.score, e.path))
+    counts: dict[str, int] = {}
+    for kind in found.kinds.values():
+        counts[kind] = counts.get(kind, 0) + 1
+    summary = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "none"
+    notes.append(f"--dirty: uncommitted files under the root: {summary}; "
+                 f"{len(lifted)} with evidence scored x{1.0 + bonus:g} (dirty_bonus = "
+                 f"{bonus:g}){': ' if lifted else ''}"
+                 f"{', '.join(display_path(p) for p in lifted[:10])}"
+                 f"{' ...' if len(lifted) > 10 else ''}")
+    return found.kinds
+
+
 # --- rank ---------------------------------------------------------------------------------
 
 
@@ -414,14 +457,46 @@ def select(fused: list[Fused], top_k: int, chunks: bool) -> list[Fused]:
     return chosen
 
 
-def cite(selected: list[Fused]) -> list[Citation]:
+def cite(selected: list[Fused], dirty: dict[str, str] | None = None) -> list[Citation]:
     """Citations as the report carries them, with paths made printable."""
+    dirty = dirty or {}
     return [Citation(
         path=display_path(e.item.path), start_line=e.item.chunk.start_line,
         end_line=e.item.chunk.end_line, symbol=e.item.chunk.symbol, score=e.score,
         lexical_score=e.item.score, model_score=e.model_score, matched_terms=e.item.matched,
-        bounded=e.bounded,
+        bounded=e.bounded, dirty=dirty.get(e.item.path),
     ) for e in selected]
+
+
+def attach_stubs(citations: list[Citation], selected: list[Fused], ranked: Ranked,
+                 root: Path, skeleton: bool, limit: int) -> None:
+    """Give each citation the ghost stub of its file (``stubs.py``).
+
+    The stub is built from the text the ranking read, so its line numbers are the
+    citation's even if the file changed or vanished since; a file that was not read (none,
+    today) is read again.
+    """
+    from slm_rerank.stubs import build_stub, stub_file
+
+    for citation, entry in zip(citations, selected, strict=True):
+        cited = [] if skeleton else [(citation.start_line, citation.end_line)]
+        text = ranked.texts.get(entry.item.path)
+        if text is None:
+            citation.stub = stub_file(root, entry.item.path, cited, skeleton=skeleton,
+                                      limit_bytes=limit)
+        else:
+            citation.stub = build_stub(entry.item.path, text, cited, skeleton=skeleton)
+
+
+def group_by_slice(citations: list[Citation], paths: list[str], roots: list[str]
+                   ) -> list[SliceGroup]:
+    """Each citation's slice, and the slices in order of their best result."""
+    from slm_rerank.slices import group, slice_of
+
+    for citation, path in zip(citations, paths, strict=True):
+        name = slice_of(path, roots)
+        citation.slice = None if name is None else display_path(name)
+    return group([c.slice for c in citations], [c.score for c in citations])
 
 
 # --- the whole query ----------------------------------------------------------------------
@@ -442,9 +517,11 @@ def run_search(request: SearchRequest, host: Host, settings: Settings | None = N
     timings: dict[str, float] = {}
     terms = query_terms(request.query)
 
+    warnings: list[str] = []
     expand(request, host, terms, notes)
     mark = clock()
     gathered = gather(request, host, terms, notes)
+    dirty = prefer_dirty(request, host, gathered, notes, warnings) if request.dirty else {}
     timings["sources_ms"] = (clock() - mark) * 1000
     if not gathered.hits.files:
         notes.append(f"no searchable text files under {display_path(str(request.root))}")
@@ -475,10 +552,21 @@ def run_search(request: SearchRequest, host: Host, settings: Settings | None = N
         model = ModelInfo.of(judgement, settings.threshold if not degraded else None)
         timings["model_ms"] = judgement.model_ms
     selected = select(fused, request.top_k, request.chunks)
+    citations = cite(selected, dirty)
+    if request.stubs:
+        mark = clock()
+        attach_stubs(citations, selected, ranked, request.root, request.stubs == "slice",
+                     host.settings.max_file_bytes)
+        timings["stubs_ms"] = (clock() - mark) * 1000
+    slices = None
+    if request.by_slice:
+        slices = group_by_slice(citations, [e.item.path for e in selected],
+                                host.settings.slice_roots)
     notes.insert(0, f"source: {gathered.source}; {len(gathered.hits.files)} files in scope, "
                     f"{len(gathered.evidence)} with evidence; terms: "
                     f"{', '.join(terms.literals())}")
     timings["total_ms"] = (clock() - started) * 1000
     return Report(query=request.query, root=display_path(str(request.root)),
-                  mode="fast" if request.fast else "rerank", results=cite(selected),
-                  timings=timings, degraded=degraded, notes=notes, model=model)
+                  mode="fast" if request.fast else "rerank", results=citations,
+                  timings=timings, degraded=degraded, notes=notes, model=model,
+                  warnings=warnings, slices=slices)

@@ -44,6 +44,12 @@ class Citation:
     #: "yes", "no" or "both" when the model's answer left that side out of its top-K, so
     #: ``model_score`` is a bound rather than a measurement
     bounded: str | None = None
+    #: the file's ghost stub (``--stub``/``--slice``): a ``slm_rerank.stubs.Stub``
+    stub: Any = None
+    #: the architectural slice holding the file (``--by-slice``), None outside any
+    slice: str | None = None
+    #: "modified", "staged", "untracked" or "deleted" when ``--dirty`` found the file changed
+    dirty: str | None = None
 
     @property
     def location(self) -> str:
@@ -100,6 +106,10 @@ class Report:
     notes: list[str] = field(default_factory=list)
     #: how the model stage ran; None for --fast
     model: ModelInfo | None = None
+    #: what was asked for and could not be done (``--dirty`` outside git); stderr always
+    warnings: list[str] = field(default_factory=list)
+    #: with ``--by-slice``: the slices in order of their best result (``slices.SliceGroup``)
+    slices: list[Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The stable JSON document described in docs/output.md."""
@@ -120,10 +130,27 @@ class Report:
                     "model_score": None if c.model_score is None else round(c.model_score, 4),
                     "matched_terms": list(c.matched_terms),
                     "bounded": c.bounded,
+                    "stub": _stub_dict(c.stub),
+                    "slice": c.slice,
+                    "dirty": c.dirty,
                 }
                 for rank, c in enumerate(self.results, 1)
             ],
             "timings": {k: round(v, 1) for k, v in self.timings.items()},
             "degraded": None if self.degraded is None else {"reason": self.degraded.reason},
             "model": None if self.model is None else vars(self.model).copy(),
+            "slices": None if self.slices is None else [
+                {"slice": g.name, "best_score": round(g.best_score, 4),
+                 "ranks": [i + 1 for i in g.members]}
+                for g in self.slices
+            ],
+            "warnings": list(self.warnings),
         }
+
+
+def _stub_dict(stub: Any) -> dict[str, Any] | None:
+    if stub is None:
+        return None
+    return {"text": stub.text, "kept_lines": stub.kept_lines,
+            "folded_lines": stub.folded_lines, "total_lines": stub.total_lines,
+            "method": stub.method, "note": stub.note}

@@ -18,8 +18,8 @@ from slm_rerank.host import Host
 T = TypeVar("T")
 
 TOOL = "rerank_codebase"
-PARAMETERS = {"query", "paths_or_globs", "threshold", "top_k", "stub", "dirty", "by_slice",
-              "expand", "fast", "root"}
+PARAMETERS = {"query", "paths_or_globs", "threshold", "top_k", "stub", "skeleton", "dirty",
+              "by_slice", "expand", "fast", "root"}
 #: a port nothing listens on: a model server that is not there
 DEAD_SERVER = "http://127.0.0.1:9"
 
@@ -128,13 +128,41 @@ def test_a_path_outside_the_root_is_a_one_line_error_result(repo: Path, outside:
     assert f"'{outside}' is outside the root {repo.resolve()}" in text(result)
 
 
-@pytest.mark.parametrize("name", ["stub", "dirty", "by_slice"])
-def test_a_parameter_whose_feature_has_not_landed_is_refused_not_ignored(
-        repo: Path, name: str) -> None:
-    result = call(repo, {"query": "retry", "fast": True, name: True})
+def test_stub_adds_each_files_skeleton_with_the_cited_code_after_the_citations(
+        repo: Path) -> None:
+    result = call(repo, {"query": "retry policy", "fast": True, "top_k": 1, "stub": True})
+
+    assert not result.is_error, text(result)
+    shown = text(result)
+    assert shown.startswith("1. src/net/retry.py:")
+    assert "--- 1. src/net/retry.py (stub:" in shown
+    stub = result.structured_content["results"][0]["stub"]
+    assert stub["text"] in shown
+    assert stub["kept_lines"] > 0
+
+
+def test_stub_and_skeleton_together_are_refused(repo: Path) -> None:
+    result = call(repo, {"query": "retry", "fast": True, "stub": True, "skeleton": True})
 
     assert result.is_error
-    assert f"parameter '{name}' is not available yet" in text(result)
+    assert "'stub' and 'skeleton' exclude each other" in text(result)
+
+
+def test_by_slice_groups_the_citations_under_slice_lines(repo: Path) -> None:
+    result = call(repo, {"query": "retry backoff", "fast": True, "by_slice": True})
+
+    assert not result.is_error, text(result)
+    assert "slice src/net:" in text(result).splitlines()
+    assert result.structured_content["slices"][0]["slice"] == "src/net"
+
+
+def test_dirty_marks_the_uncommitted_files_it_lifted(repo: Path) -> None:
+    result = call(repo, {"query": "retry backoff", "fast": True, "dirty": True})
+
+    assert not result.is_error, text(result)
+    # the fixture's files are all untracked: each result says so
+    assert "uncommitted: untracked" in text(result)
+    assert {r["dirty"] for r in result.structured_content["results"]} == {"untracked"}
 
 
 def test_expand_without_a_model_server_still_answers_with_the_typed_words(
@@ -156,7 +184,7 @@ def test_the_server_answers_after_error_results(repo: Path) -> None:
     async def work(session: ClientSession) -> list[Any]:
         return [await session.call_tool(TOOL, arguments) for arguments in (
             {"query": "retry", "paths_or_globs": ["../x"]},
-            {"query": "retry", "stub": True},
+            {"query": "retry", "stub": True, "skeleton": True},
             {"query": "!!!", "fast": True},  # no searchable words: a QueryError
             {"query": "retry backoff", "fast": True},
         )]

@@ -15,28 +15,69 @@ def _score(c: Citation) -> str:
     return f"{c.score:.3f}"
 
 
+def _groups(report: Report) -> list[tuple[str | None, list[int]]]:
+    """(heading, result indices): the slices with ``--by-slice``, else one untitled group."""
+    if report.slices is None:
+        return [(None, list(range(len(report.results))))]
+    return [(g.name or "(outside any slice)", list(g.members)) for g in report.slices]
+
+
+def _stub_heading(rank: int, c: Citation) -> str:
+    s = c.stub
+    method = "cited lines with context" if s.method == "context" else s.method
+    return (f"{rank}. {c.location}  stub: {s.kept_lines} of {s.total_lines} lines kept, "
+            f"{s.folded_lines} folded ({method})")
+
+
+def render_stubs(report: Report, tty: bool) -> str:
+    """Each result's ghost stub (``--stub``/``--slice``) under a heading; empty without."""
+    out = []
+    for rank, c in enumerate(report.results, 1):
+        if c.stub is None:
+            continue
+        out.append(f"\n--- {visible(_stub_heading(rank, c)) if tty else _stub_heading(rank, c)}")
+        if c.stub.note:
+            out.append(f"    note: {visible(c.stub.note) if tty else c.stub.note}")
+        text = c.stub.text.rstrip("\n")
+        if text:
+            out.append(visible(text, keep_lines=True) if tty else text)
+    return "".join(line + "\n" for line in out)
+
+
 def render_text(report: Report, tty: bool = False) -> str:
     """An aligned table for people; plain `path:start-end  score  symbol` lines for pipes.
 
     Piped, names are written exactly as they are on disk, so a script can open them; on a
-    terminal, control characters in them are escaped (see ``visible``).
+    terminal, control characters in them are escaped (see ``visible``). With ``--by-slice``
+    each slice's results follow a ``# slice: NAME`` line (best slice first, results keep
+    their rank numbers); ghost stubs follow the table.
     """
     if not report.results:
         return "no results\n" if tty else ""
+    groups = _groups(report)
     if not tty:
-        return "".join(
-            f"{c.location}  {_score(c)}  {c.symbol or ''}".rstrip() + "\n"
-            for c in report.results
-        )
-    rows = [("#", "location", "score", "symbol")]
-    rows += [(str(i), visible(c.location), _score(c), visible(c.symbol or ""))
-             for i, c in enumerate(report.results, 1)]
-    widths = [max(len(row[col]) for row in rows) for col in range(4)]
-    lines = [
-        f"{r[0]:>{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]}".rstrip()
-        for r in rows
-    ]
-    return "\n".join(lines) + "\n"
+        lines = []
+        for heading, members in groups:
+            if heading is not None:
+                lines.append(f"# slice: {heading}")
+            lines += [f"{c.location}  {_score(c)}  {c.symbol or ''}".rstrip()
+                      for c in (report.results[i] for i in members)]
+        return "".join(line + "\n" for line in lines) + render_stubs(report, tty)
+    header = ("#", "location", "score", "symbol")
+    rows = {i: (str(i + 1), visible(c.location), _score(c), visible(c.symbol or ""))
+            for i, c in enumerate(report.results)}
+    widths = [max(len(row[col]) for row in [header, *rows.values()]) for col in range(4)]
+
+    def line(r: tuple[str, str, str, str]) -> str:
+        return (f"{r[0]:>{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:>{widths[2]}}  "
+                f"{r[3]}").rstrip()
+
+    lines = [line(header)]
+    for heading, members in groups:
+        if heading is not None:
+            lines.append(f"slice: {visible(heading)}")
+        lines += [line(rows[i]) for i in members]
+    return "\n".join(lines) + "\n" + render_stubs(report, tty)
 
 
 def render_json(report: Report, tty: bool = False) -> str:
@@ -68,11 +109,27 @@ def _code(text: str) -> str:
 def render_markdown(report: Report, tty: bool = False) -> str:
     if not report.results:
         return "_no results_\n"
-    lines = ["| # | location | score | symbol |", "| ---: | --- | ---: | --- |"]
-    for i, c in enumerate(report.results, 1):
-        lines.append(f"| {i} | {_code(_cell(c.location, tty))} | {_score(c)} "
-                     f"| {_cell(c.symbol or '', tty)} |")
-    return "\n".join(lines) + "\n"
+    lines = []
+    for heading, members in _groups(report):
+        if heading is not None:
+            lines += [f"### slice {_code(_cell(heading, tty))}", ""]
+        lines += ["| # | location | score | symbol |", "| ---: | --- | ---: | --- |"]
+        for i in members:
+            c = report.results[i]
+            lines.append(f"| {i + 1} | {_code(_cell(c.location, tty))} | {_score(c)} "
+                         f"| {_cell(c.symbol or '', tty)} |")
+        lines.append("")
+    for rank, c in enumerate(report.results, 1):
+        if c.stub is None:
+            continue
+        lines.append(_cell(_stub_heading(rank, c), tty))
+        if c.stub.note:
+            lines.append(f"> {_cell(c.stub.note, tty)}")
+        text = c.stub.text.rstrip("\n")
+        body = visible(text, keep_lines=True) if tty else text
+        fence = "`" * max(3, 1 + max((len(r) for r in re.findall(r"`+", body)), default=0))
+        lines += ["", fence, body, fence, ""]
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 FORMATTERS: tuple[tuple[str, str, Callable[..., str]], ...] = (
