@@ -45,3 +45,20 @@ def test_search_raises_named_errors(repo: Path, tmp_path: Path) -> None:
     (repo / ".slm-rerank.toml").write_text("top_k = 'x'\n")
     with pytest.raises(ConfigError, match="key 'top_k' must be an integer"):
         slm_rerank.search("retry", root=repo)
+
+
+def test_search_gives_stubs_slices_and_dirty_kinds_as_the_docs_show(repo: Path) -> None:
+    report = slm_rerank.search("retry backoff", root=repo, top_k=2, stubs="stub",
+                               by_slice=True, dirty=True)
+
+    first = report.results[0]
+    assert first.path == "src/net/retry.py"
+    assert first.slice == "src/net" and first.dirty == "untracked"
+    assert "def backoff(attempt):" in first.stub.text
+    assert report.slices is not None
+    assert report.results[report.slices[0].members[0]] is first
+
+
+def test_search_refuses_an_unknown_stub_kind(repo: Path) -> None:
+    with pytest.raises(ValueError, match="stubs must be None, 'stub' or 'slice'"):
+        slm_rerank.search("retry", root=repo, stubs="full")
