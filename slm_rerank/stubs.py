@@ -11,20 +11,27 @@ Python file that does not parse, falls back to the cited lines with a few lines 
 
 The format, one source line per line::
 
-      1  import os
-     10  class Client:
-     12> def fetch(self, url):
-     13>     return self.session.get(url)
-     15  def close(self):
-             … (folded 14 lines)
-     30  }
+     1  import os
+     2
+     3  class Client:
+     4      retries = 3
+     5
+     6>     def fetch(self, url):
+     7>         return self.session.get(url)
+     8
+     9      def close(self):
+    10          '''Close the session.'''
+                … (folded 3 lines)
+    15      def open(self):
+                … (folded 2 lines)
 
 Each kept line is its real 1-based number, right-aligned to the width of the file's last
 number, then a gutter (``>`` on a cited line, a space otherwise), a space and the line
 unchanged. A fold has no number: the gutter (``>`` when it hides cited lines, which only
 ``skeleton`` does), then ``… (folded N lines)`` indented like the first line it hides. Runs
-of blank lines keep their first line; the rest are dropped without a fold line (the jump in
-the numbers shows them). ``kept_lines + folded_lines == total_lines`` always.
+of blank lines keep their first line, a blank line right after a fold goes too, and no fold
+line stands for them (the jump in the numbers shows them); cited lines are all shown.
+``kept_lines + folded_lines == total_lines`` always.
 """
 
 from __future__ import annotations
@@ -131,7 +138,7 @@ def build_stub(name: str, text: str, cited: Sequence[tuple[int, int]], *,
     visible = _visible(total, folds, [] if skeleton else ranges)
     cut = _cap(visible, lines, ranges, max_lines)
     if cut:
-        notes.append(f"cut to {max_lines} lines (max_lines); {cut} more would have shown")
+        notes.append(f"cut to {max_lines} lines (max_lines), {cut} more would have shown")
     out, kept = _render(lines, visible, ranges)
     return Stub("\n".join(out), kept, total - kept, total, method, "; ".join(notes) or None)
 
@@ -381,5 +388,5 @@ def _render(lines: list[str], visible: bytearray, cited: list[tuple[int, int]]
         indent = first[:len(first) - len(first.lstrip())]
         mark = ">" if any(is_cited[run:line]) else " "
         out.append(f"{'':>{width}}{mark} {indent}… (folded {line - run} lines)")
-        previous_blank = False
+        previous_blank = True  # the blank line after a body says nothing the numbers do not
     return out, kept

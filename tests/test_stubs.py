@@ -134,6 +134,14 @@ def test_sibling_functions_fold_to_their_signature_and_the_number_of_lines_hidde
     assert 23 not in shown and 49 not in shown
 
 
+def test_blank_runs_keep_their_first_line_and_a_blank_line_after_a_fold_is_dropped():
+    stub = build_stub("client.py", PYTHON, [FETCH])
+
+    shown = kept(stub)
+    assert 12 in shown and 13 not in shown  # two blank lines before `class Client:`
+    assert 27 not in shown  # the blank line after __init__'s fold
+
+
 def test_a_fold_is_indented_like_the_body_it_hides():
     stub = build_stub("client.py", PYTHON, [FETCH])
 
