@@ -8,8 +8,9 @@ top 5) and stubs each distinct file among the first ``--top`` results, citing th
 those results cite in it; ``--slice`` is the skeleton (no body kept). Prints a markdown
 table: characters and estimated tokens of whole files, stubs and skeletons, and, for the
 stubbed files that the fix changed (gold files), how often the stub still shows the changed
-lines (``case.gold_lines``). Tokens are counted with a simple regex tokenizer (a word, or
-one punctuation character), not a model's tokenizer. Queries are not logged to usage.jsonl.
+lines (``case.gold_lines``, those that are not blank). Tokens are counted with a simple
+regex tokenizer (a word, or one punctuation character), not a model's tokenizer. Queries
+are not logged to usage.jsonl.
 """
 
 from __future__ import annotations
@@ -94,7 +95,13 @@ def measure(case, tree: Path, mode: str, top: int, host: Host, totals: Totals,  
         gold = case.gold_lines.get(rel)
         if not gold:
             continue
-        changed = {n for start, end in gold for n in range(start, end + 1)}
+        # A blank line shown says nothing about the change, and an insertion's gold line is
+        # often the blank line it went after: only lines with text count.
+        source = whole.split("\n")
+        changed = {n for start, end in gold for n in range(start, end + 1)
+                   if n <= len(source) and source[n - 1].strip()}
+        if not changed:
+            continue
         totals.gold_files += 1
         if any(s <= n <= e for n in changed for s, e in ranges):
             totals.gold_cited += 1
