@@ -14,6 +14,11 @@ from collections.abc import Iterable, Iterator
 #: it was searching (`binary file matches (...)`, `WARNING: stopped searching binary file
 #: after match (...)`). They are not records, and must not be read as the start of a path.
 _BINARY_NOTICES = re.compile(rb'(?:[^\n]*\(found "\\0" byte around offset \d+\)\n)+')
+#: The same before a path in `--heading` output, each with the empty line that may follow it
+#: (the separator rg prints before the next file's matches).
+_GROUP_NOTICES = re.compile(rb'(?:[^\n]*\(found "\\0" byte around offset \d+\)\n\n?)+')
+#: One such notice as a whole line (without its newline).
+_NOTICE_LINE = re.compile(rb'[^\n]*\(found "\\0" byte around offset \d+\)')
 
 #: How much of a tool's stderr an error message carries.
 STDERR_LINES = 12
@@ -46,6 +51,30 @@ def _without_notices(segment: bytes) -> bytes:
     return segment[found.end():] if found else segment
 
 
+class _Contained:
+    """Which wanted terms a matched text contains, worked out once per distinct raw text.
+
+    A tree prints the same few spellings of each term (``Reals``, ``reals``) thousands of
+    times: decoding and testing each printed match costs more than rg's whole search.
+    """
+
+    def __init__(self, wanted: list[str], notices: bool = False) -> None:
+        self.wanted = wanted
+        #: whether a text may be a whole binary-file notice line, which contains no term
+        self.notices = notices
+        self.known: dict[bytes, tuple[str, ...]] = {}
+
+    def __call__(self, raw: bytes) -> tuple[str, ...]:
+        found = self.known.get(raw)
+        if found is None:
+            if self.notices and _NOTICE_LINE.fullmatch(raw):
+                found = self.known[raw] = ()
+            else:
+                text = raw.decode("utf-8", "replace").lower()
+                found = self.known[raw] = tuple(t for t in self.wanted if t in text)
+        return found
+
+
 def count_terms(output: bytes, terms: Iterable[str]) -> dict[str, dict[str, int]]:
     """path -> term -> occurrences, from `path\\0matched-text` records.
 
@@ -53,15 +82,72 @@ def count_terms(output: bytes, terms: Iterable[str]) -> dict[str, dict[str, int]
     counts for the shorter term ``class`` that the matcher did not report separately.
     """
     wanted = order_for_search(terms)
+    contained = _Contained(wanted)
+    # Fast path: while no path holds a newline, a record is one line, and equal lines are
+    # the same (path, text) pair: counted by Counter in C instead of one by one.
+    lines = Counter(output.split(b"\n"))
+    lines.pop(b"", None)
+    counts: dict[str, dict[str, int]] = {}
+    for line, n in lines.items():
+        raw_path, nul, raw_match = line.partition(b"\0")
+        if not nul:
+            if _NOTICE_LINE.fullmatch(line):
+                continue
+            return _count_records(output, contained)  # a path holding a newline
+        found = contained(raw_match)
+        if found:
+            _add(counts.setdefault(_relative(os.fsdecode(raw_path)), {}), found, n)
+    return counts
+
+
+def _count_records(output: bytes, contained: _Contained) -> dict[str, dict[str, int]]:
     counts: dict[str, dict[str, int]] = {}
     for (raw_path, raw_match), n in Counter(match_records(output)).items():
-        path = _relative(os.fsdecode(raw_path))
-        text = raw_match.decode("utf-8", "replace").lower()
-        per_file = counts.setdefault(path, {})
-        for term in wanted:
-            if term in text:
-                per_file[term] = per_file.get(term, 0) + n
-    return {path: c for path, c in counts.items() if c}
+        found = contained(raw_match)
+        if found:
+            _add(counts.setdefault(_relative(os.fsdecode(raw_path)), {}), found, n)
+    return counts
+
+
+def _add(per_file: dict[str, int], found: tuple[str, ...], n: int) -> None:
+    for term in found:
+        per_file[term] = per_file.get(term, 0) + n
+
+
+def count_grouped_terms(output: bytes, terms: Iterable[str]) -> dict[str, dict[str, int]]:
+    """path -> term -> occurrences, from what `rg -o --null --heading` prints.
+
+    That is each file's path once, a NUL, then its matches one a line, and an empty line
+    before the next file: about a fifth of the bytes of one `path NUL match` record per
+    match, and each file's lines are counted by Counter in C. A path runs from the empty
+    line to the NUL, so it may hold newlines (even two in a row): a match is never empty,
+    so the first empty line after a NUL ends that file's matches. Binary-file notices come
+    as lines of their own, among a file's matches or before a path; they are skipped.
+    """
+    contained = _Contained(order_for_search(terms), notices=True)
+    counts: dict[str, dict[str, int]] = {}
+    pieces = output.split(b"\0")
+    path = _without_group_notices(pieces[0])
+    for piece in pieces[1:]:
+        end = piece.find(b"\n\n")
+        block = piece if end < 0 else piece[:end]
+        per_file: dict[str, int] = {}
+        for line, n in Counter(block.split(b"\n")).items():
+            _add(per_file, contained(line), n)  # an empty line contains no term
+        if per_file:
+            name = _relative(os.fsdecode(path))
+            if name in counts:  # rg prints a file once; were it twice, its counts add up
+                for term, n in per_file.items():
+                    _add(counts[name], (term,), n)
+            else:
+                counts[name] = per_file
+        path = b"" if end < 0 else _without_group_notices(piece[end + 2:])
+    return counts
+
+
+def _without_group_notices(segment: bytes) -> bytes:
+    found = _GROUP_NOTICES.match(segment)
+    return segment[found.end():] if found else segment
 
 
 def split_file_list(output: bytes) -> list[str]:

@@ -14,7 +14,12 @@ from pathlib import Path
 import slm_rerank
 from slm_rerank.errors import SourceError
 from slm_rerank.filetypes import size_reason
-from slm_rerank.matches import count_terms, order_for_search, split_file_list, stderr_excerpt
+from slm_rerank.matches import (
+    count_grouped_terms,
+    order_for_search,
+    split_file_list,
+    stderr_excerpt,
+)
 from slm_rerank.registrations import CandidateSource, SourceHits, SourceQuery
 
 #: What rg prints on stderr, exiting 2, when it searched all it could: a file or folder it
@@ -25,9 +30,10 @@ _NOT_FATAL = re.compile(
     rb"\(os error \d+\)\s*$|^rg: No files were searched|^Running with --debug")
 #: One such line about a file or folder: ``rg: ./sub/a.py: Permission denied (os error 13)``.
 _UNREADABLE = re.compile(rb"^rg: (.+): ([^:]+?) \(os error \d+\)\s*$")
-#: The notice rg prints on stdout instead of the matches of a file holding a NUL byte.
-_BINARY = re.compile(rb'(?:^|\n)([^\n\0]+): binary file matches \(found "\\0" byte around '
-                     rb"offset \d+\)(?=\n)")
+#: The notice rg prints on stdout instead of the matches of a file holding a NUL byte, after
+#: the file's path on the same line. It starts with a literal, so that re finds it with a
+#: fast scan: a pattern anchored at each line start was tried at every byte of the output.
+_BINARY = re.compile(rb': binary file matches \(found "\\0" byte around offset \d+\)(?=\n)')
 
 
 def find_rg() -> str | None:
@@ -124,7 +130,13 @@ def unreadable(err: bytes) -> dict[str, str]:
 
 def binary(output: bytes) -> dict[str, str]:
     """path -> why, for each file whose matches rg replaced by a binary-file notice."""
-    return {_relative(m.group(1)): "binary (NUL byte)" for m in _BINARY.finditer(output)}
+    found = {}
+    for match in _BINARY.finditer(output):
+        # The path is the rest of the line; a NUL in it would make it a match record.
+        name = output[output.rfind(b"\n", 0, match.start()) + 1:match.start()]
+        if name and b"\0" not in name:
+            found[_relative(name)] = "binary (NUL byte)"
+    return found
 
 
 def oversized(root: Path, files: Sequence[str], limit: int) -> dict[str, str]:
@@ -165,8 +177,10 @@ def search(query: SourceQuery) -> SourceHits:
         binary_notices = ["--binary"] if query.explain else []
         try:
             matching = _start(
+                # --heading prints each file's path once, not once per match: a fifth of
+                # the output, for the same search (matches.count_grouped_terms).
                 [rg, "-o", "-i", "-F", "--null", "--no-line-number", "--with-filename",
-                 "--no-heading", "--color=never", f"--max-filesize={query.max_filesize}",
+                 "--heading", "--color=never", f"--max-filesize={query.max_filesize}",
                  *binary_notices, *patterns, *scope],
                 query.root,
             )
@@ -187,7 +201,7 @@ def search(query: SourceQuery) -> SourceHits:
         # The match pass prints nothing when no readable file matched; stderr then says so.
         _check("rg -o", matching, match_err, bool(match_out) or _only_unreadable(match_err),
                query.root)
-        hits.body_counts = count_terms(match_out, terms)
+        hits.body_counts = count_grouped_terms(match_out, terms)
         hits.skipped.update(unreadable(match_err))
         hits.skipped.update(binary(match_out))
     return hits
