@@ -1,0 +1,158 @@
+"""--stub and --slice as a user meets them: after the table, in JSON, and when files misbehave."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from search_fixtures import RETRY, cli, make_repo, search
+
+from slm_rerank import pipeline
+
+#: A module where the cited method has siblings to fold.
+SERVICE = """\
+import json
+
+PATH = "db.json"
+
+
+def load():
+    with open(PATH) as handle:
+        return json.load(handle)
+
+
+def save_checkpoint(state):
+    data = json.dumps(state)
+    with open(PATH, "w") as handle:
+        handle.write(data)
+    return len(data)
+
+
+def close():
+    global PATH
+    PATH = None
+    return True
+"""
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "repo", {"store.py": SERVICE, "retry.py": RETRY})
+
+
+def numbered(stub_text: str) -> dict[int, str]:
+    """line number -> source line, for every numbered line of a stub."""
+    out = {}
+    for line in stub_text.splitlines():
+        match = re.match(r"^\s*(\d+)[> ] (.*)$", line)
+        if match:
+            out[int(match.group(1))] = match.group(2)
+    return out
+
+
+def test_json_gives_each_result_a_stub_with_true_line_numbers(repo: Path) -> None:
+    doc = cli("--fast", "--stub", "--chunks", "--format", "json", "-k", "1",
+              "-q", "save checkpoint", cwd=repo).json()
+
+    result = doc["results"][0]
+    stub = result["stub"]
+    assert result["symbol"] == "save_checkpoint"
+    source = SERVICE.splitlines()
+    lines = numbered(stub["text"])
+    for number in range(result["start_line"], result["end_line"] + 1):
+        assert lines[number] == source[number - 1]  # the cited method, whole and in place
+    assert "… (folded 2 lines)" in stub["text"]  # load's body
+    assert 7 not in lines and 8 not in lines  # load's body is not shown
+    assert lines[6] == "def load():" and lines[1] == "import json"
+    assert stub["method"] == "python"
+    assert stub["kept_lines"] + stub["folded_lines"] == stub["total_lines"] == len(source)
+
+
+def test_slice_folds_the_cited_method_too(repo: Path) -> None:
+    doc = cli("--fast", "--slice", "--chunks", "--format", "json", "-k", "1",
+              "-q", "save checkpoint", cwd=repo).json()
+
+    lines = numbered(doc["results"][0]["stub"]["text"])
+    assert lines[11] == "def save_checkpoint(state):"
+    assert 12 not in lines  # its body is folded
+
+
+def test_text_output_puts_the_stubs_after_the_table(repo: Path) -> None:
+    run = cli("--fast", "--stub", "-k", "2", "-q", "save checkpoint", cwd=repo)
+
+    assert run.returncode == 0, run.stderr
+    table, _, stubs = run.stdout.partition("\n--- 1. ")
+    assert table.splitlines()[0].startswith("store.py:")
+    assert stubs.startswith("store.py:")
+    assert "stub: " in stubs.splitlines()[0]
+    assert "def save_checkpoint(state):" in stubs
+
+
+def test_without_the_flags_json_stubs_are_null_and_text_has_none(repo: Path) -> None:
+    doc = cli("--fast", "--format", "json", "-q", "save checkpoint", cwd=repo).json()
+    run = cli("--fast", "-q", "save checkpoint", cwd=repo)
+
+    assert all(r["stub"] is None for r in doc["results"])
+    assert "--- 1." not in run.stdout
+
+
+def test_stub_and_slice_together_are_a_usage_error(repo: Path) -> None:
+    run = cli("--fast", "--stub", "--slice", "-q", "save", cwd=repo)
+
+    assert run.returncode == 2
+    assert "either --stub" in run.stderr
+
+
+def test_markdown_puts_each_stub_in_a_code_fence(repo: Path) -> None:
+    run = cli("--fast", "--stub", "-k", "1", "--format", "markdown", "-q", "save checkpoint",
+              cwd=repo)
+
+    assert "\n```\n" in run.stdout
+    assert "def save_checkpoint(state):" in run.stdout.split("```")[1]
+
+
+def test_a_python_file_that_does_not_parse_falls_back_with_a_note(tmp_path: Path) -> None:
+    broken = "def save_checkpoint(state:\n    return state\n" + "x = 1\n" * 40
+    repo = make_repo(tmp_path / "repo", {"broken.py": broken})
+
+    doc = cli("--fast", "--stub", "--format", "json", "-q", "save checkpoint",
+              cwd=repo).json()
+
+    stub = doc["results"][0]["stub"]
+    assert stub["method"] == "context"
+    assert "does not parse" in stub["note"]
+    assert "def save_checkpoint(state:" in stub["text"]
+
+
+def test_a_file_deleted_after_ranking_still_gets_its_stub_from_what_was_read(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_rank = pipeline.rank
+
+    def rank_then_delete(*args: object, **kwargs: object) -> pipeline.Ranked:
+        ranked = real_rank(*args, **kwargs)  # type: ignore[arg-type]
+        (repo / "store.py").unlink()
+        return ranked
+
+    monkeypatch.setattr(pipeline, "rank", rank_then_delete)
+
+    report = search(repo, "save checkpoint", stubs="stub", top_k=1)
+
+    assert not (repo / "store.py").exists()
+    assert report.results[0].path == "store.py"
+    assert "def save_checkpoint(state):" in report.results[0].stub.text
+
+
+def test_a_huge_cited_file_gets_a_capped_stub_that_says_so(tmp_path: Path) -> None:
+    functions = "".join(f"def handler_{i}(request):\n    return {i}\n\n\n" for i in range(3000))
+    huge = "import os\n\n\n" + functions + "def save_checkpoint():\n" + \
+        "".join(f"    step_{i} = {i}\n" for i in range(2000))
+    repo = make_repo(tmp_path / "repo", {"huge.py": huge})
+
+    doc = cli("--fast", "--stub", "--format", "json", "-q", "save checkpoint",
+              cwd=repo).json()
+
+    stub = doc["results"][0]["stub"]
+    assert stub["total_lines"] == len(huge.splitlines())
+    assert stub["kept_lines"] < 1000
+    assert stub["note"] and "cut" in stub["note"]
