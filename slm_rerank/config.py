@@ -99,6 +99,13 @@ class Settings:
     score_cache: bool = _setting(True, "reuse model scores from the cache (--no-cache: off)")
     prompt_chars: int = _setting(1500, "longest chunk text sent to the model; longer chunks "
                                  "are cut around their best-matching lines", minimum=200)
+    auto_serve: bool = _setting(
+        False, "start the managed llama-server with the bundled model (slm-rerank serve) "
+        "when a model query finds no server, as --local does; off by default: the bundled "
+        "model is slow here and does not beat the lexical order (docs/models.md)")
+    serve_idle: float = _setting(
+        900.0, "seconds without a query after which a server started by --local or "
+        "auto_serve stops itself (0: never)", minimum=0.0)
     hook_deadline: float = _setting(5.0, "seconds the Claude Code prompt hook may take; then "
                                     "it prints nothing (--deadline, "
                                     "SLM_RERANK_HOOK_DEADLINE)", minimum=0.001)

@@ -13,7 +13,7 @@ from slm_rerank.terminal import emit, fail
 
 #: search flag -> the setting it overrides
 MODEL_FLAGS = ("model", "base_url", "host", "api", "scorer", "rerank_top", "full", "threshold",
-               "timeout", "score_cache")
+               "timeout", "score_cache", "auto_serve")
 
 
 def model_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -30,6 +30,9 @@ def model_options(command: Callable[..., Any]) -> Callable[..., Any]:
                                                  "openai-chat", "ollama"]),
                      help="How to ask the server (default: as probed; openai-chat sends "
                           "real chat messages)."),
+        click.option("--local", "auto_serve", flag_value=True, default=None,
+                     help="With no model server running, start the bundled one (slm-rerank "
+                          "serve --background) and use it; it stops after serve_idle s."),
         click.option("--scorer", metavar="NAME", help="How chunks are judged (default yesno)."),
         click.option("--rerank-top", "rerank_top", type=click.IntRange(min=1),
                      help="Chunks of the lexical head the model judges (default 16)."),

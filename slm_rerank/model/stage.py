@@ -163,8 +163,9 @@ async def _find_endpoint(settings: Settings, client: object, judgement: Judgemen
             return found.endpoint
     why = "; ".join(f"{p.url.rsplit(':', 1)[-1]} {p.reason}" for p in probes)
     judgement.degraded = (f"no model server answered on {host} ports "
-                          f"{discovery.PORTS.start}-{discovery.PORTS.stop - 1} ({why}); start "
-                          "one (docs/models.md), pass -e URL, or --fast for lexical only")
+                          f"{discovery.PORTS.start}-{discovery.PORTS.stop - 1} ({why}); pass "
+                          "--local to start the bundled model (slm-rerank serve), -e URL for "
+                          "your own server (docs/models.md), or --fast for lexical only")
     return None
 
 
