@@ -31,7 +31,9 @@ unchanged. A fold has no number: the gutter (``>`` when it hides cited lines, wh
 ``skeleton`` does), then ``… (folded N lines)`` indented like the first line it hides. Runs
 of blank lines keep their first line, a blank line right after a fold goes too, and no fold
 line stands for them (the jump in the numbers shows them); cited lines are all shown.
-``kept_lines + folded_lines == total_lines`` always.
+``kept_lines + folded_lines == total_lines`` always. A shown line longer than
+``MAX_LINE_CHARS`` (a data blob, a minified bundle) is cut there, ending in
+``… (N more characters)``, and ``note`` says how many lines were cut.
 """
 
 from __future__ import annotations
@@ -56,6 +58,15 @@ LIMIT_BYTES = 2_000_000
 LONG_STATEMENT_LINES = 12
 #: Hiding fewer lines than this saves nothing: the fold line costs one line itself.
 MIN_FOLD = 2
+#: A shown line is cut after this many characters: one 2 MB line of data would otherwise be
+#: the whole stub, and no agent reads it.
+MAX_LINE_CHARS = 500
+
+#: A carriage return not followed by a newline: Python's parser ends a line there, git,
+#: ripgrep and editors do not.
+_LONE_CR = re.compile(r"\r(?!\n)")
+#: Open without waiting (a named pipe has no writer) and without leaking into children.
+_OPEN_FLAGS = getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 #: A last line made only of closing brackets stays visible, so the fold reads as a block.
 _CLOSING = re.compile(r"^\s*(?:[\]\)\}]+[;,\)]*|end)\s*$")
@@ -103,7 +114,7 @@ def build_stub(name: str, text: str, cited: Sequence[tuple[int, int]], *,
     ``cited`` holds 1-based inclusive ranges; they are kept in full unless ``skeleton``.
     Ranges past the end of the file are dropped, and ``note`` names them.
     """
-    lines = [line.rstrip("\r") for line in text.split("\n")]
+    lines = [line.rstrip("\r") for line in text.split("\n")] if text else []
     if len(lines) > 1 and lines[-1] == "":
         lines.pop()  # the newline that ends the last line does not start another
     total = len(lines)
@@ -130,16 +141,21 @@ def build_stub(name: str, text: str, cited: Sequence[tuple[int, int]], *,
         if ranges:
             notes.append(f"{why}: cited lines with {context} lines of context")
             shown = [(max(1, s - context), min(total, e + context)) for s, e in ranges]
-        else:
+        elif total:
             shown = [(1, min(total, max(context, 1)))]
             notes.append(f"{why}: its first {shown[0][1]} lines")
+        else:
+            shown = []
         folds = _complement(shown, total)
         skeleton = False
     visible = _visible(total, folds, [] if skeleton else ranges)
     cut = _cap(visible, lines, ranges, max_lines)
     if cut:
         notes.append(f"cut to {max_lines} lines (max_lines), {cut} more would have shown")
-    out, kept = _render(lines, visible, ranges)
+    out, kept, long_lines = _render(lines, visible, ranges)
+    if long_lines:
+        notes.append(f"{long_lines} line{'s' if long_lines > 1 else ''} cut at "
+                     f"{MAX_LINE_CHARS} characters")
     return Stub("\n".join(out), kept, total - kept, total, method, "; ".join(notes) or None)
 
 
@@ -155,14 +171,22 @@ def stub_file(root: Path, rel: str, cited: Sequence[tuple[int, int]], *,
     full = os.path.join(os.fsencode(root), os.fsencode(rel))
     shown = display_path(rel)
     try:
-        status = os.stat(full)
-        reason = size_reason(status.st_size, limit_bytes)
-        if stat.S_ISDIR(status.st_mode):
-            reason = "a directory, not a file"
-        elif reason is None:
-            with open(full, "rb") as handle:
-                data = handle.read(limit_bytes + 1)
-            reason = size_reason(len(data), limit_bytes)
+        # Non-blocking, and judged by fstat of what was opened: a named pipe must not wait
+        # for a writer, and a file swapped for one after a stat must not slip through.
+        fd = os.open(full, os.O_RDONLY | _OPEN_FLAGS)
+        try:
+            status = os.fstat(fd)
+            reason = size_reason(status.st_size, limit_bytes)
+            if stat.S_ISDIR(status.st_mode):
+                reason = "a directory, not a file"
+            elif not stat.S_ISREG(status.st_mode):
+                reason = "not a regular file (a pipe, socket or device)"
+            elif reason is None:
+                with open(fd, "rb", closefd=False) as handle:
+                    data = handle.read(limit_bytes + 1)
+                reason = size_reason(len(data), limit_bytes)
+        finally:
+            os.close(fd)
     except IsADirectoryError:
         reason = "a directory, not a file"
     except FileNotFoundError:
@@ -188,7 +212,8 @@ _STRUCTURE = (*_FUNCTIONS, ast.ClassDef, ast.Import, ast.ImportFrom)
 
 def _python_folds(text: str, lines: list[str]) -> list[tuple[int, int]]:
     try:
-        tree = ast.parse(text)
+        # A lone CR would start a new line for ast and shift every number after it.
+        tree = ast.parse(_LONE_CR.sub(" ", text))
     except SyntaxError as exc:
         raise _Unparsable(f"does not parse as Python (line {exc.lineno}: {exc.msg})") from exc
     except (ValueError, RecursionError, MemoryError) as exc:
@@ -359,15 +384,23 @@ def _dropped_blank(lines: list[str], n: int) -> bool:
     return not lines[n - 1].strip() and n > 1 and not lines[n - 2].strip()
 
 
+def _shown(text: str) -> str:
+    """``text``, cut at MAX_LINE_CHARS with a marker saying how much is missing."""
+    if len(text) <= MAX_LINE_CHARS:
+        return text
+    return f"{text[:MAX_LINE_CHARS]} … ({len(text) - MAX_LINE_CHARS} more characters)"
+
+
 def _render(lines: list[str], visible: bytearray, cited: list[tuple[int, int]]
-            ) -> tuple[list[str], int]:
+            ) -> tuple[list[str], int, int]:
+    """The stub's lines, how many source lines it shows, and how many of those were cut."""
     total = len(lines)
     width = len(str(total))
     is_cited = bytearray(total + 1)
     for start, end in cited:
         is_cited[start:end + 1] = b"\1" * (end - start + 1)
     out: list[str] = []
-    kept = 0
+    kept = long_lines = 0
     line = 1
     previous_blank = False
     while line <= total:
@@ -375,8 +408,9 @@ def _render(lines: list[str], visible: bytearray, cited: list[tuple[int, int]]
             text = lines[line - 1]
             blank = not text.strip()
             if not (blank and previous_blank and not is_cited[line]):
-                out.append(f"{line:>{width}}{'>' if is_cited[line] else ' '} {text}")
+                out.append(f"{line:>{width}}{'>' if is_cited[line] else ' '} {_shown(text)}")
                 kept += 1
+                long_lines += len(text) > MAX_LINE_CHARS
             previous_blank = blank
             line += 1
             continue
@@ -385,8 +419,8 @@ def _render(lines: list[str], visible: bytearray, cited: list[tuple[int, int]]
             line += 1
         hidden = lines[run - 1:line - 1]
         first = next((t for t in hidden if t.strip()), "")
-        indent = first[:len(first) - len(first.lstrip())]
+        indent = first[:len(first) - len(first.lstrip())][:MAX_LINE_CHARS]
         mark = ">" if any(is_cited[run:line]) else " "
         out.append(f"{'':>{width}}{mark} {indent}… (folded {line - run} lines)")
         previous_blank = True  # the blank line after a body says nothing the numbers do not
-    return out, kept
+    return out, kept, long_lines
