@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,7 @@ def _chunk(row: Any, line_count: int) -> Chunk | None:
         return None
     if not (symbol is None or isinstance(symbol, str)):
         return None
-    if not (isinstance(defines, list) and all(isinstance(d, str) for d in defines)):
+    if not (isinstance(defines, list) and all(map(isinstance, defines, repeat(str)))):
         return None
     return Chunk(start, end, symbol, tuple(defines))
 
@@ -94,9 +95,13 @@ class SliceCache:
         except OSError:
             pass  # a cache that cannot be written only costs speed
 
-    def slice(self, name: str, data: bytes, text: str) -> list[Chunk]:
+    def slice(self, name: str, data: bytes, text: str, line_count: int | None = None
+              ) -> list[Chunk]:
+        """``line_count``: ``len(text.splitlines())``, when the caller has it already."""
         key = slicing.content_key(name, data)
-        chunks = self.get(key, len(text.splitlines()) or 1)
+        if line_count is None:
+            line_count = len(text.splitlines())
+        chunks = self.get(key, line_count or 1)
         if chunks is None:
             chunks = slicing.slice_text(name, data, text)
             self.put(key, chunks)

@@ -62,7 +62,10 @@ def _split(path: str) -> tuple[list[str], str, str]:
 
 
 def is_test_path(path: str) -> bool:
-    folders, name, _ = _split(path)
+    return _is_test(*_split(path))
+
+
+def _is_test(folders: list[str], name: str, suffix: str) -> bool:
     return (
         any(part in TEST_DIRS for part in folders)
         or name.startswith("test_") or name.startswith("tests.")
@@ -75,7 +78,10 @@ def is_test_path(path: str) -> bool:
 
 def is_source_path(path: str) -> bool:
     """Program source, judged by extension; a versioned vendored library is not ours."""
-    _, name, suffix = _split(path)
+    return _is_source(*_split(path))
+
+
+def _is_source(folders: list[str], name: str, suffix: str) -> bool:
     return suffix in SOURCE_SUFFIXES and not _VENDORED.search(name)
 
 
@@ -85,9 +91,26 @@ def is_changelog_path(path: str) -> bool:
 
 
 def is_doc_path(path: str) -> bool:
-    folders, name, suffix = _split(path)
+    return _is_doc(*_split(path))
+
+
+def _is_doc(folders: list[str], name: str, suffix: str) -> bool:
     if name == "cmakelists.txt" or name.startswith("requirements"):
         return False
     if CHANGELOG_NAMES.match(name):
         return True
     return suffix in DOC_SUFFIXES or any(part in DOC_DIRS for part in folders)
+
+
+def path_kind(path: str) -> str:
+    """"test", "changelog", "doc", "source" or "other": the first of the tests above that
+    holds, in that order, from one split of the path (a long query finds evidence in
+    nearly every file of a tree, and each is asked)."""
+    parts = _split(path)
+    if _is_test(*parts):
+        return "test"
+    if CHANGELOG_NAMES.match(parts[1]):
+        return "changelog"
+    if _is_doc(*parts):
+        return "doc"
+    return "source" if _is_source(*parts) else "other"

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from functools import lru_cache
-from itertools import accumulate
+from itertools import accumulate, repeat
+from operator import sub
 
-from slm_rerank.filetypes import is_changelog_path, is_doc_path, is_source_path, is_test_path
+from slm_rerank.filetypes import path_kind
 from slm_rerank.registrations import SourceHits
 from slm_rerank.slicing import Chunk
 from slm_rerank.terms import QueryTerms, Term, light, searched_in_bodies, split_identifier
@@ -81,14 +83,15 @@ def saturate(tf: int, length_ratio: float = 1.0) -> float:
 
 def kind_factor(path: str, terms: QueryTerms) -> float:
     """Tests, docs and other non-source text rank below implementations unless asked for."""
-    if is_test_path(path):
+    kind = path_kind(path)
+    if kind == "test":
         return 1.0 if terms.about_tests else TEST_FACTOR
-    if is_changelog_path(path):
+    if kind == "changelog":
         # A changelog names every feature once: an index of the project, not its answer.
         return DOC_FACTOR if terms.about_docs else CHANGELOG_FACTOR
-    if is_doc_path(path):
+    if kind == "doc":
         return 1.0 if terms.about_docs else DOC_FACTOR
-    if not is_source_path(path):
+    if kind == "other":
         return OTHER_FACTOR
     return 1.0
 
@@ -136,18 +139,31 @@ def _names_path(path: str, named: list[tuple[str, ...]]) -> int | None:
     return None
 
 
-def _path_matches(path: str, terms: QueryTerms) -> list[tuple[Term, float]]:
-    """The terms that name this file, a token of its name, or one of its folders."""
-    name_key, name_tokens, dir_tokens = _path_parts(path)
-    found = []
-    for term in terms.terms:
-        if _key(term.root) == name_key:
-            found.append((term, NAMES_FILE))
-        elif term.light in name_tokens:
-            found.append((term, NAME_TOKEN))
-        elif term.light in dir_tokens:
-            found.append((term, DIRECTORY))
-    return found
+class _PathMatcher:
+    """The terms that name a file, a token of its name, or one of its folders.
+
+    Most paths match no term: one set test per path says so before any per-term loop.
+    """
+
+    def __init__(self, terms: QueryTerms) -> None:
+        self.terms = [(term, _key(term.root), term.light) for term in terms.terms]
+        self.keys = {key for _, key, _ in self.terms}
+        self.lights = {term.light for term in terms.terms}
+
+    def __call__(self, path: str) -> list[tuple[Term, float]]:
+        name_key, name_tokens, dir_tokens = _path_parts(path)
+        if name_key not in self.keys and self.lights.isdisjoint(name_tokens) \
+                and self.lights.isdisjoint(dir_tokens):
+            return []
+        found = []
+        for term, key, token in self.terms:
+            if key == name_key:
+                found.append((term, NAMES_FILE))
+            elif token in name_tokens:
+                found.append((term, NAME_TOKEN))
+            elif token in dir_tokens:
+                found.append((term, DIRECTORY))
+        return found
 
 
 def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats,
@@ -162,7 +178,8 @@ def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats,
     average = (sum(sizes.values()) / len(sizes)) if sizes else 1.0
     named = [tuple(p for p in m.replace("\\", "/").split("/") if p) for m in terms.paths]
     n_files = max(1, len(hits.files))
-    path_evidence = {path: _path_matches(path, terms) for path in hits.files}
+    path_matches = _PathMatcher(terms)
+    path_evidence = {path: path_matches(path) for path in hits.files}
     mention = {path: _names_path(path, named) for path in hits.files} if named else {}
     path_df: dict[str, int] = {}
     for found in path_evidence.values():
@@ -173,22 +190,31 @@ def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats,
         if index is not None:
             mention_df[index] = mention_df.get(index, 0) + 1
     strongest = max(stats.weights.values(), default=1.0)
+    by_literal: dict[str, list[int]] = {}
+    for i, term in enumerate(terms.terms):
+        by_literal.setdefault(term.literal, []).append(i)
     out: list[FileEvidence] = []
     for path in hits.files:
+        counts = hits.body_counts.get(path)
+        index = mention.get(path)
+        if not (counts or path_evidence[path] or index is not None):
+            continue  # no evidence of any kind: most of a large tree
         ev = FileEvidence(path)
         for term, bonus in path_evidence[path]:
             gain = stats.weights[term.literal] * bonus * path_rarity(path_df[term.root], n_files)
             ev.path_score += gain
             ev.matched[term.root] = ev.matched.get(term.root, 0.0) + gain
             ev.path_terms.append(term.root)
-        index = mention.get(path)
         if index is not None:
             ev.path_score += NAMED_PATH * strongest / mention_df[index]
-        counts = hits.body_counts.get(path)
         if counts:
             ratio = sizes.get(path, average) / average if average else 1.0
-            for term in terms.terms:
-                tf = counts.get(term.literal, 0)
+            # The terms found in this file, in query order (the order the sums are made in),
+            # without asking every term of a long query about every file.
+            found_terms = sorted(i for literal in counts for i in by_literal.get(literal, ()))
+            for i in found_terms:
+                term = terms.terms[i]
+                tf = counts[term.literal]
                 if tf:
                     gain = stats.weights[term.literal] * saturate(tf, ratio)
                     ev.body_score += gain
@@ -206,35 +232,87 @@ def path_rarity(df: int, n_files: int) -> float:
     return math.log(1.0 + n_files / df) / math.log(1.0 + n_files)
 
 
+@dataclass(frozen=True)
+class LoweredText:
+    """A file's text lower-cased, and where its lines start: worked out once per file."""
+
+    text: str
+    #: offsets[i] is where line i + 1 starts; the last entry is the text's length
+    offsets: list[int]
+
+    @classmethod
+    def of(cls, text: str) -> LoweredText:
+        lowered = text.lower()
+        return cls(lowered, [0, *accumulate(map(len, lowered.splitlines(keepends=True)))])
+
+    @property
+    def line_count(self) -> int:
+        """As ``len(text.splitlines())``: lower-casing neither adds nor removes line breaks."""
+        return len(self.offsets) - 1
+
+
+#: ``saturate``'s constant at the average length, as it computes it (the same float).
+_K_AVERAGE = SATURATION * (1.0 - LENGTH_B + LENGTH_B * 1.0)
+
+
 def score_chunks(terms: QueryTerms, stats: TermStats, ev: FileEvidence, chunks: list[Chunk],
-                 text: str) -> list[ScoredChunk]:
-    """Each chunk's score: its file's evidence plus what the chunk itself declares and says."""
-    present: list[Term] = [t for t in terms.terms if t.root in ev.matched]
-    keys = {t.literal: _key(t.root) for t in present}
-    lowered = text.lower()
-    # offsets[i] is where line i + 1 starts, so a chunk is one slice of the lowered text
-    offsets = [0, *accumulate(len(line) for line in lowered.splitlines(keepends=True))]
+                 text: str, lowered: LoweredText | None = None) -> list[ScoredChunk]:
+    """Each chunk's score: its file's evidence plus what the chunk itself declares and says.
+
+    ``lowered`` is ``LoweredText.of(text)``, when the caller has it already.
+    """
+    lowered = lowered or LoweredText.of(text)
+    whole, offsets = lowered.text, lowered.offsets
+    terms_here = [t for t in terms.terms if t.root in ev.matched]
+    # Keyed by literal: two words with one stem share the key of the last of them.
+    keys = {t.literal: _key(t.root) for t in terms_here}
     last = len(offsets) - 1
+    starts = [offsets[min(chunk.start_line - 1, last)] for chunk in chunks]
+    ends = [offsets[min(chunk.end_line, last)] for chunk in chunks]
+    # Per term, once per file: its weight, its key, and its count in every chunk's body.
+    present = [(t.root, keys[t.literal], stats.weights[t.literal],
+                _counts_per_chunk(t.literal, whole, starts, ends)
+                if searched_in_bodies(t) else None) for t in terms_here]
     scored = []
-    for chunk in chunks:
-        body = lowered[offsets[min(chunk.start_line - 1, last)]: offsets[min(chunk.end_line, last)]]
+    for i, chunk in enumerate(chunks):
         local = 0.0
         matched: list[str] = []
         declared = {_key(name) for name in chunk.defines}
         enclosing = {_key(part) for part in (chunk.symbol or "").split(".")[:-1]}
-        for term in present:
-            weight = stats.weights[term.literal]
+        for root, key, weight, counts in present:
             gain = 0.0
-            if keys[term.literal] in declared:
+            if key in declared:
                 gain += DECLARES * weight
-            elif keys[term.literal] in enclosing:
+            elif key in enclosing:
                 gain += ENCLOSING * weight
-            if searched_in_bodies(term):
-                gain += weight * saturate(body.count(term.literal))
+            if counts is not None:
+                # saturate(tf) inline; a zero count adds nothing (gain + 0.0 is gain)
+                tf = counts[i]
+                if tf:
+                    gain += weight * (tf / (tf + _K_AVERAGE))
             if gain:
                 local += gain
-                matched.append(term.root)
+                matched.append(root)
         score = ev.score + local * ev.factor
         path_terms = [t for t in ev.path_terms if t not in matched]
         scored.append(ScoredChunk(ev.path, chunk, score, matched + path_terms))
     return scored
+
+
+def _counts_per_chunk(literal: str, text: str, starts: list[int], ends: list[int]
+                      ) -> list[int]:
+    """``text[start:end].count(literal)`` for each chunk, with one scan of ``text``.
+
+    A literal without a line break is found inside one line, and ``str.count``'s scan
+    (leftmost, without overlaps: ``aba`` is in ``ababa`` once) finds the same occurrences in
+    a line whether it starts at that line or earlier. A chunk runs from a line start to a
+    line start, so it holds the occurrences of the whole text that start in it. A literal
+    with a line break (none that ``terms`` makes) is counted slice by slice.
+    """
+    if literal not in text:
+        return [0] * len(starts)
+    if literal.splitlines() != [literal]:
+        return [text[start:end].count(literal) for start, end in zip(starts, ends, strict=True)]
+    at = [m.start() for m in re.finditer(re.escape(literal), text)]
+    return list(map(sub, map(bisect_left, repeat(at), ends),
+                    map(bisect_left, repeat(at), starts)))

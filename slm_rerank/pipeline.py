@@ -340,6 +340,8 @@ def candidates(evidence: list[FileEvidence], wanted: int = CANDIDATE_FILES
 
 def rank(request: SearchRequest, host: Host, gathered: Gathered, notes: list[str]) -> Ranked:
     """Slice the candidate files and score every chunk lexically, best first."""
+    from slm_rerank.lexical import LoweredText
+
     cache = SliceCache(request.cache_dir / "chunks") if request.cache_dir else None
     limit = host.settings.max_file_bytes
     scored: list[ScoredChunk] = []
@@ -350,8 +352,10 @@ def rank(request: SearchRequest, host: Host, gathered: Gathered, notes: list[str
             notes.append(f"skipped {display_path(ev.path)}: {reason}")
             continue
         text = data.decode("utf-8", "replace")
-        chunks = cache.slice(ev.path, data, text) if cache else slice_text(ev.path, data, text)
-        scored.extend(score_chunks(gathered.terms, gathered.stats, ev, chunks, text))
+        lowered = LoweredText.of(text)  # once for both: the cache's check and the scores
+        chunks = (cache.slice(ev.path, data, text, lowered.line_count) if cache
+                  else slice_text(ev.path, data, text))
+        scored.extend(score_chunks(gathered.terms, gathered.stats, ev, chunks, text, lowered))
         texts[ev.path] = text
     scored.sort(key=lambda s: (-s.score, s.path, s.chunk.start_line))
     return Ranked(scored, texts)
