@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from search_fixtures import git_init, write_tree
 
+from slm_rerank.dirty import find_dirty
 from slm_rerank.stubs import build_stub, stub_file
 
 
@@ -87,3 +88,63 @@ def test_stub_file_of_a_named_pipe_gives_a_note_instead_of_waiting_for_a_writer(
     stub = result[0]
     assert stub.text == ""  # type: ignore[attr-defined]
     assert "not a regular file" in stub.note  # type: ignore[attr-defined]
+
+
+# --- --dirty -------------------------------------------------------------------------------
+
+CLEAN = {"pkg/a.py": "def alpha():\n    return 1\n", "pkg/b.py": "def beta():\n    return 2\n"}
+
+
+def test_finding_dirty_files_does_not_write_the_repository_index(tmp_path):
+    # `git status` refreshes and rewrites .git/index under index.lock when file times moved:
+    # run beside the user's own `git commit`, that lock makes the commit fail.
+    repo = committed(tmp_path / "repo", CLEAN)
+    for name in CLEAN:
+        later = (repo / name).stat().st_mtime + 100
+        os.utime(repo / name, (later, later))
+    index = repo / ".git" / "index"
+    before = (index.read_bytes(), index.stat().st_mtime_ns)
+
+    found = find_dirty(repo)
+
+    assert found.reason is None and found.kinds == {}
+    assert (index.read_bytes(), index.stat().st_mtime_ns) == before
+
+
+def test_git_dir_in_the_environment_does_not_point_dirty_at_another_repository(
+        tmp_path, monkeypatch):
+    repo = committed(tmp_path / "repo", CLEAN)
+    other = committed(tmp_path / "other", {"unrelated.txt": "hi\n"})
+    (repo / "pkg/b.py").write_text(CLEAN["pkg/b.py"] + "# edited\n")
+    monkeypatch.setenv("GIT_DIR", str(other / ".git"))
+    monkeypatch.setenv("GIT_INDEX_FILE", str(other / ".git" / "index"))
+
+    found = find_dirty(repo)
+
+    assert found.reason is None
+    assert found.kinds == {"pkg/b.py": "modified"}
+
+
+def test_files_changed_inside_a_submodule_are_found_under_its_path(tmp_path):
+    library = committed(tmp_path / "library", CLEAN)
+    repo = committed(tmp_path / "repo", {"top.py": "def top():\n    return 0\n"})
+    git(repo, "submodule", "add", "-q", str(library), "vendor/lib")
+    git(repo, "commit", "-qm", "add the submodule")
+    (repo / "vendor/lib/pkg/a.py").write_text(CLEAN["pkg/a.py"] + "# edited\n")
+    (repo / "vendor/lib/pkg/new.py").write_text("def gamma():\n    return 3\n")
+
+    found = find_dirty(repo)
+
+    assert found.reason is None
+    assert found.kinds == {"vendor/lib/pkg/a.py": "modified",
+                           "vendor/lib/pkg/new.py": "untracked"}
+
+
+def test_a_submodule_is_found_from_a_root_inside_the_superproject(tmp_path):
+    library = committed(tmp_path / "library", CLEAN)
+    repo = committed(tmp_path / "repo", {"top.py": "def top():\n    return 0\n"})
+    git(repo, "submodule", "add", "-q", str(library), "vendor/lib")
+    git(repo, "commit", "-qm", "add the submodule")
+    (repo / "vendor/lib/pkg/b.py").write_text(CLEAN["pkg/b.py"] + "# edited\n")
+
+    assert find_dirty(repo / "vendor").kinds == {"lib/pkg/b.py": "modified"}
