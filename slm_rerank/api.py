@@ -84,7 +84,18 @@ def search(
         explain=explain, expanders=[EXPANDER] if expand else [], stubs=stubs, dirty=dirty,
         by_slice=by_slice,
     )
+    started_note = None
+    if not fast:
+        from slm_rerank import serve
+
+        # --local: with no server given (-e, SLM_ENDPOINT) or to scan (--host), start ours.
+        if settings.auto_serve and not settings.base_url and not settings.host:
+            started_note = serve.ensure_local(cache_dir, settings.serve_idle, None)
+        else:
+            serve.touch(cache_dir)  # a managed server found by the scan is in use too
     report = run_search(request, host)
+    if started_note:
+        report.warnings.insert(0, started_note)
     if settings.usage_log:
         try:
             usage.append(cache_dir, report, caller, (time.perf_counter() - started) * 1000)

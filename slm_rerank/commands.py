@@ -392,3 +392,5 @@ from slm_rerank.mcp_server import register as register_mcp  # noqa: E402, I001
 register_mcp(cli)
 from slm_rerank import hook as hook_command  # noqa: E402, I001
 hook_command.register(cli)
+from slm_rerank import serve_commands  # noqa: E402, I001
+serve_commands.register(cli)

