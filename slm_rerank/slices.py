@@ -5,7 +5,9 @@ roots, ``packages/auth/src/login.py`` belongs to ``packages/auth`` and
 ``services/billing/api.go`` to ``services/billing``. A root without ``/`` matches a folder
 of that name at any depth (the outermost one wins, so ``packages/auth/src/x/y.py`` is in
 ``packages/auth``, not ``packages/auth/src/x``); a root with ``/`` (``internal/handlers``)
-is a path from the searched root, and wins over names. A slice is named by its whole path from
+is a path from the searched root, and wins over names (``./src``, ``a//b`` and ``x/../a``
+are read as the paths they name; ``""``, ``/``, ``.`` and ``..`` name no folder under the
+searched root and match nothing). A slice is named by its whole path from
 the searched root, and a folder that is itself a root name is not a slice:
 ``src/features/auth/x.ts`` is in ``src/features/auth``, not ``src/features``. A
 file directly inside a root, or outside every root, has no slice; such files form one group
@@ -14,19 +16,41 @@ of their own.
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
+
+
+@lru_cache(maxsize=8)  # one query asks for each result's slice with the same roots
+def _parse_roots(roots: tuple[str, ...]) -> tuple[frozenset[str], tuple[tuple[str, ...], ...]]:
+    """(folder names, anchored paths as parts) of ``roots``.
+
+    A root is a path from the searched root when it holds a ``/`` inside or starts with
+    ``./``; it is read as the path it names (``./a``, ``a//b``, ``x/../a/b``), and one that
+    names no folder under the searched root (``""``, ``/``, ``.``, ``..``) is ignored.
+    """
+    names: set[str] = set()
+    anchored: list[tuple[str, ...]] = []
+    for root in roots:
+        bare = root.strip("/")
+        normal = posixpath.normpath(bare) if bare else "."
+        if normal == "." or normal == ".." or normal.startswith("../"):
+            continue
+        if "/" in bare:
+            anchored.append(tuple(normal.split("/")))
+        else:
+            names.add(normal)
+    return frozenset(names), tuple(anchored)
 
 
 def slice_of(path: str, roots: Sequence[str]) -> str | None:
     """The slice (``root/name``) holding ``path`` (relative, ``/``-separated), if any."""
     folders = path.split("/")[:-1]  # the last part is the file itself
-    names = {r.strip("/") for r in roots if r.strip("/") and "/" not in r.strip("/")}
-    anchored = [parts for r in roots if "/" in r.strip("/")
-                for parts in [[p for p in r.strip("/").split("/") if p]]]
+    names, anchored = _parse_roots(tuple(roots))
     for parts in anchored:
         width = len(parts)
-        if folders[:width] == parts and width < len(folders):
+        if tuple(folders[:width]) == parts and width < len(folders):
             return "/".join(folders[:width + 1])
     for i, folder in enumerate(folders[:-1]):
         # ``src/features/auth``: the slice is src/features/auth, not src/features.

@@ -12,6 +12,7 @@ import pytest
 from search_fixtures import git_init, write_tree
 
 from slm_rerank.dirty import find_dirty
+from slm_rerank.slices import slice_of
 from slm_rerank.stubs import build_stub, stub_file
 
 
@@ -148,3 +149,22 @@ def test_a_submodule_is_found_from_a_root_inside_the_superproject(tmp_path):
     (repo / "vendor/lib/pkg/b.py").write_text(CLEAN["pkg/b.py"] + "# edited\n")
 
     assert find_dirty(repo / "vendor").kinds == {"lib/pkg/b.py": "modified"}
+
+
+# --- slices --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("root", ["./internal/handlers", "internal/./handlers",
+                                  "internal//handlers", "x/../internal/handlers"])
+def test_a_slice_root_path_is_read_as_the_same_path_however_it_is_spelled(root: str) -> None:
+    assert slice_of("internal/handlers/users/get.go", [root]) == "internal/handlers/users"
+
+
+def test_a_dot_slash_root_is_anchored_at_the_searched_root() -> None:
+    assert slice_of("src/auth/login.py", ["./src"]) == "src/auth"
+    assert slice_of("web/src/auth/login.py", ["./src"]) is None
+
+
+@pytest.mark.parametrize("root", ["", "/", ".", "..", "../src", "src/../.."])
+def test_a_slice_root_that_names_no_folder_under_the_root_matches_nothing(root: str) -> None:
+    assert slice_of("src/auth/login.py", [root]) is None
