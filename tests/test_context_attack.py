@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 from search_fixtures import git_init, write_tree
+from slm_rerank_formatters import render_markdown
 
 from slm_rerank.dirty import find_dirty
-from slm_rerank.slices import slice_of
+from slm_rerank.report import Citation, Report
+from slm_rerank.slices import SliceGroup, slice_of
 from slm_rerank.stubs import build_stub, stub_file
 
 
@@ -168,3 +170,30 @@ def test_a_dot_slash_root_is_anchored_at_the_searched_root() -> None:
 @pytest.mark.parametrize("root", ["", "/", ".", "..", "../src", "src/../.."])
 def test_a_slice_root_that_names_no_folder_under_the_root_matches_nothing(root: str) -> None:
     assert slice_of("src/auth/login.py", [root]) is None
+
+
+# --- rendering -----------------------------------------------------------------------------
+
+
+def stubbed_report(path: str, by_slice: bool = False) -> Report:
+    citation = Citation(path=path, start_line=1, end_line=2, symbol="init", score=1.0,
+                        lexical_score=1.0)
+    citation.stub = build_stub(path, "def init():\n    return 1\n", [(1, 2)])
+    slices = [SliceGroup(None, [0], 1.0)] if by_slice else None
+    return Report(query="init", root="/r", mode="fast", results=[citation], slices=slices)
+
+
+@pytest.mark.parametrize("path", ["pkg/__init__.py", "a*b*c.py", "x|y.py"])
+def test_markdown_names_a_stubbed_file_in_a_code_span_so_it_shows_as_written(path: str):
+    # Unquoted, `pkg/__init__.py` renders as "pkg/**init**.py" in bold.
+    out = render_markdown(stubbed_report(path))
+
+    heading = next(line for line in out.splitlines() if "stub:" in line)
+    assert f"`{path}:1-2`" in heading
+
+
+def test_markdown_does_not_show_the_files_outside_any_slice_as_a_slice_named_so():
+    out = render_markdown(stubbed_report("setup.py", by_slice=True))
+
+    assert "### outside any slice" in out
+    assert "`(outside any slice)`" not in out

@@ -10,6 +10,9 @@ import slm_rerank
 from slm_rerank.registrations import OutputFormatter
 from slm_rerank.report import Citation, Report, visible
 
+#: The heading of the results outside every slice (``--by-slice``).
+OUTSIDE = "(outside any slice)"
+
 
 def _score(c: Citation) -> str:
     return f"{c.score:.3f}"
@@ -19,14 +22,15 @@ def _groups(report: Report) -> list[tuple[str | None, list[int]]]:
     """(heading, result indices): the slices with ``--by-slice``, else one untitled group."""
     if report.slices is None:
         return [(None, list(range(len(report.results))))]
-    return [(g.name or "(outside any slice)", list(g.members)) for g in report.slices]
+    return [(OUTSIDE if g.name is None else g.name, list(g.members)) for g in report.slices]
 
 
-def _stub_heading(rank: int, c: Citation) -> str:
+def _stub_heading(rank: int, c: Citation, location: str | None = None) -> str:
+    """``location`` replaces ``c.location`` (Markdown passes it as a code span)."""
     s = c.stub
     method = "cited lines with context" if s.method == "context" else s.method
-    return (f"{rank}. {c.location}  stub: {s.kept_lines} of {s.total_lines} lines kept, "
-            f"{s.folded_lines} folded ({method})")
+    return (f"{rank}. {location or c.location}  stub: {s.kept_lines} of {s.total_lines} "
+            f"lines kept, {s.folded_lines} folded ({method})")
 
 
 def render_stubs(report: Report, tty: bool) -> str:
@@ -111,7 +115,9 @@ def render_markdown(report: Report, tty: bool = False) -> str:
         return "_no results_\n"
     lines = []
     for heading, members in _groups(report):
-        if heading is not None:
+        if heading == OUTSIDE:  # no folder: a code span would show it as one
+            lines += ["### outside any slice", ""]
+        elif heading is not None:
             lines += [f"### slice {_code(_cell(heading, tty))}", ""]
         lines += ["| # | location | score | symbol |", "| ---: | --- | ---: | --- |"]
         for i in members:
@@ -122,7 +128,10 @@ def render_markdown(report: Report, tty: bool = False) -> str:
     for rank, c in enumerate(report.results, 1):
         if c.stub is None:
             continue
-        lines.append(_cell(_stub_heading(rank, c), tty))
+        # A code span, as in the table: bare, `__init__.py` would render as bold "init".
+        # No `\|` inside: outside a table a renderer shows the backslash.
+        location = _code(visible(c.location) if tty else c.location.replace("\n", " "))
+        lines.append(_stub_heading(rank, c, location).replace("\n", " "))
         if c.stub.note:
             lines.append(f"> {_cell(c.stub.note, tty)}")
         text = c.stub.text.rstrip("\n")
