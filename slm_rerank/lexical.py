@@ -274,22 +274,24 @@ def score_chunks(terms: QueryTerms, stats: TermStats, ev: FileEvidence, chunks: 
                 _counts_per_chunk(t.literal, whole, starts, ends)
                 if searched_in_bodies(t) else None) for t in terms_here]
     scored = []
-    for i, chunk in enumerate(chunks):
+    # One row of counts per chunk (a term not searched in bodies counts 0 everywhere).
+    zeros = [0] * len(chunks)
+    columns = [zeros if counts is None else counts for *_, counts in present]
+    rows = zip(*columns, strict=True) if columns else [()] * len(chunks)
+    for chunk, row in zip(chunks, rows, strict=True):
         local = 0.0
         matched: list[str] = []
         declared = {_key(name) for name in chunk.defines}
         enclosing = {_key(part) for part in (chunk.symbol or "").split(".")[:-1]}
-        for root, key, weight, counts in present:
+        for (root, key, weight, _), tf in zip(present, row, strict=True):
             gain = 0.0
             if key in declared:
                 gain += DECLARES * weight
             elif key in enclosing:
                 gain += ENCLOSING * weight
-            if counts is not None:
+            if tf:
                 # saturate(tf) inline; a zero count adds nothing (gain + 0.0 is gain)
-                tf = counts[i]
-                if tf:
-                    gain += weight * (tf / (tf + _K_AVERAGE))
+                gain += weight * (tf / (tf + _K_AVERAGE))
             if gain:
                 local += gain
                 matched.append(root)
@@ -309,10 +311,16 @@ def _counts_per_chunk(literal: str, text: str, starts: list[int], ends: list[int
     line start, so it holds the occurrences of the whole text that start in it. A literal
     with a line break (none that ``terms`` makes) is counted slice by slice.
     """
-    if literal not in text:
+    found = text.find(literal)
+    if found < 0:
         return [0] * len(starts)
     if literal.splitlines() != [literal]:
         return [text[start:end].count(literal) for start, end in zip(starts, ends, strict=True)]
-    at = [m.start() for m in re.finditer(re.escape(literal), text)]
+    # str.find, as str.count scans: several times faster than a regular expression's scan
+    at = []
+    step = len(literal)
+    while found >= 0:
+        at.append(found)
+        found = text.find(literal, found + step)
     return list(map(sub, map(bisect_left, repeat(at), ends),
                     map(bisect_left, repeat(at), starts)))
