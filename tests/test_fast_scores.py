@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
+from slm_rerank import slicing
+from slm_rerank.cache import SliceCache
 from slm_rerank.filetypes import (
     is_changelog_path,
     is_doc_path,
@@ -15,6 +18,7 @@ from slm_rerank.filetypes import (
     path_kind,
 )
 from slm_rerank.lexical import LoweredText, _counts_per_chunk
+from slm_rerank.slicing import Chunk
 
 WORDS = ["retry", "aba", "abab", "ab", "x", "réessai", "重试", "🔁", "That", "thathat", " "]
 BREAKS = ["\n", "\r\n", "\r", "\x85", "\u2028", "\x0c", "\x1e"]
@@ -58,3 +62,18 @@ def test_a_paths_kind_is_the_first_test_that_holds(path: str) -> None:
                 else "doc" if is_doc_path(path) else "source" if is_source_path(path)
                 else "other")
     assert path_kind(path) == expected
+
+
+def test_the_slice_cache_checks_an_entry_against_the_line_count_it_is_given(
+        tmp_path: Path) -> None:
+    # rank() hands over the count it worked out already; an entry reaching past it is a
+    # miss, sliced again and rewritten, as when the cache counts the lines itself.
+    cache = SliceCache(tmp_path / "chunks")
+    data = b"def f():\n    return 1\n"
+    key = slicing.content_key("m.py", data)
+    cache.put(key, [Chunk(1, 9, "f", ("f",))])
+
+    chunks = cache.slice("m.py", data, data.decode(), LoweredText.of(data.decode()).line_count)
+
+    assert chunks == [Chunk(1, 2, "f", ("f",))]
+    assert cache.get(key) == chunks
