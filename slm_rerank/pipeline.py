@@ -483,7 +483,7 @@ def attach_stubs(citations: list[Citation], selected: list[Fused], ranked: Ranke
     from slm_rerank.stubs import build_stub, stub_file
 
     for citation, entry in zip(citations, selected, strict=True):
-        cited = [] if skeleton else [(citation.start_line, citation.end_line)]
+        cited = [(citation.start_line, citation.end_line)]  # skeleton: marked, not kept
         text = ranked.texts.get(entry.item.path)
         if text is None:
             citation.stub = stub_file(root, entry.item.path, cited, skeleton=skeleton,

@@ -73,9 +73,11 @@ def test_slice_folds_the_cited_method_too(repo: Path) -> None:
     doc = cli("--fast", "--slice", "--chunks", "--format", "json", "-k", "1",
               "-q", "save checkpoint", cwd=repo).json()
 
-    lines = numbered(doc["results"][0]["stub"]["text"])
+    text = doc["results"][0]["stub"]["text"]
+    lines = numbered(text)
     assert lines[11] == "def save_checkpoint(state):"
     assert 12 not in lines  # its body is folded
+    assert re.search(r"^\s*11> def save_checkpoint", text, re.M)  # marked as the cited one
 
 
 def test_text_output_puts_the_stubs_after_the_table(repo: Path) -> None:
