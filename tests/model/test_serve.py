@@ -213,3 +213,30 @@ def test_a_query_whose_server_is_killed_mid_run_degrades(cache: Path, tmp_path: 
     doc = json.loads(out)
     assert doc["degraded"] is not None
     assert doc["results"], "the lexical order is still given"
+
+
+def test_without_local_no_server_is_started_and_the_hint_names_local(
+        cache: Path, tmp_path: Path) -> None:
+    if not scan_range_is_free():
+        pytest.skip("something listens on 127.0.0.1:8033-8040")
+    repo = make_repo(tmp_path / "repo", REPO_FILES)
+
+    run = cli("--format", "json", "-q", "retry backoff", cwd=repo)
+
+    doc = run.json()
+    assert "pass --local to start the bundled model" in doc["degraded"]["reason"]
+    assert doc["results"][0]["path"] == "src/net/retry.py"
+    assert not (cache / "serve" / "server.json").exists()
+
+
+def test_local_uses_a_server_given_with_e_and_starts_nothing(
+        cache: Path, tmp_path: Path, llama_server: object) -> None:
+    repo = make_repo(tmp_path / "repo", REPO_FILES)
+    url = llama_server.base_url  # type: ignore[attr-defined]
+
+    run = cli("--local", "-e", url, "--format", "json", "--rerank-top", "2", "-q",
+              "retry backoff", cwd=repo, timeout=240)
+
+    assert run.json()["model"]["endpoint"] == url
+    assert "--local:" not in run.stderr
+    assert not (cache / "serve" / "server.json").exists()
