@@ -78,9 +78,10 @@ class Settings:
     host: str | None = _setting(None, "host to scan for model servers (--host); unset: "
                                 "127.0.0.1. Not settable from a repository's file",
                                 env=("SLM_HOST", "RERANKER_HOST"), repo=False)
-    endpoints: dict[str, str] = _setting(
-        {}, "[endpoints] table: profile name -> server URL, used with --model NAME. Not "
-        "settable from a repository's file", repo=False)
+    endpoints: dict[str, str] | list[str] = _setting(
+        {}, "a list of server URLs of one model, judged together, least-loaded first (-e "
+        "repeated); or an [endpoints] table: profile name -> server URL, used with --model "
+        "NAME. Not settable from a repository's file", repo=False)
     api_key: str | None = _setting(
         None, "bearer token for the model server (hosted APIs). Not settable from a "
         "repository's file", env=("SLM_API_KEY",), repo=False)
@@ -120,22 +121,33 @@ class Settings:
 
 @dataclass(frozen=True)
 class KeyType:
-    """What values one key takes: a plain type, optionally None, optionally a list or table."""
+    """What values one key takes: a plain type, optionally None, optionally a list or table.
+
+    ``also`` holds further types a key takes (``endpoints``: a table or a list of URLs).
+    """
 
     base: type
     optional: bool = False
+    also: tuple[type, ...] = ()
 
     @classmethod
     def of(cls, hint: Any) -> KeyType:
         args = [a for a in get_args(hint) if a is not type(None)]
         if get_origin(hint) in (Union, UnionType):
-            return cls(cls.of(args[0]).base, optional=True)
+            bases = [cls.of(a).base for a in args]
+            return cls(bases[0], optional=type(None) in get_args(hint),
+                       also=tuple(bases[1:]))
         return cls(get_origin(hint) or hint)
 
     @property
+    def bases(self) -> tuple[type, ...]:
+        return (self.base, *self.also)
+
+    @property
     def name(self) -> str:
-        text = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
-                list: "a list of strings", dict: "a table"}[self.base]
+        names = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
+                 list: "a list of strings", dict: "a table"}
+        text = " or ".join(names[base] for base in self.bases)
         return f"{text} (or unset)" if self.optional else text
 
 
@@ -164,18 +176,20 @@ def check_typed(kind: KeyType, value: Any, what: str) -> Any:
     base = kind.base
     if base is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
-    if base is list:
-        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
-    elif base is dict:
-        ok = isinstance(value, dict)
-    else:
-        ok = isinstance(value, base) and not (base in (int, float) and isinstance(value, bool))
-    if not ok:
+    if not any(_is(one, value) for one in kind.bases):
         raise ConfigError(f"{what} must be {kind.name}, got {type(value).__name__} "
                           f"{shown(value)}")
     if base is float and not math.isfinite(value):
         raise ConfigError(f"{what} must be a finite number, got {shown(value)}")
     return value
+
+
+def _is(base: type, value: Any) -> bool:
+    if base is list:
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    if base is dict:
+        return isinstance(value, dict)
+    return isinstance(value, base) and not (base in (int, float) and isinstance(value, bool))
 
 
 def check_value(key: str, value: Any, where: str) -> Any:
@@ -195,11 +209,13 @@ def check_value(key: str, value: Any, where: str) -> Any:
                           f"got {shown(value)}")
     if key == "threshold" and value is not None and value > 1:
         raise ConfigError(f"{where}: key 'threshold' must be at most 1, got {value}")
-    if key == "endpoints":
+    if key == "endpoints" and isinstance(value, dict):
         for name, url in value.items():
             if not isinstance(url, str):
                 raise ConfigError(f"{where}: [endpoints] {name} must be a URL string, "
                                   f"got {shown(url)}")
+    # The URLs themselves are checked when the model stage reads them (discovery's
+    # check_base_url): a --fast search must not import the HTTP stack to load its settings.
     if key == "plugins":
         for name, table in value.items():
             if not isinstance(table, dict):
@@ -231,10 +247,10 @@ def parse_text(key: str, text: str, where: str) -> Any:
                 raise ConfigError(f"{where}: key '{key}' must be {kind.name}, "
                                   f"got {shown(text)}") from None
             return check_value(key, number, where)
-        if kind.base is list and not stripped.startswith("["):
+        if kind.bases == (list,) and not stripped.startswith("["):
             return check_value(key, [p.strip() for p in stripped.split(",") if p.strip()],
                                where)
-        if kind.base in (list, dict):
+        if {list, dict} & set(kind.bases):
             return check_value(key, _toml_value(stripped, f"{where}: key '{key}'"), where)
     except RecursionError:
         raise ConfigError(f"{where}: key '{key}': the value is nested too deeply") from None

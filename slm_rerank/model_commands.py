@@ -22,8 +22,10 @@ def model_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--model", metavar="NAME",
                      help="Model profile (gemma, qwen, lfm, rwkv, openai, ...); default: the "
                           "one that claims the server's model id."),
-        click.option("-e", "--base-url", "base_url", metavar="URL",
-                     help="Model server URL; default: scan --host on ports 8033-8040."),
+        click.option("-e", "--base-url", "base_url", metavar="URL", multiple=True,
+                     callback=_base_urls,
+                     help="Model server URL; repeat for several servers of one model "
+                          "(least-loaded first); default: scan --host on ports 8033-8040."),
         click.option("--host", metavar="HOST", callback=_check_host,
                      help="Host to scan for a model server (default 127.0.0.1)."),
         click.option("--api", type=click.Choice(["llama.cpp", "openai-completions",
@@ -60,6 +62,31 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None
     if value is not None and not math.isfinite(value):
         raise click.BadParameter(f"{value} is not a finite number", ctx, param)
     return value
+
+
+def _base_urls(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+               ) -> str | None:
+    """One -e is the ``base_url`` setting; several are the ``endpoints`` list.
+
+    The list goes into the command's parameters as ``endpoints``, the setting it overrides.
+    """
+    if len(values) < 2:
+        return values[0] if values else None
+    from slm_rerank.errors import ConfigError
+    from slm_rerank.model.discovery import check_base_url
+
+    urls: list[str] = []
+    for value in values:
+        try:
+            url = check_base_url(value)
+        except ConfigError as exc:
+            raise click.BadParameter(str(exc), ctx, param) from None
+        if url in urls:
+            raise click.BadParameter(f"{url} is given twice; give each server once",
+                                     ctx, param)
+        urls.append(url)
+    ctx.params["endpoints"] = urls
+    return None
 
 
 def _check_host(ctx: click.Context, param: click.Parameter, value: str | None

@@ -1,4 +1,4 @@
-"""Find model servers: probe one URL, scan one host's ports, read the URL from the environment.
+"""Find model servers: probe one URL or several at once, scan one host's ports.
 
 A probe asks the cheap read-only endpoints every server kind has and tells them apart by
 what answers: llama.cpp's ``/props`` (and its ``total_slots``), Ollama's ``/api/version``,
@@ -107,6 +107,13 @@ async def probe(client_or_http: Any, base_url: str, timeout: float = 0.5,
     if models.status_code == 200 and model_id is not None:
         return Probe(base, Endpoint(base, "openai-completions", model_id, 1, api_key))
     return Probe(base, None, f"not a model server (GET /v1/models: {models.status_code})")
+
+
+async def probe_all(client_or_http: Any, urls: Iterable[str], timeout: float = 0.5,
+                    api_key: str | None = None) -> list[Probe]:
+    """``probe`` each of ``urls`` at once (the servers of an ``endpoints`` list), in order."""
+    return list(await asyncio.gather(*(probe(client_or_http, url, timeout, api_key)
+                                       for url in urls)))
 
 
 async def scan(host: str = DEFAULT_HOST, ports: Iterable[int] = PORTS,

@@ -2,20 +2,24 @@
 
 A scorer is an async iterator (``Scorer.score``). ``collect`` is the one place that drives
 it: it checks every verdict against the request, keeps what arrived before a deadline or a
-transient fault, and lets a contract violation through. ``score_sync`` is the thin
-synchronous wrapper for callers without an event loop.
+transient fault, and lets a contract violation through. ``spread`` runs one request over
+several servers of one model: a shared queue of documents, least-loaded server first, and
+a server that fails hands its unfinished documents to the others. ``score_sync`` is the
+thin synchronous wrapper for callers without an event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from slm_rerank.errors import ContractError, TransientError
-from slm_rerank.registrations import DocumentScore, Scorer, ScoreRequest
+from slm_rerank.registrations import DocumentScore, Endpoint, Scorer, ScoreRequest
 
 
 @dataclass
@@ -25,6 +29,25 @@ class ScoreOutcome:
     scores: dict[int, DocumentScore] = field(default_factory=dict)
     #: None when every document was judged; else why not (a deadline, a transient fault)
     stopped: str | None = None
+    #: what stopped it: "deadline", "transient" (the server failed) or "incomplete" (the
+    #: scorer ended without judging every document); None when nothing did
+    fault: str | None = None
+    #: how each server was used, in the order given (``spread``; empty for ``collect``)
+    uses: list[EndpointUse] = field(default_factory=list)
+    #: what a person should know about the run (a server that failed and was left out)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class EndpointUse:
+    """One server's share of a ``spread`` run."""
+
+    url: str
+    slots: int
+    #: verdicts it gave
+    scored: int = 0
+    #: why it was left out mid-run (a transient fault), or None
+    failed: str | None = None
 
 
 def _check(scorer: Scorer, request: ScoreRequest, verdict: object,
@@ -74,8 +97,10 @@ async def collect(scorer: Scorer, request: ScoreRequest,
     except asyncio.TimeoutError:
         outcome.stopped = (f"the deadline passed after {len(outcome.scores)} of "
                            f"{len(request.documents)} documents were scored")
+        outcome.fault = "deadline"
     except TransientError as exc:
         outcome.stopped = str(exc)
+        outcome.fault = "transient"
     finally:
         closer = getattr(stream, "aclose", None)
         if closer is not None:
@@ -86,7 +111,122 @@ async def collect(scorer: Scorer, request: ScoreRequest,
     if outcome.stopped is None and len(outcome.scores) < len(request.documents):
         missing = len(request.documents) - len(outcome.scores)
         outcome.stopped = f"scorer '{scorer.name}' returned no verdict for {missing} documents"
+        outcome.fault = "incomplete"
     return outcome
+
+
+@dataclass
+class _Server:
+    """A server's state during ``spread``."""
+
+    endpoint: Endpoint
+    order: int
+    use: EndpointUse
+    in_flight: int = 0
+    #: seconds per verdict of its last answered batch (inf until it has answered)
+    pace: float = math.inf
+
+    @property
+    def free(self) -> int:
+        return 0 if self.use.failed else self.endpoint.slots - self.in_flight
+
+
+async def spread(scorer: Scorer, request: ScoreRequest, endpoints: Sequence[Endpoint],
+                 on_verdict: Callable[[DocumentScore], None] | None = None) -> ScoreOutcome:
+    """Every verdict ``scorer`` gives for ``request``, its documents spread over ``endpoints``.
+
+    The endpoints serve one model, so any of them may judge any document. Documents wait in
+    one queue, in order; the next batch goes to the server with the most free slots (ties:
+    the one that answered fastest last, then the order given) and is at most its free
+    slots and its fair share of the queue, so no server has more documents in flight than
+    its slots. A server that fails with a ``TransientError`` takes no more; its unjudged
+    documents go back to the front of the queue for the others, and a note says so. Only
+    when every server has failed does the run stop early (``stopped``, as ``collect``).
+    The deadline stops everything; a ``ContractError`` propagates, as from ``collect``.
+    """
+    outcome = ScoreOutcome()
+    servers = [_Server(e, i, EndpointUse(e.base_url, e.slots)) for i, e in enumerate(endpoints)]
+    outcome.uses = [s.use for s in servers]
+    queue: deque[int] = deque(range(len(request.documents)))
+    running: dict[asyncio.Task[ScoreOutcome], tuple[_Server, list[int], float]] = {}
+    halted: list[str] = []  # the deadline passed: dispatch no more
+    skipped = 0  # documents a scorer ended without judging (not the server's fault)
+
+    def dispatch() -> None:
+        while queue and not halted:
+            ready = [s for s in servers if s.free > 0]
+            if not ready:
+                return
+            server = min(ready, key=lambda s: (-s.free, s.pace, s.order))
+            share = -(-len(queue) // len(ready))  # ceil: split a short queue between servers
+            batch = [queue.popleft() for _ in range(min(server.free, share))]
+            sub = dataclasses.replace(request, endpoint=server.endpoint,
+                                      documents=[request.documents[i] for i in batch])
+            task = asyncio.ensure_future(collect(scorer, sub, _renumber(batch, on_verdict)))
+            server.in_flight += len(batch)
+            running[task] = (server, batch, time.monotonic())
+
+    try:
+        dispatch()
+        while running:
+            done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                server, batch, started = running.pop(task)
+                server.in_flight -= len(batch)
+                part = task.result()  # a ContractError leaves here, the rest is cancelled
+                for j, verdict in part.scores.items():
+                    outcome.scores[batch[j]] = dataclasses.replace(verdict, index=batch[j])
+                server.use.scored += len(part.scores)
+                if part.scores:
+                    server.pace = (time.monotonic() - started) / len(part.scores)
+                if part.fault == "transient":
+                    queue.extendleft(reversed([i for j, i in enumerate(batch)
+                                               if j not in part.scores]))
+                    _fail(server, servers, part.stopped or "failed", outcome)
+                elif part.fault == "deadline":
+                    halted.append(part.fault)
+                elif part.fault == "incomplete":
+                    skipped += len(batch) - len(part.scores)
+            dispatch()
+    finally:
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+    total = len(request.documents)
+    if "deadline" in halted:
+        outcome.stopped = (f"the deadline passed after {len(outcome.scores)} of {total} "
+                           "documents were scored")
+        outcome.fault = "deadline"
+    elif queue and all(s.use.failed for s in servers):
+        failed = [s.use for s in servers]
+        outcome.stopped = failed[0].failed if len(failed) == 1 else (
+            f"all {len(failed)} model servers failed: " + "; ".join(
+                f"{u.url} after {u.scored} verdicts: {u.failed}" for u in failed))
+        outcome.fault = "transient"
+    elif skipped:
+        outcome.stopped = f"scorer '{scorer.name}' returned no verdict for {skipped} documents"
+        outcome.fault = "incomplete"
+    return outcome
+
+
+def _fail(server: _Server, servers: Sequence[_Server], reason: str,
+          outcome: ScoreOutcome) -> None:
+    if server.use.failed:
+        return  # a second batch of the same server failing says nothing new
+    server.use.failed = reason
+    others = [s.endpoint.base_url for s in servers if not s.use.failed]
+    if others:
+        outcome.notes.append(f"endpoint {server.endpoint.base_url} failed after "
+                             f"{server.use.scored} verdicts ({reason}); carried on with "
+                             f"{', '.join(others)}")
+
+
+def _renumber(batch: list[int], on_verdict: Callable[[DocumentScore], None] | None
+              ) -> Callable[[DocumentScore], None] | None:
+    """``on_verdict`` for one batch: its verdicts carry their index in the whole request."""
+    if on_verdict is None:
+        return None
+    return lambda verdict: on_verdict(dataclasses.replace(verdict, index=batch[verdict.index]))
 
 
 def score_sync(scorer: Scorer, request: ScoreRequest) -> ScoreOutcome:

@@ -2,9 +2,10 @@
 
 A CLI run asks its questions inside one ``asyncio.run`` and is gone. A server that answers
 many calls keeps a ``ModelSession`` on its ``Host`` instead: a background thread runs one
-event loop for good, the pooled keep-alive ``ModelClient`` lives on it, and the endpoint a
-call found (probe, model id, slots) is reused by the next calls for ``ENDPOINT_SECONDS``, so
-a warm call pays neither connection set-up nor discovery.
+event loop for good, the pooled keep-alive ``ModelClient`` lives on it, and the endpoints a
+call found (probe, model id, slots; every server of an ``endpoints`` list) are reused by the
+next calls for ``ENDPOINT_SECONDS``, so a warm call pays neither connection set-up nor
+discovery.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ class ModelSession:
                                         name="slm-rerank-model-session")
         self._thread.start()
         self.client: ModelClient = self.run(self._make_client(timeout))
-        self._endpoints: dict[tuple[Any, ...], tuple[Endpoint, float]] = {}
+        self._endpoints: dict[tuple[Any, ...], tuple[tuple[Endpoint, ...], float]] = {}
 
     @staticmethod
     async def _make_client(timeout: float) -> ModelClient:
@@ -41,14 +42,15 @@ class ModelSession:
         """Run ``coroutine`` on the session's loop and wait for its result."""
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
-    def endpoint(self, key: tuple[Any, ...]) -> Endpoint | None:
+    def endpoints(self, key: tuple[Any, ...]) -> tuple[Endpoint, ...] | None:
+        """The servers found for ``key`` (one, or an ``endpoints`` list's) if still fresh."""
         found = self._endpoints.get(key)
         if found is None or time.monotonic() - found[1] > ENDPOINT_SECONDS:
             return None
         return found[0]
 
-    def remember(self, key: tuple[Any, ...], endpoint: Endpoint) -> None:
-        self._endpoints[key] = (endpoint, time.monotonic())
+    def remember(self, key: tuple[Any, ...], endpoints: tuple[Endpoint, ...]) -> None:
+        self._endpoints[key] = (endpoints, time.monotonic())
 
     def forget(self) -> None:
         """Drop the endpoints found so far (a server failed: find it again next time)."""

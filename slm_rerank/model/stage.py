@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import math
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from slm_rerank.host import Host
 from slm_rerank.model.profiles import ProfileChoice, choose_profile
 from slm_rerank.model.progress import Progress
 from slm_rerank.model.score_cache import ScoreCache, ScoreKey
-from slm_rerank.model.scoring import collect
+from slm_rerank.model.scoring import EndpointUse, collect, spread
 from slm_rerank.registrations import (
     Document,
     DocumentScore,
@@ -101,46 +102,101 @@ class Judgement:
     model_ms: float = 0.0
     degraded: str | None = None
     notes: list[str] = field(default_factory=list)
+    #: every server the chunks were spread over (``endpoint`` is the first)
+    endpoints: list[Endpoint] = field(default_factory=list)
+    #: how many verdicts each server gave, and which failed mid-run
+    uses: list[EndpointUse] = field(default_factory=list)
 
 
 # --- finding the server -------------------------------------------------------------------
 
+#: the settings layers, lowest first, as an origin names them ("user: PATH", "flag: --x")
+_LAYERS = ("default", "user", "repo", "env", "flag")
+
+
+def _layer(origin: str) -> int:
+    name = origin.split(":", 1)[0]
+    return _LAYERS.index(name) if name in _LAYERS else 0
+
+
+def pinned_urls(settings: Settings, notes: list[str] | None = None) -> tuple[list[str], str]:
+    """The server URLs the settings pin, checked and normalised, and where they came from.
+
+    One URL from ``base_url`` (-e, SLM_ENDPOINT, config) or from the ``[endpoints]`` table
+    entry of ``--model``; several from an ``endpoints`` list (config, or -e repeated). When
+    both ``base_url`` and a list are set, the higher settings layer wins (SLM_ENDPOINT over
+    a list in the user config); both in one file is an error. An empty list: scan.
+    """
+    base, table = settings.base_url, settings.endpoints
+    base_origin = settings.origins.get("base_url", "default")
+    list_origin = settings.origins.get("endpoints", "default")
+    from slm_rerank.model import discovery
+
+    if isinstance(table, dict):
+        if settings.model and settings.model in table and not base:
+            origin = f"[endpoints] {settings.model}"
+            return [discovery.check_base_url(table[settings.model], origin)], origin
+        listed: list[str] = []
+    else:
+        listed = table
+    if listed and base and _layer(list_origin) == _layer(base_origin):
+        raise ConfigError(f"{base_origin} sets both base_url ({base}) and an endpoints list; "
+                          "keep one (a list may hold a single URL)")
+    if listed and (not base or _layer(list_origin) > _layer(base_origin)):
+        where = "-e" if list_origin.startswith("flag") else f"{list_origin}: key 'endpoints'"
+        urls: list[str] = []
+        for url in listed:
+            checked = discovery.check_base_url(url, where)
+            if checked in urls:
+                raise ConfigError(f"{where}: model server URL {checked} is listed twice; "
+                                  "list each server once (its slots say how much it takes)")
+            urls.append(checked)
+        return urls, where
+    if base:
+        if listed and notes is not None:
+            notes.append(f"base_url from {base_origin} overrides the endpoints list from "
+                         f"{list_origin}")
+        return [discovery.check_base_url(base, base_origin)], base_origin
+    return [], "default"
+
 
 def _endpoint_key(settings: Settings) -> tuple[Any, ...]:
-    """Everything that decides which server a query goes to."""
-    return (settings.base_url, settings.host, settings.model,
-            tuple(sorted(settings.endpoints.items())), settings.api_key)
+    """Everything that decides which servers a query goes to."""
+    table = settings.endpoints
+    listed = tuple(sorted(table.items())) if isinstance(table, dict) else tuple(table)
+    return (settings.base_url, settings.host, settings.model, listed, settings.api_key,
+            settings.origins.get("base_url"), settings.origins.get("endpoints"))
 
 
-async def find_endpoint(settings: Settings, client: object, judgement: Judgement,
-                        session: ModelSession | None = None) -> Endpoint | None:
-    """The pinned URL (flag, environment, config), else the first server the scan finds.
+async def find_endpoints(settings: Settings, client: object, judgement: Judgement,
+                         session: ModelSession | None = None) -> list[Endpoint]:
+    """The pinned servers (flag, environment, config) that answer, else the first one a scan
+    finds; empty (and ``judgement.degraded``) when none answers.
 
-    With a ``session``, an endpoint found by an earlier call with the same settings is
-    reused without probing it again.
+    With a ``session``, the endpoints found by an earlier call with the same settings are
+    reused without probing them again.
     """
     if session is not None:
-        kept = session.endpoint(_endpoint_key(settings))
+        kept = session.endpoints(_endpoint_key(settings))
         if kept is not None:
-            judgement.notes.append(f"endpoint {kept.base_url} kept from an earlier call")
-            return kept
-    found = await _find_endpoint(settings, client, judgement)
-    if session is not None and found is not None:
-        session.remember(_endpoint_key(settings), found)
+            judgement.notes.append(f"endpoint {', '.join(e.base_url for e in kept)} kept "
+                                   "from an earlier call")
+            return list(kept)
+    found = await _find_endpoints(settings, client, judgement)
+    if session is not None and found:
+        session.remember(_endpoint_key(settings), tuple(found))
     return found
 
 
-async def _find_endpoint(settings: Settings, client: object, judgement: Judgement
-                         ) -> Endpoint | None:
+async def _find_endpoints(settings: Settings, client: object, judgement: Judgement
+                          ) -> list[Endpoint]:
     from slm_rerank.model import discovery
 
-    pinned = settings.base_url
-    origin = settings.origins.get("base_url", "default")
-    if settings.model and settings.model in settings.endpoints and not pinned:
-        pinned = settings.endpoints[settings.model]
-        origin = f"[endpoints] {settings.model}"
-    if pinned:
-        url = discovery.check_base_url(pinned, origin)
+    urls, origin = pinned_urls(settings, judgement.notes)
+    if len(urls) > 1:
+        return await _several(settings, client, judgement, urls, origin)
+    if urls:
+        url = urls[0]
         # a pinned server may be remote or busy: it gets longer than a scanned port
         probe = await discovery.probe(client, url, timeout=min(settings.timeout, 5.0),
                                       api_key=settings.api_key)
@@ -150,9 +206,9 @@ async def _find_endpoint(settings: Settings, client: object, judgement: Judgemen
         if probe.endpoint is None:
             judgement.degraded = (f"the model server {url} (from {origin}) did not answer: "
                                   f"{probe.reason}")
-            return None
+            return []
         judgement.notes.append(f"endpoint {url} from {origin}")
-        return probe.endpoint
+        return [probe.endpoint]
     host = discovery.DEFAULT_HOST
     if settings.host:
         host = discovery.check_host(settings.host, settings.origins.get("host", "host"))
@@ -160,13 +216,51 @@ async def _find_endpoint(settings: Settings, client: object, judgement: Judgemen
     for found in probes:
         if found.endpoint is not None:
             judgement.notes.append(f"endpoint {found.url} found by scanning {host}")
-            return found.endpoint
+            return [found.endpoint]
     why = "; ".join(f"{p.url.rsplit(':', 1)[-1]} {p.reason}" for p in probes)
     judgement.degraded = (f"no model server answered on {host} ports "
                           f"{discovery.PORTS.start}-{discovery.PORTS.stop - 1} ({why}); pass "
                           "--local to start the bundled model (slm-rerank serve), -e URL for "
                           "your own server (docs/models.md), or --fast for lexical only")
-    return None
+    return []
+
+
+async def _several(settings: Settings, client: object, judgement: Judgement,
+                   urls: list[str], origin: str) -> list[Endpoint]:
+    """The listed servers that answer with the model of the first listed one that answers.
+
+    A server serving another model is left out with a note: its verdicts would mix two
+    models' scores (and two score-cache keys) in one ranking. One that does not answer is
+    left out too; only when none answers does the query degrade.
+    """
+    from slm_rerank.model import discovery
+
+    probes = await discovery.probe_all(client, urls, timeout=min(settings.timeout, 5.0),
+                                       api_key=settings.api_key)
+    for probe in probes:
+        if probe.permanent:
+            raise ConfigError(f"{probe.url} (from {origin}) is not a usable model server: "
+                              f"{probe.reason}; fix it or take it off the list")
+    answered = [p.endpoint for p in probes if p.endpoint is not None]
+    if not answered:
+        why = "; ".join(f"{p.url} {p.reason}" for p in probes)
+        judgement.degraded = (f"none of the {len(urls)} model servers (from {origin}) "
+                              f"answered: {why}")
+        return []
+    model = answered[0].model_id
+    used = [e for e in answered if e.model_id == model]
+    for probe in probes:
+        if probe.endpoint is None:
+            judgement.notes.append(f"endpoint {probe.url} (from {origin}) did not answer "
+                                   f"({probe.reason}); carried on without it")
+        elif probe.endpoint.model_id != model:
+            judgement.notes.append(
+                f"endpoint {probe.url} serves {probe.endpoint.model_id!r}, not {model!r} "
+                f"(the first listed server that answered): left out, so that one model "
+                "judges every chunk")
+    judgement.notes.append(f"endpoints {', '.join(e.base_url for e in used)} from {origin} "
+                           f"(model {model}, {sum(e.slots for e in used)} slots in all)")
+    return used
 
 
 # --- fitting the server's context -----------------------------------------------------------
@@ -215,22 +309,26 @@ def fit_context(query: str, passages: Sequence[Passage], endpoint: Endpoint | No
 
 
 async def _connect(settings: Settings, client: ModelClient, judgement: Judgement, host: Host,
-                   session: ModelSession | None) -> Endpoint | None:
-    """Find the server, apply the settings that override what its probe said, and choose the
-    profile; ``judgement`` records both. None (and ``judgement.degraded``) when no server."""
-    endpoint = await find_endpoint(settings, client, judgement, session)
-    if endpoint is None:
-        return None
-    if settings.concurrency:
-        endpoint = dataclasses.replace(endpoint, slots=settings.concurrency)
-    if settings.api and settings.api != endpoint.kind:
-        judgement.notes.append(f"asking {endpoint.base_url} as {settings.api} "
-                               f"(probed as {endpoint.kind})")
-        endpoint = dataclasses.replace(endpoint, kind=settings.api)
-    judgement.endpoint = endpoint
-    judgement.profile = choose_profile(host.registry.profiles(), model_id=endpoint.model_id,
+                   session: ModelSession | None) -> list[Endpoint]:
+    """Find the servers, apply the settings that override what their probes said, and choose
+    the profile; ``judgement`` records both. Empty (and ``judgement.degraded``) when no
+    server answers."""
+    endpoints = []
+    for endpoint in await find_endpoints(settings, client, judgement, session):
+        if settings.concurrency:
+            endpoint = dataclasses.replace(endpoint, slots=settings.concurrency)
+        if settings.api and settings.api != endpoint.kind:
+            judgement.notes.append(f"asking {endpoint.base_url} as {settings.api} "
+                                   f"(probed as {endpoint.kind})")
+            endpoint = dataclasses.replace(endpoint, kind=settings.api)
+        endpoints.append(endpoint)
+    if not endpoints:
+        return []
+    judgement.endpoint, judgement.endpoints = endpoints[0], endpoints
+    judgement.profile = choose_profile(host.registry.profiles(),
+                                       model_id=endpoints[0].model_id,
                                        requested=settings.model)
-    return endpoint
+    return endpoints
 
 
 @contextlib.asynccontextmanager
@@ -261,14 +359,15 @@ async def judge_async(query: str, passages: Sequence[Passage], host: Host, setti
     scorer = scorers[settings.scorer]
     deadline = time.monotonic() + settings.timeout
     async with _client(session, settings.timeout) as client:
-        endpoint = None
+        endpoints: list[Endpoint] = []
         if scorer.needs_endpoint:
-            endpoint = await _connect(settings, client, judgement, host, session)
-            if endpoint is None:
+            endpoints = await _connect(settings, client, judgement, host, session)
+            if not endpoints:
                 return judgement
         else:
             judgement.profile = choose_profile(host.registry.profiles(),
                                                requested=settings.model)
+        endpoint = endpoints[0] if endpoints else None
         if judgement.profile is None and scorer.needs_endpoint:
             raise ConfigError("no model profile is installed; pip install slm-rerank-openai "
                               "(or the profile of your model family, e.g. slm-rerank-qwen)")
@@ -276,7 +375,9 @@ async def judge_async(query: str, passages: Sequence[Passage], host: Host, setti
         if judgement.profile is not None:
             judgement.notes.append(f"profile {judgement.profile.profile.name}: "
                                    f"{judgement.profile.reason}; scorer {scorer.name}")
-        asked, passages = fit_context(query, passages, endpoint, profile, judgement.notes)
+        # Every server may get any chunk: fit the one with the smallest context.
+        narrowest = min(endpoints, key=lambda e: e.context_tokens or math.inf, default=None)
+        asked, passages = fit_context(query, passages, narrowest, profile, judgement.notes)
         documents = [p.document(i) for i, p in enumerate(passages)]
         keys = {i: ScoreKey(endpoint.model_id or endpoint.base_url if endpoint else "-",
                             profile.name if profile else "-",
@@ -301,9 +402,19 @@ async def judge_async(query: str, passages: Sequence[Passage], host: Host, setti
                                    options=host.options_for(scorer.name), client=client)
             progress = Progress(len(firsts))
             try:
-                outcome = await collect(scorer, request, lambda _: progress.advance())
+                if endpoints:
+                    outcome = await spread(scorer, request, endpoints,
+                                           lambda _: progress.advance())
+                else:
+                    outcome = await collect(scorer, request, lambda _: progress.advance())
             finally:
                 progress.close()
+            judgement.uses = outcome.uses
+            judgement.notes.extend(outcome.notes)
+            if len(outcome.uses) > 1:
+                judgement.notes.append("verdicts by endpoint: " + ", ".join(
+                    f"{u.url} {u.scored}" + (" (failed)" if u.failed else "")
+                    for u in outcome.uses))
             fresh = []
             for j, verdict in outcome.scores.items():
                 first = firsts[j]
@@ -337,8 +448,8 @@ def judge(query: str, passages: Sequence[Passage], host: Host, settings: Setting
         judgement = session.run(coroutine) if session else asyncio.run(coroutine)
     except TransientError as exc:
         judgement = Judgement(scorer=settings.scorer, degraded=str(exc))
-    if session is not None and judgement.degraded:
-        session.forget()  # the server failed: look for it again next time
+    if session is not None and (judgement.degraded or any(u.failed for u in judgement.uses)):
+        session.forget()  # a server failed: look for the servers again next time
     return judgement
 
 
