@@ -332,3 +332,8 @@ class Scorer:
     #: whether it needs a model endpoint (the host finds one before calling it)
     needs_endpoint: bool = True
     options: tuple[PluginOption, ...] = ()
+    #: True when a document's verdict depends only on the query and that document: then
+    #: verdicts are cached, and documents may be spread over several servers. A scorer
+    #: that compares documents with each other (a listwise judge) sets False, and gets
+    #: every document of the query in one request.
+    per_document: bool = True
