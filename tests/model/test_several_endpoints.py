@@ -34,6 +34,7 @@ from slm_rerank.errors import ContractError, TransientError
 from slm_rerank.host import Host
 from slm_rerank.model.client import ModelClient
 from slm_rerank.model.scoring import spread
+from slm_rerank.model.session import ModelSession
 from slm_rerank.model.stage import Passage, judge
 from slm_rerank.registrations import (
     Document,
@@ -357,6 +358,22 @@ def test_a_server_of_another_model_is_left_out_so_one_model_judges_every_chunk(
     assert other.prompts == []
     assert any(f"endpoint {other.url} serves 'Qwen/Qwen3-Reranker-4B', not '{MODEL}'" in n
                for n in judgement.notes)
+
+
+def test_a_session_looks_for_the_servers_again_after_one_failed_mid_run(
+        tmp_path: Path, servers: Callable[[], HTTPServer]) -> None:
+    a, b = FakeVllm(servers()), FakeVllm(servers(), fail_after=1)
+    host = Host.from_environment(start=tmp_path, flags={
+        "endpoints": [a.url, b.url], "score_cache": False, "concurrency": 1})
+    host.model_session = ModelSession()
+    try:
+        for _ in range(2):
+            judge("where are retries configured", PASSAGES, host, host.settings, None)
+    finally:
+        host.model_session.close()
+
+    probes = [r for r, _ in b.server.log if r.path == "/v1/models"]
+    assert len(probes) == 2  # not trusted from the first query: it failed there
 
 
 def test_a_broken_answer_from_one_server_is_an_error_not_a_load_to_shed(
