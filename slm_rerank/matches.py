@@ -133,7 +133,8 @@ def count_grouped_terms(output: bytes, terms: Iterable[str]) -> dict[str, dict[s
         block = piece if end < 0 else piece[:end]
         per_file: dict[str, int] = {}
         for line, n in Counter(block.split(b"\n")).items():
-            _add(per_file, contained(line), n)  # an empty line contains no term
+            for term in contained(line):  # an empty line contains no term
+                per_file[term] = per_file.get(term, 0) + n
         if per_file:
             name = _relative(os.fsdecode(path))
             if name in counts:  # rg prints a file once; were it twice, its counts add up
