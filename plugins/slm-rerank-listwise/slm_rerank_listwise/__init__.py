@@ -87,6 +87,36 @@ def _needs(request: ScoreRequest) -> tuple[Endpoint, ModelClient]:
     return request.endpoint, request.client
 
 
+#: times a window's prompt is measured and cut again before it is sent as it is
+FIT_ATTEMPTS = 3
+
+
+async def _fitted(client: ModelClient, endpoint: Endpoint, request: ScoreRequest,
+                  texts: list[str], doc_chars: int, max_tokens: int) -> str:
+    """The window's prompt, its candidates cut so that it fits the server's context.
+
+    Sized first by an estimate of characters per token; when the server reports its
+    context and can tokenize, the prompt is measured, and cut again by the measured ratio
+    while it is over (dense code runs nearer 2.5 characters a token than 3).
+    """
+    ratio = prompt.CHARS_PER_TOKEN
+    limit = endpoint.context_tokens
+    for _ in range(FIT_ATTEMPTS):
+        query, chars = prompt.budget(request.profile, request.query, len(texts), doc_chars,
+                                     limit, max_tokens, ratio)
+        text = prompt.render(request.profile, query, texts, chars)
+        if not limit:
+            return text
+        try:
+            tokens = await client.tokenize(endpoint, text)
+        except ContractError:
+            return text  # a server that tokenizes oddly: the estimate has to do
+        if not tokens or len(tokens) + max_tokens + prompt.RESERVED_TOKENS <= limit:
+            return text
+        ratio = min(ratio, len(text) / len(tokens)) * 0.95
+    return text
+
+
 def _note(repairs: list[str], kept: list[str]) -> str | None:
     parts = [f"listwise: repaired the answer: {r}" for r in repairs]
     parts += [f"listwise: {k}; kept the input order there" for k in kept]
@@ -117,10 +147,9 @@ async def score(request: ScoreRequest) -> AsyncIterator[DocumentScore]:
         members = order[start:end]
         count = len(members)
         max_tokens = asked_tokens or TOKENS_PER_CANDIDATE * count + 8
-        query, chars = prompt.budget(request.profile, request.query, count, doc_chars,
-                                     endpoint.context_tokens, max_tokens)
-        text = prompt.render(request.profile, query, [texts[i] for i in members], chars)
         try:
+            text = await _fitted(client, endpoint, request, [texts[i] for i in members],
+                                 doc_chars, max_tokens)
             answer = await client.generate(endpoint, text, max_tokens=max_tokens, stop=stops)
         except (TransientError, ContractError) as exc:
             # An error answer is an API error like a timeout: the caller gets the lexical

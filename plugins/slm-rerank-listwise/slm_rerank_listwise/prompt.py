@@ -80,16 +80,18 @@ def render(profile: ModelProfile | None, query: str, texts: Sequence[str], chars
 
 
 def budget(profile: ModelProfile | None, query: str, count: int, doc_chars: int,
-           context_tokens: int | None, max_tokens: int) -> tuple[str, int]:
+           context_tokens: int | None, max_tokens: int,
+           chars_per_token: float = CHARS_PER_TOKEN) -> tuple[str, int]:
     """The query and the characters each of ``count`` candidates may keep in one prompt.
 
     ``doc_chars`` caps a candidate; a server that reports its context (llama.cpp: one
     slot's) may lower that so the whole window fits: the query keeps at most a third of
     the room, its start first, and the candidates share the rest evenly.
+    ``chars_per_token`` is the estimate, or what the server's tokenizer measured.
     """
     if not context_tokens or count <= 0:
         return query, doc_chars
-    room = int((context_tokens - max_tokens - RESERVED_TOKENS) * CHARS_PER_TOKEN)
+    room = int((context_tokens - max_tokens - RESERVED_TOKENS) * chars_per_token)
     room -= len(render(profile, "", [""] * count, 0))
     asked = query if len(query) <= room // 3 else query[:max(room // 3, 0)]
     share = (room - len(asked)) // count

@@ -71,6 +71,16 @@ class FakeClient:
         self.calls.append((prompt, max_tokens, tuple(stop)))
         return self.answer(prompt)
 
+    async def tokenize(self, endpoint: Endpoint, text: str) -> list[int] | None:
+        return None  # like a server that cannot tokenize: the estimate decides
+
+
+class DenseTokenizer(FakeClient):
+    """A server whose tokenizer makes one token of every two characters."""
+
+    async def tokenize(self, endpoint: Endpoint, text: str) -> list[int] | None:
+        return [0] * (len(text) // 2)
+
 
 def answering(*answers: str) -> FakeClient:
     """A client giving ``answers`` in turn, one per window."""
@@ -179,13 +189,23 @@ def test_candidates_are_cut_to_doc_chars_at_a_line_end() -> None:
     assert len(first) <= 100 + 2
 
 
-def test_a_window_is_cut_to_fit_the_servers_context() -> None:
+def test_a_window_is_cut_to_fit_the_servers_context_by_the_estimate() -> None:
     client = FakeClient()
     small = dataclasses.replace(LLAMA, context_tokens=1024)
     texts = ["File: a.py\n" + "retry = 1\n" * 200] * 8
     asyncio.run(verdicts(request_for(*texts, client=client, endpoint=small)))
     ((sent, max_tokens, _),) = client.calls
     assert len(sent) / prompt.CHARS_PER_TOKEN + max_tokens <= 1024
+
+
+def test_a_window_is_cut_again_when_the_servers_tokenizer_counts_more_tokens() -> None:
+    client = DenseTokenizer()
+    small = dataclasses.replace(LLAMA, context_tokens=1024)
+    texts = ["File: a.py\n" + "retry = 1\n" * 200] * 8
+    asyncio.run(verdicts(request_for(*texts, client=client, endpoint=small)))
+    ((sent, max_tokens, _),) = client.calls
+    assert len(sent) // 2 + max_tokens + prompt.RESERVED_TOKENS <= 1024
+    assert all(len(c) > prompt.MIN_CANDIDATE_CHARS for c in candidates_in(sent))
 
 
 def test_the_max_tokens_setting_is_what_the_server_is_asked_for() -> None:
