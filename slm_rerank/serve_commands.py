@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 import sys
 from pathlib import Path
 
@@ -52,12 +53,14 @@ def register(cli: click.Group) -> None:
             return
         from slm_rerank import serve as managed
 
-        if not _loopback(bind):
-            warn(f"binding {bind}: anyone who can reach this address can use the model "
-                 "server and read what it is sent; use 127.0.0.1 unless you mean it")
-        options = managed.ServeOptions(model_file.resolve() if model_file else None, bind,
-                                       port, slots or 0, idle_timeout)
+        # abspath, not resolve(): a symlink loop is check_gguf's clear error, not a traceback
+        options = managed.ServeOptions(Path(os.path.abspath(model_file)) if model_file
+                                       else None, bind, port, slots or 0, idle_timeout)
         try:
+            managed.check_bind(bind)
+            if not _loopback(bind):
+                warn(f"binding {bind}: anyone who can reach this address can use the model "
+                     "server and read what it is sent; use 127.0.0.1 unless you mean it")
             cache_dir = _cache_dir()
             if background:
                 argv = ["--cache-dir", str(cache_dir), "--bind", bind, "--port", str(port),
