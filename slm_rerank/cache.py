@@ -97,10 +97,10 @@ class SliceCache:
 
     def slice(self, name: str, data: bytes, text: str, line_count: int | None = None
               ) -> list[Chunk]:
-        """``line_count``: ``len(text.splitlines())``, when the caller has it already."""
+        """``line_count``: ``len(split_lines(text))``, when the caller has it already."""
         key = slicing.content_key(name, data)
         if line_count is None:
-            line_count = len(text.splitlines())
+            line_count = len(slicing.split_lines(text))
         chunks = self.get(key, line_count or 1)
         if chunks is None:
             chunks = slicing.slice_text(name, data, text)

@@ -12,12 +12,12 @@ import re
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from functools import lru_cache
-from itertools import accumulate, repeat
+from itertools import repeat
 from operator import sub
 
 from slm_rerank.filetypes import path_kind
 from slm_rerank.registrations import SourceHits
-from slm_rerank.slicing import Chunk
+from slm_rerank.slicing import Chunk, line_starts
 from slm_rerank.terms import QueryTerms, Term, light, searched_in_bodies, split_identifier
 
 NAMES_FILE = 4.0
@@ -243,11 +243,11 @@ class LoweredText:
     @classmethod
     def of(cls, text: str) -> LoweredText:
         lowered = text.lower()
-        return cls(lowered, [0, *accumulate(map(len, lowered.splitlines(keepends=True)))])
+        return cls(lowered, line_starts(lowered))
 
     @property
     def line_count(self) -> int:
-        """As ``len(text.splitlines())``: lower-casing neither adds nor removes line breaks."""
+        """As ``len(split_lines(text))``: lower-casing neither adds nor removes newlines."""
         return len(self.offsets) - 1
 
 

@@ -38,7 +38,7 @@ from slm_rerank.registrations import (
 )
 from slm_rerank.report import Citation, Degraded, ModelInfo, Report, display_path
 from slm_rerank.scope import globs_matching_nothing
-from slm_rerank.slicing import slice_text
+from slm_rerank.slicing import slice_text, split_lines
 from slm_rerank.terms import QueryTerms, Term, extract
 
 if TYPE_CHECKING:
@@ -390,7 +390,7 @@ def passages(ranked: Ranked, chosen: list[int], terms: QueryTerms, budget: int
     literals = terms.literals()
     for i in chosen:
         item = ranked.chunks[i]
-        lines = ranked.texts[item.path].splitlines()[item.chunk.start_line - 1:
+        lines = split_lines(ranked.texts[item.path])[item.chunk.start_line - 1:
                                                      item.chunk.end_line]
         code, cut = cut_lines(lines, literals, budget)
         out.append(Passage(display_path(item.path), item.chunk.start_line,

@@ -25,6 +25,7 @@ from slm_rerank.host import Host
 from slm_rerank.model.fusion import fuse_scores
 from slm_rerank.model.stage import Judgement, Passage, cut_lines, judge_async
 from slm_rerank.report import Citation, Report
+from slm_rerank.slicing import split_lines
 
 
 @dataclass(frozen=True)
@@ -152,7 +153,8 @@ def _as_candidates(candidates: Report | Sequence[Candidate | Citation]) -> list[
         if item.path not in texts:
             full = root / item.path
             try:
-                texts[item.path] = full.read_text(encoding="utf-8", errors="replace").splitlines()
+                texts[item.path] = split_lines(full.read_text(encoding="utf-8",
+                                                              errors="replace"))
             except OSError as exc:
                 raise FileNotFoundError(f"cannot read candidate {full}: "
                                         f"{exc.strerror or exc}") from None

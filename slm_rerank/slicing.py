@@ -12,9 +12,10 @@ import hashlib
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 #: Bump when slicing changes, so that cached slices are not reused.
-SLICER_VERSION = "2"
+SLICER_VERSION = "3"
 MAX_CHUNK_LINES = 120
 WINDOW_LINES = 60
 WINDOW_OVERLAP = 10
@@ -188,9 +189,31 @@ def _chunks_from_defs(defs: list[_Def], lines: list[str], assigned: dict[int, li
     return [c for c in chunks if c.end_line >= c.start_line]
 
 
+def split_lines(text: str) -> list[str]:
+    """The lines of ``text`` as ripgrep, git and ``ast`` number them: split at ``\n`` only.
+
+    ``str.splitlines`` also breaks at form feeds, ``\x1c``-``\x1e``, ``\x85`` and
+    ``\u2028``; in a file holding one, every later line number would be off. A ``\r``
+    ending a line (CRLF files) is dropped.
+    """
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the newline that ends the last line does not start another
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def line_starts(text: str) -> list[int]:
+    """Where each line of ``text`` starts (as ``split_lines`` counts them), then its length."""
+    starts = [0, *accumulate(map((1).__add__, map(len, text.split("\n"))))]
+    starts.pop()  # the last piece's end: one past the text, no newline follows it
+    if starts[-1] != len(text):
+        starts.append(len(text))
+    return starts
+
+
 def slice_text(name: str, data: bytes, text: str) -> list[Chunk]:
     """Chunks of one file's content, by the best slicer for its kind."""
-    lines = text.splitlines() or [""]
+    lines = split_lines(text) or [""]
     suffix = os.path.splitext(name)[1].lower()
     chunks: list[Chunk] | None = None
     if suffix in (".py", ".pyi"):

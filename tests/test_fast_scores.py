@@ -18,7 +18,7 @@ from slm_rerank.filetypes import (
     path_kind,
 )
 from slm_rerank.lexical import LoweredText, _counts_per_chunk
-from slm_rerank.slicing import Chunk
+from slm_rerank.slicing import Chunk, split_lines
 
 WORDS = ["retry", "aba", "abab", "ab", "x", "réessai", "重试", "🔁", "That", "thathat", " "]
 BREAKS = ["\n", "\r\n", "\r", "\x85", "\u2028", "\x0c", "\x1e"]
@@ -49,7 +49,7 @@ def test_counts_per_chunk_are_what_str_count_finds_in_each_chunks_slice(seed: in
 
 def test_the_lowered_texts_line_count_is_the_texts() -> None:
     for text in ["", "a", "a\n", "a\r\nb\rc\x85d\u2028e", "İstanbul\nΣΑΣ\n"]:
-        assert LoweredText.of(text).line_count == len(text.splitlines())
+        assert LoweredText.of(text).line_count == len(split_lines(text))
 
 
 @pytest.mark.parametrize("path", [
