@@ -75,9 +75,11 @@ def main() -> int:
     for case in cases:
         for mode in MODES:
             row = rows[mode]
-            make = lambda on: SearchRequest(query=case.text(mode),  # noqa: E731
-                                            root=case.tree(args.trees).resolve(), top_k=10,
-                                            cache_dir=cache, dirty=on)
+            query, root = case.text(mode), case.tree(args.trees).resolve()
+
+            def make(on: bool, query: str = query, root: Path = root) -> SearchRequest:
+                return SearchRequest(query=query, root=root, top_k=10, cache_dir=cache,
+                                     dirty=on)
             gold = set(case.gold_files)
             head0, order0 = ranked_files(make(False), host, set())
             head1, order1 = ranked_files(make(True), host, gold)
@@ -103,7 +105,8 @@ def main() -> int:
           "| gold pushed out of top 5 |")
     print("|---|--:|--:|--:|--:|--:|--:|--:|--:|")
     for mode, r in rows.items():
-        pct = lambda k, n="n": f"{100 * r[k] / max(1, r[n]):.1f}"  # noqa: E731
+        def pct(k: str, n: str = "n", r: dict[str, int] = r) -> str:
+            return f"{100 * r[k] / max(1, r[n]):.1f}"
         print(f"| {'title' if mode == 'title' else 'whole issue'} | {r['n']} | {pct('head0')} "
               f"| {pct('head1')} | {pct('top5_0')} | {pct('top5_1')} "
               f"| {pct('u_head', 'u_n')} | {pct('u_top5', 'u_n')} | {pct('u_lost', 'u_n')} |")
