@@ -755,9 +755,18 @@ def ensure_local(cache_dir: Path, idle: float, scan_host: str | None = None,
     options = ServeOptions(port=port, idle=idle)
     argv = ["--cache-dir", str(cache_dir), "--port", str(port), "--idle", str(idle)]
     started = time.monotonic()
-    state = start_background(options, cache_dir, argv,
-                             lambda message: say(f"--local: {message}"))
+    heard: list[str] = []
+
+    def relay(message: str) -> None:
+        heard.append(message)
+        say(f"--local: {message}")
+
+    state = start_background(options, cache_dir, argv, relay)
     touch(cache_dir)
+    if any(m.startswith(("already running", "a managed server is already starting"))
+           for m in heard):
+        # another query (or a serve command) started it while this one waited for the lock
+        return f"--local: using the bundled model another process started at {state.url}"
     idle_note = f"; it stops after {idle:g} s without a query" if idle else ""
     return (f"--local: no model server was running, so started the bundled model at "
             f"{state.url} in {time.monotonic() - started:.1f} s (slm-rerank serve stop "

@@ -240,3 +240,23 @@ def test_local_uses_a_server_given_with_e_and_starts_nothing(
     assert run.json()["model"]["endpoint"] == url
     assert "--local:" not in run.stderr
     assert not (cache / "serve" / "server.json").exists()
+
+
+def test_two_local_queries_at_once_start_one_server(cache: Path, tmp_path: Path) -> None:
+    if not scan_range_is_free():
+        pytest.skip("something listens on 127.0.0.1:8033-8040; --local would use it")
+    repo = make_repo(tmp_path / "repo", REPO_FILES)
+    argv = [str(CLI), "--local", "--format", "json", "--rerank-top", "1", "-q", "retry backoff"]
+
+    runs = [subprocess.Popen(argv, cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True) for _ in range(2)]
+    outs = [run.communicate(timeout=300) for run in runs]
+
+    assert [run.returncode for run in runs] == [0, 0], [err for _, err in outs]
+    started = [err for _, err in outs if "so started the bundled model" in err]
+    assert len(started) == 1, [err for _, err in outs]
+    assert all(json.loads(out)["model"]["endpoint"] == "http://127.0.0.1:8035"
+               for out, _ in outs)
+    servers = subprocess.run(["pgrep", "-f", f"slm_rerank.serve --cache-dir {cache}"],
+                             capture_output=True, text=True).stdout.split()
+    assert len(servers) == 1
