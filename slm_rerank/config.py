@@ -29,6 +29,9 @@ REPO_FILE = ".slm-rerank.toml"
 MAX_CONFIG_BYTES = 1_000_000
 
 
+#: dirty_bonus above this is refused (scores would overflow towards inf long before).
+MAX_DIRTY_BONUS = 100.0
+
 #: Longest value echoed back in an error message; a 30 MB value is cut, not printed.
 SHOWN_CHARS = 80
 
@@ -209,6 +212,17 @@ def check_value(key: str, value: Any, where: str) -> Any:
                           f"got {shown(value)}")
     if key == "threshold" and value is not None and value > 1:
         raise ConfigError(f"{where}: key 'threshold' must be at most 1, got {value}")
+    if key == "dirty_bonus" and value > MAX_DIRTY_BONUS:
+        raise ConfigError(f"{where}: key 'dirty_bonus' must be at most {MAX_DIRTY_BONUS:g}, "
+                          f"got {value}: the bonus multiplies lexical scores, and a huge one "
+                          "ranks any changed file first (0.5 is the measured default)")
+    if key == "slice_roots":
+        for root in value:
+            parts = [p for p in root.replace("\\", "/").split("/") if p not in ("", ".")]
+            if not parts or ".." in parts or root.startswith("/"):
+                raise ConfigError(f"{where}: key 'slice_roots': {shown(root)} names no folder "
+                                  "under the searched root; give a folder name such as "
+                                  "'packages' or a relative path such as 'internal/handlers'")
     if key == "endpoints" and isinstance(value, dict):
         for name, url in value.items():
             if not isinstance(url, str):

@@ -158,3 +158,13 @@ def test_find_dirty_outside_git_gives_a_reason(tmp_path: Path,
 
     assert found.kinds == {}
     assert found.reason is not None and "not in a git repository" in found.reason
+
+
+@pytest.mark.parametrize("value", ["1e308", "101"])
+def test_a_dirty_bonus_too_big_to_be_meaningful_is_refused(repo: Path, value: str) -> None:
+    (repo / ".slm-rerank.toml").write_text(f"dirty_bonus = {value}\n")
+
+    run = cli("--fast", "--dirty", "-q", "retry budget", cwd=repo)
+
+    assert run.returncode == 1
+    assert "key 'dirty_bonus' must be at most 100" in run.stderr

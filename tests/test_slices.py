@@ -138,3 +138,14 @@ def test_a_bad_slice_roots_value_is_a_config_error_naming_the_key(monorepo: Path
 
     assert run.returncode != 0
     assert "slice_roots" in run.stderr
+
+
+@pytest.mark.parametrize("root", ["", "/", ".", "..", "../x", "/abs/path", "a/../.."])
+def test_a_slice_root_naming_no_folder_under_the_root_is_a_config_error(
+        monorepo: Path, root: str) -> None:
+    (monorepo / ".slm-rerank.toml").write_text(f'slice_roots = ["packages", "{root}"]\n')
+
+    run = cli("--fast", "--by-slice", "-q", "login token", cwd=monorepo)
+
+    assert run.returncode == 1
+    assert "key 'slice_roots'" in run.stderr and "names no folder" in run.stderr
