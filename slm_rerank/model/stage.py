@@ -13,7 +13,7 @@ import contextlib
 import dataclasses
 import math
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -344,8 +344,31 @@ async def _client(session: ModelSession | None, timeout: float
         yield client
 
 
+#: What a judge run needs from its caller: given the narrowest server and the profile (each
+#: may be None) and the notes to add to, the query as asked and the documents to judge.
+Prepare = Callable[[Endpoint | None, ModelProfile | None, list[str]],
+                   tuple[str, list[Document]]]
+
+
 async def judge_async(query: str, passages: Sequence[Passage], host: Host, settings: Settings,
                       cache_dir: Path | None) -> Judgement:
+    """Judge code chunks: each is shown with its ``File: path:lines`` line, cut to fit."""
+    def prepare(narrowest: Endpoint | None, profile: ModelProfile | None,
+                notes: list[str]) -> tuple[str, list[Document]]:
+        asked, fitted = fit_context(query, passages, narrowest, profile, notes)
+        return asked, [p.document(i) for i, p in enumerate(fitted)]
+
+    return await judge_documents_async(query, prepare, host, settings, cache_dir)
+
+
+async def judge_documents_async(query: str, prepare: Prepare, host: Host, settings: Settings,
+                                cache_dir: Path | None) -> Judgement:
+    """Find the server, choose profile and scorer, and judge what ``prepare`` gives.
+
+    A scorer whose verdicts depend on one document alone (``per_document``) is answered
+    from the score cache where it can be and may be spread over several servers; one that
+    compares documents (listwise) gets them all in one request to one server, uncached.
+    """
     session = host.model_session
 
     started = time.perf_counter()
@@ -377,13 +400,14 @@ async def judge_async(query: str, passages: Sequence[Passage], host: Host, setti
                                    f"{judgement.profile.reason}; scorer {scorer.name}")
         # Every server may get any chunk: fit the one with the smallest context.
         narrowest = min(endpoints, key=lambda e: e.context_tokens or math.inf, default=None)
-        asked, passages = fit_context(query, passages, narrowest, profile, judgement.notes)
-        documents = [p.document(i) for i, p in enumerate(passages)]
+        asked, documents = prepare(narrowest, profile, judgement.notes)
         keys = {i: ScoreKey(endpoint.model_id or endpoint.base_url if endpoint else "-",
                             profile.name if profile else "-",
                             profile.prompt_version if profile else "-", scorer.name, query,
                             d.content_hash) for i, d in enumerate(documents)}
-        cache = ScoreCache(cache_dir) if cache_dir is not None and settings.score_cache else None
+        alone = scorer.per_document
+        cache = (ScoreCache(cache_dir) if alone and cache_dir is not None and
+                 settings.score_cache else None)
         cached = cache.get_many(keys.values()) if cache else {}
         # Identical chunks (a vendored copy, a repeated block) are asked once.
         todo: dict[str, list[int]] = {}
@@ -393,7 +417,7 @@ async def judge_async(query: str, passages: Sequence[Passage], host: Host, setti
                 judgement.scores[i] = DocumentScore(i, hit.probability, hit.raw, note="cached")
                 judgement.cache_hits += 1
             else:
-                todo.setdefault(doc.content_hash, []).append(i)
+                todo.setdefault(doc.content_hash if alone else str(i), []).append(i)
         firsts = [indices[0] for indices in todo.values()]
         judgement.sent = len(firsts)
         if firsts:
@@ -402,10 +426,10 @@ async def judge_async(query: str, passages: Sequence[Passage], host: Host, setti
                                    options=host.options_for(scorer.name), client=client)
             progress = Progress(len(firsts))
             try:
-                if endpoints:
+                if endpoints and alone:
                     outcome = await spread(scorer, request, endpoints,
                                            lambda _: progress.advance())
-                else:
+                else:  # a listwise judge sees every document at once, on one server
                     outcome = await collect(scorer, request, lambda _: progress.advance())
             finally:
                 progress.close()
@@ -418,7 +442,7 @@ async def judge_async(query: str, passages: Sequence[Passage], host: Host, setti
             fresh = []
             for j, verdict in outcome.scores.items():
                 first = firsts[j]
-                for i in todo[documents[first].content_hash]:
+                for i in todo[documents[first].content_hash if alone else str(first)]:
                     judgement.scores[i] = DocumentScore(i, verdict.probability, verdict.raw,
                                                         verdict.bounded, verdict.note)
                 if verdict.bounded is None:
@@ -427,7 +451,7 @@ async def judge_async(query: str, passages: Sequence[Passage], host: Host, setti
                 cache.put_many(fresh)
             if outcome.stopped:
                 judgement.degraded = (f"{outcome.stopped}; {len(judgement.scores)} of "
-                                      f"{len(passages)} chunks were scored, the rest keep "
+                                      f"{len(documents)} chunks were scored, the rest keep "
                                       "their lexical order")
         if cache:
             cache.close()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import json
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -26,9 +27,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import slm_rerank_openai
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
+import slm_rerank
 from slm_rerank.config import Settings
 from slm_rerank.errors import ContractError, TransientError
 from slm_rerank.host import Host
@@ -432,3 +435,39 @@ def test_a_real_llama_server_beside_a_dead_url_judges_every_chunk(
     assert judgement.degraded is None
     assert sorted(judgement.scores) == list(range(len(SHORT)))
     assert [(u.url, u.scored) for u in judgement.uses] == [(llama_server.base_url, len(SHORT))]
+
+
+class AllAtOnce:
+    """A scorer plugin that compares documents (``per_document=False``), as a listwise
+    judge does: it records how many documents each request held."""
+
+    requests: list[int] = []
+
+    @staticmethod
+    @slm_rerank.hookimpl
+    def register_scorers(register: Callable[[Scorer], None]) -> None:
+        async def score(request: ScoreRequest) -> AsyncIterator[DocumentScore]:
+            AllAtOnce.requests.append(len(request.documents))
+            for i, document in enumerate(request.documents):
+                yield DocumentScore(i, 0.9 if "retry" in document.text else 0.1)
+
+        register(Scorer("all-at-once", "judges every document together", score,
+                        per_document=False))
+
+
+def test_a_scorer_that_compares_documents_gets_them_all_in_one_request_uncached(
+        tmp_path: Path, servers: Callable[[], HTTPServer]) -> None:
+    a, b = FakeVllm(servers()), FakeVllm(servers())
+    AllAtOnce.requests = []
+    settings = dataclasses.replace(Settings(), endpoints=[a.url, b.url], scorer="all-at-once",
+                                   score_cache=True)
+    host = Host.with_plugins(settings, AllAtOnce, slm_rerank_openai)
+    cache = tmp_path / "cache"
+
+    first = judge("where are retries configured", PASSAGES, host, settings, cache)
+    again = judge("where are retries configured", PASSAGES, host, settings, cache)
+
+    assert AllAtOnce.requests == [8, 8]  # one request each time: not split, not cached
+    assert again.cache_hits == 0
+    assert sorted(first.scores) == list(range(8))
+    assert all((first.scores[i].probability > 0.5) == (i % 2 == 0) for i in range(8))
