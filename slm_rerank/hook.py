@@ -261,7 +261,9 @@ def _host_for(cwd: Path, deadline: float) -> tuple[Any, bool, bool]:
     settings = host.settings
     # A model only when the user pointed at one; scanning ports for a server costs time a
     # prompt hook does not have.
-    fast = not (settings.base_url or (settings.model and settings.model in settings.endpoints))
+    listed = settings.endpoints
+    fast = not (settings.base_url or (isinstance(listed, list) and listed) or (
+        settings.model and isinstance(listed, dict) and settings.model in listed))
     changes: dict[str, Any] = {"usage_log": False, "top_k": TOP_K}
     if not fast:
         # the model stage keeps what it has past its timeout: leave room to print

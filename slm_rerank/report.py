@@ -64,6 +64,16 @@ class Degraded:
 
 
 @dataclass
+class EndpointInfo:
+    """One server a query's chunks were spread over, and how it did."""
+
+    url: str
+    scored: int
+    #: why it was left out mid-run, or None
+    failed: str | None = None
+
+
+@dataclass
 class ModelInfo:
     """How the model stage ran: which server, model, profile and scorer, and how much."""
 
@@ -78,6 +88,8 @@ class ModelInfo:
     #: of which answered from the score cache
     cache_hits: int = 0
     threshold: float | None = None
+    #: every server the chunks went to (one, or several with an ``endpoints`` list)
+    endpoints: list[EndpointInfo] = field(default_factory=list)
 
     @classmethod
     def of(cls, judgement: Any, threshold: float | None) -> ModelInfo:
@@ -89,6 +101,8 @@ class ModelInfo:
             profile_reason=profile.reason if profile else None,
             scorer=judgement.scorer, scored=len(judgement.scores),
             cache_hits=judgement.cache_hits, threshold=threshold,
+            endpoints=[EndpointInfo(u.url, u.scored, u.failed)
+                       for u in getattr(judgement, "uses", [])],
         )
 
 
@@ -138,7 +152,8 @@ class Report:
             ],
             "timings": {k: round(v, 1) for k, v in self.timings.items()},
             "degraded": None if self.degraded is None else {"reason": self.degraded.reason},
-            "model": None if self.model is None else vars(self.model).copy(),
+            "model": None if self.model is None else {
+                **vars(self.model), "endpoints": [vars(e).copy() for e in self.model.endpoints]},
             "slices": None if self.slices is None else [
                 {"slice": g.name, "best_score": round(g.best_score, 4),
                  "ranks": [i + 1 for i in g.members]}

@@ -179,3 +179,18 @@ def test_old_log_lines_without_hook_fields_still_count(isolated_home: Path) -> N
     summary = summarize(isolated_home)
     assert summary.queries == 1
     assert summary.hook.prompts == 0
+
+
+def test_the_hook_uses_a_model_when_an_endpoints_list_is_configured(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from slm_rerank import hook
+
+    config = tmp_path / "_config" / "slm-rerank"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "config.toml").write_text(
+        'endpoints = ["http://127.0.0.1:9", "http://127.0.0.1:10"]\n')
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "_config"))
+
+    _, _, fast = hook._host_for(tmp_path, 5.0)
+
+    assert fast is False

@@ -38,6 +38,7 @@ def test_a_query_is_reranked_by_the_served_model_and_says_how(small_repo: Path,
     # the bundled Gemma 3 270M is a base model: the few-shot completion profile claims it
     assert model["profile"] == "gemma-base" and "claims" in model["profile_reason"]
     assert model["scorer"] == "yesno" and model["scored"] == 2
+    assert model["endpoints"] == [{"url": llama_server.base_url, "scored": 2, "failed": None}]
     scored = [r for r in doc["results"] if r["model_score"] is not None]
     assert len(scored) == 2
     assert all(0.0 < r["model_score"] < 1.0 for r in scored)
