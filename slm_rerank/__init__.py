@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["Candidate", "Reranker", "__version__", "hookimpl", "search"]
+__all__ = ["Candidate", "Reranker", "__version__", "arerank_documents", "hookimpl",
+           "rerank_documents", "rrf_fuse", "search"]
 
 
 def __getattr__(name: str) -> Any:
@@ -18,6 +19,14 @@ def __getattr__(name: str) -> Any:
         from slm_rerank.api import search
 
         return search
+    if name in ("rerank_documents", "arerank_documents"):
+        from slm_rerank import documents
+
+        return getattr(documents, name)
+    if name == "rrf_fuse":
+        from slm_rerank.rrf import fuse
+
+        return fuse
     if name in ("Reranker", "Candidate"):
         from slm_rerank import reranker
 

@@ -1,0 +1,228 @@
+"""Rerank any documents, not only code chunks: the documents API for RAG pipelines.
+
+    import slm_rerank
+
+    hits = slm_rerank.rerank_documents("how do I rotate the API key?", [
+        "Keys are rotated from Settings > Security ...",
+        {"id": "faq-7", "text": "Billing happens monthly ...", "metadata": {"url": "..."}},
+    ], top_n=5)
+    for hit in hits:
+        print(hit.rank, hit.score, hit.document)      # the caller's own object back
+
+A document is a string, a mapping with ``text`` (or ``page_content`` / ``content``) and
+optionally ``id`` and ``metadata``, or an object with such attributes (a LangChain
+``Document`` has ``page_content`` and ``metadata``). Every result keeps the caller's object
+and carries the signals: the scorer's raw score, the normalised [0, 1] score, the rank and
+which scorer gave them. Any installed scorer judges them (``yesno`` by default; ``graded``,
+``listwise``, ``rerank-endpoint`` when installed), through the same server discovery,
+profiles, score cache and fault handling as the code search.
+
+``slm_rerank.rrf.fuse`` merges several ranked lists first (BM25 and vector hits, say); its
+output can be passed here as it is (each ``Fused`` item's upstream score is kept).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from slm_rerank.cache import cache_path, ensure_writable
+from slm_rerank.config import check_value
+from slm_rerank.host import Host
+from slm_rerank.registrations import Document, Endpoint, ModelProfile
+
+#: The keys (or attributes) a document's text is read from, in this order.
+TEXT_FIELDS = ("text", "page_content", "content")
+
+
+@dataclass
+class RankedDocument:
+    """One document after reranking, with the caller's object and the signals."""
+
+    #: the object the caller passed, unchanged
+    document: Any
+    #: its id: the caller's (``id`` key or attribute), else its position as a string
+    id: str
+    #: its position in the input list
+    index: int
+    #: 1 for the best
+    rank: int
+    #: the normalised relevance in [0, 1] (the scorer's P(relevant)); None when the model
+    #: gave no verdict for it (see ``DocumentsResult.degraded``)
+    score: float | None
+    #: the scorer's own number (a logit, a grade, a rank) when it has one
+    raw_score: float | None
+    #: the scorer that judged it
+    scorer: str
+    #: the best upstream score (from ``rrf.fuse`` or the caller's ``score`` field), if any
+    upstream_score: float | None = None
+    #: what the scorer said about this verdict (cached, repaired, bounded...)
+    note: str | None = None
+
+
+@dataclass
+class DocumentsResult(Sequence[RankedDocument]):
+    """The reranked documents, best first, and how the judging went."""
+
+    results: list[RankedDocument]
+    #: why some documents have no verdict (they follow the judged ones in input order)
+    degraded: str | None = None
+    #: the scorer, server, model id and profile that ran
+    scorer: str = ""
+    endpoint: str | None = None
+    model_id: str | None = None
+    profile: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[RankedDocument]:
+        return iter(self.results)
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.results[index]
+
+
+def document_text(item: Any) -> str:
+    """The text of one document, as TEXT_FIELDS find it; a clear error otherwise."""
+    if isinstance(item, str):
+        return item
+    for name in TEXT_FIELDS:
+        value = item.get(name) if isinstance(item, Mapping) else getattr(item, name, None)
+        if isinstance(value, str):
+            return value
+    if hasattr(item, "item"):  # an rrf.Fused entry: its document
+        return document_text(item.item)
+    raise TypeError(f"document {item!r:.80} has no text: give a string, or a mapping or "
+                    f"object with one of {', '.join(TEXT_FIELDS)}, or pass text=...")
+
+
+def document_id(item: Any, index: int) -> str:
+    """The caller's id of a document, else its position."""
+    if isinstance(item, Mapping):
+        value = item.get("id", (item.get("metadata") or {}).get("id"))
+    else:
+        value = getattr(item, "id", None)
+        if value is None:
+            metadata = getattr(item, "metadata", None)
+            value = metadata.get("id") if isinstance(metadata, Mapping) else None
+    return str(index) if value is None else str(value)
+
+
+def _upstream(item: Any) -> float | None:
+    value = getattr(item, "upstream_score", None)
+    if value is None and isinstance(item, Mapping):
+        value = item.get("score")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _fit(query: str, texts: Sequence[str], endpoint: Endpoint | None,
+         profile: ModelProfile | None, prompt_chars: int, notes: list[str]
+         ) -> tuple[str, list[str]]:
+    """Query and texts cut to what one prompt may hold: ``prompt_chars`` per document, and
+    within the server's context (a slot's) when it reports one."""
+    from slm_rerank.model.stage import CHARS_PER_TOKEN, RESERVED_TOKENS
+
+    budget = prompt_chars
+    asked = query
+    if endpoint is not None and profile is not None and endpoint.context_tokens:
+        room = int((endpoint.context_tokens - RESERVED_TOKENS) * CHARS_PER_TOKEN)
+        room -= len(profile.render_completion("", ""))
+        if len(query) > room // 2:
+            asked = query[:max(room // 2, 0)]
+            notes.append(f"the query was cut to its first {len(asked)} characters to fit "
+                         f"{endpoint.base_url}'s context of {endpoint.context_tokens} tokens")
+        budget = max(min(budget, room - len(asked)), 0)
+    cut = sum(1 for t in texts if len(t) > budget)
+    if cut:
+        notes.append(f"{cut} of {len(texts)} documents were cut to their first {budget} "
+                     "characters")
+    return asked, [t[:budget] for t in texts]
+
+
+async def arerank_documents(
+    query: str,
+    documents: Sequence[Any],
+    *,
+    scorer: str | None = None,
+    top_n: int | None = None,
+    base_url: str | None = None,
+    model: str | None = None,
+    timeout: float | None = None,
+    cache: bool | None = None,
+    host: Host | None = None,
+    text: Callable[[Any], str] | None = None,
+    id: Callable[[Any, int], str] | None = None,
+) -> DocumentsResult:
+    """Rerank ``documents`` for ``query``; the coroutine behind ``rerank_documents``."""
+    if not isinstance(query, str) or not query.strip():
+        raise ValueError("query must be a non-empty string")
+    if isinstance(documents, (str, bytes)) or not isinstance(documents, Sequence):
+        raise TypeError("documents must be a list (of strings, mappings or objects)")
+    if top_n is not None and (not isinstance(top_n, int) or top_n < 1):
+        raise ValueError(f"top_n must be a positive integer, not {top_n!r}")
+    texts = [(text or document_text)(d) for d in documents]
+    ids = [(id or document_id)(d, i) for i, d in enumerate(documents)]
+    plugins = host or Host.from_environment(start=Path.cwd())
+    flags = {"scorer": scorer, "base_url": base_url, "model": model, "timeout": timeout,
+             "score_cache": cache}
+    given = {k: check_value(k, v, f"rerank_documents({k}=...)") for k, v in flags.items()
+             if v is not None}
+    settings = dataclasses.replace(plugins.settings, **given)
+    plugins.validate()
+    out = DocumentsResult([], scorer=settings.scorer)
+    if not documents:
+        return out
+    from slm_rerank.model.stage import judge_documents_async
+
+    def prepare(narrowest: Endpoint | None, profile: ModelProfile | None,
+                notes: list[str]) -> tuple[str, list[Document]]:
+        asked, fitted = _fit(query, texts, narrowest, profile, settings.prompt_chars, notes)
+        return asked, [Document.of(ids[i], t, index=i) for i, t in enumerate(fitted)]
+
+    cache_dir = ensure_writable(cache_path(settings)) if settings.score_cache else None
+    judgement = await judge_documents_async(query, prepare, plugins, settings, cache_dir)
+    verdicts = judgement.scores
+    judged = sorted(verdicts, key=lambda i: (-verdicts[i].probability, i))
+    rest = [i for i in range(len(documents)) if i not in verdicts]
+    for rank, i in enumerate(judged + rest, 1):
+        verdict = verdicts.get(i)
+        out.results.append(RankedDocument(
+            document=documents[i], id=ids[i], index=i, rank=rank,
+            score=verdict.probability if verdict else None,
+            raw_score=verdict.raw if verdict else None, scorer=settings.scorer,
+            upstream_score=_upstream(documents[i]), note=verdict.note if verdict else None))
+    if top_n is not None:
+        out.results = out.results[:top_n]
+    out.degraded = judgement.degraded
+    out.endpoint = judgement.endpoint.base_url if judgement.endpoint else None
+    out.model_id = judgement.endpoint.model_id if judgement.endpoint else None
+    out.profile = judgement.profile.profile.name if judgement.profile else None
+    out.notes = judgement.notes
+    return out
+
+
+def rerank_documents(query: str, documents: Sequence[Any], **options: Any) -> DocumentsResult:
+    """Rerank ``documents`` (strings, mappings or objects with text) for ``query``.
+
+    Options: ``scorer`` (default the ``scorer`` setting, ``yesno``), ``top_n`` (how many to
+    return), ``base_url`` and ``model`` (the server and profile, as ``-e`` and ``--model``),
+    ``timeout``, ``cache`` (the score cache), ``host`` (a ``Host`` to reuse), ``text`` and
+    ``id`` (functions reading a document's text and id, for other shapes). Settings
+    otherwise come from the usual layers. A server that fails degrades the result
+    (``result.degraded``; the unjudged follow the judged in input order, with ``score``
+    None); a bad argument raises ``ValueError``/``TypeError``, a bad setting or an answer
+    that cannot be parsed ``slm_rerank.errors.SlmRerankError``. Inside a running event loop,
+    ``await arerank_documents(...)`` instead.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(arerank_documents(query, documents, **options))
+    raise RuntimeError("rerank_documents() was called inside a running event loop; "
+                       "use `await slm_rerank.arerank_documents(...)` there")

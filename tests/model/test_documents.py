@@ -1,0 +1,150 @@
+"""The documents API: any documents, any scorer, the caller's objects back with signals."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import slm_rerank_openai
+
+import slm_rerank
+from slm_rerank.config import Settings
+from slm_rerank.errors import TransientError
+from slm_rerank.host import Host
+from slm_rerank.registrations import DocumentScore, Scorer, ScoreRequest
+from slm_rerank.rrf import fuse
+
+
+class KeywordJudge:
+    """A scorer plugin without a server: P(relevant) from how often the document says
+    "rotate"; documents saying "flaky" make it fail as a server would."""
+
+    seen: list[list[str]] = []
+
+    @staticmethod
+    @slm_rerank.hookimpl
+    def register_scorers(register: Callable[[Scorer], None]) -> None:
+        async def score(request: ScoreRequest) -> AsyncIterator[DocumentScore]:
+            KeywordJudge.seen.append([d.text for d in request.documents])
+            for i, document in enumerate(request.documents):
+                if "flaky" in document.text:
+                    raise TransientError("the judge's server went away", "http://judge")
+                hits = document.text.lower().count("rotate")
+                yield DocumentScore(i, min(0.2 + 0.3 * hits, 1.0), raw=float(hits))
+
+        register(Scorer("keywords", "counts a word", score, needs_endpoint=False))
+
+
+def keyword_host(tmp_path: Path) -> Host:
+    settings = dataclasses.replace(Settings(), scorer="keywords", score_cache=False)
+    return Host.with_plugins(settings, KeywordJudge, slm_rerank_openai)
+
+
+@dataclasses.dataclass
+class LangChainLike:
+    """The shape of a LangChain ``Document``: page_content and metadata."""
+
+    page_content: str
+    metadata: dict[str, Any]
+
+
+def test_results_keep_the_callers_objects_and_carry_the_signals(tmp_path: Path) -> None:
+    docs: list[Any] = [
+        "Billing happens monthly.",
+        {"id": "faq-7", "text": "Rotate the key: rotate it in Settings, then rotate clients.",
+         "metadata": {"url": "https://example.com/faq#7"}},
+        LangChainLike("Keys rotate every 90 days.", {"id": "kb-3"}),
+    ]
+
+    result = slm_rerank.rerank_documents("how do I rotate the API key?", docs,
+                                         host=keyword_host(tmp_path))
+
+    assert [r.id for r in result] == ["faq-7", "kb-3", "0"]
+    best = result[0]
+    assert best.document is docs[1]  # the very object, metadata and all
+    assert (best.rank, best.index, best.scorer) == (1, 1, "keywords")
+    assert best.raw_score == 3.0 and best.score == pytest.approx(1.0)
+    assert result[1].document is docs[2] and result[1].score == pytest.approx(0.5)
+    assert result.degraded is None
+
+
+def test_top_n_keeps_the_best_and_text_and_id_functions_read_other_shapes(
+        tmp_path: Path) -> None:
+    rows = [("a", "nothing here"), ("b", "rotate"), ("c", "rotate rotate")]
+
+    result = slm_rerank.rerank_documents("rotate", rows, top_n=2, host=keyword_host(tmp_path),
+                                         text=lambda r: r[1], id=lambda r, i: r[0])
+
+    assert [(r.id, r.rank) for r in result] == [("c", 1), ("b", 2)]
+
+
+def test_a_failing_judge_degrades_and_says_so_keeping_every_document(tmp_path: Path) -> None:
+    docs = ["rotate the key", "flaky mirror", "rotate rotate"]
+
+    result = slm_rerank.rerank_documents("rotate", docs, host=keyword_host(tmp_path))
+
+    assert result.degraded is not None and "went away" in result.degraded
+    assert len(result) == 3
+    judged = [r for r in result if r.score is not None]
+    assert [r.index for r in judged] == [0]  # what was judged before the fault, first
+    assert [r.index for r in result if r.score is None] == [1, 2]  # then input order
+
+
+def test_rrf_output_goes_in_as_it_is_and_keeps_its_upstream_score(tmp_path: Path) -> None:
+    bm25 = [{"id": "a", "text": "rotate keys", "score": 11.0},
+            {"id": "b", "text": "billing", "score": 4.0}]
+    vector = [{"id": "b", "text": "billing", "score": 0.9},
+              {"id": "c", "text": "rotate rotate", "score": 0.8}]
+    merged = fuse([bm25, vector], score=lambda d: d["score"])
+
+    result = slm_rerank.rerank_documents("rotate", merged, host=keyword_host(tmp_path),
+                                         id=lambda f, i: str(f.id))
+
+    assert [r.id for r in result] == ["c", "a", "b"]
+    assert {r.id: r.upstream_score for r in result} == {"a": 11.0, "b": 4.0, "c": 0.8}
+
+
+def test_bad_arguments_are_clear_errors(tmp_path: Path) -> None:
+    host = keyword_host(tmp_path)
+    with pytest.raises(ValueError, match="query must be a non-empty string"):
+        slm_rerank.rerank_documents("  ", ["x"], host=host)
+    with pytest.raises(TypeError, match="documents must be a list"):
+        slm_rerank.rerank_documents("q", "just one string", host=host)
+    with pytest.raises(TypeError, match="has no text"):
+        slm_rerank.rerank_documents("q", [{"body": "x"}], host=host)
+    with pytest.raises(ValueError, match="top_n must be a positive integer"):
+        slm_rerank.rerank_documents("q", ["x"], top_n=0, host=host)
+    assert len(slm_rerank.rerank_documents("q", [], host=host)) == 0
+
+
+def test_inside_a_running_loop_the_sync_call_says_to_await(tmp_path: Path) -> None:
+    async def main() -> None:
+        with pytest.raises(RuntimeError, match="await slm_rerank.arerank_documents"):
+            slm_rerank.rerank_documents("q", ["x"], host=keyword_host(tmp_path))
+        result = await slm_rerank.arerank_documents("rotate", ["rotate"],
+                                                    host=keyword_host(tmp_path))
+        assert result[0].score == pytest.approx(0.5)
+
+    asyncio.run(main())
+
+
+def test_the_real_server_judges_plain_documents_with_the_yes_no_scorer(
+        llama_server: Any, tmp_path: Path) -> None:
+    docs = ["To rotate an API key, open Settings > Security and press Rotate.",
+            "Our office is closed on public holidays.",
+            {"id": "k", "text": "API keys expire after 90 days unless rotated."}]
+
+    result = slm_rerank.rerank_documents("how do I rotate an API key?", docs,
+                                         base_url=llama_server.base_url, cache=False)
+
+    assert result.degraded is None, result.degraded
+    assert result.endpoint == llama_server.base_url and result.scorer == "yesno"
+    assert result.profile == "gemma-base"
+    assert sorted(r.index for r in result) == [0, 1, 2]
+    assert all(r.score is not None and 0.0 < r.score < 1.0 for r in result)
+    assert [r.score for r in result] == sorted((r.score for r in result), reverse=True)
+    assert next(r for r in result if r.id == "k").document is docs[2]
