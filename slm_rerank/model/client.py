@@ -163,6 +163,24 @@ class ModelClient:
                                 endpoint.base_url)
         return text
 
+    async def post_json(self, endpoint: Endpoint, path: str, body: Mapping[str, Any]) -> Any:
+        """POST ``body`` as JSON to ``path`` below the endpoint; the decoded answer.
+
+        For a scorer that speaks an API of its own (``/v1/rerank``, ``/score``). Faults are
+        mapped as for every other request: refused, timeout and 5xx raise ``TransientError``;
+        an answer that is not JSON, a 4xx and a 501 raise ``ContractError``. A 501 (Not
+        Implemented: llama-server without ``--reranking``) is permanent, unlike other 5xx:
+        the server does not offer the feature, and asking again will not change that. The
+        endpoint's ``api_key`` is sent as a bearer token, and its slots bound concurrency.
+        """
+        try:
+            return await self._post(endpoint, path, dict(body))
+        except TransientError as exc:
+            if _NOT_IMPLEMENTED not in str(exc):
+                raise
+            said = str(exc).replace(_NOT_IMPLEMENTED, "answered HTTP 501 (Not Implemented):")
+            raise ContractError(said, endpoint.base_url) from exc
+
     # --- the requests --------------------------------------------------------------------
 
     async def _ollama_generate(self, endpoint: Endpoint, prompt: str, top_k: int) -> NextToken:
@@ -253,6 +271,8 @@ class ModelClient:
 
 #: The most one answer may hold; top-K logprobs of one token for a batch are kilobytes.
 MAX_ANSWER_BYTES = 16_000_000
+#: How ``_status_error`` words a 501, which ``post_json`` reports as permanent.
+_NOT_IMPLEMENTED = "failed with HTTP 501:"
 
 
 # --- errors --------------------------------------------------------------------------------
