@@ -394,3 +394,5 @@ from slm_rerank import hook as hook_command  # noqa: E402, I001
 hook_command.register(cli)
 from slm_rerank import serve_commands  # noqa: E402, I001
 serve_commands.register(cli)
+from slm_rerank import rerank_server  # noqa: E402, I001
+rerank_server.register(cli)
