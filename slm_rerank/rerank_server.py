@@ -265,6 +265,7 @@ class _Routes:
 
     def _route(self: Any, method: str) -> None:
         path = self.path.split("?", 1)[0]
+        self.body_read = False
         try:
             if path == HEALTH_PATH:
                 if method not in ("GET", "HEAD"):
@@ -283,6 +284,10 @@ class _Routes:
             body, headers = self.service.rerank(request)
             self._send_json(200, body, headers)
         except ApiError as error:
+            if not self.body_read and (self.headers.get("Content-Length", "0") != "0"
+                                       or self.headers.get("Transfer-Encoding")):
+                # the unread body would be parsed as the next request on this connection
+                self.close_connection = True
             self._send_error(error)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client left; nobody to answer
@@ -301,19 +306,16 @@ class _Routes:
         scheme, _, token = given.partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(
                 token.strip().encode(), expected.encode()):
-            self.close_connection = True  # the body was not read
             raise ApiError(401, "unauthorized", "missing or wrong API key: send "
                            "'Authorization: Bearer <key>'", {"WWW-Authenticate": "Bearer"})
 
     def _read_body(self: Any) -> bytes:
         kind = self.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
         if kind != "application/json":
-            self.close_connection = True
             raise ApiError(415, "unsupported_media_type", "send the request as JSON with "
                            f"'Content-Type: application/json' (got {kind or 'none'!r})")
         length = self.headers.get("Content-Length")
         if self.headers.get("Transfer-Encoding") or length is None:
-            self.close_connection = True
             raise ApiError(411, "length_required", "send a Content-Length header (chunked "
                            "bodies are not read)")
         try:
@@ -321,16 +323,15 @@ class _Routes:
         except ValueError:
             size = -1
         if size < 0:
-            self.close_connection = True
             raise ApiError(400, "invalid_request", f"Content-Length {length!r} is not a size")
         if size > self.service.options.max_bytes:
-            self.close_connection = True  # the body is left unread
             raise ApiError(413, "too_large", f"the body is {size} bytes; this server takes at "
                            f"most {self.service.options.max_bytes} (--max-bytes)")
         try:
             body = self.rfile.read(size)
         except TimeoutError:
             body = b""
+        self.body_read = True
         if len(body) != size:
             self.close_connection = True
             raise ApiError(400, "invalid_request", f"the body ended after {len(body)} of "

@@ -405,3 +405,15 @@ def test_a_result_with_no_verdict_at_all_is_refused_not_passed_off_as_a_ranking(
         shape_response(RerankRequest("q", ["a", "b"]), result)
 
     assert getattr(caught.value, "status", None) == 503
+
+
+def test_an_error_answered_before_the_body_is_read_does_not_poison_the_next_request(
+        fake_api: Callable[..., str]) -> None:
+    url = fake_api()
+
+    with httpx.Client(timeout=10) as client:  # one keep-alive connection, if allowed
+        missed = client.post(url + "/v1/embeddings", json={"input": "x" * 5000})
+        health = client.get(url + "/health")
+
+    assert missed.status_code == 404
+    assert health.status_code == 200 and health.json() == {"status": "ok"}
