@@ -106,7 +106,28 @@ async def probe(client_or_http: Any, base_url: str, timeout: float = 0.5,
 
     if models.status_code == 200 and model_id is not None:
         return Probe(base, Endpoint(base, "openai-completions", model_id, 1, api_key))
+    if await _serves_rerank(http, base, headers, timeout):
+        # A pure rerank API (Jina's hosted one) answers none of the above. It can only
+        # serve the rerank-endpoint scorer, which asks by its own API option, not by kind;
+        # any other scorer gets a 404 naming the path it asked for.
+        return Probe(base, Endpoint(base, "openai-completions", None, 1, api_key))
     return Probe(base, None, f"not a model server (GET /v1/models: {models.status_code})")
+
+
+async def _serves_rerank(http: httpx.AsyncClient, base: str, headers: dict[str, str],
+                         timeout: float) -> bool:
+    """Whether ``base`` has a ``/v1/rerank`` route: an empty request is refused as invalid.
+
+    ``{}`` names no model and no documents, so no server does any work for it; a rerank
+    API says the request is invalid (400, 422) where any other server has no route (404,
+    405). A 2xx, 5xx or a failure says nothing usable.
+    """
+    try:
+        answer = await http.post(base + "/v1/rerank", json={}, headers=headers,
+                                 timeout=timeout)
+    except httpx.HTTPError:
+        return False
+    return answer.status_code in (400, 422)
 
 
 async def probe_all(client_or_http: Any, urls: Iterable[str], timeout: float = 0.5,
