@@ -173,13 +173,7 @@ class ModelClient:
         the server does not offer the feature, and asking again will not change that. The
         endpoint's ``api_key`` is sent as a bearer token, and its slots bound concurrency.
         """
-        try:
-            return await self._post(endpoint, path, dict(body))
-        except TransientError as exc:
-            if _NOT_IMPLEMENTED not in str(exc):
-                raise
-            said = str(exc).replace(_NOT_IMPLEMENTED, "answered HTTP 501 (Not Implemented):")
-            raise ContractError(said, endpoint.base_url) from exc
+        return await self._post(endpoint, path, dict(body))
 
     # --- the requests --------------------------------------------------------------------
 
@@ -271,9 +265,6 @@ class ModelClient:
 
 #: The most one answer may hold; top-K logprobs of one token for a batch are kilobytes.
 MAX_ANSWER_BYTES = 16_000_000
-#: How ``_status_error`` words a 501, which ``post_json`` reports as permanent.
-_NOT_IMPLEMENTED = "failed with HTTP 501:"
-
 
 # --- errors --------------------------------------------------------------------------------
 
@@ -284,6 +275,12 @@ def _status_error(endpoint: Endpoint, url: str, response: httpx.Response) -> Exc
     if status == 503 and "loading" in said.lower():
         return TransientError(f"model server {url} is still loading its model (503); try "
                               "again in a moment", endpoint.base_url)
+    if status == 501:
+        # Not Implemented: the server lacks the feature (llama-server started with
+        # --embedding answers /completion so, and one without --reranking /v1/rerank);
+        # asking again will not change that, so it is permanent, unlike other 5xx.
+        return ContractError(f"model server {url} answered HTTP 501 (Not Implemented): "
+                             f"{said}", endpoint.base_url)
     if status >= 500 or status in (408, 429):
         return TransientError(f"model server {url} failed with HTTP {status}: {said}",
                               endpoint.base_url)

@@ -109,3 +109,20 @@ def test_a_server_slower_than_the_timeout_is_transient(httpserver: HTTPServer):
 
     with pytest.raises(TransientError, match="did not answer"):
         post(Endpoint(base(httpserver)), "/v1/rerank", {}, timeout=0.1)
+
+
+def test_a_501_to_a_completion_is_permanent_not_a_fault_to_wait_out(
+        httpserver: HTTPServer) -> None:
+    """A llama-server started with --embedding answers /completion with 501: retrying or
+    degrading forever would hide a server that can never judge."""
+    httpserver.expect_request("/completion", method="POST").respond_with_json(
+        {"error": {"code": 501, "message": "This server does not support completions.",
+                   "type": "not_supported_error"}}, status=501)
+    endpoint = Endpoint(httpserver.url_for("/").rstrip("/"), "llama.cpp", "m.gguf")
+
+    async def ask() -> None:
+        async with ModelClient(timeout=5) as client:
+            await client.next_token(endpoint, ["prompt"])
+
+    with pytest.raises(ContractError, match="HTTP 501"):
+        asyncio.run(ask())
