@@ -19,7 +19,8 @@ LOAD_PLUGINS_ENV = "SLM_RERANK_LOAD_PLUGINS"
 BUILTIN_DISTRIBUTIONS = frozenset({
     "slm-rerank-formatters", "slm-rerank-ripgrep", "slm-rerank-git", "slm-rerank-yesno",
     "slm-rerank-openai", "slm-rerank-gemma", "slm-rerank-lfm", "slm-rerank-qwen",
-    "slm-rerank-rwkv", "slm-rerank-expand",
+    "slm-rerank-rwkv", "slm-rerank-expand", "slm-rerank-listwise", "slm-rerank-graded",
+    "slm-rerank-rerank-endpoint",
 })
 
 
