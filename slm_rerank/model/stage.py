@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import hashlib
+import json
 import math
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -401,9 +403,15 @@ async def judge_documents_async(query: str, prepare: Prepare, host: Host, settin
         # Every server may get any chunk: fit the one with the smallest context.
         narrowest = min(endpoints, key=lambda e: e.context_tokens or math.inf, default=None)
         asked, documents = prepare(narrowest, profile, judgement.notes)
+        options = host.options_for(scorer.name)
+        # A scorer's settings ([plugins.graded] max_grade, a localised instruction) change
+        # its verdicts: they are part of what a cached verdict was made with.
+        scorer_key = scorer.name + (
+            "@" + hashlib.sha256(json.dumps(options, sort_keys=True, default=str).encode()
+                                 ).hexdigest()[:16] if options else "")
         keys = {i: ScoreKey(endpoint.model_id or endpoint.base_url if endpoint else "-",
                             profile.name if profile else "-",
-                            profile.prompt_version if profile else "-", scorer.name, query,
+                            profile.prompt_version if profile else "-", scorer_key, query,
                             d.content_hash) for i, d in enumerate(documents)}
         alone = scorer.per_document
         cache = (ScoreCache(cache_dir) if alone and cache_dir is not None and
@@ -423,7 +431,7 @@ async def judge_documents_async(query: str, prepare: Prepare, host: Host, settin
         if firsts:
             request = ScoreRequest(query=asked, documents=[documents[i] for i in firsts],
                                    profile=profile, endpoint=endpoint, deadline=deadline,
-                                   options=host.options_for(scorer.name), client=client)
+                                   options=options, client=client)
             progress = Progress(len(firsts))
             try:
                 if endpoints and alone:

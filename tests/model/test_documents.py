@@ -15,7 +15,7 @@ import slm_rerank
 from slm_rerank.config import Settings
 from slm_rerank.errors import TransientError
 from slm_rerank.host import Host
-from slm_rerank.registrations import DocumentScore, Scorer, ScoreRequest
+from slm_rerank.registrations import DocumentScore, PluginOption, Scorer, ScoreRequest
 from slm_rerank.rrf import fuse
 
 
@@ -148,3 +148,33 @@ def test_the_real_server_judges_plain_documents_with_the_yes_no_scorer(
     assert all(r.score is not None and 0.0 < r.score < 1.0 for r in result)
     assert [r.score for r in result] == sorted((r.score for r in result), reverse=True)
     assert next(r for r in result if r.id == "k").document is docs[2]
+
+
+class WeightedJudge:
+    """A cacheable scorer with a setting that changes its verdicts."""
+
+    calls = 0
+
+    @staticmethod
+    @slm_rerank.hookimpl
+    def register_scorers(register: Callable[[Scorer], None]) -> None:
+        async def score(request: ScoreRequest) -> AsyncIterator[DocumentScore]:
+            WeightedJudge.calls += 1
+            for i, _ in enumerate(request.documents):
+                yield DocumentScore(i, float(request.options["weight"]))
+
+        register(Scorer("weighted", "says its weight", score, needs_endpoint=False,
+                        options=(PluginOption("weight", 0.5, "the verdict"),)))
+
+
+def test_a_scorer_setting_is_part_of_the_score_cache_key(tmp_path: Path) -> None:
+    def run(weight: float) -> float | None:
+        settings = dataclasses.replace(Settings(), scorer="weighted", score_cache=True,
+                                       plugins={"weighted": {"weight": weight}})
+        host = Host.with_plugins(settings, WeightedJudge, slm_rerank_openai)
+        return slm_rerank.rerank_documents("q", ["doc"], host=host)[0].score
+
+    WeightedJudge.calls = 0
+    assert run(0.25) == 0.25
+    assert run(0.25) == 0.25 and WeightedJudge.calls == 1  # answered from the cache
+    assert run(0.75) == 0.75 and WeightedJudge.calls == 2  # a new setting: judged again

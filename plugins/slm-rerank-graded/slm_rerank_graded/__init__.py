@@ -22,7 +22,6 @@ naming the server, the model and what it answered.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -197,6 +196,8 @@ def _tally(endpoint: Endpoint, judgements: list[Judgement]) -> None:
 async def _all(coroutines: list[Coroutine[Any, Any, Judgement]]) -> list[Judgement]:
     """Run concurrently, results in order; the first failure cancels the rest, so that no
     request of ours outlives a failed batch (or a deadline)."""
+    import asyncio  # here: loading the plugin must not cost a --fast search the import
+
     tasks = [asyncio.ensure_future(c) for c in coroutines]
     try:
         return list(await asyncio.gather(*tasks))
