@@ -48,7 +48,8 @@ class Meter:
         self.reset()
 
     def reset(self) -> None:
-        self.calls: dict[str, int] = defaultdict(int)
+        self.calls: dict[str, int] = defaultdict(int)  # HTTP requests by path
+        self.prompts = 0  # prompts in them (llama.cpp takes an array of prompts)
         self.prompt_tokens = 0  # every prompt token the server read
         self.computed_tokens = 0  # those it computed (not reused from its prompt cache)
 
@@ -57,6 +58,7 @@ class Meter:
         for item in answer if isinstance(answer, list) else [answer]:
             if not isinstance(item, dict):
                 continue
+            self.prompts += 1
             timings = item.get("timings") or {}
             usage = item.get("usage") or {}
             self.prompt_tokens += int(item.get("tokens_evaluated")
@@ -147,6 +149,7 @@ def main() -> int:
             row["orders"][f"{scorer} alone"] = files(
                 [Fused(ranked.chunks[i], verdicts.get(i, 0.0)) for i in alone + tail])
             row["cost"][scorer] = {"calls": sum(METER.calls.values()),
+                                   "prompts": METER.prompts,
                                    "prompt_tokens": METER.prompt_tokens,
                                    "computed_tokens": METER.computed_tokens,
                                    "seconds": round(seconds, 1),
@@ -166,12 +169,14 @@ def main() -> int:
         hits = [100 * mean(float(hit_at(r["orders"][order], gold[r["id"]], k)) for r in rows)
                 for k in (1, 5)]
         print(f"| {order} | {hits[0]:.1f} | {hits[1]:.1f} |")
-    print("\n| judge | calls / query | prompt tokens / query | computed / query | s / query "
-          "| degraded |\n| --- | ---: | ---: | ---: | ---: | ---: |")
+    print("\n| judge | requests / query | prompts / query | prompt tokens / query | "
+          "computed / query | s / query | degraded |\n"
+          "| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for scorer in SCORERS:
         costs = [r["cost"][scorer] for r in rows]
         degraded = sum(1 for r in rows if r["degraded"][scorer])
         print(f"| {scorer} | {mean(c['calls'] for c in costs):.1f} | "
+              f"{mean(c['prompts'] for c in costs):.1f} | "
               f"{mean(c['prompt_tokens'] for c in costs):.0f} | "
               f"{mean(c['computed_tokens'] for c in costs):.0f} | "
               f"{mean(c['seconds'] for c in costs):.1f} | {degraded} of {len(rows)} |")
