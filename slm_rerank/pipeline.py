@@ -10,6 +10,7 @@ before, at the CLI/API edge (``scope.py``); the request arrives here already res
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import time
 from collections.abc import Iterable
@@ -429,6 +430,11 @@ def score(request: SearchRequest, host: Host, settings: Settings, terms: QueryTe
     from slm_rerank.model.stage import judge
 
     size = len(ranked.chunks) if settings.full else settings.rerank_top
+    # A scorer may judge a multiple of the results asked for (listwise's ``multiplier``):
+    # at most the head, and 0 or unset leaves the head as it is.
+    multiplier = host.options_for(settings.scorer).get("multiplier")
+    if isinstance(multiplier, (int, float)) and multiplier > 0 and not settings.full:
+        size = min(size, max(1, math.ceil(request.top_k * multiplier)))
     chosen = head(ranked, size)
     read = passages(ranked, chosen, terms, settings.prompt_chars)
     judgement = judge(request.query, read, host, settings, request.cache_dir)

@@ -457,7 +457,11 @@ async def judge_documents_async(query: str, prepare: Prepare, host: Host, settin
                     fresh.append((keys[first], verdict.probability, verdict.raw))
             if cache:
                 cache.put_many(fresh)
-            if outcome.stopped:
+            if outcome.stopped and len(judgement.scores) == len(documents):
+                # every verdict came, and then the scorer said what went wrong (a listwise
+                # window it could not use): the order is the model's, but not all of it
+                judgement.degraded = f"{outcome.stopped}; every chunk has a verdict"
+            elif outcome.stopped:
                 judgement.degraded = (f"{outcome.stopped}; {len(judgement.scores)} of "
                                       f"{len(documents)} chunks were scored, the rest keep "
                                       "their lexical order")
