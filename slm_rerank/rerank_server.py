@@ -260,7 +260,7 @@ class _Routes:
         """The base class's own errors (a malformed request line, an unknown method), as
         JSON like every other error."""
         self.close_connection = True
-        self._send_error(ApiError(code, "invalid_request",
+        self._send_error(ApiError(code, "not_implemented" if code == 501 else "invalid_request",
                                   message or self.responses.get(code, ("error",))[0]))
 
     def _route(self: Any, method: str) -> None:
