@@ -454,9 +454,11 @@ def register(cli: click.Group) -> None:
         """Serve POST /v1/rerank (Cohere/Jina shapes) backed by the model server."""
         from slm_rerank.errors import SlmRerankError
         from slm_rerank.host import Host
+        from slm_rerank.model import progress
         from slm_rerank.model.stage import locate
         from slm_rerank.terminal import fail, warn
 
+        progress.QUIET = True  # one request's bar would land in the middle of the access log
         flags = {"base_url": base_url, "host": host, "model": model, "scorer": scorer,
                  "timeout": timeout, "score_cache": False if no_cache else None}
         try:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
 from slm_rerank.model.progress import Progress
 
 
@@ -37,3 +39,16 @@ def test_a_quick_run_shows_nothing() -> None:
     progress.advance(4)
     progress.close()
     assert screen.getvalue() == ""
+
+
+def test_a_server_can_silence_every_bar(monkeypatch: pytest.MonkeyPatch) -> None:
+    from slm_rerank.model import progress as module
+
+    monkeypatch.setattr(module, "QUIET", True)
+    stream = Terminal()
+
+    bar = module.Progress(4, stream=stream, delay=0)
+    bar.advance()
+    bar.close()
+
+    assert stream.getvalue() == ""

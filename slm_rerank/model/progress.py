@@ -11,6 +11,8 @@ import time
 from typing import TextIO
 
 DELAY = 1.5
+#: Set by long-running servers (``serve-api``): a bar per request would garble their log.
+QUIET = False
 
 
 class Progress:
@@ -24,7 +26,7 @@ class Progress:
         self.done = 0
         self.shown = False
         try:
-            self.enabled = self.stream.isatty()
+            self.enabled = not QUIET and self.stream.isatty()
         except (AttributeError, ValueError):
             self.enabled = False
 
