@@ -181,3 +181,17 @@ def search(root: Path, query: str, cache: Path | None = None, settings: Settings
 
 def result_paths(report: Report) -> list[str]:
     return [c.path for c in report.results]
+
+
+def free_port() -> int:
+    """A free loopback port outside 8033-8040, the range queries scan for model servers."""
+    import socket
+
+    from slm_rerank.model.discovery import PORTS
+
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port not in PORTS:
+            return port

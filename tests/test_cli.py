@@ -199,7 +199,8 @@ def test_version_is_the_installed_distributions_version() -> None:
 @pytest.mark.parametrize(("key", "value", "message"), [
     ("format", "yaml", "key 'format': unknown format 'yaml' (installed: json, jsonl"),
     ("sources", "ripgrep, nosuch", "key 'sources': unknown source 'nosuch'"),
-    ("scorer", "magic", "key 'scorer': unknown scorer 'magic' (installed: graded, listwise, rerank-endpoint, yesno)"),
+    ("scorer", "magic", "key 'scorer': unknown scorer 'magic' (installed: graded, listwise, "
+                        "rerank-endpoint, yesno)"),
     ("top_k", "0", "key 'top_k' must be at least 1"),
     ("threshold", "5", "key 'threshold' must be at most 1"),
 ])

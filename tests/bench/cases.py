@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,3 +119,15 @@ def score(case: Case, mode: str, system: str, ranking: Ranking) -> CaseResult:
         error=ranking.error,
         extra=ranking.extra,
     )
+
+
+#: Where the cases are (beside the checkout) and where materialize.py lays out their trees.
+DEFAULT_CASES = Path(__file__).resolve().parents[3] / "shared" / "bench" / "swe-dev.jsonl"
+DEFAULT_TREES = Path.home() / ".cache" / "slm-rerank-bench" / "trees"
+
+
+def add_case_options(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The ``--cases`` and ``--trees`` options every benchmark script takes."""
+    ap.add_argument("--cases", type=Path, default=DEFAULT_CASES, help="cases JSONL")
+    ap.add_argument("--trees", type=Path, default=DEFAULT_TREES, help="materialized trees")
+    return ap

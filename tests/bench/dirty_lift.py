@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from cases import MODES, load_cases, tree_ready
+from cases import MODES, add_case_options, load_cases, tree_ready
 
 from slm_rerank import dirty, pipeline
 from slm_rerank.cache import cache_path
@@ -31,7 +31,6 @@ from slm_rerank.config import load_settings
 from slm_rerank.host import Host
 from slm_rerank.pipeline import SearchRequest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 HEAD = 16
 
 
@@ -53,10 +52,7 @@ def ranked_files(request: SearchRequest, host: Host, changed: set[str]) -> tuple
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cases", type=Path,
-                    default=REPO_ROOT.parent / "shared" / "bench" / "swe-dev.jsonl")
-    ap.add_argument("--trees", type=Path,
-                    default=Path.home() / ".cache" / "slm-rerank-bench" / "trees")
+    add_case_options(ap)
     ap.add_argument("--sample", type=int, default=60)
     ap.add_argument("--bonus", type=float, default=None, help="dirty_bonus (default: setting)")
     ap.add_argument("--seed", type=int, default=9)

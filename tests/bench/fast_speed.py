@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cases import Case, load_cases, tree_ready
+from cases import Case, add_case_options, load_cases, tree_ready
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BIN = REPO_ROOT / ".venv" / "bin"
@@ -175,10 +175,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--cases", type=Path,
-                    default=REPO_ROOT.parent / "shared" / "bench" / "swe-dev.jsonl")
-    ap.add_argument("--trees", type=Path,
-                    default=Path.home() / ".cache" / "slm-rerank-bench" / "trees")
+    add_case_options(ap)
     ap.add_argument("--before", type=Path, help="a checkout of the code to compare against")
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--cases-per-mode", type=int, default=8)

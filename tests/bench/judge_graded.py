@@ -21,10 +21,9 @@ import argparse
 import re
 import sys
 import time
-from pathlib import Path
 
 import httpx
-from cases import load_cases, tree_ready
+from cases import add_case_options, load_cases, tree_ready
 from metrics import hit_at, mean
 
 from slm_rerank.cache import cache_path, ensure_writable
@@ -42,7 +41,6 @@ from slm_rerank.pipeline import (
     select,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 JUDGES = ("yesno", "graded")
 CALLS = {"n": 0}
 
@@ -79,10 +77,7 @@ def files(order: list, k: int = 10) -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cases", type=Path,
-                    default=REPO_ROOT.parent / "shared" / "bench" / "swe-dev.jsonl")
-    ap.add_argument("--trees", type=Path,
-                    default=Path.home() / ".cache" / "slm-rerank-bench" / "trees")
+    add_case_options(ap)
     ap.add_argument("-e", "--endpoint", required=True, help="llama-server URL (--metrics on)")
     ap.add_argument("--sample", type=int, default=12, help="cases, spread evenly")
     ap.add_argument("--rerank-top", type=int, default=16)

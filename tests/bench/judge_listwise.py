@@ -29,7 +29,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from cases import MODES, load_cases, tree_ready
+from cases import MODES, add_case_options, load_cases, tree_ready
 from metrics import hit_at, mean
 
 from slm_rerank.config import load_settings
@@ -37,7 +37,6 @@ from slm_rerank.host import Host
 from slm_rerank.model.client import ModelClient
 from slm_rerank.pipeline import Fused, SearchRequest, fuse, gather, query_terms, rank, score, select
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 SCORERS = ("yesno", "listwise")
 
 
@@ -88,10 +87,7 @@ def files(order: list[Fused], k: int = 10) -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cases", type=Path,
-                    default=REPO_ROOT.parent / "shared" / "bench" / "swe-dev.jsonl")
-    ap.add_argument("--trees", type=Path,
-                    default=Path.home() / ".cache" / "slm-rerank-bench" / "trees")
+    add_case_options(ap)
     ap.add_argument("-e", "--endpoint", required=True, help="model server URL")
     ap.add_argument("--sample", type=int, default=12, help="cases, spread evenly")
     ap.add_argument("--mode", choices=MODES, default="title")

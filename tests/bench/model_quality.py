@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from cases import MODES, load_cases, tree_ready
+from cases import MODES, add_case_options, load_cases, tree_ready
 from metrics import hit_at, mean
 
 from slm_rerank.cache import cache_path, ensure_writable
@@ -40,7 +40,6 @@ from slm_rerank.pipeline import (
     select,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 WEIGHTS = (0.1, 0.25, 0.5, 1.0)
 
 
@@ -51,10 +50,7 @@ def files(order: list, k: int = 10) -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cases", type=Path,
-                    default=REPO_ROOT.parent / "shared" / "bench" / "swe-dev.jsonl")
-    ap.add_argument("--trees", type=Path,
-                    default=Path.home() / ".cache" / "slm-rerank-bench" / "trees")
+    add_case_options(ap)
     ap.add_argument("-e", "--endpoint", help="model server URL (default: SLM_ENDPOINT, scan)")
     ap.add_argument("--model", help="model profile (default: the one claiming the model id)")
     ap.add_argument("--sample", type=int, default=24, help="cases, spread evenly")

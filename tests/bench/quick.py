@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from cases import MODES, load_cases, tree_ready
+from cases import MODES, add_case_options, load_cases, tree_ready
 from metrics import first_gold_rank, hit_at, mean, reciprocal_rank
 
 from slm_rerank.cache import cache_path
@@ -23,16 +23,11 @@ from slm_rerank.config import load_settings
 from slm_rerank.host import Host
 from slm_rerank.pipeline import SearchRequest, run_search
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cases", type=Path,
-                    default=REPO_ROOT.parent / "shared" / "bench" / "swe-dev.jsonl")
-    ap.add_argument("--trees", type=Path,
-                    default=Path.home() / ".cache" / "slm-rerank-bench" / "trees")
+    add_case_options(ap)
     ap.add_argument("--repo")
     ap.add_argument("--json", type=Path, help="write each case's gold rank per mode here")
     args = ap.parse_args()

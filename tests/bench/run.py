@@ -24,13 +24,11 @@ import sys
 import time
 from pathlib import Path
 
-from cases import MODES, Case, CaseResult, load_cases, score, tree_ready
+from cases import MODES, Case, CaseResult, add_case_options, load_cases, score, tree_ready
 from report import render, summarize
 from systems import SYSTEMS, Runner, resolve_command
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_CASES = REPO_ROOT.parent / "shared" / "bench" / "swe-dev.jsonl"
-DEFAULT_TREES = Path.home() / ".cache" / "slm-rerank-bench" / "trees"
 DEFAULT_CMD = ".venv/bin/slm-rerank"
 
 
@@ -49,8 +47,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--cases", type=Path, default=DEFAULT_CASES, help="cases JSONL")
-    ap.add_argument("--trees", type=Path, default=DEFAULT_TREES, help="materialized trees")
+    add_case_options(ap)
     ap.add_argument("--modes", type=_csv(MODES), default=list(MODES), help="title,query")
     ap.add_argument("--limit", type=int, help="first N cases (after --repo)")
     ap.add_argument("--repo", help="only cases of this owner/name")

@@ -21,9 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from cases import load_cases, tree_ready
+from cases import add_case_options, load_cases, tree_ready
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 CLI = Path(sys.executable).parent / "slm-rerank"
 
 
@@ -37,10 +36,7 @@ def timed(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cases", type=Path,
-                    default=REPO_ROOT.parent / "shared" / "bench" / "swe-dev.jsonl")
-    ap.add_argument("--trees", type=Path,
-                    default=Path.home() / ".cache" / "slm-rerank-bench" / "trees")
+    add_case_options(ap)
     ap.add_argument("--repo", default="mwaskom/seaborn", help="a mid-size benchmark repo")
     ap.add_argument("--n", type=int, default=4, help="queries (titles) per mode")
     args = ap.parse_args()

@@ -27,14 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 
-from cases import load_cases, tree_ready
+from cases import add_case_options, load_cases, tree_ready
 
 import slm_rerank
 from slm_rerank.config import load_settings
 from slm_rerank.host import Host
 from slm_rerank.stubs import MAX_LINES, Stub, stub_file
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 _KEPT = re.compile(r"^ *(\d+)[ >] ", re.MULTILINE)
 
@@ -146,10 +145,7 @@ def table(t: Totals, cases: int, top: int) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cases", type=Path,
-                    default=REPO_ROOT.parent / "shared" / "bench" / "swe-dev.jsonl")
-    ap.add_argument("--trees", type=Path,
-                    default=Path.home() / ".cache" / "slm-rerank-bench" / "trees")
+    add_case_options(ap)
     ap.add_argument("--sample", type=int, default=60, help="cases to sample (0: all)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--top", type=int, default=3, help="results whose files are stubbed")

@@ -118,3 +118,13 @@ def llama_server_factory(tmp_path: Path) -> Iterator[Callable[..., LlamaServer]]
     finally:
         for server in started:
             server.stop()
+
+
+@pytest.fixture
+def cache(isolated_home: Path) -> Iterator[Path]:
+    """The isolated cache folder; a managed server (slm-rerank serve) left running is
+    stopped after the test."""
+    from slm_rerank import serve
+
+    yield isolated_home
+    serve.stop(isolated_home)

@@ -9,31 +9,13 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from search_fixtures import CLI, REPO_FILES, cli, make_repo
+from search_fixtures import CLI, REPO_FILES, cli, free_port, make_repo
 
 from slm_rerank import serve
 from slm_rerank.model.discovery import PORTS
-
-
-def free_port() -> int:
-    """A free loopback port outside the range queries scan."""
-    while True:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        if port not in PORTS:
-            return port
-
-
-@pytest.fixture
-def cache(isolated_home: Path) -> Iterator[Path]:
-    """The isolated cache folder; any managed server left running is stopped after."""
-    yield isolated_home
-    serve.stop(isolated_home)
 
 
 def state(cache: Path) -> dict[str, object]:

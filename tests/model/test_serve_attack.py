@@ -10,36 +10,16 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from search_fixtures import CLI, cli
+from search_fixtures import CLI, cli, free_port
 
 from slm_rerank import serve
-from slm_rerank.model.discovery import PORTS
-
-
-def free_port() -> int:
-    """A free loopback port outside the range queries scan."""
-    while True:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        if port not in PORTS:
-            return port
-
-
-@pytest.fixture
-def cache(isolated_home: Path) -> Iterator[Path]:
-    """The isolated cache folder; any managed server left running is stopped after."""
-    yield isolated_home
-    serve.stop(isolated_home)
 
 
 @pytest.fixture
