@@ -77,6 +77,9 @@ class DocumentsResult(Sequence[RankedDocument]):
     model_id: str | None = None
     profile: str | None = None
     notes: list[str] = field(default_factory=list)
+    #: what changed the judged text from the caller's (documents cut to fit a prompt, text
+    #: that was not valid Unicode): a service in front of this should pass these on
+    warnings: list[str] = field(default_factory=list)
 
     def __iter__(self) -> Iterator[RankedDocument]:
         return iter(self.results)
@@ -105,13 +108,29 @@ def document_text(item: Any) -> str:
 def document_id(item: Any, index: int) -> str:
     """The caller's id of a document, else its position."""
     if isinstance(item, Mapping):
-        value = item.get("id", (item.get("metadata") or {}).get("id"))
+        value, metadata = item.get("id"), item.get("metadata")
     else:
-        value = getattr(item, "id", None)
-        if value is None:
-            metadata = getattr(item, "metadata", None)
-            value = metadata.get("id") if isinstance(metadata, Mapping) else None
+        value, metadata = getattr(item, "id", None), getattr(item, "metadata", None)
+    if value is None and isinstance(metadata, Mapping):  # metadata may be anything, or None
+        value = metadata.get("id")
     return str(index) if value is None else str(value)
+
+
+def _valid_unicode(text: str) -> str:
+    """``text`` with lone surrogates (from JSON's ``"\\ud800"`` or a bad decode) replaced
+    by U+FFFD; a surrogate pair left split in a str is joined. No server takes them in
+    UTF-8, and hashing them for the score cache would fail."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _check_documents(documents: Any) -> None:
+    if isinstance(documents, (str, bytes)) or not isinstance(documents, Sequence):
+        raise TypeError(f"documents must be a list (of strings, mappings or objects), not "
+                        f"{type(documents).__name__}; pass list(documents)")
 
 
 def _upstream(item: Any) -> float | None:
@@ -162,11 +181,22 @@ async def arerank_documents(
     """Rerank ``documents`` for ``query``; the coroutine behind ``rerank_documents``."""
     if not isinstance(query, str) or not query.strip():
         raise ValueError("query must be a non-empty string")
-    if isinstance(documents, (str, bytes)) or not isinstance(documents, Sequence):
-        raise TypeError("documents must be a list (of strings, mappings or objects)")
-    if top_n is not None and (not isinstance(top_n, int) or top_n < 1):
+    _check_documents(documents)
+    if top_n is not None and (isinstance(top_n, bool) or not isinstance(top_n, int)
+                              or top_n < 1):
         raise ValueError(f"top_n must be a positive integer, not {top_n!r}")
+    warnings: list[str] = []
     texts = [(text or document_text)(d) for d in documents]
+    cleaned = [_valid_unicode(t) for t in texts]
+    changed = sum(a is not b for a, b in zip(texts, cleaned, strict=True))
+    if changed:
+        warnings.append(f"{changed} of {len(texts)} documents held UTF-16 surrogates (not "
+                        "valid Unicode): pairs were joined, lone ones judged as U+FFFD")
+    texts = cleaned
+    if _valid_unicode(query) is not query:
+        query = _valid_unicode(query)
+        warnings.append("the query held UTF-16 surrogates (not valid Unicode): pairs were "
+                        "joined, lone ones asked as U+FFFD")
     ids = [(id or document_id)(d, i) for i, d in enumerate(documents)]
     plugins = host or Host.from_environment(start=Path.cwd())
     flags = {"scorer": scorer, "base_url": base_url, "model": model, "timeout": timeout,
@@ -175,14 +205,17 @@ async def arerank_documents(
              if v is not None}
     settings = dataclasses.replace(plugins.settings, **given)
     plugins.validate()
-    out = DocumentsResult([], scorer=settings.scorer)
+    out = DocumentsResult([], scorer=settings.scorer, warnings=warnings)
     if not documents:
         return out
     from slm_rerank.model.stage import judge_documents_async
 
     def prepare(narrowest: Endpoint | None, profile: ModelProfile | None,
                 notes: list[str]) -> tuple[str, list[Document]]:
-        asked, fitted = _fit(query, texts, narrowest, profile, settings.prompt_chars, notes)
+        cuts: list[str] = []
+        asked, fitted = _fit(query, texts, narrowest, profile, settings.prompt_chars, cuts)
+        notes.extend(cuts)
+        warnings.extend(cuts)
         return asked, [Document.of(ids[i], t, index=i) for i, t in enumerate(fitted)]
 
     cache_dir = ensure_writable(cache_path(settings)) if settings.score_cache else None
