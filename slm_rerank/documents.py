@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
+import numbers
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -137,7 +139,10 @@ def _upstream(item: Any) -> float | None:
     value = getattr(item, "upstream_score", None)
     if value is None and isinstance(item, Mapping):
         value = item.get("score")
-    return float(value) if isinstance(value, (int, float)) else None
+    # numbers.Real, not float: a vector store's numpy float32 is no float
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None
+    return float(value) if math.isfinite(value) else None
 
 
 def _fit(query: str, texts: Sequence[str], endpoint: Endpoint | None,

@@ -81,3 +81,14 @@ def test_metadata_that_is_not_a_mapping_does_not_hide_the_document() -> None:
 def test_a_generator_of_documents_is_refused_with_what_to_pass() -> None:
     with pytest.raises(TypeError, match=r"not generator; pass list\(documents\)"):
         slm_rerank.rerank_documents("q", (d for d in ["a"]), host=length_host())
+
+
+def test_an_upstream_score_of_any_real_number_type_is_kept_and_nan_is_none() -> None:
+    from fractions import Fraction  # a numbers.Real that is no float, as numpy's float32
+
+    docs = [{"text": "a", "score": Fraction(9, 10)}, {"text": "bb", "score": float("nan")},
+            {"text": "ccc", "score": True}]
+
+    result = slm_rerank.rerank_documents("q", docs, host=length_host())
+
+    assert {r.index: r.upstream_score for r in result} == {0: 0.9, 1: None, 2: None}
