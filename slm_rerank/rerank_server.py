@@ -15,6 +15,7 @@ other commands do not pay for it.
 from __future__ import annotations
 
 import hmac
+import io
 import ipaddress
 import json
 import os
@@ -22,6 +23,7 @@ import re
 import signal
 import sys
 import threading
+import time
 import traceback
 import uuid
 from dataclasses import dataclass, field
@@ -64,6 +66,8 @@ class ApiOptions:
     parallel: int = 1
     #: answer 503 rather than a marked partial ranking when some documents were not judged
     no_partial: bool = False
+    #: seconds a client has to send one whole request once its first byte came
+    request_seconds: float = 60.0
 
 
 @dataclass
@@ -100,6 +104,9 @@ def parse_request(body: bytes, options: ApiOptions) -> RerankRequest:
         data = json.loads(body.decode("utf-8"), parse_constant=no_constants)
     except (UnicodeDecodeError, ValueError) as exc:
         raise bad(f"the body is not valid JSON ({exc})") from None
+    except RecursionError:  # [[[[...]]]]: the decoder recurses once per level
+        raise bad("the body nests arrays or objects too deeply; send 'query' and a flat "
+                  "'documents' list") from None
     if not isinstance(data, dict):
         raise bad("the body must be a JSON object with 'query' and 'documents'")
     query = data.get("query")
@@ -162,6 +169,7 @@ def shape_response(request: RerankRequest, result: Any, no_partial: bool = False
             item["judged"] = False
         results.append(item)
     warnings = [f"field {name!r} is not used by this server" for name in request.ignored]
+    warnings += getattr(result, "warnings", [])  # documents cut to fit, text repaired
     body: dict[str, Any] = {"id": str(uuid.uuid4()),
                             "model": result.model_id or result.profile or result.scorer,
                             "results": results,
@@ -224,19 +232,64 @@ class RerankService:
         self.session.close()
 
 
+class _DeadlineReader(io.RawIOBase):
+    """The connection's bytes, each read bounded by what is left of the request's time.
+
+    The socket timeout alone bounds one read, so a client sending a byte every few seconds
+    (slowloris) held a thread for as long as it liked; here a request must arrive whole
+    within ``request_seconds`` of its first byte. Waiting for a request on a kept-alive
+    connection counts only against the socket timeout.
+    """
+
+    def __init__(self, handler: Any) -> None:
+        self.handler = handler
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        handler = self.handler
+        sock = handler.connection
+        if handler.request_deadline is None:
+            sock.settimeout(handler.timeout)
+        else:
+            left = handler.request_deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"the request did not arrive within "
+                                   f"{handler.service.options.request_seconds:g} s")
+            sock.settimeout(min(left, handler.timeout))
+        count = sock.recv_into(buffer)
+        if count and handler.request_deadline is None:
+            handler.request_deadline = (time.monotonic()
+                                        + handler.service.options.request_seconds)
+        return count
+
+
 class _Routes:
     """The request handling; mixed into ``BaseHTTPRequestHandler`` by ``make_server``."""
 
     # set by make_server on the class it builds
     service: RerankService
     protocol_version = "HTTP/1.1"  # keep-alive: clients reuse one connection
-    timeout = 30  # seconds a client may take to send its request
+    timeout = 30  # seconds a client may stay silent (between requests, or within one)
+    request_deadline: float | None = None
+
+    def setup(self: Any) -> None:
+        super().setup()  # type: ignore[misc]
+        self.rfile.close()  # the base class's reader; ours reads the same socket
+        self.rfile = io.BufferedReader(_DeadlineReader(self))
+
+    def handle_one_request(self: Any) -> None:
+        self.request_deadline = None  # the next request's clock starts at its first byte
+        super().handle_one_request()  # type: ignore[misc]
 
     def version_string(self) -> str:
         return "slm-rerank"  # not the Python version: nothing for a scanner to match
 
     def _send_json(self: Any, status: int, body: dict[str, Any],
                    headers: dict[str, str] | None = None) -> None:
+        # the last read may have left the socket little time; the answer gets the usual
+        self.connection.settimeout(self.timeout)
         data = (json.dumps(body, allow_nan=False) + "\n").encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -329,8 +382,12 @@ class _Routes:
                            f"most {self.service.options.max_bytes} (--max-bytes)")
         try:
             body = self.rfile.read(size)
-        except TimeoutError:
-            body = b""
+        except TimeoutError as exc:
+            self.body_read = True
+            self.close_connection = True
+            raise ApiError(408, "request_timeout", f"the body of {size} bytes was not "
+                           f"received in time ({exc}; the socket timeout is {self.timeout} s)"
+                           ) from None
         self.body_read = True
         if len(body) != size:
             self.close_connection = True
@@ -391,20 +448,27 @@ def read_api_key(env_name: str | None, key_file: Path | None) -> str | None:
         raise ConfigError("--api-key-env and --api-key-file both given; pass one")
     if env_name:
         key = os.environ.get(env_name, "").strip()
+        where = f"--api-key-env {env_name}"
         if not key:
-            raise ConfigError(f"--api-key-env {env_name}: that environment variable is "
-                              "unset or empty; export the key in it")
-        return key
-    if key_file:
+            raise ConfigError(f"{where}: that environment variable is unset or empty; "
+                              "export the key in it")
+    elif key_file:
+        where = f"--api-key-file {key_file}"
         try:
             key = key_file.read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"--api-key-file {key_file}: cannot read it ({exc})") from None
+            raise ConfigError(f"{where}: cannot read it ({exc})") from None
         if not key:
-            raise ConfigError(f"--api-key-file {key_file}: the file is empty; put the key in "
-                              "it")
-        return key
-    return None
+            raise ConfigError(f"{where}: the file is empty; put the key in it")
+    else:
+        return None
+    # An HTTP header carries ASCII: a client cannot send a key with other characters (or a
+    # line break inside it), so the server would refuse every request.
+    if not all(" " < c < "\x7f" for c in key):
+        raise ConfigError(f"{where}: the key holds spaces, control or non-ASCII characters, "
+                          "which no client can send in an Authorization header; use "
+                          "printable ASCII (e.g. `openssl rand -hex 32`)")
+    return key
 
 
 def _size(ctx: click.Context, param: click.Parameter, value: str) -> int:
