@@ -224,7 +224,9 @@ async def arerank_documents(
         return asked, [Document.of(ids[i], t, index=i) for i, t in enumerate(fitted)]
 
     cache_dir = ensure_writable(cache_path(settings)) if settings.score_cache else None
-    judgement = await judge_documents_async(query, prepare, plugins, settings, cache_dir)
+    judgement = await judge_documents_async(query, prepare, plugins, settings, cache_dir,
+                                            noun="documents",
+                                            unjudged="follow in input order")
     verdicts = judgement.scores
     judged = sorted(verdicts, key=lambda i: (-verdicts[i].probability, i))
     rest = [i for i in range(len(documents)) if i not in verdicts]
@@ -235,6 +237,11 @@ async def arerank_documents(
             score=verdict.probability if verdict else None,
             raw_score=verdict.raw if verdict else None, scorer=settings.scorer,
             upstream_score=_upstream(documents[i]), note=verdict.note if verdict else None))
+    unsent = sum(1 for v in verdicts.values() if (v.note or "").startswith("not sent"))
+    if unsent:
+        # a rerank API's pool: ranked below every judged one, by design, but not judged
+        out.warnings.append(f"{unsent} of {len(documents)} documents were beyond the scorer's "
+                            "pool and not sent: they rank below every judged one")
     if top_n is not None:
         out.results = out.results[:top_n]
     out.degraded = judgement.degraded

@@ -277,7 +277,9 @@ class Document:
 
     @classmethod
     def of(cls, id: str, text: str, **metadata: Any) -> Document:
-        digest = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+        # surrogatepass: a lone surrogate of any kind (from a file name, a JSON client)
+        # hashes instead of raising; this is a digest, never decoded again
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
         return cls(id=id, text=text, content_hash=digest, metadata=metadata)
 
 

@@ -200,7 +200,7 @@ async def _find_endpoints(settings: Settings, client: object, judgement: Judgeme
     if urls:
         url = urls[0]
         # a pinned server may be remote or busy: it gets longer than a scanned port
-        probe = await discovery.probe(client, url, timeout=min(settings.timeout, 5.0),
+        probe = await discovery.probe(client, url, timeout=_probe_timeout(settings),
                                       api_key=settings.api_key)
         if probe.permanent:
             raise ConfigError(f"{url} (from {origin}) is not a usable model server: "
@@ -237,7 +237,7 @@ async def _several(settings: Settings, client: object, judgement: Judgement,
     """
     from slm_rerank.model import discovery
 
-    probes = await discovery.probe_all(client, urls, timeout=min(settings.timeout, 5.0),
+    probes = await discovery.probe_all(client, urls, timeout=_probe_timeout(settings),
                                        api_key=settings.api_key)
     for probe in probes:
         if probe.permanent:
@@ -263,6 +263,12 @@ async def _several(settings: Settings, client: object, judgement: Judgement,
     judgement.notes.append(f"endpoints {', '.join(e.base_url for e in used)} from {origin} "
                            f"(model {model}, {sum(e.slots for e in used)} slots in all)")
     return used
+
+
+def _probe_timeout(settings: Settings) -> float:
+    """How long a probe may wait: 5 s, or a quarter of a longer stage timeout (a busy server
+    on a loaded machine answers /props slowly, and degrading then wastes the query)."""
+    return min(settings.timeout, max(5.0, settings.timeout / 4))
 
 
 # --- fitting the server's context -----------------------------------------------------------
@@ -364,7 +370,8 @@ async def judge_async(query: str, passages: Sequence[Passage], host: Host, setti
 
 
 async def judge_documents_async(query: str, prepare: Prepare, host: Host, settings: Settings,
-                                cache_dir: Path | None) -> Judgement:
+                                cache_dir: Path | None, noun: str = "chunks",
+                                unjudged: str = "keep their lexical order") -> Judgement:
     """Find the server, choose profile and scorer, and judge what ``prepare`` gives.
 
     A scorer whose verdicts depend on one document alone (``per_document``) is answered
@@ -460,11 +467,12 @@ async def judge_documents_async(query: str, prepare: Prepare, host: Host, settin
             if outcome.stopped and len(judgement.scores) == len(documents):
                 # every verdict came, and then the scorer said what went wrong (a listwise
                 # window it could not use): the order is the model's, but not all of it
-                judgement.degraded = f"{outcome.stopped}; every chunk has a verdict"
+                judgement.degraded = (f"{outcome.stopped}; all {len(documents)} {noun} have "
+                                      "a verdict")
             elif outcome.stopped:
                 judgement.degraded = (f"{outcome.stopped}; {len(judgement.scores)} of "
-                                      f"{len(documents)} chunks were scored, the rest keep "
-                                      "their lexical order")
+                                      f"{len(documents)} {noun} were scored, the rest "
+                                      f"{unjudged}")
         if cache:
             cache.close()
     judgement.model_ms = (time.perf_counter() - started) * 1000

@@ -88,6 +88,7 @@ def test_a_failing_judge_degrades_and_says_so_keeping_every_document(tmp_path: P
     result = slm_rerank.rerank_documents("rotate", docs, host=keyword_host(tmp_path))
 
     assert result.degraded is not None and "went away" in result.degraded
+    assert "1 of 3 documents were scored, the rest follow in input order" in result.degraded
     assert len(result) == 3
     judged = [r for r in result if r.score is not None]
     assert [r.index for r in judged] == [0]  # what was judged before the fault, first
@@ -178,3 +179,36 @@ def test_a_scorer_setting_is_part_of_the_score_cache_key(tmp_path: Path) -> None
     assert run(0.25) == 0.25
     assert run(0.25) == 0.25 and WeightedJudge.calls == 1  # answered from the cache
     assert run(0.75) == 0.75 and WeightedJudge.calls == 2  # a new setting: judged again
+
+
+class PoolJudge:
+    """Judges the first document and, as a rerank API beyond its pool, leaves the rest
+    unsent with a score below it."""
+
+    @staticmethod
+    @slm_rerank.hookimpl
+    def register_scorers(register: Callable[[Scorer], None]) -> None:
+        async def score(request: ScoreRequest) -> AsyncIterator[DocumentScore]:
+            yield DocumentScore(0, 0.8)
+            for i in range(1, len(request.documents)):
+                yield DocumentScore(i, 0.4, note="not sent: beyond the pool of 1")
+
+        register(Scorer("pool", "a pool of one", score, needs_endpoint=False,
+                        per_document=False))
+
+
+def test_documents_beyond_a_scorers_pool_are_named_in_the_warnings(tmp_path: Path) -> None:
+    settings = dataclasses.replace(Settings(), scorer="pool", score_cache=False)
+    host = Host.with_plugins(settings, PoolJudge, slm_rerank_openai)
+
+    result = slm_rerank.rerank_documents("q", ["a", "b", "c"], host=host)
+
+    assert result.degraded is None
+    assert "2 of 3 documents were beyond the scorer's pool and not sent" in result.warnings[0]
+    assert [r.note for r in result][1:] == ["not sent: beyond the pool of 1"] * 2
+
+
+def test_a_document_with_a_lone_surrogate_hashes() -> None:
+    from slm_rerank.registrations import Document
+
+    assert Document.of("1", "broken \ud800 text").content_hash
