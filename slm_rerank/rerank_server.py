@@ -14,6 +14,7 @@ other commands do not pay for it.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import io
 import ipaddress
@@ -68,6 +69,8 @@ class ApiOptions:
     no_partial: bool = False
     #: seconds a client has to send one whole request once its first byte came
     request_seconds: float = 60.0
+    #: open connections served at once (a thread each); more are answered 503 and closed
+    max_connections: int = 64
 
 
 @dataclass
@@ -416,18 +419,45 @@ class _Routes:
 
 def make_server(service: RerankService) -> Any:
     """A bound ``ThreadingHTTPServer`` answering with ``service`` (not yet serving)."""
+    import socket
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     handler = type("RerankHandler", (_Routes, BaseHTTPRequestHandler), {"service": service})
-    server_class = ThreadingHTTPServer
-    if ":" in service.options.bind:  # an IPv6 address
-        import socket
+    limit = service.options.max_connections
+    full = json.dumps({"message": f"too many open connections (max_connections = {limit}); "
+                                  "retry, or close idle keep-alive connections",
+                       "detail": "too many open connections", "type": "busy"}).encode()
 
-        server_class = type("ThreadingHTTPServer6", (ThreadingHTTPServer,),
-                            {"address_family": socket.AF_INET6})
-    server = server_class((service.options.bind, service.options.port), handler)
-    server.daemon_threads = True
-    return server
+    class CappedServer(ThreadingHTTPServer):
+        """One thread per connection, at most ``max_connections``: slow or idle clients
+        cannot make the server start threads without end."""
+
+        daemon_threads = True
+        address_family = socket.AF_INET6 if ":" in service.options.bind else socket.AF_INET
+        slots = threading.BoundedSemaphore(limit)
+
+        def process_request(self, request: Any, client_address: Any) -> None:
+            if not self.slots.acquire(blocking=False):
+                with contextlib.suppress(OSError):
+                    request.sendall(b"HTTP/1.1 503 Service Unavailable\r\n"
+                                    b"Content-Type: application/json\r\nConnection: close\r\n"
+                                    b"Retry-After: 1\r\nContent-Length: %d\r\n\r\n"
+                                    % len(full) + full)
+                self.shutdown_request(request)
+                return
+            try:
+                super().process_request(request, client_address)
+            except BaseException:
+                self.slots.release()
+                raise
+
+        def process_request_thread(self, request: Any, client_address: Any) -> None:
+            try:
+                super().process_request_thread(request, client_address)
+            finally:
+                self.slots.release()
+
+    return CappedServer((service.options.bind, service.options.port), handler)
 
 
 def _loopback(address: str) -> bool:
@@ -507,6 +537,9 @@ def register(cli: click.Group) -> None:
                   help="Largest request body (bytes; K and M suffixes).")
     @click.option("--parallel", type=click.IntRange(min=1), default=1, show_default=True,
                   help="Requests judged at once (the others wait for a turn).")
+    @click.option("--max-connections", type=click.IntRange(min=1), default=64,
+                  show_default=True,
+                  help="Open connections served at once; more are answered 503.")
     @click.option("--no-partial", is_flag=True,
                   help="Answer 503 instead of a marked partial ranking when the model "
                        "server fails part-way.")
@@ -514,7 +547,7 @@ def register(cli: click.Group) -> None:
                   model: str | None, scorer: str | None, timeout: float | None,
                   no_cache: bool, api_key_env: str | None, api_key_file: Path | None,
                   max_documents: int, max_bytes: int, parallel: int,
-                  no_partial: bool) -> None:
+                  max_connections: int, no_partial: bool) -> None:
         """Serve POST /v1/rerank (Cohere/Jina shapes) backed by the model server."""
         from slm_rerank.errors import SlmRerankError
         from slm_rerank.host import Host
@@ -536,7 +569,8 @@ def register(cli: click.Group) -> None:
         except SlmRerankError as exc:
             fail(str(exc))
             return
-        options = ApiOptions(bind, port, key, max_documents, max_bytes, parallel, no_partial)
+        options = ApiOptions(bind, port, key, max_documents, max_bytes, parallel, no_partial,
+                             max_connections=max_connections)
         if not _loopback(bind) and key is None:
             warn(f"binding {bind} without an API key: anyone who can reach it can use the "
                  "model server; set --api-key-env or --api-key-file")

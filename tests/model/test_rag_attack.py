@@ -228,3 +228,30 @@ def test_an_api_key_no_client_could_send_is_refused_at_start(
         read_api_key(None, tmp_path / "key")
     with pytest.raises(ConfigError, match="--api-key-env RERANK_KEY: .*printable ASCII"):
         read_api_key("RERANK_KEY", None)
+
+
+def test_connections_beyond_max_connections_are_answered_503_and_closed(
+        api: Callable[..., tuple[str, int]]) -> None:
+    url, port = api(max_connections=2)
+    idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
+    try:
+        time.sleep(0.3)  # both are being served (their threads wait for a request line)
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as third:
+            third.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            answer = third.recv(65536)
+    finally:
+        for conn in idle:
+            conn.close()
+
+    assert answer.startswith(b"HTTP/1.1 503")
+    assert b"too many open connections (max_connections = 2)" in answer
+    # once the idle ones are gone, the server answers again
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as again:
+            again.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            if again.recv(65536).startswith(b"HTTP/1.1 200"):
+                break
+        time.sleep(0.2)
+    else:
+        raise AssertionError(f"{url} did not answer /health once the idle connections closed")
