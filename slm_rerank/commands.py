@@ -336,15 +336,51 @@ def config_set(key: str, value: str, to_repo: bool) -> None:
     else:
         path = user_config_path()
     try:
+        where = f"config set {key}"
         if key in CHOICE_KEYS:
             # checked against the installed plugins, as it will be when it is read
-            Host(load_settings()).check_choice(key, parse_text(key, value, f"config set {key}"),
-                                               f"config set {key}")
+            Host(load_settings()).check_choice(key, parse_text(key, value, where), where)
+        elif key in ("base_url", "endpoints", "plugins"):
+            _check_as_read(key, parse_text(key, value, where), where)
         stored = write_setting(path, key, value)
     except SlmRerankError as exc:
         fail(str(exc))
         return
     emit(f"{key} = {json.dumps(stored)}  # written to {path}\n")
+
+
+def _check_as_read(key: str, value: Any, where: str) -> None:
+    """Raise the ConfigError a search would raise on reading ``value`` for ``key``.
+
+    Server URLs are checked only when the model stage reads them (a --fast search must not
+    import the HTTP stack) and [plugins.NAME] options only against the registry, so without
+    this a bad URL or option was written and every later search failed on it.
+    """
+    if key == "plugins":
+        settings = Settings(plugins=value)
+        settings.origins = {f"plugins.{name}.{option}": where
+                            for name, table in value.items() for option in table}
+        try:
+            disabled = load_settings().disabled_plugins
+        except ConfigError:
+            disabled = []  # the file being repaired may be the broken one
+        settings.disabled_plugins = disabled
+        for name in value:
+            Host(settings).options_for(name)
+        return
+    from slm_rerank.model import discovery
+    from slm_rerank.model.stage import pinned_urls
+
+    if key == "base_url":
+        if value:
+            discovery.check_base_url(value, where)
+    elif isinstance(value, dict):
+        for name, url in value.items():
+            discovery.check_base_url(url, f"{where}: [endpoints] {name}")
+    else:
+        settings = Settings(endpoints=value)
+        settings.origins = {"endpoints": where}
+        pinned_urls(settings)
 
 
 @cli.command()
