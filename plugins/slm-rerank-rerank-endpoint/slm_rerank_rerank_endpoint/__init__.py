@@ -101,12 +101,16 @@ async def score(request: ScoreRequest) -> AsyncIterator[DocumentScore]:
         model = (endpoint.model_id if api.own_model else None) or api.default_model
     sent = request.documents[:pool]
     where = endpoint_url(endpoint, path)
+    # Each distinct text is sent once: a server may score the same text differently by its
+    # place in the batch (llama-server with --pooling rank did), and one text, one score.
+    distinct = list(dict.fromkeys(d.text for d in sent))
     try:
         answer = await client.post_json(endpoint, path,
-                                        api.body(request.query, [d.text for d in sent], model))
+                                        api.body(request.query, distinct, model))
     except ContractError as exc:
         raise ContractError(f"{exc}; {api.hint}", endpoint.base_url) from exc
-    raw = read_scores(answer, api, len(sent), where)
+    by_text = dict(zip(distinct, read_scores(answer, api, len(distinct), where), strict=True))
+    raw = [by_text[d.text] for d in sent]
     probabilities, squashed = to_probabilities(raw, mode, where)
     note = "a logit, squashed with a sigmoid" if squashed else None
     unsent = len(request.documents) - len(sent)

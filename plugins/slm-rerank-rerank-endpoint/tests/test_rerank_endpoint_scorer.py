@@ -376,3 +376,12 @@ def test_probabilities_are_finite_in_0_1_for_extreme_logits(httpserver: HTTPServ
     outcome = judge(answering(httpserver, [-1e6, 1e6, 0.0]))  # llama.cpp: -1e6 = no embedding
 
     assert all(math.isfinite(p) and 0.0 <= p <= 1.0 for p in probabilities(outcome))
+
+
+def test_identical_texts_are_sent_once_and_share_one_score(httpserver: HTTPServer):
+    endpoint = answering(httpserver, [0.9, 0.1])
+
+    outcome = judge(endpoint, ["def retry(): ...", "colour = 'red'", "def retry(): ..."])
+
+    assert sent_body(httpserver)["documents"] == ["def retry(): ...", "colour = 'red'"]
+    assert probabilities(outcome) == [0.9, 0.1, 0.9]
