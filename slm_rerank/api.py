@@ -27,6 +27,24 @@ from slm_rerank.scope import resolve_root, resolve_scope
 EXPANDER = "llm"
 
 
+def _refuse_running_loop() -> None:
+    """Raise a clear error when called on a running event loop's thread.
+
+    The model stage runs its own loop (asyncio.run), which cannot start there: the caller
+    got asyncio's bare "cannot be called from a running event loop", after the lexical
+    work, and a "coroutine was never awaited" warning.
+    """
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise RuntimeError("slm_rerank.search() with the model (fast=False or expand=True) was "
+                       "called inside a running event loop; run it in a worker thread: "
+                       "`await asyncio.to_thread(slm_rerank.search, ...)`")
+
+
 def search(
     query: str,
     root: str | os.PathLike[str] | None = None,
@@ -65,6 +83,8 @@ def search(
     """
     if stubs not in (None, "stub", "slice"):
         raise ValueError(f"stubs must be None, 'stub' or 'slice', not {stubs!r}")
+    if (not fast or expand) and (host is None or host.model_session is None):
+        _refuse_running_loop()
     started = time.perf_counter()
     cwd = Path.cwd()
     root_path = resolve_root(Path(root), cwd) if root is not None else None

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import warnings
+from pathlib import Path
+from typing import Any
+
 import pytest
 from click.testing import CliRunner, Result
 
+import slm_rerank
 from slm_rerank.commands import cli
 from slm_rerank.config import user_config_path
 
@@ -40,3 +46,29 @@ def test_config_set_still_takes_good_urls_and_plugin_options() -> None:
     assert run("config", "set", "base_url", "http://gpu:8000").exit_code == 0
     assert run("config", "set", "plugins", '{graded = {max_grade = 5}}').exit_code == 0
     assert "max_grade = 5" in user_config_path().read_text()
+
+
+# --- the Python API inside a running event loop (MCP servers, notebooks) -------------------
+
+
+@pytest.mark.parametrize("options", [
+    {"fast": False, "stubs": "stub", "dirty": True, "by_slice": True},
+    {"fast": True, "expand": True},
+])
+def test_search_that_needs_the_model_inside_an_event_loop_says_to_use_a_thread(
+        repo: Path, options: dict[str, Any]) -> None:
+    async def inside_a_loop() -> None:
+        slm_rerank.search("retry backoff", repo, **options)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "coroutine ... was never awaited" either
+        with pytest.raises(RuntimeError, match=r"inside a running event loop.*to_thread"):
+            asyncio.run(inside_a_loop())
+
+
+def test_a_fast_search_inside_an_event_loop_still_answers(repo: Path) -> None:
+    async def inside_a_loop() -> slm_rerank.Report:
+        return slm_rerank.search("retry backoff", repo, stubs="stub", dirty=True,
+                                 by_slice=True)
+
+    assert asyncio.run(inside_a_loop()).results
