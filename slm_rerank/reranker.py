@@ -138,6 +138,13 @@ class Reranker:
                     *, threshold: float | None = None, top_k: int | None = None
                     ) -> RerankResult:
         """``rerank`` for callers without an event loop."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:  # asyncio.run's own error says nothing of the way out
+            raise RuntimeError("Reranker.rerank_sync() was called inside a running event "
+                               "loop; use `await reranker.rerank(...)` there")
         return asyncio.run(self.rerank(query, candidates, threshold=threshold, top_k=top_k))
 
 

@@ -72,3 +72,17 @@ def test_a_fast_search_inside_an_event_loop_still_answers(repo: Path) -> None:
                                  by_slice=True)
 
     assert asyncio.run(inside_a_loop()).results
+
+
+def test_rerank_sync_inside_an_event_loop_says_to_await_rerank() -> None:
+    reranker = slm_rerank.Reranker(base_url="http://127.0.0.1:9")
+
+    async def inside_a_loop() -> None:
+        reranker.rerank_sync("retry", [slm_rerank.Candidate("a.py", 1, 2, "def retry(): ...",
+                                                             lexical_score=1.0)])
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(RuntimeError, match=r"inside a running event loop.*await "
+                                               r"reranker\.rerank"):
+            asyncio.run(inside_a_loop())
