@@ -255,7 +255,10 @@ def register(cli: click.Group) -> None:
                   help="Model server URL (default: SLM_ENDPOINT, then a scan of --host).")
     @click.option("--host", metavar="HOST", callback=_check_flag("check_host"),
                   help="Host to scan for a model server (default 127.0.0.1).")
-    def mcp(base_url: str | None, host: str | None) -> None:
+    @click.option("--local", "auto_serve", flag_value=True, default=None,
+                  help="With no model server running, start the bundled one (slm-rerank "
+                       "serve --background) at the first call that needs it.")
+    def mcp(base_url: str | None, host: str | None, auto_serve: bool | None) -> None:
         """Serve the search as the MCP tool rerank_codebase over stdio."""
         from slm_rerank.terminal import fail
 
@@ -263,7 +266,9 @@ def register(cli: click.Group) -> None:
             import mcp.server.mcpserver  # noqa: F401
         except ImportError as exc:
             fail(f"the MCP SDK cannot be imported ({exc}); pip install 'mcp>=2'")
-        service = RerankService(Path.cwd(), {"base_url": base_url, "host": host})
+        # --local too: the degraded note tells the agent's user to pass it
+        service = RerankService(Path.cwd(), {"base_url": base_url, "host": host,
+                                             "auto_serve": auto_serve})
         try:
             # Settings errors (a bad config file, SLM_ENDPOINT) stop the server at once,
             # where the person registering it sees them, not at the agent's first call.

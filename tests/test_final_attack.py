@@ -86,3 +86,29 @@ def test_rerank_sync_inside_an_event_loop_says_to_await_rerank() -> None:
         with pytest.raises(RuntimeError, match=r"inside a running event loop.*await "
                                                r"reranker\.rerank"):
             asyncio.run(inside_a_loop())
+
+
+# --- the MCP server --------------------------------------------------------------------------
+
+
+def test_mcp_takes_local_as_the_degraded_note_tells_its_user(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from slm_rerank import mcp_server
+
+    served: list[mcp_server.RerankService] = []
+
+    class NotServed:
+        def run(self, transport: str) -> None:
+            pass
+
+    def build(service: mcp_server.RerankService) -> NotServed:
+        served.append(service)
+        return NotServed()
+
+    monkeypatch.setattr(mcp_server, "build_server", build)
+    monkeypatch.chdir(repo)
+
+    result = run("mcp", "--local")
+
+    assert result.exit_code == 0, result.output
+    assert served[0].host_for(served[0].default_root).settings.auto_serve is True
