@@ -107,9 +107,11 @@ def search(
     started_note = None
     if not fast:
         from slm_rerank import serve
+        from slm_rerank.model.stage import pinned_urls
 
-        # --local: with no server given (-e, SLM_ENDPOINT) or to scan (--host), start ours.
-        if settings.auto_serve and not settings.base_url and not settings.host:
+        # --local: with no server given (-e, SLM_ENDPOINT, an endpoints list, the [endpoints]
+        # entry of --model) or to scan (--host), start ours; a pinned server is the one used.
+        if settings.auto_serve and not settings.host and not pinned_urls(settings)[0]:
             started_note = serve.ensure_local(cache_dir, settings.serve_idle, None)
         else:
             serve.touch(cache_dir)  # a managed server found by the scan is in use too

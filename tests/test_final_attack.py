@@ -112,3 +112,27 @@ def test_mcp_takes_local_as_the_degraded_note_tells_its_user(
 
     assert result.exit_code == 0, result.output
     assert served[0].host_for(served[0].default_root).settings.auto_serve is True
+
+
+# --- --local (auto_serve) beside pinned servers ----------------------------------------------
+
+
+@pytest.mark.parametrize("config", [
+    'auto_serve = true\nendpoints = ["http://127.0.0.1:9", "http://127.0.0.1:10"]\n',
+    'auto_serve = true\nmodel = "qwen"\n[endpoints]\nqwen = "http://127.0.0.1:9"\n',
+])
+def test_auto_serve_starts_nothing_when_the_config_pins_servers(
+        repo: Path, monkeypatch: pytest.MonkeyPatch, config: str) -> None:
+    from slm_rerank import serve
+
+    started: list[Path] = []
+    monkeypatch.setattr(serve, "ensure_local",
+                        lambda cache_dir, *args, **kwargs: started.append(cache_dir))
+    path = user_config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(config)
+
+    report = slm_rerank.search("retry backoff", repo, fast=False)
+
+    assert started == []
+    assert report.degraded is not None and "127.0.0.1:9" in report.degraded.reason
