@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from itertools import repeat
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,8 @@ def ensure_writable(folder: Path) -> Path:
     """Create ``folder`` if needed and prove it is writable, or raise ConfigError."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".write-test-{os.getpid()}"
+        # per thread too: threads of one process removed each other's probe (ENOENT)
+        probe = folder / f".write-test-{os.getpid()}-{threading.get_ident()}"
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as exc:

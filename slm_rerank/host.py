@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,10 @@ from slm_rerank.registry import FAMILIES, Registry
 
 #: settings whose values must name an installed plugin's registration
 CHOICE_KEYS = ("format", "sources", "scorer", "model")
+
+#: One host may be shared by threads (a Reranker, rerank_documents' callers): a second
+#: thread saw the first's still-empty plugin manager and reported no plugin installed.
+_LOADING = threading.Lock()
 
 
 @dataclass
@@ -48,11 +53,14 @@ class Host:
     @property
     def registry(self) -> Registry:
         if self._registry is None:
-            if self.pm is None:
-                self.pm = make_manager()
-                self.infos = load_entry_points(self.pm, self.settings.disabled_plugins)
-                report_load_errors(self.infos)
-            self._registry = Registry(self.pm)
+            with _LOADING:
+                if self._registry is None:
+                    if self.pm is None:
+                        pm = make_manager()
+                        self.infos = load_entry_points(pm, self.settings.disabled_plugins)
+                        report_load_errors(self.infos)
+                        self.pm = pm
+                    self._registry = Registry(self.pm)
         return self._registry
 
     def _origin(self, key: str) -> str:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -136,3 +138,49 @@ def test_auto_serve_starts_nothing_when_the_config_pins_servers(
 
     assert started == []
     assert report.degraded is not None and "127.0.0.1:9" in report.degraded.reason
+
+
+# --- one process, many threads ---------------------------------------------------------------
+
+
+def run_at_once(work: Callable[[], object], threads: int = 16) -> list[BaseException]:
+    """Run ``work`` in ``threads`` threads released together; the exceptions they raised."""
+    gate = threading.Barrier(threads)
+    failures: list[BaseException] = []
+
+    def one() -> None:
+        gate.wait()
+        try:
+            work()
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            failures.append(exc)
+
+    workers = [threading.Thread(target=one) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return failures
+
+
+def test_threads_proving_one_cache_folder_writable_do_not_trip_over_each_other(
+        tmp_path: Path) -> None:
+    from slm_rerank.cache import ensure_writable
+
+    def prove() -> None:
+        for _ in range(200):
+            ensure_writable(tmp_path / "cache")
+
+    assert run_at_once(prove) == []
+
+
+def test_threads_sharing_a_host_all_see_the_installed_plugins() -> None:
+    from slm_rerank.host import Host
+
+    def first_look(host: Host, seen: list[list[str]]) -> None:
+        seen.append(sorted(host.registry.scorers()))
+
+    for _ in range(5):
+        host, seen = Host.from_environment(), []
+        assert run_at_once(lambda h=host, s=seen: first_look(h, s)) == []
+        assert all("yesno" in names for names in seen), seen
