@@ -82,7 +82,7 @@ class ModelClient:
             answer = await self._post(endpoint, "/v1/completions", body)
             return from_completions(endpoint, answer, len(prompts))
         if endpoint.kind == "ollama":
-            return await _all([self._ollama_generate(endpoint, p, top_k) for p in prompts])
+            return await gather_all([self._ollama_generate(endpoint, p, top_k) for p in prompts])
         raise ConfigError(f"endpoint {endpoint.base_url} is a chat endpoint (kind "
                           f"{endpoint.kind!r}): it takes messages, not raw prompts; use a "
                           "profile with a chat layout, or set the endpoint's kind")
@@ -95,7 +95,7 @@ class ModelClient:
         Real messages go to ``/v1/chat/completions`` (llama.cpp, vLLM and Ollama all serve
         it), one request per conversation, run concurrently up to the server's slots.
         """
-        return await _all([self._chat(endpoint, c, top_k) for c in conversations])
+        return await gather_all([self._chat(endpoint, c, top_k) for c in conversations])
 
     async def tokenize(self, endpoint: Endpoint, text: str) -> list[int] | None:
         """The token ids of ``text`` without special tokens, or None when the server can't.
@@ -311,8 +311,9 @@ def _server_message(response: httpx.Response) -> str:
 # --- small pieces --------------------------------------------------------------------------
 
 
-async def _all(coroutines: list[Awaitable[T]]) -> list[T]:
-    """Run concurrently, results in order; the first failure cancels the rest."""
+async def gather_all(coroutines: list[Awaitable[T]]) -> list[T]:
+    """Run concurrently, results in order; the first failure cancels the rest, so that no
+    request outlives a failed batch (or a deadline). For scorers too."""
     tasks = [asyncio.ensure_future(c) for c in coroutines]
     try:
         return list(await asyncio.gather(*tasks))

@@ -22,9 +22,9 @@ naming the server, the model and what it answered.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import slm_rerank
 from slm_rerank.errors import ConfigError, ContractError
@@ -193,26 +193,14 @@ def _tally(endpoint: Endpoint, judgements: list[Judgement]) -> None:
             "instruction or layout)", endpoint.base_url)
 
 
-async def _all(coroutines: list[Coroutine[Any, Any, Judgement]]) -> list[Judgement]:
-    """Run concurrently, results in order; the first failure cancels the rest, so that no
-    request of ours outlives a failed batch (or a deadline)."""
-    import asyncio  # here: loading the plugin must not cost a --fast search the import
-
-    tasks = [asyncio.ensure_future(c) for c in coroutines]
-    try:
-        return list(await asyncio.gather(*tasks))
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
-
-
 async def score(request: ScoreRequest) -> AsyncIterator[DocumentScore]:
     """Grade each document; yield the verdicts of each batch as the batch returns.
 
     A document whose answer is no grade gets no verdict (the host keeps its lexical place).
     """
+    # here, not at the top: loading the plugin must not cost a --fast search httpx
+    from slm_rerank.model.client import gather_all
+
     max_grade, size, top_k, instruction, layout = _settings(request)
     endpoint, client = _needs(request)
     build = prompt_builder()
@@ -221,7 +209,7 @@ async def score(request: ScoreRequest) -> AsyncIterator[DocumentScore]:
         batch = documents[start:start + size]
         prompts = [build(PromptParts(request.query, d.text, max_grade, request.profile,
                                      instruction, layout)) for d in batch]
-        judgements = await _all([judge(client, endpoint, prompt, start + i, max_grade, top_k)
+        judgements = await gather_all([judge(client, endpoint, prompt, start + i, max_grade, top_k)
                                  for i, prompt in enumerate(prompts)])
         _tally(endpoint, judgements)
         for j in judgements:
