@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import hmac
 import io
-import ipaddress
 import json
 import os
 import re
@@ -460,15 +459,6 @@ def make_server(service: RerankService) -> Any:
     return CappedServer((service.options.bind, service.options.port), handler)
 
 
-def _loopback(address: str) -> bool:
-    if address == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(address).is_loopback
-    except ValueError:
-        return False
-
-
 def read_api_key(env_name: str | None, key_file: Path | None) -> str | None:
     """The API key from the named environment variable or file; never from the command
     line, where ``ps`` would show it to every user of the machine."""
@@ -553,6 +543,7 @@ def register(cli: click.Group) -> None:
         from slm_rerank.host import Host
         from slm_rerank.model import progress
         from slm_rerank.model.stage import locate
+        from slm_rerank.serve import is_loopback
         from slm_rerank.terminal import fail, warn
 
         progress.QUIET = True  # one request's bar would land in the middle of the access log
@@ -571,7 +562,7 @@ def register(cli: click.Group) -> None:
             return
         options = ApiOptions(bind, port, key, max_documents, max_bytes, parallel, no_partial,
                              max_connections=max_connections)
-        if not _loopback(bind) and key is None:
+        if not is_loopback(bind) and key is None:
             warn(f"binding {bind} without an API key: anyone who can reach it can use the "
                  "model server; set --api-key-env or --api-key-file")
         service = RerankService(plugins, options)

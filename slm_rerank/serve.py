@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import ipaddress
 import json
 import os
 import shutil
@@ -312,6 +313,17 @@ def check_bind(host: str) -> None:
     except (OSError, UnicodeError) as exc:
         raise ServeError(f"--bind {host} is not an address this machine resolves ({exc}); "
                          "give an IP address such as 127.0.0.1 or ::1") from None
+
+
+def is_loopback(address: str) -> bool:
+    """True for ``localhost`` and loopback IPs: the addresses nothing off this machine
+    reaches (``serve`` and ``serve-api`` warn before binding any other)."""
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
 
 
 def base_url(host: str, port: int) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import sys
 from pathlib import Path
@@ -17,15 +16,6 @@ def _cache_dir() -> Path:
     from slm_rerank.config import load_settings
 
     return ensure_writable(cache_path(load_settings()))
-
-
-def _loopback(address: str) -> bool:
-    if address == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(address).is_loopback
-    except ValueError:
-        return False
 
 
 def register(cli: click.Group) -> None:
@@ -58,7 +48,7 @@ def register(cli: click.Group) -> None:
                                        else None, bind, port, slots or 0, idle_timeout)
         try:
             managed.check_bind(bind)
-            if not _loopback(bind):
+            if not managed.is_loopback(bind):
                 warn(f"binding {bind}: anyone who can reach this address can use the model "
                      "server and read what it is sent; use 127.0.0.1 unless you mean it")
             cache_dir = _cache_dir()
