@@ -28,7 +28,9 @@ from slm_rerank.host import Host
 from slm_rerank.plugins import ENTRY_POINT_GROUP
 from slm_rerank.registrations import (
     Document,
+    Endpoint,
     ExpandRequest,
+    ModelProfile,
     ScoreRequest,
     SourceQuery,
     WeightedTerm,
@@ -232,11 +234,20 @@ class ModelProfileContract(PluginContract):
 
 class ScorerContract(PluginContract):
     hook = "register_scorers"
+    #: what each request carries besides query and documents: set these in a subclass
+    #: (a model scorer needs an endpoint, a stand-in client and usually a profile)
+    profile: ModelProfile | None = None
+    endpoint: Endpoint | None = None
+
+    def make_client(self) -> Any:
+        """A fresh client for one request (a stand-in for ``ModelClient``); None: none."""
+        return None
 
     def score_request(self, query: str, documents: list[str]) -> ScoreRequest:
-        """The request each scorer is given; override to add an endpoint or a profile."""
+        """The request each scorer is given: override for anything the attributes lack."""
         return ScoreRequest(query=query, documents=[
-            Document.of(str(i), text) for i, text in enumerate(documents)])
+            Document.of(str(i), text) for i, text in enumerate(documents)],
+            profile=self.profile, endpoint=self.endpoint, client=self.make_client())
 
     def test_one_probability_per_document(self) -> None:
         from slm_rerank.model.scoring import score_sync

@@ -125,9 +125,7 @@ class TestGradedScorer(ScorerContract):
     distribution = "slm-rerank-graded"
     names = {"graded"}
 
-    def score_request(self, query: str, documents: list[str]) -> ScoreRequest:
-        return ScoreRequest(query, [Document.of(str(i), t) for i, t in enumerate(documents)],
-                            profile=BASE_PROFILE, endpoint=LLAMA, client=FakeClient())
+    profile, endpoint, make_client = BASE_PROFILE, LLAMA, FakeClient
 
 
 def test_each_document_is_judged_alone_so_verdicts_may_be_cached() -> None:

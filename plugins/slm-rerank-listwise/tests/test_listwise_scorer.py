@@ -109,9 +109,7 @@ class TestListwiseScorer(ScorerContract):
     distribution = "slm-rerank-listwise"
     names = {"listwise"}
 
-    def score_request(self, query: str, documents: list[str]) -> ScoreRequest:
-        return ScoreRequest(query, [Document.of(str(i), t) for i, t in enumerate(documents)],
-                            profile=BASE_PROFILE, endpoint=LLAMA, client=FakeClient())
+    profile, endpoint, make_client = BASE_PROFILE, LLAMA, FakeClient
 
 
 def test_it_compares_documents_so_the_host_must_send_them_together() -> None:

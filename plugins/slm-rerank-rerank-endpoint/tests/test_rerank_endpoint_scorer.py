@@ -90,9 +90,7 @@ class TestRerankEndpointContract(ScorerContract):
     distribution = "slm-rerank-rerank-endpoint"
     names = {"rerank-endpoint"}
 
-    def score_request(self, query: str, documents: list[str]) -> ScoreRequest:
-        return ScoreRequest(query, [Document.of(str(i), t) for i, t in enumerate(documents)],
-                            endpoint=Endpoint("http://127.0.0.1:8033"), client=CountingClient())
+    endpoint, make_client = Endpoint("http://127.0.0.1:8033"), CountingClient
 
 
 def test_it_asks_for_every_document_in_one_request_and_is_never_cached():

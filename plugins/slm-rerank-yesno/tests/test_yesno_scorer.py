@@ -105,9 +105,7 @@ class TestYesnoScorer(ScorerContract):
     distribution = "slm-rerank-yesno"
     names = {"yesno"}
 
-    def score_request(self, query: str, documents: list[str]) -> ScoreRequest:
-        return ScoreRequest(query, [Document.of(str(i), t) for i, t in enumerate(documents)],
-                            profile=PROFILE, endpoint=LLAMA, client=FakeClient())
+    profile, endpoint, make_client = PROFILE, LLAMA, FakeClient
 
 
 def test_it_needs_an_endpoint() -> None:
