@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -128,3 +129,34 @@ def cache(isolated_home: Path) -> Iterator[Path]:
 
     yield isolated_home
     serve.stop(isolated_home)
+
+
+@pytest.fixture
+def in_process_api() -> Iterator[Callable[..., tuple[str, int]]]:
+    """``start(host, **options)`` runs serve-api's HTTP server in this process for ``host``
+    with ``ApiOptions(**options)`` on a free port outside the scanned range, and returns
+    (url, port); every server started is shut down after the test."""
+    import threading
+
+    from search_fixtures import free_port
+
+    from slm_rerank.rerank_server import ApiOptions, RerankService, make_server
+
+    running: list[tuple[Any, RerankService]] = []
+
+    def start(host: Any, **options: Any) -> tuple[str, int]:
+        service = RerankService(host, ApiOptions(port=free_port(), **options))
+        server = make_server(service)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        running.append((server, service))
+        port = server.server_address[1]
+        return f"http://127.0.0.1:{port}", port
+
+    try:
+        yield start
+    finally:
+        for server, service in running:
+            server.shutdown()
+            server.server_close()
+            service.close()
+

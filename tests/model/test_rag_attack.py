@@ -7,11 +7,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import socket
-import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -22,7 +20,7 @@ from slm_rerank.config import Settings
 from slm_rerank.errors import ConfigError
 from slm_rerank.host import Host
 from slm_rerank.registrations import DocumentScore, Scorer, ScoreRequest
-from slm_rerank.rerank_server import ApiOptions, RerankService, make_server, read_api_key
+from slm_rerank.rerank_server import read_api_key
 
 
 class LengthJudge:
@@ -106,25 +104,9 @@ def test_an_upstream_score_of_any_real_number_type_is_kept_and_nan_is_none() -> 
 # --- serve-api (in-process, the length judge) ----------------------------------------
 
 @pytest.fixture
-def api() -> Iterator[Callable[..., tuple[str, int]]]:
-    """Start serve-api's server in-process with ``ApiOptions(**options)``; (url, port)."""
-    running: list[tuple[Any, RerankService]] = []
-
-    def start(**options: Any) -> tuple[str, int]:
-        service = RerankService(length_host(), ApiOptions(port=0, **options))
-        server = make_server(service)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        running.append((server, service))
-        port = server.server_address[1]
-        return f"http://127.0.0.1:{port}", port
-
-    try:
-        yield start
-    finally:
-        for server, service in running:
-            server.shutdown()
-            server.server_close()
-            service.close()
+def api(in_process_api: Callable[..., tuple[str, int]]) -> Callable[..., tuple[str, int]]:
+    """serve-api in this process with the length judge; ``start(**options)`` -> (url, port)."""
+    return lambda **options: in_process_api(length_host(), **options)
 
 
 def rerank_bytes(body: bytes) -> bytes:

@@ -11,10 +11,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -23,6 +21,7 @@ from typing import Any
 import httpx
 import pytest
 import slm_rerank_openai
+from search_fixtures import free_port
 
 import slm_rerank
 from slm_rerank.config import Settings
@@ -32,31 +31,18 @@ from slm_rerank.host import Host
 from slm_rerank.registrations import DocumentScore, Scorer, ScoreRequest
 from slm_rerank.rerank_server import (
     DEGRADED_HEADER,
-    ApiOptions,
     RerankRequest,
-    RerankService,
-    make_server,
     parse_size,
     read_api_key,
     shape_response,
 )
 
 CLI = Path(sys.executable).parent / "slm-rerank"
-SCAN_PORTS = range(8033, 8041)
 QUERY = "how do I rotate an API key?"
 DOCS = ["To rotate an API key, open Settings > Security and press Rotate.",
         "Our office is closed on public holidays.",
         "API keys expire after 90 days unless rotated."]
 KEY = "s3cret-key-for-tests"
-
-
-def free_port() -> int:
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in SCAN_PORTS:
-            return port
 
 
 @dataclasses.dataclass
@@ -323,25 +309,14 @@ class KeywordJudge:
 
 
 @pytest.fixture
-def fake_api() -> Iterator[Callable[..., str]]:
-    running: list[tuple[Any, RerankService]] = []
-
+def fake_api(in_process_api: Callable[..., tuple[str, int]]) -> Callable[..., str]:
+    """serve-api in this process with the keyword judge; ``start(**options)`` -> its URL."""
     def start(**options: Any) -> str:
         settings = dataclasses.replace(Settings(), scorer="keywords", score_cache=False)
-        service = RerankService(Host.with_plugins(settings, KeywordJudge, slm_rerank_openai),
-                                ApiOptions(port=free_port(), **options))
-        server = make_server(service)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        running.append((server, service))
-        return f"http://127.0.0.1:{server.server_address[1]}"
+        host = Host.with_plugins(settings, KeywordJudge, slm_rerank_openai)
+        return in_process_api(host, **options)[0]
 
-    try:
-        yield start
-    finally:
-        for server, service in running:
-            server.shutdown()
-            server.server_close()
-            service.close()
+    return start
 
 
 def test_a_partial_judgement_is_marked_and_keeps_the_unjudged_in_input_order_below(
