@@ -131,3 +131,23 @@ def add_case_options(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
     ap.add_argument("--cases", type=Path, default=DEFAULT_CASES, help="cases JSONL")
     ap.add_argument("--trees", type=Path, default=DEFAULT_TREES, help="materialized trees")
     return ap
+
+
+def spread_sample(cases: Path, trees: Path, n: int) -> list[Case]:
+    """``n`` cases whose trees are materialized, spread evenly over the file's order.
+
+    Exits with a message when no tree is materialized: there is nothing to measure.
+    """
+    ready = [c for c in load_cases(cases) if tree_ready(c.tree(trees))]
+    if not ready:
+        raise SystemExit(f"no materialized trees under {trees}; see ../shared/bench/README.md")
+    step = max(1, len(ready) // n)
+    return ready[::step][:n]
+
+
+def file_order(order: list[Any], k: int = 10) -> list[str]:
+    """The first ``k`` distinct files of a fused order (``pipeline.fuse``), best first."""
+    from slm_rerank.pipeline import select
+
+    return [f.item.path for f in select(order, k, chunks=False)]
+

@@ -23,7 +23,7 @@ import sys
 import time
 
 import httpx
-from cases import add_case_options, load_cases, tree_ready
+from cases import add_case_options, file_order, spread_sample
 from metrics import hit_at, mean
 
 from slm_rerank.cache import cache_path, ensure_writable
@@ -38,7 +38,6 @@ from slm_rerank.pipeline import (
     query_terms,
     rank,
     score,
-    select,
 )
 
 JUDGES = ("yesno", "graded")
@@ -70,10 +69,6 @@ def prompt_tokens(base_url: str) -> float:
     return float(found.group(1))
 
 
-def files(order: list, k: int = 10) -> list[str]:
-    return [f.item.path for f in select(order, k, chunks=False)]
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -92,12 +87,7 @@ def main() -> int:
                                         "score_cache": False})
         hosts[judge] = (Host(settings), settings)
     cache = ensure_writable(cache_path(hosts[JUDGES[0]][1]))
-    ready = [c for c in load_cases(args.cases) if tree_ready(c.tree(args.trees))]
-    if not ready:
-        print(f"no materialized trees under {args.trees}", file=sys.stderr)
-        return 2
-    step = max(1, len(ready) // args.sample)
-    sample = ready[::step][:args.sample]
+    sample = spread_sample(args.cases, args.trees, args.sample)
     rows: list[dict] = []
     cost = {j: {"calls": [], "tokens": [], "seconds": [], "scored": []} for j in JUDGES}
     for n, case in enumerate(sample, 1):
@@ -110,7 +100,7 @@ def main() -> int:
         ranked = rank(request, host, gather(request, host, terms, notes), notes)
         if not ranked.chunks:
             continue
-        row = {"id": case.id, "orders": {"--fast (lexical)": files(fuse(ranked))}}
+        row = {"id": case.id, "orders": {"--fast (lexical)": file_order(fuse(ranked))}}
         for judge in JUDGES:
             host, settings = hosts[judge]
             calls, tokens, started = CALLS["n"], prompt_tokens(args.endpoint), time.perf_counter()
@@ -124,17 +114,17 @@ def main() -> int:
             profile = judgement.profile.profile if judgement.profile else None
             weight = profile.judge_weight if profile else 1.0
             exponent = profile.length_exponent if profile else 0.0
-            row["orders"][f"{judge} fused (w={weight})"] = files(
+            row["orders"][f"{judge} fused (w={weight})"] = file_order(
                 fuse(ranked, verdicts, weight, lengths, exponent))
             alone = sorted(verdicts, key=lambda i: (-verdicts[i], i))
             tail = [i for i in range(len(ranked.chunks)) if i not in verdicts]
-            row["orders"][f"{judge} alone"] = files(
+            row["orders"][f"{judge} alone"] = file_order(
                 [Fused(ranked.chunks[i], verdicts.get(i, 0.0)) for i in alone + tail])
         rows.append(row)
         print(f"[{n}/{len(sample)}] {case.id}", file=sys.stderr)
 
     gold = {c.id: c.gold_files for c in sample}
-    print(f"\n{len(rows)} cases ({args.mode} mode, every {step}th with a tree), head "
+    print(f"\n{len(rows)} cases ({args.mode} mode, spread evenly over those with a tree), head "
           f"{args.rerank_top}\n")
     print("| order | Hit@1 | Hit@5 |\n| --- | ---: | ---: |")
     for order in rows[0]["orders"] if rows else []:

@@ -29,13 +29,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from cases import MODES, add_case_options, load_cases, tree_ready
+from cases import MODES, add_case_options, file_order, spread_sample
 from metrics import hit_at, mean
 
 from slm_rerank.config import load_settings
 from slm_rerank.host import Host
 from slm_rerank.model.client import ModelClient
-from slm_rerank.pipeline import Fused, SearchRequest, fuse, gather, query_terms, rank, score, select
+from slm_rerank.pipeline import Fused, SearchRequest, fuse, gather, query_terms, rank, score
 
 SCORERS = ("yesno", "listwise")
 
@@ -80,10 +80,6 @@ async def _metered_post(self: ModelClient, endpoint: Any, path: str, body: dict[
 ModelClient._post = _metered_post  # type: ignore[method-assign]
 
 
-def files(order: list[Fused], k: int = 10) -> list[str]:
-    return [f.item.path for f in select(order, k, chunks=False)]
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -107,13 +103,7 @@ def main() -> int:
         settings = dataclasses.replace(settings, plugins={
             **settings.plugins, "listwise": {"window": args.window, "step": args.step}})
         hosts[scorer] = (Host(settings), settings)
-    ready = [c for c in load_cases(args.cases) if tree_ready(c.tree(args.trees))]
-    if not ready:
-        print(f"no materialized trees under {args.trees}; see ../shared/bench/README.md",
-              file=sys.stderr)
-        return 2
-    step = max(1, len(ready) // args.sample)
-    sample = ready[::step][:args.sample]
+    sample = spread_sample(args.cases, args.trees, args.sample)
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
     for n, case in enumerate(sample, 1):
@@ -124,7 +114,8 @@ def main() -> int:
         ranked = rank(request, host, gather(request, host, terms, []), [])
         if not ranked.chunks:
             continue
-        row: dict[str, Any] = {"id": case.id, "orders": {"lexical (--fast)": files(fuse(ranked))},
+        row: dict[str, Any] = {"id": case.id,
+                               "orders": {"lexical (--fast)": file_order(fuse(ranked))},
                                "cost": {}, "degraded": {}}
         for scorer in SCORERS:
             host, settings = hosts[scorer]
@@ -138,11 +129,11 @@ def main() -> int:
             row["degraded"][scorer] = judgement.degraded
             if judgement.degraded:
                 print(f"{case.id} {scorer}: degraded: {judgement.degraded}", file=sys.stderr)
-            row["orders"][f"{scorer} fused (w={weight})"] = files(
+            row["orders"][f"{scorer} fused (w={weight})"] = file_order(
                 fuse(ranked, verdicts, weight, lengths, exponent))
             alone = sorted(verdicts, key=lambda i: (-verdicts[i], i))
             tail = [i for i in range(len(ranked.chunks)) if i not in verdicts]
-            row["orders"][f"{scorer} alone"] = files(
+            row["orders"][f"{scorer} alone"] = file_order(
                 [Fused(ranked.chunks[i], verdicts.get(i, 0.0)) for i in alone + tail])
             row["cost"][scorer] = {"calls": sum(METER.calls.values()),
                                    "prompts": METER.prompts,
@@ -157,7 +148,7 @@ def main() -> int:
               f"{row['cost']}", file=sys.stderr)
 
     gold = {c.id: c.gold_files for c in sample}
-    print(f"\n{len(rows)} cases ({args.mode} mode, every {step}th with a tree), head "
+    print(f"\n{len(rows)} cases ({args.mode} mode, spread evenly over those with a tree), head "
           f"{args.rerank_top}, listwise window {args.window} step {args.step}, "
           f"{time.perf_counter() - started:.0f} s\n")
     print("| order | Hit@1 | Hit@5 |\n| --- | ---: | ---: |")

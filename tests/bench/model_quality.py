@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from cases import MODES, add_case_options, load_cases, tree_ready
+from cases import MODES, add_case_options, file_order, spread_sample
 from metrics import hit_at, mean
 
 from slm_rerank.cache import cache_path, ensure_writable
@@ -37,14 +37,9 @@ from slm_rerank.pipeline import (
     query_terms,
     rank,
     score,
-    select,
 )
 
 WEIGHTS = (0.1, 0.25, 0.5, 1.0)
-
-
-def files(order: list, k: int = 10) -> list[str]:
-    return [f.item.path for f in select(order, k, chunks=False)]
 
 
 def main() -> int:
@@ -64,13 +59,7 @@ def main() -> int:
     settings = load_settings(flags=flags)
     host = Host(settings)
     cache = ensure_writable(cache_path(settings))
-    ready = [c for c in load_cases(args.cases) if tree_ready(c.tree(args.trees))]
-    if not ready:
-        print(f"no materialized trees under {args.trees}; see ../shared/bench/README.md",
-              file=sys.stderr)
-        return 2
-    step = max(1, len(ready) // args.sample)
-    sample = ready[::step][:args.sample]
+    sample = spread_sample(args.cases, args.trees, args.sample)
     modes = args.modes.split(",")
     rows: list[dict] = []
     started = time.perf_counter()
@@ -94,21 +83,22 @@ def main() -> int:
             row = {"id": case.id, "repo": case.repo, "mode": mode,
                    "head_recall": bool(head_files & set(case.gold_files)),
                    "scored": len(verdicts), "orders": {}}
-            row["orders"]["lexical"] = files(fuse(ranked))
+            row["orders"]["lexical"] = file_order(fuse(ranked))
             # the model alone: the head by raw P(relevant), then the lexical tail
             alone = sorted(verdicts, key=lambda i: (-verdicts[i], i))
             tail = [i for i in range(len(ranked.chunks)) if i not in verdicts]
-            row["orders"]["model-alone"] = files(
+            row["orders"]["model-alone"] = file_order(
                 [Fused(ranked.chunks[i], verdicts.get(i, 0.0)) for i in alone + tail])
             for w in WEIGHTS:
-                row["orders"][f"fused w={w}"] = files(
+                row["orders"][f"fused w={w}"] = file_order(
                     fuse(ranked, verdicts, w, lengths, exponent))
             rows.append(row)
         print(f"[{n}/{len(sample)}] {case.id} ({time.perf_counter() - started:.0f} s)",
               file=sys.stderr)
 
     gold = {c.id: c.gold_files for c in sample}
-    print(f"\n{len(sample)} cases (every {step}th with a tree), head {settings.rerank_top}, "
+    print(f"\n{len(sample)} cases (spread evenly over those with a tree), head "
+          f"{settings.rerank_top}, "
           f"profile weight {profile_weight}, {time.perf_counter() - started:.0f} s\n")
     print("| mode | order | Hit@1 | Hit@5 | Hit@10 |\n| --- | --- | ---: | ---: | ---: |")
     for mode in modes:
