@@ -150,18 +150,10 @@ def _fit(query: str, texts: Sequence[str], endpoint: Endpoint | None,
          ) -> tuple[str, list[str]]:
     """Query and texts cut to what one prompt may hold: ``prompt_chars`` per document, and
     within the server's context (a slot's) when it reports one."""
-    from slm_rerank.model.stage import CHARS_PER_TOKEN, RESERVED_TOKENS
+    from slm_rerank.model.stage import fit_query
 
-    budget = prompt_chars
-    asked = query
-    if endpoint is not None and profile is not None and endpoint.context_tokens:
-        room = int((endpoint.context_tokens - RESERVED_TOKENS) * CHARS_PER_TOKEN)
-        room -= len(profile.render_completion("", ""))
-        if len(query) > room // 2:
-            asked = query[:max(room // 2, 0)]
-            notes.append(f"the query was cut to its first {len(asked)} characters to fit "
-                         f"{endpoint.base_url}'s context of {endpoint.context_tokens} tokens")
-        budget = max(min(budget, room - len(asked)), 0)
+    asked, room = fit_query(query, endpoint, profile, notes)
+    budget = prompt_chars if room is None else max(min(prompt_chars, room - len(asked)), 0)
     cut = sum(1 for t in texts if len(t) > budget)
     if cut:
         notes.append(f"{cut} of {len(texts)} documents were cut to their first {budget} "

@@ -279,6 +279,26 @@ CHARS_PER_TOKEN = 3.0
 RESERVED_TOKENS = 32
 
 
+def fit_query(query: str, endpoint: Endpoint | None, profile: ModelProfile | None,
+              notes: list[str]) -> tuple[str, int | None]:
+    """The query as one prompt may hold it, and the characters of the prompt left for the
+    query and one document (None when the server reports no context).
+
+    The query keeps at most half the room, its start first (a pasted issue leads with its
+    title).
+    """
+    if endpoint is None or profile is None or not endpoint.context_tokens:
+        return query, None
+    room = int((endpoint.context_tokens - RESERVED_TOKENS) * CHARS_PER_TOKEN)
+    room -= len(profile.render_completion("", ""))
+    if len(query) <= room // 2:
+        return query, room
+    asked = query[:max(room // 2, 0)]
+    notes.append(f"the query was cut to its first {len(asked)} characters to fit "
+                 f"{endpoint.base_url}'s context of {endpoint.context_tokens} tokens")
+    return asked, room
+
+
 def fit_context(query: str, passages: Sequence[Passage], endpoint: Endpoint | None,
                 profile: ModelProfile | None, notes: list[str]
                 ) -> tuple[str, list[Passage]]:
@@ -289,16 +309,10 @@ def fit_context(query: str, passages: Sequence[Passage], endpoint: Endpoint | No
     is cut again around its best-matching lines to what is left.
     """
     out = list(passages)
-    if endpoint is None or profile is None or not endpoint.context_tokens:
-        return query, out
-    room = int((endpoint.context_tokens - RESERVED_TOKENS) * CHARS_PER_TOKEN)
-    room -= len(profile.render_completion("", ""))
+    asked, room = fit_query(query, endpoint, profile, notes)
+    if room is None or endpoint is None:
+        return asked, out
     header = 120  # the "File: path:lines (symbol)" line
-    asked = query
-    if len(query) > room // 2:
-        asked = query[:max(room // 2, 0)]
-        notes.append(f"the query was cut to its first {len(asked)} characters to fit "
-                      f"{endpoint.base_url}'s context of {endpoint.context_tokens} tokens")
     budget = max(room - len(asked) - header, 0)
     terms = [w for w in query.lower().split() if len(w) > 2]
     cut = 0
