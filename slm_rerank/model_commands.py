@@ -11,10 +11,6 @@ import click
 
 from slm_rerank.terminal import emit, fail
 
-#: search flag -> the setting it overrides
-MODEL_FLAGS = ("model", "base_url", "host", "api", "scorer", "rerank_top", "full", "threshold",
-               "timeout", "score_cache", "auto_serve")
-
 
 def model_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The search command's model-stage flags; each overrides the setting of its name."""

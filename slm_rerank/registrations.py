@@ -104,7 +104,6 @@ class CandidateSource:
 
 #: How a server is asked: llama.cpp's native ``/completion``, OpenAI ``/v1/completions``,
 #: OpenAI ``/v1/chat/completions`` (real messages), or Ollama's ``/api/generate``.
-ServerKind = Literal["llama.cpp", "openai-completions", "openai-chat", "ollama"]
 SERVER_KINDS: tuple[str, ...] = ("llama.cpp", "openai-completions", "openai-chat", "ollama")
 
 
@@ -178,10 +177,6 @@ class QueryExpander:
 
 
 # --- model profiles -----------------------------------------------------------------------
-
-#: Fields a layout may use: ``{instruction}``, ``{query}`` and ``{document}``.
-LAYOUT_FIELDS = ("instruction", "query", "document")
-
 
 @dataclass(frozen=True)
 class Turn:
