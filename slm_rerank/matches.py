@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 
 #: ripgrep writes these notices to stdout, without a NUL, when it meets a NUL byte in a file
 #: it was searching (`binary file matches (...)`, `WARNING: stopped searching binary file
@@ -114,7 +114,8 @@ def _add(per_file: dict[str, int], found: tuple[str, ...], n: int) -> None:
         per_file[term] = per_file.get(term, 0) + n
 
 
-def count_grouped_terms(output: bytes, terms: Iterable[str]) -> dict[str, dict[str, int]]:
+def count_grouped_terms(output: bytes, terms: Iterable[str],
+                        names: Collection[bytes] = ()) -> dict[str, dict[str, int]]:
     """path -> term -> occurrences, from what `rg -o --null --heading` prints.
 
     That is each file's path once, a NUL, then its matches one a line, and an empty line
@@ -123,11 +124,15 @@ def count_grouped_terms(output: bytes, terms: Iterable[str]) -> dict[str, dict[s
     line to the NUL, so it may hold newlines (even two in a row): a match is never empty,
     so the first empty line after a NUL ends that file's matches. Binary-file notices come
     as lines of their own, among a file's matches or before a path; they are skipped.
+
+    ``names`` are the paths the tool listed, as it prints them: a notice names its file, so
+    a name holding a newline (or a notice's own words) makes the text before a NUL
+    ambiguous; a listed name settles it (see ``listed_path``).
     """
     contained = _Contained(order_for_search(terms), notices=True)
     counts: dict[str, dict[str, int]] = {}
     pieces = output.split(b"\0")
-    path = _without_group_notices(pieces[0])
+    path = _without_group_notices(pieces[0], names)
     for piece in pieces[1:]:
         end = piece.find(b"\n\n")
         block = piece if end < 0 else piece[:end]
@@ -142,13 +147,44 @@ def count_grouped_terms(output: bytes, terms: Iterable[str]) -> dict[str, dict[s
                     _add(counts[name], (term,), n)
             else:
                 counts[name] = per_file
-        path = b"" if end < 0 else _without_group_notices(piece[end + 2:])
+        path = b"" if end < 0 else _without_group_notices(piece[end + 2:], names)
     return counts
 
 
-def _without_group_notices(segment: bytes) -> bytes:
+def _without_group_notices(segment: bytes, names: Collection[bytes]) -> bytes:
+    listed = listed_path(segment, len(segment), names)
+    if listed is not None:
+        return listed
     found = _GROUP_NOTICES.match(segment)
     return segment[found.end():] if found else segment
+
+
+def listed_path(output: bytes, end: int, names: Collection[bytes]) -> bytes | None:
+    """The longest listed name that ends at ``end`` and starts a line of ``output``.
+
+    What precedes a path in a tool's output (a binary-file notice, the empty line between
+    files) ends with a newline, so the path is a line-start suffix; but a path may hold
+    newlines itself, so the longest listed one wins. None when no listed name fits.
+    """
+    if not names:
+        return None
+    start = max(0, end - MAX_PATH_BYTES)
+    found = None
+    cut = end
+    while True:
+        line = output.rfind(b"\n", start, cut)
+        if line < 0 and start > 0:
+            return found  # the window's first bytes are not known to start a line
+        candidate = output[line + 1:end]
+        if candidate and candidate in names:
+            found = candidate
+        if line < 0:
+            return found
+        cut = line
+
+
+#: Longer than any path a file system gives (Linux: PATH_MAX 4096).
+MAX_PATH_BYTES = 4096
 
 
 def split_file_list(output: bytes) -> list[str]:

@@ -8,7 +8,7 @@ import shutil
 import stat
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
 import slm_rerank
@@ -16,6 +16,7 @@ from slm_rerank.errors import SourceError
 from slm_rerank.filetypes import size_reason
 from slm_rerank.matches import (
     count_grouped_terms,
+    listed_path,
     order_for_search,
     split_file_list,
     stderr_excerpt,
@@ -128,12 +129,17 @@ def unreadable(err: bytes) -> dict[str, str]:
     return found
 
 
-def binary(output: bytes) -> dict[str, str]:
-    """path -> why, for each file whose matches rg replaced by a binary-file notice."""
+def binary(output: bytes, names: Collection[bytes] = ()) -> dict[str, str]:
+    """path -> why, for each file whose matches rg replaced by a binary-file notice.
+
+    ``names``: the paths rg listed, which tell where a name holding a newline starts.
+    """
     found = {}
     for match in _BINARY.finditer(output):
         # The path is the rest of the line; a NUL in it would make it a match record.
-        name = output[output.rfind(b"\n", 0, match.start()) + 1:match.start()]
+        name = listed_path(output, match.start(), names)
+        if name is None:
+            name = output[output.rfind(b"\n", 0, match.start()) + 1:match.start()]
         if name and b"\0" not in name:
             found[_relative(name)] = "binary (NUL byte)"
     return found
@@ -201,9 +207,10 @@ def search(query: SourceQuery) -> SourceHits:
         # The match pass prints nothing when no readable file matched; stderr then says so.
         _check("rg -o", matching, match_err, bool(match_out) or _only_unreadable(match_err),
                query.root)
-        hits.body_counts = count_grouped_terms(match_out, terms)
+        listed = set(files_out.split(b"\0"))
+        hits.body_counts = count_grouped_terms(match_out, terms, listed)
         hits.skipped.update(unreadable(match_err))
-        hits.skipped.update(binary(match_out))
+        hits.skipped.update(binary(match_out, listed))
     return hits
 
 

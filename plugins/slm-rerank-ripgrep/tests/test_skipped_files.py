@@ -91,3 +91,25 @@ def test_binary_notices_between_match_records_are_read_as_skips() -> None:
 
     assert slm_rerank_ripgrep.binary(output) == {"lib/x.bin": "binary (NUL byte)",
                                                  "y.bin": "binary (NUL byte)"}
+
+
+def test_a_binary_file_whose_name_holds_a_newline_hides_no_other_file(tmp_path: Path) -> None:
+    # rg prints the notice as "NAME: binary file matches (...)"; with a newline in NAME the
+    # notice spans two lines, and the file after it was read as part of that name.
+    root = tree(tmp_path / "repo", {"bin\n.py": BINARY, "a.py": b"retry one\n",
+                                    "src/csi\x9b31m.py": b"retry two\n"})
+
+    hits = slm_rerank_ripgrep.search(SourceQuery(root=root, terms=["retry"], explain=True))
+
+    assert hits.body_counts == {"a.py": {"retry": 1}, "src/csi\x9b31m.py": {"retry": 1}}
+    assert hits.skipped == {"bin\n.py": "binary (NUL byte)"}
+
+
+def test_a_name_holding_a_notices_words_is_still_read_as_its_own_name(tmp_path: Path) -> None:
+    forged = 'x (found "\\0" byte around offset 1)\n\na.py'
+    root = tree(tmp_path / "repo", {forged: b"retry\n", "a.py": b"nothing here\n"})
+
+    hits = slm_rerank_ripgrep.search(SourceQuery(root=root, terms=["retry"], explain=True))
+
+    assert hits.body_counts == {forged: {"retry": 1}}
+    assert hits.skipped == {}
