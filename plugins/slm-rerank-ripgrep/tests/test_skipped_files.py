@@ -109,7 +109,9 @@ def test_a_name_holding_a_notices_words_is_still_read_as_its_own_name(tmp_path: 
     forged = 'x (found "\\0" byte around offset 1)\n\na.py'
     root = tree(tmp_path / "repo", {forged: b"retry\n", "a.py": b"nothing here\n"})
 
-    hits = slm_rerank_ripgrep.search(SourceQuery(root=root, terms=["retry"], explain=True))
+    for explain in (False, True):
+        hits = slm_rerank_ripgrep.search(SourceQuery(root=root, terms=["retry"],
+                                                     explain=explain))
 
-    assert hits.body_counts == {forged: {"retry": 1}}
-    assert hits.skipped == {}
+        assert hits.body_counts == {forged: {"retry": 1}}
+        assert hits.skipped == {}
