@@ -258,10 +258,16 @@ def _no_formatter(settings: Settings, available: list[str]) -> None:
 
 
 @cli.command()
-@click.option("--all", "show_all", is_flag=True, help="Include the built-in plugins.")
+@click.option("--all", "show_all", is_flag=True,
+              help="Include the built-ins: the plugins a bare install of slm-rerank brings.")
 @click.option("--format", "format_name", type=click.Choice(["text", "json"]), default="text")
 def plugins(show_all: bool, format_name: str) -> None:
-    """List installed plugins: distribution, version, hooks and what each registers."""
+    """List installed plugins: distribution, version, hooks and what each registers.
+
+    Without --all, the plugins installed beside the host: a model family installed with
+    `pip install slm-rerank slm-rerank-gemma` is listed, the sources, formats, judge and
+    generic profile slm-rerank itself depends on are not.
+    """
     try:
         host = Host.from_environment()
     except ConfigError as exc:
@@ -284,9 +290,10 @@ def plugins(show_all: bool, format_name: str) -> None:
     if format_name == "json":
         emit(json.dumps(rows, indent=2) + "\n")
         return
-    lines = [] if rows else ["no plugins installed beyond the built-ins (see --all)"]
+    lines = [] if rows else ["no plugins installed beyond the built-ins slm-rerank depends "
+                             "on (see --all)"]
     for row in rows:
-        status = f"  FAILED: {row['error']}" if row["error"] else ""
+        status = f"  FAILED: {visible(row['error'])}" if row["error"] else ""
         lines.append(f"{row['name']}  {row['distribution']} {row['version']}{status}")
         for hook, registered in row["registers"].items():
             lines.append(f"    {hook}: {', '.join(registered)}")
