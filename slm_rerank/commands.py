@@ -323,7 +323,7 @@ def config_show(format_name: str) -> None:
         emit(json.dumps(doc, indent=2) + "\n")
         return
     width = max(len(k) for k in KEYS)
-    emit("".join(f"{key:<{width}} = {json.dumps(value):<24} # {settings.origins[key]}\n"
+    emit("".join(f"{key:<{width}} = {json.dumps(value):<24} # {visible(settings.origins[key])}\n"
                  for key, value in values.items()))
 
 
