@@ -239,6 +239,20 @@ def parse_input(data: bytes) -> tuple[str, str | None]:
     return prompt, cwd if isinstance(cwd, str) and cwd else None
 
 
+def ranking(report: Any, fast: bool) -> str:
+    """How the places were ordered, as the context says it: by a model only when one judged
+    them (a degraded run that judged none is the lexical order)."""
+    if fast:
+        return "lexical ranking"
+    scored = report.model.scored if report.model is not None else 0
+    if report.degraded is None:
+        return "ranked by a model"
+    if not scored:
+        return "lexical ranking; the model was unavailable"
+    return (f"ranked by a model for {scored} of the chunks, lexically for the rest; the model "
+            "stopped early")
+
+
 def render(report: Any, fast: bool) -> str | None:
     """The hook's JSON answer: ranked ``file:line`` places as additional context.
 
@@ -247,9 +261,8 @@ def render(report: Any, fast: bool) -> str | None:
     """
     if not report.results:
         return None
-    how = "lexical ranking" if fast else "ranked by a model"
     lines = [f"slm-rerank: places in this repository that may answer the prompt "
-             f"({how}; read them before searching):"]
+             f"({ranking(report, fast)}; read them before searching):"]
     for c in report.results[:TOP_K]:
         symbol = f"  {visible(c.symbol)}" if c.symbol else ""
         lines.append(f"- {visible(c.path)}:{c.start_line}{symbol}")
