@@ -440,9 +440,14 @@ def score(request: SearchRequest, host: Host, settings: Settings, terms: QueryTe
     judgement = judge(request.query, read, host, settings, request.cache_dir)
     cut = sum(p.cut for p in read)
     if cut:
-        judgement.notes.append(f"{cut} of {len(read)} judged chunks were longer than "
-                               f"prompt_chars = {settings.prompt_chars}: the model read the "
-                               "part around their best-matching lines")
+        # Of the chunks the model gave a verdict on: a run that degraded before judging any
+        # (no server) read none of them.
+        judged = len(judgement.scores)
+        cut = sum(read[j].cut for j in judgement.scores)
+        if cut:
+            judgement.notes.append(f"{cut} of {judged} judged chunks were longer than "
+                                   f"prompt_chars = {settings.prompt_chars}: the model read "
+                                   "the part around their best-matching lines")
     verdicts = {chosen[j]: v.probability for j, v in judgement.scores.items()}
     bounded = {chosen[j]: v.bounded for j, v in judgement.scores.items() if v.bounded}
     lengths = {chosen[j]: len(p.code) for j, p in enumerate(read)}
