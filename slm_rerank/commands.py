@@ -230,6 +230,9 @@ def search(query: str | None, query_file: str | None, paths: tuple[str, ...], ro
         warn(message)
     if report.degraded:
         warn(f"degraded: {report.degraded.reason}")
+    if report.shortfall:
+        short = report.shortfall
+        warn(f"{short.shown} of {short.asked} results: {short.reason}")
     output = formatters[settings.format].render(report, tty=sys.stdout.isatty())
     emit(output if output.endswith("\n") or not output else output + "\n")
 

@@ -83,6 +83,19 @@ class Degraded:
 
 
 @dataclass
+class Shortfall:
+    """Fewer results than asked for (``-k``), and why: the threshold, the model's head, or
+    the repository holding fewer matches."""
+
+    asked: int
+    shown: int
+    #: "threshold", "head" (the model judged only the first chunks) or "matches"
+    cause: str
+    #: one sentence, as stderr says it
+    reason: str
+
+
+@dataclass
 class EndpointInfo:
     """One server a query's chunks were spread over, and how it did."""
 
@@ -143,6 +156,8 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     #: with ``--by-slice``: the slices in order of their best result (``slices.SliceGroup``)
     slices: list[Any] | None = None
+    #: fewer results than asked for, and why; None when there are as many as asked for
+    shortfall: Shortfall | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The stable JSON document described in docs/output.md."""
@@ -179,6 +194,7 @@ class Report:
                 for g in self.slices
             ],
             "warnings": list(self.warnings),
+            "shortfall": None if self.shortfall is None else vars(self.shortfall).copy(),
         }
 
 
