@@ -112,3 +112,18 @@ def test_json_escapes_what_json_leaves_raw_and_keeps_the_name_exact(render) -> N
     rows = json.loads(out)["results"] if render is slm_rerank_formatters.render_json else [
         json.loads(line) for line in out.splitlines()]
     assert rows[0]["path"] == name
+
+
+@pytest.mark.parametrize("render", [slm_rerank_formatters.render_text,
+                                    slm_rerank_formatters.render_markdown])
+@pytest.mark.parametrize("tty", [False, True])
+def test_a_slice_name_cannot_forge_a_line_either(render, tty: bool) -> None:  # type: ignore[no-untyped-def]
+    from slm_rerank.slices import SliceGroup
+
+    report = odd_report("packages/a\nforged/x.py")
+    report.slices = [SliceGroup("packages/a\nforged", [0], 1.0)]
+
+    out = render(report, tty=tty)
+
+    assert not any(line.startswith("forged") for line in out.splitlines()), out
+    assert "packages/a\\x0aforged" in out
