@@ -230,6 +230,9 @@ def search(query: str | None, query_file: str | None, paths: tuple[str, ...], ro
         warn(message)
     if report.degraded:
         warn(f"degraded: {report.degraded.reason}")
+    if report.shortfall:
+        short = report.shortfall
+        warn(f"{short.shown} of {short.asked} results: {short.reason}")
     output = formatters[settings.format].render(report, tty=sys.stdout.isatty())
     emit(output if output.endswith("\n") or not output else output + "\n")
 
@@ -258,10 +261,16 @@ def _no_formatter(settings: Settings, available: list[str]) -> None:
 
 
 @cli.command()
-@click.option("--all", "show_all", is_flag=True, help="Include the built-in plugins.")
+@click.option("--all", "show_all", is_flag=True,
+              help="Include the built-ins: the plugins a bare install of slm-rerank brings.")
 @click.option("--format", "format_name", type=click.Choice(["text", "json"]), default="text")
 def plugins(show_all: bool, format_name: str) -> None:
-    """List installed plugins: distribution, version, hooks and what each registers."""
+    """List installed plugins: distribution, version, hooks and what each registers.
+
+    Without --all, the plugins installed beside the host: a model family installed with
+    `pip install slm-rerank slm-rerank-gemma` is listed, the sources, formats, judge and
+    generic profile slm-rerank itself depends on are not.
+    """
     try:
         host = Host.from_environment()
     except ConfigError as exc:
@@ -284,9 +293,10 @@ def plugins(show_all: bool, format_name: str) -> None:
     if format_name == "json":
         emit(json.dumps(rows, indent=2) + "\n")
         return
-    lines = [] if rows else ["no plugins installed beyond the built-ins (see --all)"]
+    lines = [] if rows else ["no plugins installed beyond the built-ins slm-rerank depends "
+                             "on (see --all)"]
     for row in rows:
-        status = f"  FAILED: {row['error']}" if row["error"] else ""
+        status = f"  FAILED: {visible(row['error'])}" if row["error"] else ""
         lines.append(f"{row['name']}  {row['distribution']} {row['version']}{status}")
         for hook, registered in row["registers"].items():
             lines.append(f"    {hook}: {', '.join(registered)}")
@@ -316,7 +326,7 @@ def config_show(format_name: str) -> None:
         emit(json.dumps(doc, indent=2) + "\n")
         return
     width = max(len(k) for k in KEYS)
-    emit("".join(f"{key:<{width}} = {json.dumps(value):<24} # {settings.origins[key]}\n"
+    emit("".join(f"{key:<{width}} = {json.dumps(value):<24} # {visible(settings.origins[key])}\n"
                  for key, value in values.items()))
 
 

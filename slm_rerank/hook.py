@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from slm_rerank.report import visible
+
 #: default time the hook may take from reading stdin to printing, in seconds
 DEFAULT_DEADLINE = 5.0
 DEADLINE_ENV = "SLM_RERANK_HOOK_DEADLINE"
@@ -237,16 +239,33 @@ def parse_input(data: bytes) -> tuple[str, str | None]:
     return prompt, cwd if isinstance(cwd, str) and cwd else None
 
 
+def ranking(report: Any, fast: bool) -> str:
+    """How the places were ordered, as the context says it: by a model only when one judged
+    them (a degraded run that judged none is the lexical order)."""
+    if fast:
+        return "lexical ranking"
+    scored = report.model.scored if report.model is not None else 0
+    if report.degraded is None:
+        return "ranked by a model"
+    if not scored:
+        return "lexical ranking; the model was unavailable"
+    return (f"ranked by a model for {scored} of the chunks, lexically for the rest; the model "
+            "stopped early")
+
+
 def render(report: Any, fast: bool) -> str | None:
-    """The hook's JSON answer: ranked ``file:line`` places as additional context."""
+    """The hook's JSON answer: ranked ``file:line`` places as additional context.
+
+    Paths and symbols are the repository's: escaped (``report.visible``), so a file name
+    holding a newline cannot add a line of its own to what the agent reads.
+    """
     if not report.results:
         return None
-    how = "lexical ranking" if fast else "ranked by a model"
-    lines = [f"slm-rerank: places in this repository that may answer the prompt ({how}; "
-             "read them before searching):"]
+    lines = [f"slm-rerank: places in this repository that may answer the prompt "
+             f"({ranking(report, fast)}; read them before searching):"]
     for c in report.results[:TOP_K]:
-        symbol = f"  {c.symbol}" if c.symbol else ""
-        lines.append(f"- {c.path}:{c.start_line}{symbol}")
+        symbol = f"  {visible(c.symbol)}" if c.symbol else ""
+        lines.append(f"- {visible(c.path)}:{c.start_line}{symbol}")
     context = "\n".join(lines)
     return json.dumps({"hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
                                               "additionalContext": context}})
@@ -378,7 +397,8 @@ def main(deadline_option: str | None, force_fast: bool) -> None:
     if problem:
         try:
             # one line; Claude Code shows a hook's stderr in verbose mode only
-            print(f"slm-rerank hook: {' '.join(problem.split())[:300]}", file=sys.stderr)
+            print(f"slm-rerank hook: {visible(' '.join(problem.split()))[:300]}",
+                  file=sys.stderr)
             sys.stderr.flush()
         except Exception:  # noqa: BLE001, S110 - a closed stderr leaves nothing to tell
             pass

@@ -37,7 +37,14 @@ from slm_rerank.registrations import (
     SourceHits,
     SourceQuery,
 )
-from slm_rerank.report import Citation, Degraded, ModelInfo, Report, display_path
+from slm_rerank.report import (
+    Citation,
+    Degraded,
+    ModelInfo,
+    Report,
+    Shortfall,
+    display_path,
+)
 from slm_rerank.scope import globs_matching_nothing
 from slm_rerank.slicing import slice_text, split_lines
 from slm_rerank.terms import QueryTerms, Term, extract
@@ -440,9 +447,14 @@ def score(request: SearchRequest, host: Host, settings: Settings, terms: QueryTe
     judgement = judge(request.query, read, host, settings, request.cache_dir)
     cut = sum(p.cut for p in read)
     if cut:
-        judgement.notes.append(f"{cut} of {len(read)} judged chunks were longer than "
-                               f"prompt_chars = {settings.prompt_chars}: the model read the "
-                               "part around their best-matching lines")
+        # Of the chunks the model gave a verdict on: a run that degraded before judging any
+        # (no server) read none of them.
+        judged = len(judgement.scores)
+        cut = sum(read[j].cut for j in judgement.scores)
+        if cut:
+            judgement.notes.append(f"{cut} of {judged} judged chunks were longer than "
+                                   f"prompt_chars = {settings.prompt_chars}: the model read "
+                                   "the part around their best-matching lines")
     verdicts = {chosen[j]: v.probability for j, v in judgement.scores.items()}
     bounded = {chosen[j]: v.bounded for j, v in judgement.scores.items() if v.bounded}
     lengths = {chosen[j]: len(p.code) for j, p in enumerate(read)}
@@ -465,6 +477,31 @@ def select(fused: list[Fused], top_k: int, chunks: bool) -> list[Fused]:
         if len(chosen) >= top_k:
             break
     return chosen
+
+
+def fewer(ranked: Ranked, shown: int, top_k: int, chunks: bool, judged: int | None,
+          dropped: str | None) -> Shortfall | None:
+    """Why ``shown`` results are fewer than the ``top_k`` asked for; None when they are not.
+
+    ``judged`` is how many chunks the model judged when its order is the result's (only
+    judged chunks are shown then), ``dropped`` what the threshold dropped.
+    """
+    if shown >= top_k:
+        return None
+    if dropped:
+        return Shortfall(top_k, shown, "threshold", dropped)
+    found = len(ranked.chunks) if chunks else len({c.path for c in ranked.chunks})
+    if judged is not None and judged < len(ranked.chunks):
+        where = "" if chunks else f", from {shown} file{'' if shown == 1 else 's'}"
+        return Shortfall(top_k, shown, "head",
+                         f"the model judged only the first {judged} chunks{where}; raise "
+                         "--rerank-top or pass --full to judge more")
+    unit = ("chunk" if chunks else "file") + ("" if found == 1 else "s")
+    if not found:
+        reason = "no file in scope matches the query"
+    else:
+        reason = f"only {found} {unit} in scope match{'es' if found == 1 else ''} the query"
+    return Shortfall(top_k, shown, "matches", reason)
 
 
 def cite(selected: list[Fused], dirty: dict[str, str] | None = None) -> list[Citation]:
@@ -541,6 +578,8 @@ def run_search(request: SearchRequest, host: Host, settings: Settings | None = N
     timings["rank_ms"] = (clock() - mark) * 1000
 
     degraded, model = None, None
+    judged_count: int | None = None  # set when the model's order is the result's
+    dropped: str | None = None  # what the threshold dropped, if anything
     fused = fuse(ranked)
     settings = settings or host.settings
     if not request.fast and ranked.chunks:
@@ -554,14 +593,19 @@ def run_search(request: SearchRequest, host: Host, settings: Settings | None = N
         else:
             judged = [f for f in fused if f.model_score is not None]
             fused = [f for f in judged if f.score >= settings.threshold]
+            judged_count = len(judged)
             if len(fused) < len(judged):
                 best = max((f.score for f in judged), default=0.0)
-                notes.append(f"threshold {settings.threshold:g} dropped "
-                             f"{len(judged) - len(fused)} of {len(judged)} judged chunks "
-                             f"(best fused score {best:.2f}); lower it with --threshold")
+                dropped = (f"threshold {settings.threshold:g} dropped "
+                           f"{len(judged) - len(fused)} of {len(judged)} judged chunks "
+                           f"(best fused score {best:.2f}); lower it with --threshold")
         model = ModelInfo.of(judgement, settings.threshold if not degraded else None)
         timings["model_ms"] = judgement.model_ms
     selected = select(fused, request.top_k, request.chunks)
+    shortfall = fewer(ranked, len(selected), request.top_k, request.chunks, judged_count,
+                      dropped)
+    if dropped and shortfall is None:
+        notes.append(dropped)  # as many results as asked for: -v alone says it
     citations = cite(selected, dirty)
     if request.stubs:
         mark = clock()
@@ -579,4 +623,4 @@ def run_search(request: SearchRequest, host: Host, settings: Settings | None = N
     return Report(query=request.query, root=display_path(str(request.root)),
                   mode="fast" if request.fast else "rerank", results=citations,
                   timings=timings, degraded=degraded, notes=notes, model=model,
-                  warnings=warnings, slices=slices)
+                  warnings=warnings, slices=slices, shortfall=shortfall)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -14,14 +15,47 @@ from slm_rerank import hookspecs
 ENTRY_POINT_GROUP = "slm_rerank"
 #: Comma-separated entry-point or distribution names: load only these ("" loads none).
 LOAD_PLUGINS_ENV = "SLM_RERANK_LOAD_PLUGINS"
-#: The plugin distributions this project ships (plugins/*); `slm-rerank plugins` hides them
-#: without --all, and the host's tests load only these.
+#: The plugin distributions this project ships (plugins/*): the host's tests load only these.
+#: Not all are built-ins: a model family is a separate install (``host_requirements``).
 BUILTIN_DISTRIBUTIONS = frozenset({
     "slm-rerank-formatters", "slm-rerank-ripgrep", "slm-rerank-git", "slm-rerank-yesno",
     "slm-rerank-openai", "slm-rerank-gemma", "slm-rerank-lfm", "slm-rerank-qwen",
     "slm-rerank-rwkv", "slm-rerank-expand", "slm-rerank-listwise", "slm-rerank-graded",
     "slm-rerank-rerank-endpoint",
 })
+
+
+#: The host's distribution: the plugins it depends on come with a bare install.
+HOST_DISTRIBUTION = "slm-rerank"
+
+
+def _normal(name: str) -> str:
+    """A distribution name as PEP 503 compares them (``Slm_Rerank.Git`` is ``slm-rerank-git``)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def host_requirements() -> frozenset[str]:
+    """The distributions a bare ``pip install slm-rerank`` brings, from the host's metadata:
+    its requirements outside every extra, names normalised.
+
+    These are the built-ins `slm-rerank plugins` leaves out without --all; a plugin the user
+    installed beside the host (``pip install slm-rerank slm-rerank-gemma``) is not one, even
+    when this project ships it. Empty when the host has no metadata (a bare source tree):
+    then every plugin is listed.
+    """
+    from importlib.metadata import PackageNotFoundError, requires
+
+    try:
+        listed = requires(HOST_DISTRIBUTION) or []
+    except PackageNotFoundError:
+        return frozenset()
+    names = set()
+    for line in listed:
+        requirement, _, marker = line.partition(";")
+        found = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+        if found and not re.search(r"\bextra\b", marker):
+            names.add(_normal(found.group(1)))
+    return frozenset(names)
 
 
 @dataclass
@@ -31,6 +65,7 @@ class PluginInfo:
     name: str
     distribution: str | None = None
     version: str | None = None
+    #: it came with the host (``host_requirements``), not installed beside it
     builtin: bool = False
     hooks: list[str] = field(default_factory=list)
     error: str | None = None
@@ -65,6 +100,7 @@ def load_entry_points(
     from importlib.metadata import entry_points
 
     wanted = plugins_to_load()
+    bundled = host_requirements()
     blocked = set(disabled)
     infos: dict[str, PluginInfo] = {}
     for ep in entry_points(group=ENTRY_POINT_GROUP):
@@ -80,7 +116,7 @@ def load_entry_points(
             name=ep.name,
             distribution=dist,
             version=ep.dist.version if ep.dist is not None else None,
-            builtin=dist in BUILTIN_DISTRIBUTIONS,
+            builtin=dist is not None and _normal(dist) in bundled,
         )
         infos[ep.name] = info
         try:

@@ -10,18 +10,37 @@ from typing import Any
 SCHEMA_VERSION = 1
 
 
-#: C0 and C1 control characters (ESC, BEL, CR, newline, ...): on a terminal they are commands.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-#: The same without tab and newline, for messages that may span lines.
-_CONTROL_BUT_LINES = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+#: What a terminal, a Markdown renderer or an agent reading text takes as structure or as a
+#: command rather than as part of a name: DEL, C1 controls (NEL U+0085 and CSI U+009B among
+#: them), the line and paragraph separators U+2028/U+2029, and the bidirectional embeddings,
+#: overrides and isolates, which reorder what a person reads. C0 (ESC, BEL, CR, newline, ...)
+#: is added below; JSON escapes C0 itself.
+_BEYOND_C0 = "\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+_UNSAFE = re.compile(f"[\x00-\x1f{_BEYOND_C0}]")
+#: The same without tab and newline, for text that may span lines (a stub's code).
+_UNSAFE_BUT_LINES = re.compile(f"[\x00-\x08\x0b-\x1f{_BEYOND_C0}]")
+#: Only what JSON leaves raw: its own escapes already cover C0 inside strings.
+_UNSAFE_IN_JSON = re.compile(f"[{_BEYOND_C0}]")
 
 
-def visible(text: str, keep_lines: bool = False) -> str:
-    """``text`` with control characters shown as ``\\xNN``: a file name or symbol printed on
-    a terminal must not be able to drive it (move the cursor, retitle, erase). Formatters
-    use it for names when ``tty`` is true; ``keep_lines`` leaves tab and newline alone."""
-    pattern = _CONTROL_BUT_LINES if keep_lines else _CONTROL
-    return pattern.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def visible(text: str, keep_lines: bool = False, json: bool = False) -> str:
+    """``text`` with every character in ``_UNSAFE`` shown as an escape (``\\x1b``,
+    ``\\u2028``), so a file name, symbol or server message cannot drive a terminal, start a
+    line of its own in what a person or an agent reads, or reorder it.
+
+    The one escaping function of every writer: formatters, the hook's context, messages on
+    stderr. ``keep_lines`` leaves tab and newline alone (a stub's code). ``json`` is for
+    text already serialised by ``json.dumps(..., ensure_ascii=False)``: the characters JSON
+    leaves raw become ``\\uNNNN`` escapes, so the value a reader decodes stays exact.
+    """
+    if json:
+        return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return (_UNSAFE_BUT_LINES if keep_lines else _UNSAFE).sub(_escape, text)
 
 
 def display_path(path: str) -> str:
@@ -60,6 +79,19 @@ class Citation:
 class Degraded:
     """Why the result is less than was asked for (e.g. the model server did not answer)."""
 
+    reason: str
+
+
+@dataclass
+class Shortfall:
+    """Fewer results than asked for (``-k``), and why: the threshold, the model's head, or
+    the repository holding fewer matches."""
+
+    asked: int
+    shown: int
+    #: "threshold", "head" (the model judged only the first chunks) or "matches"
+    cause: str
+    #: one sentence, as stderr says it
     reason: str
 
 
@@ -124,6 +156,8 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     #: with ``--by-slice``: the slices in order of their best result (``slices.SliceGroup``)
     slices: list[Any] | None = None
+    #: fewer results than asked for, and why; None when there are as many as asked for
+    shortfall: Shortfall | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The stable JSON document described in docs/output.md."""
@@ -160,6 +194,7 @@ class Report:
                 for g in self.slices
             ],
             "warnings": list(self.warnings),
+            "shortfall": None if self.shortfall is None else vars(self.shortfall).copy(),
         }
 
 

@@ -7,17 +7,17 @@ import sys
 
 import click
 
-from slm_rerank import report
+from slm_rerank.report import visible
 
-
-def visible(text: str) -> str:
-    """``text`` with control characters other than tab and newline shown as ``\\xNN``, so
-    a file name in a message cannot drive the terminal."""
-    return report.visible(text, keep_lines=True)
+__all__ = ["emit", "fail", "quiet_stdout", "visible", "warn"]
 
 
 def warn(message: str) -> None:
-    """One line on stderr, prefixed with the program name."""
+    """One line on stderr, prefixed with the program name.
+
+    A newline or escape sequence in ``message`` (a file name, a server's error text) is
+    shown as ``\\xNN``: it must not split the line or drive the terminal.
+    """
     click.echo(f"slm-rerank: {visible(message)}", err=True)
 
 
@@ -40,12 +40,13 @@ def quiet_stdout() -> None:
 def emit(text: str) -> None:
     """Write ``text`` to stdout exactly as given.
 
-    Not click.echo: off a terminal it strips ANSI sequences, and a file name holding ESC
-    would then print as a path that does not exist. Undecodable text (lone surrogates from
-    argv) is written as ``\\udcXX`` instead of raising. A reader that stops early (``| head``)
-    ends the run quietly with exit 0, as rg and other filters do: the search succeeded and the
-    consumer had what it wanted, and ``set -o pipefail`` scripts must not fail for it. Any
-    other write fault (``>/dev/full``) is a one-line error and exit 1.
+    Not click.echo: off a terminal it strips ANSI sequences, silently changing what a
+    formatter wrote (the formatters escape them visibly, ``report.visible``). Undecodable
+    text (lone surrogates from argv) is written as ``\\udcXX`` instead of raising. A reader
+    that stops early (``| head``) ends the run quietly with exit 0, as rg and other filters
+    do: the search succeeded and the consumer had what it wanted, and ``set -o pipefail``
+    scripts must not fail for it. Any other write fault (``>/dev/full``) is a one-line error
+    and exit 1.
     """
     stream = sys.stdout
     binary = getattr(stream, "buffer", None)

@@ -14,7 +14,7 @@ from click.testing import CliRunner, Result
 from search_fixtures import install_plugin, load_plugins
 
 from slm_rerank.commands import cli
-from slm_rerank.plugins import BUILTIN_DISTRIBUTIONS
+from slm_rerank.plugins import BUILTIN_DISTRIBUTIONS, host_requirements
 
 BINARY = Path(sys.executable).parent / "slm-rerank"
 
@@ -57,13 +57,39 @@ def test_plugins_lists_what_others_installed_and_all_adds_the_builtins(
     third_party = json.loads(run("plugins", "--format", "json").stdout)
     everything = json.loads(run("plugins", "--all", "--format", "json").stdout)
 
-    assert [(r["name"], r["builtin"], r["registers"]) for r in third_party] == [
-        ("overlap", False, {"register_scorers": ["overlap"]})]
+    assert ("overlap", False, {"register_scorers": ["overlap"]}) in [
+        (r["name"], r["builtin"], r["registers"]) for r in third_party]
+    assert not any(r["builtin"] for r in third_party)
     by_dist = {row["distribution"]: row for row in everything if row["builtin"]}
-    assert set(by_dist) == BUILTIN_DISTRIBUTIONS
+    assert set(by_dist) == host_requirements() & BUILTIN_DISTRIBUTIONS
     for dist, row in by_dist.items():
         assert row["version"] == importlib.metadata.version(dist)
         assert row["error"] is None and row["registers"], dist
+
+
+def test_plugins_lists_a_model_family_installed_beside_the_host() -> None:
+    # `pip install slm-rerank slm-rerank-gemma`: gemma is the user's choice, not a built-in
+    # of the bare install, even though this project ships it.
+    text = run("plugins").stdout
+    rows = json.loads(run("plugins", "--format", "json").stdout)
+
+    assert "gemma  slm-rerank-gemma " in text
+    assert "no plugins installed" not in text
+    gemma = next(r for r in rows if r["distribution"] == "slm-rerank-gemma")
+    assert gemma["builtin"] is False
+    assert "gemma-base" in gemma["registers"]["register_model_profiles"]
+
+
+def test_the_built_ins_are_the_plugins_the_host_requires_outside_its_extras() -> None:
+    required = {r.split(";")[0].strip() for r in importlib.metadata.requires("slm-rerank") or ()
+                if "extra ==" not in r}
+
+    everything = json.loads(run("plugins", "--all", "--format", "json").stdout)
+
+    assert {r["distribution"] for r in everything if r["builtin"]} == required & {
+        r["distribution"] for r in everything}
+    assert {"slm-rerank-formatters", "slm-rerank-ripgrep"} <= host_requirements()
+    assert "slm-rerank-gemma" not in host_requirements()
 
 
 def test_load_plugins_env_leaves_out_a_plugin_it_does_not_name(
@@ -74,7 +100,19 @@ def test_load_plugins_env_leaves_out_a_plugin_it_does_not_name(
 
     load_plugins(monkeypatch)
     listed = run("plugins")
-    assert listed.stdout == "no plugins installed beyond the built-ins (see --all)\n"
+    assert "example" not in listed.stdout
+    assert listed.exit_code == 0
+
+
+def test_plugins_says_so_when_only_the_built_ins_are_installed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    load_plugins(monkeypatch)
+    monkeypatch.setenv("SLM_RERANK_LOAD_PLUGINS", ",".join(sorted(host_requirements())))
+
+    listed = run("plugins")
+
+    assert listed.stdout == ("no plugins installed beyond the built-ins slm-rerank depends on "
+                             "(see --all)\n")
 
 
 def test_config_show_prints_every_value_with_its_origin(

@@ -101,7 +101,7 @@ def test_outside_a_git_repository_dirty_warns_once_and_changes_nothing(tmp_path:
     assert with_flag.paths() == without.paths()
     assert with_flag.stderr.count("--dirty changes nothing") == 1
     assert "not in a git repository" in with_flag.stderr
-    assert with_flag.json()["warnings"] == [with_flag.stderr.strip().removeprefix(
+    assert with_flag.json()["warnings"] == [with_flag.stderr.splitlines()[0].removeprefix(
         "slm-rerank: ")]
 
 

@@ -158,3 +158,18 @@ def test_a_huge_cited_file_gets_a_capped_stub_that_says_so(tmp_path: Path) -> No
     assert stub["total_lines"] == len(huge.splitlines())
     assert stub["kept_lines"] < 1000
     assert stub["note"] and "cut" in stub["note"]
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown"])
+def test_escape_sequences_in_a_stubbed_files_code_are_shown_not_obeyed(
+        tmp_path: Path, fmt: str) -> None:
+    code = ('def save_checkpoint():\n    banner = "\x1b]0;pwned\x07\x1b[2J"\n'
+            '    # \u2028- forged line\n    return banner\n')
+    repo = make_repo(tmp_path / "repo", {"svc.py": code})
+
+    run = cli("-q", "save checkpoint", "--fast", "--stub", "--format", fmt, cwd=repo)
+
+    assert run.returncode == 0, run.stderr
+    assert not re.search("[\x1b\x07\u2028]", run.stdout), repr(run.stdout)
+    assert 'banner = "\\x1b]0;pwned\\x07\\x1b[2J"' in run.stdout
+    assert "# \\u2028- forged line" in run.stdout

@@ -6,13 +6,15 @@ from collections.abc import Callable
 
 import slm_rerank
 from slm_rerank.registrations import OutputFormatter
-from slm_rerank.report import Report
+from slm_rerank.report import Report, visible
 
 
 def render_paths(report: Report, tty: bool = False) -> str:
     """One path per line, each file once, best first."""
     paths = dict.fromkeys(c.path for c in report.results)
-    return "".join(f"{path}\n" for path in paths)
+    # A name is the repository's: escaped, so one holding a newline or ESC stays one line
+    # and cannot drive the terminal (docs/output.md, "File names with unusual characters").
+    return "".join(f"{visible(path)}\n" for path in paths)
 
 
 @slm_rerank.hookimpl

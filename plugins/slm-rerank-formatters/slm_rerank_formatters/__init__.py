@@ -34,25 +34,30 @@ def _stub_heading(rank: int, c: Citation, location: str | None = None) -> str:
 
 
 def render_stubs(report: Report, tty: bool) -> str:
-    """Each result's ghost stub (``--stub``/``--slice``) under a heading; empty without."""
+    """Each result's ghost stub (``--stub``/``--slice``) under a heading; empty without.
+
+    The code keeps its tabs and newlines; any other control character in it is escaped, as
+    in names: the file's text is the repository's, and must not drive what reads it.
+    """
     out = []
     for rank, c in enumerate(report.results, 1):
         if c.stub is None:
             continue
-        out.append(f"\n--- {visible(_stub_heading(rank, c)) if tty else _stub_heading(rank, c)}")
+        out.append(f"\n--- {visible(_stub_heading(rank, c))}")
         if c.stub.note:
-            out.append(f"    note: {visible(c.stub.note) if tty else c.stub.note}")
+            out.append(f"    note: {visible(c.stub.note)}")
         text = c.stub.text.rstrip("\n")
         if text:
-            out.append(visible(text, keep_lines=True) if tty else text)
+            out.append(visible(text, keep_lines=True))
     return "".join(line + "\n" for line in out)
 
 
 def render_text(report: Report, tty: bool = False) -> str:
     """An aligned table for people; plain `path:start-end  score  symbol` lines for pipes.
 
-    Piped, names are written exactly as they are on disk, so a script can open them; on a
-    terminal, control characters in them are escaped (see ``visible``). With ``--by-slice``
+    Control characters in names and symbols are escaped on a terminal and in a pipe alike
+    (see ``visible``): a name holding a newline must not make a line of its own for the
+    script or agent reading it (``json`` keeps names exact). With ``--by-slice``
     each slice's results follow a ``# slice: NAME`` line (best slice first, results keep
     their rank numbers); ghost stubs follow the table.
     """
@@ -63,8 +68,8 @@ def render_text(report: Report, tty: bool = False) -> str:
         lines = []
         for heading, members in groups:
             if heading is not None:
-                lines.append(f"# slice: {heading}")
-            lines += [f"{c.location}  {_score(c)}  {c.symbol or ''}".rstrip()
+                lines.append(f"# slice: {visible(heading)}")
+            lines += [f"{visible(c.location)}  {_score(c)}  {visible(c.symbol or '')}".rstrip()
                       for c in (report.results[i] for i in members)]
         return "".join(line + "\n" for line in lines) + render_stubs(report, tty)
     header = ("#", "location", "score", "symbol")
@@ -84,18 +89,24 @@ def render_text(report: Report, tty: bool = False) -> str:
     return "\n".join(lines) + "\n" + render_stubs(report, tty)
 
 
+def _json(value: object, indent: int | None = None) -> str:
+    """JSON that keeps non-ASCII names readable, with what JSON leaves raw (C1, U+2028, ...)
+    escaped too: the values stay exact, and ``cat`` of the output cannot drive a terminal."""
+    return visible(json.dumps(value, indent=indent, ensure_ascii=False), json=True)
+
+
 def render_json(report: Report, tty: bool = False) -> str:
-    return json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"
+    return _json(report.to_dict(), indent=2) + "\n"
 
 
 def render_jsonl(report: Report, tty: bool = False) -> str:
     doc = report.to_dict()
-    return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in doc["results"])
+    return "".join(_json(row) + "\n" for row in doc["results"])
 
 
-def _cell(text: str, tty: bool) -> str:
-    text = text.replace("|", "\\|").replace("\n", " ")
-    return visible(text) if tty else text
+def _cell(text: str) -> str:
+    """``text`` for a table cell: control characters escaped, ``|`` as ``\\|``."""
+    return visible(text).replace("|", "\\|")
 
 
 def _code(text: str) -> str:
@@ -118,24 +129,26 @@ def render_markdown(report: Report, tty: bool = False) -> str:
         if heading == OUTSIDE:  # no folder: a code span would show it as one
             lines += ["### outside any slice", ""]
         elif heading is not None:
-            lines += [f"### slice {_code(_cell(heading, tty))}", ""]
+            lines += [f"### slice {_code(_cell(heading))}", ""]
         lines += ["| # | location | score | symbol |", "| ---: | --- | ---: | --- |"]
         for i in members:
             c = report.results[i]
-            lines.append(f"| {i + 1} | {_code(_cell(c.location, tty))} | {_score(c)} "
-                         f"| {_cell(c.symbol or '', tty)} |")
+            # The symbol in a code span too: a heading of a document (its "symbol") may
+            # hold Markdown that would otherwise render as a link, an image or emphasis.
+            symbol = _code(_cell(c.symbol)) if c.symbol else ""
+            lines.append(f"| {i + 1} | {_code(_cell(c.location))} | {_score(c)} "
+                         f"| {symbol} |")
         lines.append("")
     for rank, c in enumerate(report.results, 1):
         if c.stub is None:
             continue
         # A code span, as in the table: bare, `__init__.py` would render as bold "init".
         # No `\|` inside: outside a table a renderer shows the backslash.
-        location = _code(visible(c.location) if tty else c.location.replace("\n", " "))
-        lines.append(_stub_heading(rank, c, location).replace("\n", " "))
+        lines.append(_stub_heading(rank, c, _code(visible(c.location))))
         if c.stub.note:
-            lines.append(f"> {_cell(c.stub.note, tty)}")
+            lines.append(f"> {_code(visible(c.stub.note))}")
         text = c.stub.text.rstrip("\n")
-        body = visible(text, keep_lines=True) if tty else text
+        body = visible(text, keep_lines=True)
         fence = "`" * max(3, 1 + max((len(r) for r in re.findall(r"`+", body)), default=0))
         lines += ["", fence, body, fence, ""]
     return "\n".join(lines).rstrip("\n") + "\n"
