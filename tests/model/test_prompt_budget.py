@@ -10,13 +10,16 @@ judged while the others are.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import slm_rerank_gemma
+import slm_rerank_ripgrep
 import slm_rerank_yesno
 from search_fixtures import cli, make_repo
 
@@ -25,9 +28,10 @@ from slm_rerank.config import Settings
 from slm_rerank.errors import ContractError
 from slm_rerank.host import Host
 from slm_rerank.model.client import ModelClient
-from slm_rerank.model.scoring import collect, over_context
+from slm_rerank.model.scoring import collect, over_context, spread
 from slm_rerank.model.stage import measure
-from slm_rerank.registrations import Document, Endpoint, ScoreRequest
+from slm_rerank.pipeline import SearchRequest, run_search
+from slm_rerank.registrations import Document, DocumentScore, Endpoint, Scorer, ScoreRequest
 
 WIRE = Path(__file__).resolve().parents[1] / "fixtures" / "wire"
 #: CJK Extension B: no merges in Gemma's vocabulary, four byte-fallback tokens a character
@@ -36,11 +40,16 @@ EMOJI = "😀🎉🚀🧪🔥" * 150
 SLOT = 512
 
 
+def lines(text: str, width: int) -> str:
+    return "".join(text[i:i + width] + "\n" for i in range(0, len(text), width))
+
+
 def dense_repo(root: Path) -> Path:
     return make_repo(root, {
         "net/retry.py": "def retry_backoff(attempt):\n    return 2 ** attempt\n",
-        # one line of glyphs under the query's words: a candidate, and far over 512 tokens
-        "notes/glyphs.txt": "retry backoff notes\n" + CJK_B + "\n" + EMOJI + "\n",
+        # glyphs under the query's words: a candidate, and far over 512 tokens (in short
+        # lines: a line over 1000 characters marks a file as minified, and unsearched)
+        "notes/glyphs.txt": "retry backoff notes\n" + lines(CJK_B + EMOJI, 60),
     })
 
 
@@ -158,3 +167,87 @@ def test_every_kind_of_dense_text_is_measured_to_fit_the_real_slot(
     assert measured.shortened == 1
     assert tokens <= SLOT - 32
     assert len(measured.documents[0].text) > 0
+
+
+def refusing_scorer(per_document: bool) -> Scorer:
+    """A scorer whose server refuses, as llama-server does (the recorded message), every
+    request holding a document that says "glyphs"."""
+    recorded = json.loads((WIRE / "llamacpp-completion-too-long.json").read_text())
+    said = recorded["exchanges"][0]["response"]["error"]["message"]
+
+    async def score(request: ScoreRequest) -> AsyncIterator[DocumentScore]:
+        if any("glyphs" in d.text for d in request.documents):
+            raise ContractError("model server http://127.0.0.1:1/completion rejected the "
+                                f"request with HTTP 400: {said}")
+        for i, _ in enumerate(request.documents):
+            yield DocumentScore(i, 0.5)
+
+    return Scorer("refusing", "refuses dense prompts", score, per_document=per_document)
+
+
+def fake_request(texts: list[str], endpoint: Endpoint) -> ScoreRequest:
+    return ScoreRequest(query="q", documents=[Document.of(str(i), t) for i, t in enumerate(texts)],
+                        endpoint=endpoint, deadline=time.monotonic() + 30)
+
+
+def test_over_several_servers_only_the_refused_document_goes_without_a_verdict() -> None:
+    servers = [Endpoint("http://127.0.0.1:1", slots=2), Endpoint("http://127.0.0.1:2", slots=2)]
+    texts = ["a", "b", "glyphs", "c", "d", "e"]
+
+    outcome = asyncio.run(spread(refusing_scorer(True), fake_request(texts, servers[0]),
+                                 servers))
+
+    assert outcome.stopped is None, outcome.stopped
+    assert sorted(outcome.scores) == [0, 1, 3, 4, 5]
+    assert list(outcome.skipped) == [2]
+    assert not any(use.failed for use in outcome.uses)
+
+
+def test_a_scorer_comparing_documents_degrades_when_its_prompt_is_refused_as_too_long() -> None:
+    endpoint = Endpoint("http://127.0.0.1:1")
+
+    outcome = asyncio.run(collect(refusing_scorer(False),
+                                  fake_request(["a", "glyphs"], endpoint)))
+
+    assert outcome.scores == {} and outcome.fault == "too-long"
+    assert outcome.stopped and "exceeds the available context size" in outcome.stopped
+
+
+class Refusing:
+    """The refusing scorer as a plugin, judging without a server."""
+
+    @staticmethod
+    @slm_rerank.hookimpl
+    def register_scorers(register: Callable[[Scorer], None]) -> None:
+        scorer = refusing_scorer(True)
+        register(dataclasses.replace(scorer, needs_endpoint=False))
+
+
+def test_a_document_refused_as_too_long_is_named_in_the_warnings_and_the_rest_are_judged(
+        ) -> None:
+    settings = dataclasses.replace(Settings(), scorer="refusing", score_cache=False)
+    host = Host.with_plugins(settings, Refusing, slm_rerank_gemma)
+    docs = ["keys rotate", {"id": "faq-glyphs", "text": "glyphs"}, "holidays"]
+
+    result = slm_rerank.rerank_documents("rotate keys", docs, host=host)
+
+    assert result.degraded is None
+    assert {r.id: r.score is None for r in result} == {"0": False, "faq-glyphs": True,
+                                                       "2": False}
+    assert any("1 of 3 documents were not judged ('faq-glyphs')" in w
+               and "exceeds the available context size" in w for w in result.warnings)
+
+
+def test_a_chunk_refused_as_too_long_is_named_in_the_search_warnings(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"a.py": "def rotate_keys():\n    pass\n",
+                                         "b.txt": "rotate keys glyphs\n"})
+    settings = dataclasses.replace(Settings(), scorer="refusing", score_cache=False,
+                                   threshold=0.0)
+    host = Host.with_plugins(settings, Refusing, slm_rerank_gemma, slm_rerank_ripgrep)
+    request = SearchRequest(query="rotate keys", root=repo, cache_dir=None, fast=False)
+
+    report = run_search(request, host)
+
+    assert report.degraded is None
+    assert any("were not judged (b.txt:1-1)" in w for w in report.warnings), report.warnings
+    assert [r.path for r in report.results] == ["a.py"]
