@@ -27,9 +27,9 @@ import slm_rerank
 from slm_rerank.config import Settings
 from slm_rerank.errors import ContractError
 from slm_rerank.host import Host
+from slm_rerank.model.budget import measure
 from slm_rerank.model.client import ModelClient
 from slm_rerank.model.scoring import collect, over_context, spread
-from slm_rerank.model.stage import measure
 from slm_rerank.pipeline import SearchRequest, run_search
 from slm_rerank.registrations import Document, DocumentScore, Endpoint, Scorer, ScoreRequest
 
@@ -53,13 +53,15 @@ def dense_repo(root: Path) -> Path:
     })
 
 
+@pytest.mark.parametrize("scorer", ["yesno", "graded", "listwise"])
 def test_a_dense_chunk_on_a_512_token_slot_is_shortened_and_judged(
-        tmp_path: Path, llama_server_factory: Any) -> None:
+        scorer: str, tmp_path: Path, llama_server_factory: Any) -> None:
     server = llama_server_factory(slots=2, ctx_per_slot=SLOT)
     repo = dense_repo(tmp_path / "repo")
 
     run = cli("-q", "retry backoff", "--format", "json", "-v", "-e", server.base_url,
-              "--rerank-top", "4", "--threshold", "0", "--no-cache", cwd=repo, timeout=300)
+              "--scorer", scorer, "--rerank-top", "4", "--threshold", "0", "--no-cache",
+              cwd=repo, timeout=300)
 
     assert run.returncode == 0, run.stderr
     assert "HTTP 400" not in run.stdout + run.stderr
