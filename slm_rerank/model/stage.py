@@ -517,17 +517,24 @@ async def judge_documents_async(query: str, prepare: Prepare, host: Host, settin
 
 
 def _skipped_warning(skipped: dict[int, str], documents: Sequence[Document], noun: str) -> str:
-    """One line naming the documents the server would not judge, and the server's reason."""
+    """One line naming the documents the server would not judge, and the server's reason.
+
+    A file name or id may hold control characters (a repository's, a caller's): they are
+    shown escaped, since this line reaches a terminal or an agent as it is.
+    """
+    from slm_rerank.report import display_path, visible
+
     def name(document: Document) -> str:
         meta = document.metadata
         if meta.get("path") is not None:
-            return f"{meta['path']}:{meta.get('start_line')}-{meta.get('end_line')}"
-        return repr(document.id)
+            where = display_path(str(meta["path"]))
+            return visible(f"{where}:{meta.get('start_line')}-{meta.get('end_line')}")
+        return visible(repr(document.id))
 
     names = [name(documents[i]) for i in sorted(skipped)]
     shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
     return (f"{len(names)} of {len(documents)} {noun} were not judged ({shown}): "
-            f"{next(iter(skipped.values()))}; they have no model verdict")
+            f"{visible(next(iter(skipped.values())))}; they have no model verdict")
 
 
 def judge(query: str, passages: Sequence[Passage], host: Host, settings: Settings,

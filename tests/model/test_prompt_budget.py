@@ -253,3 +253,16 @@ def test_a_chunk_refused_as_too_long_is_named_in_the_search_warnings(tmp_path: P
     assert report.degraded is None
     assert any("were not judged (b.txt:1-1)" in w for w in report.warnings), report.warnings
     assert [r.path for r in report.results] == ["a.py"]
+
+
+def test_a_refused_chunks_file_name_reaches_the_warning_without_control_characters(
+        tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"a.py": "def rotate_keys():\n    pass\n",
+                                         "b\x1b[2J.txt": "rotate keys glyphs\n"})
+    settings = dataclasses.replace(Settings(), scorer="refusing", score_cache=False)
+    host = Host.with_plugins(settings, Refusing, slm_rerank_gemma, slm_rerank_ripgrep)
+
+    report = run_search(SearchRequest(query="rotate keys", root=repo, fast=False), host)
+
+    (warning,) = [w for w in report.warnings if "were not judged" in w]
+    assert "\x1b" not in warning and "b\\x1b[2J.txt:1-1" in warning
