@@ -236,6 +236,8 @@ async def arerank_documents(
                             "pool and not sent: they rank below every judged one")
     if top_n is not None:
         out.results = out.results[:top_n]
+    # documents shortened after their tokens were counted, and any the server refused
+    out.warnings.extend(judgement.shortened + judgement.warnings)
     out.degraded = judgement.degraded
     out.endpoint = judgement.endpoint.base_url if judgement.endpoint else None
     out.model_id = judgement.endpoint.model_id if judgement.endpoint else None

@@ -6,6 +6,11 @@ transient fault, and lets a contract violation through. ``spread`` runs one requ
 several servers of one model: a shared queue of documents, least-loaded server first, and
 a server that fails hands its unfinished documents to the others. ``score_sync`` is the
 thin synchronous wrapper for callers without an event loop.
+
+A server that refuses one prompt as longer than its context (HTTP 400 from llama.cpp,
+vLLM, llama-cpp-python) must not cost the whole query: ``collect`` asks again for each
+document of the refused batch alone, and the one that is refused alone is ``skipped``
+with the server's reason, while the others are judged.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import math
+import re
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -36,6 +42,9 @@ class ScoreOutcome:
     uses: list[EndpointUse] = field(default_factory=list)
     #: what a person should know about the run (a server that failed and was left out)
     notes: list[str] = field(default_factory=list)
+    #: documents the server refused to judge because their prompt is longer than its
+    #: context, by index, with the server's reason (they have no verdict)
+    skipped: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -48,6 +57,24 @@ class EndpointUse:
     scored: int = 0
     #: why it was left out mid-run (a transient fault), or None
     failed: str | None = None
+
+
+#: How servers word "this prompt is longer than a request may be", as our client passes
+#: their message on: llama.cpp ("request (2377 tokens) exceeds the available context size
+#: (512 tokens)", type exceed_context_size_error; older builds "input is larger than the
+#: max context size"), vLLM ("This model's maximum context length is ...", "... is longer
+#: than the maximum model length ...", "... is too long and exceeds limit of ..."),
+#: llama-cpp-python ("Requested tokens (N) exceed context window of M"). Only the text
+#: tells this refusal from others, so only these wordings count.
+_OVER_CONTEXT = re.compile(
+    r"exceeds? the available context size|exceed_context_size|larger than the max context "
+    r"size|maximum context length is|longer than the maximum model length|too long and "
+    r"exceeds limit|exceeds? (the )?context window|exceeds the context length", re.IGNORECASE)
+
+
+def over_context(exc: BaseException) -> bool:
+    """Whether ``exc`` is a server refusing a prompt as longer than its context."""
+    return isinstance(exc, ContractError) and bool(_OVER_CONTEXT.search(str(exc)))
 
 
 def _check(scorer: Scorer, request: ScoreRequest, verdict: object,
@@ -78,6 +105,7 @@ async def collect(scorer: Scorer, request: ScoreRequest,
     the contract) propagates.
     """
     outcome = ScoreOutcome()
+    refused: ContractError | None = None
     stream = scorer.score(request).__aiter__()
     try:
         while True:
@@ -101,6 +129,10 @@ async def collect(scorer: Scorer, request: ScoreRequest,
     except TransientError as exc:
         outcome.stopped = str(exc)
         outcome.fault = "transient"
+    except ContractError as exc:
+        if not over_context(exc):
+            raise
+        refused = exc
     finally:
         closer = getattr(stream, "aclose", None)
         if closer is not None:
@@ -108,11 +140,45 @@ async def collect(scorer: Scorer, request: ScoreRequest,
                 await closer()
             except Exception:  # a generator torn down mid-request: nothing left to keep
                 pass
-    if outcome.stopped is None and len(outcome.scores) < len(request.documents):
-        missing = len(request.documents) - len(outcome.scores)
+    if refused is not None:
+        await _one_by_one(scorer, request, outcome, refused, on_verdict)
+    missing = len(request.documents) - len(outcome.scores) - len(outcome.skipped)
+    if outcome.stopped is None and missing > 0:
         outcome.stopped = f"scorer '{scorer.name}' returned no verdict for {missing} documents"
         outcome.fault = "incomplete"
     return outcome
+
+
+async def _one_by_one(scorer: Scorer, request: ScoreRequest, outcome: ScoreOutcome,
+                      refused: ContractError,
+                      on_verdict: Callable[[DocumentScore], None] | None) -> None:
+    """After the server refused a prompt of ``request`` as too long: the documents without
+    a verdict, each asked alone; one refused alone is skipped with the server's reason.
+
+    Only a scorer that judges documents one by one can be asked so; one that compares them
+    (listwise) stops, and the caller reports why.
+    """
+    left = [i for i in range(len(request.documents)) if i not in outcome.scores]
+    reason = f"the model server refused its prompt as longer than its context ({refused})"
+    if len(request.documents) == 1:
+        outcome.skipped.update({i: reason for i in left})
+        return
+    if not scorer.per_document:
+        outcome.stopped = f"scorer '{scorer.name}': {reason}"
+        outcome.fault = "too-long"
+        return
+    from slm_rerank.model.client import gather_all
+
+    parts = await gather_all([
+        collect(scorer, dataclasses.replace(request, documents=[request.documents[i]]),
+                _renumber([i], on_verdict)) for i in left])
+    for i, part in zip(left, parts, strict=True):
+        for verdict in part.scores.values():
+            outcome.scores[i] = dataclasses.replace(verdict, index=i)
+        if part.skipped:
+            outcome.skipped[i] = part.skipped[0]
+        if part.stopped and outcome.stopped is None:
+            outcome.stopped, outcome.fault = part.stopped, part.fault
 
 
 @dataclass
@@ -150,7 +216,7 @@ async def spread(scorer: Scorer, request: ScoreRequest, endpoints: Sequence[Endp
     queue: deque[int] = deque(range(len(request.documents)))
     running: dict[asyncio.Task[ScoreOutcome], tuple[_Server, list[int], float]] = {}
     halted: list[str] = []  # the deadline passed: dispatch no more
-    skipped = 0  # documents a scorer ended without judging (not the server's fault)
+    unanswered = 0  # documents a scorer ended without judging (not the server's fault)
 
     def dispatch() -> None:
         while queue and not halted:
@@ -176,6 +242,7 @@ async def spread(scorer: Scorer, request: ScoreRequest, endpoints: Sequence[Endp
                 part = task.result()  # a ContractError leaves here, the rest is cancelled
                 for j, verdict in part.scores.items():
                     outcome.scores[batch[j]] = dataclasses.replace(verdict, index=batch[j])
+                outcome.skipped.update({batch[j]: why for j, why in part.skipped.items()})
                 server.use.scored += len(part.scores)
                 if part.scores:
                     server.pace = (time.monotonic() - started) / len(part.scores)
@@ -186,7 +253,7 @@ async def spread(scorer: Scorer, request: ScoreRequest, endpoints: Sequence[Endp
                 elif part.fault == "deadline":
                     halted.append(part.fault)
                 elif part.fault == "incomplete":
-                    skipped += len(batch) - len(part.scores)
+                    unanswered += len(batch) - len(part.scores) - len(part.skipped)
             dispatch()
     finally:
         for task in running:
@@ -203,8 +270,9 @@ async def spread(scorer: Scorer, request: ScoreRequest, endpoints: Sequence[Endp
             f"all {len(failed)} model servers failed: " + "; ".join(
                 f"{u.url} after {u.scored} verdicts: {u.failed}" for u in failed))
         outcome.fault = "transient"
-    elif skipped:
-        outcome.stopped = f"scorer '{scorer.name}' returned no verdict for {skipped} documents"
+    elif unanswered:
+        outcome.stopped = (f"scorer '{scorer.name}' returned no verdict for {unanswered} "
+                           "documents")
         outcome.fault = "incomplete"
     return outcome
 

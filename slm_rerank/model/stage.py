@@ -108,6 +108,14 @@ class Judgement:
     endpoints: list[Endpoint] = field(default_factory=list)
     #: how many verdicts each server gave, and which failed mid-run
     uses: list[EndpointUse] = field(default_factory=list)
+    #: chunk index -> why the server would not judge it (its prompt was still longer than
+    #: the server's context); such a chunk has no verdict
+    skipped: dict[int, str] = field(default_factory=dict)
+    #: what a person must be told without -v (chunks left unjudged, and which)
+    warnings: list[str] = field(default_factory=list)
+    #: how the judged text differs from what was given (chunks shortened after their
+    #: tokens were counted), for the documents API to pass on; also in ``notes``
+    shortened: list[str] = field(default_factory=list)
 
 
 # --- finding the server -------------------------------------------------------------------
@@ -424,6 +432,15 @@ async def judge_documents_async(query: str, prepare: Prepare, host: Host, settin
         # Every server may get any chunk: fit the one with the smallest context.
         narrowest = min(endpoints, key=lambda e: e.context_tokens or math.inf, default=None)
         asked, documents = prepare(narrowest, profile, judgement.notes)
+        if narrowest is not None and documents:
+            from slm_rerank.model.budget import measured_within
+
+            measured = await measured_within(client, narrowest, profile, asked, documents,
+                                             deadline)
+            asked, documents = measured.query, measured.documents
+            judgement.notes.extend(measured.notes)
+            if measured.shortened:
+                judgement.shortened.extend(measured.notes)
         options = host.options_for(scorer.name)
         # A scorer's settings ([plugins.graded] max_grade, a localised instruction) change
         # its verdicts: they are part of what a cached verdict was made with.
@@ -464,6 +481,12 @@ async def judge_documents_async(query: str, prepare: Prepare, host: Host, settin
                 progress.close()
             judgement.uses = outcome.uses
             judgement.notes.extend(outcome.notes)
+            for j, why in outcome.skipped.items():
+                first = firsts[j]
+                for i in todo[documents[first].content_hash if alone else str(first)]:
+                    judgement.skipped[i] = why
+            if judgement.skipped:
+                judgement.warnings.append(_skipped_warning(judgement.skipped, documents, noun))
             if len(outcome.uses) > 1:
                 judgement.notes.append("verdicts by endpoint: " + ", ".join(
                     f"{u.url} {u.scored}" + (" (failed)" if u.failed else "")
@@ -491,6 +514,27 @@ async def judge_documents_async(query: str, prepare: Prepare, host: Host, settin
             cache.close()
     judgement.model_ms = (time.perf_counter() - started) * 1000
     return judgement
+
+
+def _skipped_warning(skipped: dict[int, str], documents: Sequence[Document], noun: str) -> str:
+    """One line naming the documents the server would not judge, and the server's reason.
+
+    A file name or id may hold control characters (a repository's, a caller's): they are
+    shown escaped, since this line reaches a terminal or an agent as it is.
+    """
+    from slm_rerank.report import display_path, visible
+
+    def name(document: Document) -> str:
+        meta = document.metadata
+        if meta.get("path") is not None:
+            where = display_path(str(meta["path"]))
+            return visible(f"{where}:{meta.get('start_line')}-{meta.get('end_line')}")
+        return visible(repr(document.id))
+
+    names = [name(documents[i]) for i in sorted(skipped)]
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return (f"{len(names)} of {len(documents)} {noun} were not judged ({shown}): "
+            f"{visible(next(iter(skipped.values())))}; they have no model verdict")
 
 
 def judge(query: str, passages: Sequence[Passage], host: Host, settings: Settings,

@@ -46,6 +46,9 @@ QUERY = "where is the request timeout set"
 RELEVANT = ("File: src/client.py:8-9 (connect)\n"
             "def connect(url):\n    return open_url(url, timeout=30)\n")
 IRRELEVANT = "File: src/colour.py:1-1\nRED = 'red'\n"
+# CJK Extension B: byte-fallback tokens, about 4 a character on Gemma, so 600 characters
+# are over a 2048-token slot (the prompt-budget tests need the server's refusal verbatim)
+DENSE = "File: notes/glyphs.txt:1-1\n" + "".join(chr(0x20000 + i) for i in range(600)) + "\n"
 
 
 def two_shot(document: str) -> str:
@@ -79,6 +82,10 @@ def requests(model_id: str) -> list[Request]:
                  **completion},
                 "an ARRAY of prompts: the answer is a JSON array, one object per prompt, "
                 "each with its own index"),
+        Request("llamacpp-completion-too-long", "POST", "/completion",
+                {"prompt": two_shot(DENSE), "n_probs": 5, **completion},
+                f"a prompt longer than the slot's context ({CTX_PER_SLOT} tokens): HTTP 400, "
+                "error type exceed_context_size_error, with n_prompt_tokens and n_ctx"),
         Request("llamacpp-v1-completions", "POST", "/v1/completions",
                 {"model": model_id, "prompt": two_shot(RELEVANT), "max_tokens": 1,
                  "logprobs": 5, "temperature": 0},
@@ -118,7 +125,8 @@ def exchange(server: llamaserver.ServerProcess, request: Request) -> dict[str, o
             "status": status, "response": trim(body)}
 
 
-def main() -> int:
+def main(only: set[str] | None = None) -> int:
+    """Record every fixture, or only the ones named (``record_wire.py NAME...``)."""
     installed = llamaserver.find_installed()
     server = llamaserver.launch(installed, slots=SLOTS, ctx_size=SLOTS * CTX_PER_SLOT,
                                 log_dir=Path(tempfile.mkdtemp(prefix="record-wire-")))
@@ -144,6 +152,8 @@ def main() -> int:
             note, exchanges = files.setdefault(request.fixture, (request.note, []))
             exchanges.append(exchange(server, request))
         for name, (note, exchanges) in files.items():
+            if only and name not in only:
+                continue
             path = OUT / f"{name}.json"
             path.write_text(json.dumps({"recorded_with": recorded_with, "note": note,
                                         "exchanges": exchanges}, indent=1,
@@ -171,4 +181,4 @@ def catch_loading(server: llamaserver.ServerProcess) -> dict[str, object] | None
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(set(sys.argv[1:]) or None))
