@@ -319,7 +319,10 @@ def _read(root: Path, rel: str, limit: int) -> tuple[bytes | None, str | None]:
         if reason:
             return None, reason
         with open(full, "rb") as handle:
-            data = handle.read(limit + 1)
+            # read(n) allocates n bytes before reading: size it by the file, not the limit
+            data = handle.read(size + 1)
+            if len(data) > size:  # it grew since stat (or stat cannot say: /proc)
+                data += handle.read(limit + 1 - len(data))
     except OSError as exc:
         return None, f"unreadable ({exc.strerror})"
     if len(data) > limit:
