@@ -549,6 +549,7 @@ def run_search(request: SearchRequest, host: Host, settings: Settings | None = N
     if not request.fast and ranked.chunks:
         judgement, verdicts, lengths, bounded = score(request, host, settings, terms, ranked)
         notes.extend(judgement.notes)
+        warnings.extend(judgement.warnings)
         profile = judgement.profile.profile if judgement.profile else None
         fused = fuse(ranked, verdicts, profile.judge_weight if profile else 1.0, lengths,
                      profile.length_exponent if profile else 0.0, bounded)

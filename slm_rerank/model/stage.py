@@ -108,6 +108,8 @@ class Judgement:
     endpoints: list[Endpoint] = field(default_factory=list)
     #: how many verdicts each server gave, and which failed mid-run
     uses: list[EndpointUse] = field(default_factory=list)
+    #: what the user must hear although the query went on (a score cache the disk refused)
+    warnings: list[str] = field(default_factory=list)
 
 
 # --- finding the server -------------------------------------------------------------------
@@ -489,6 +491,8 @@ async def judge_documents_async(query: str, prepare: Prepare, host: Host, settin
                                       f"{unjudged}")
         if cache:
             cache.close()
+            if cache.warning:
+                judgement.warnings.append(cache.warning)
     judgement.model_ms = (time.perf_counter() - started) * 1000
     return judgement
 
