@@ -71,8 +71,9 @@ class Settings:
 
     format: str = _setting("text", "output format: text, json, jsonl, markdown, or a plugin's",
                            why="how results look; only installed formatters")
-    top_k: int = _setting(10, "how many results to print", minimum=1,
-                          why="how many results are shown; the model judges only the head")
+    top_k: int = _setting(10, "how many results to print", minimum=1, repo=REPO_LOWER,
+                          why="sizes memory: at least this many candidate files are read "
+                          "and held whole")
     chunks: bool = _setting(False, "list chunks instead of one result (its best chunk) per file",
                             why="how results are listed")
     sources: list[str] = _setting(

@@ -40,7 +40,7 @@ def test_defaults_have_default_origin(tmp_path: Path) -> None:
 def test_each_layer_overrides_the_one_below(tmp_path: Path) -> None:
     repo = make_repo(tmp_path)
     user = write_user_config('format = "json"\ntop_k = 3\nchunks = true\ncache_dir = "/u"\n')
-    (repo / ".slm-rerank.toml").write_text("top_k = 5\nchunks = false\n")
+    (repo / ".slm-rerank.toml").write_text("top_k = 2\nchunks = false\n")
     settings = load_settings(
         start=repo / "pkg" / "deep",
         environ={"SLM_RERANK_CACHE_DIR": "/from-env"},
@@ -48,7 +48,7 @@ def test_each_layer_overrides_the_one_below(tmp_path: Path) -> None:
     )
     assert (settings.format, settings.origins["format"]) == ("json", f"user: {user}")
     assert (settings.top_k, settings.origins["top_k"]) == (
-        5, f"repo: {repo.resolve() / '.slm-rerank.toml'}")
+        2, f"repo: {repo.resolve() / '.slm-rerank.toml'}")
     assert (settings.cache_dir, settings.origins["cache_dir"]) == (
         "/from-env", "env: SLM_RERANK_CACHE_DIR")
     assert (settings.chunks, settings.origins["chunks"]) == (True, "flag: --chunks")
