@@ -57,7 +57,9 @@ def _setting(default: Any, help: str, env: tuple[str, ...] = (), *, minimum: flo
     ``maximum`` bounds the value in every layer (a user too); ``why`` is shown when a
     repository's value is refused or lowered, and in the user guide's table.
     """
-    assert repo in (REPO_YES, REPO_LOWER, REPO_NO) and why, "every key says why"
+    if repo not in (REPO_YES, REPO_LOWER, REPO_NO) or not why:
+        raise ValueError(f"a setting needs a repo rule of {REPO_YES}, {REPO_LOWER} or "
+                         f"{REPO_NO} and a why, got {repo!r}, {why!r}")
     meta = {"help": help, "env": env, "min": minimum, "max": maximum, "repo": repo,
             "why": why}
     if isinstance(default, (list, dict)):
@@ -91,8 +93,7 @@ class Settings:
         env=("SLM_RERANK_CACHE_DIR",), repo=REPO_NO, why="where the tool writes")
     usage_log: bool = _setting(True, "append one line per query to usage.jsonl",
                                repo=REPO_LOWER,
-                               why="writes the user's queries to disk: a repository may "
-                               "turn it off, not on")
+                               why="writes the user's queries to disk")
     slice_roots: list[str] = _setting(
         ["apps", "components", "crates", "features", "libs", "modules", "packages", "plugins",
          "services", "src"],
@@ -402,9 +403,10 @@ def read_repo_toml(path: Path, below: Settings) -> RepoLayer:
             value = check_typed(TYPES[key], value, f"{path}: key '{key}'")
             limit = getattr(below, key)
             if value is not None and limit is not None and value > limit:
+                may = ("turn it off, not on" if isinstance(limit, bool) else
+                       f"lower it, not raise it above {shown(limit)}")
                 refused[key] = (f"{path}: key '{key}' = {shown(value)} ignored: a repository "
-                                f"may lower it, not raise it above {shown(limit)} ({why}); "
-                                f"{shown(limit)} applies")
+                                f"may {may} ({why}); {shown(limit)} applies")
                 continue
         values[key] = check_value(key, value, str(path))
     return RepoLayer(values, refused)

@@ -409,3 +409,12 @@ def test_the_user_guide_table_is_the_trust_rule_of_every_key() -> None:
                  f.metadata["why"]]
                 for f in fields(Settings) if f.name in KEYS]
     assert rows == expected
+
+
+def test_a_switch_a_repository_turns_on_says_it_may_only_turn_it_off(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    repo_settings(tmp_path, "full = true\n")
+
+    [line] = warnings(capsys.readouterr().err)
+    assert "key 'full' = True ignored: a repository may turn it off, not on (spends the " \
+           "model server); False applies" in line
