@@ -388,16 +388,24 @@ def read_repo_toml(path: Path, below: Settings) -> RepoLayer:
     ``refused``, never raised: a stranger's file must not stop the user's query. Unknown
     keys and values of the wrong type are still errors naming the file and the key.
     """
+    from slm_rerank.report import display_path, visible
+
     values: dict[str, Any] = {}
     refused: dict[str, str] = {}
+    # the path is the repository's too (its folder names): no raw control characters
+    where = visible(display_path(str(path)))
     for key, value in _parse_file(path).items():
         if key not in TYPES:
             check_value(key, value, str(path))  # raises: unknown key
         rule, why = _META[key]["repo"], _META[key]["why"]
-        name = "[plugins.NAME] tables" if key == "plugins" else f"key '{key}'"
+        name, it = f"key '{key}'", "it"
+        if key == "plugins" and isinstance(value, dict):
+            names = [f"[plugins.{shown(n)}]" for n in list(value)[:3]]
+            more = f" and {len(value) - 3} more" if len(value) > 3 else ""
+            name, it = " ".join(names) + more, "plugin options"
         if rule == REPO_NO:
-            refused[key] = (f"{path}: {name} ignored: a repository's {REPO_FILE} may not set "
-                            f"it ({why}); set it in the user config instead")
+            refused[key] = (f"{where}: {name} ignored: a repository's {REPO_FILE} may not set "
+                            f"{it} ({why}); set {it} in the user config instead")
             continue
         if rule == REPO_LOWER:
             value = check_typed(TYPES[key], value, f"{path}: key '{key}'")
@@ -405,7 +413,7 @@ def read_repo_toml(path: Path, below: Settings) -> RepoLayer:
             if value is not None and limit is not None and value > limit:
                 may = ("turn it off, not on" if isinstance(limit, bool) else
                        f"lower it, not raise it above {shown(limit)}")
-                refused[key] = (f"{path}: key '{key}' = {shown(value)} ignored: a repository "
+                refused[key] = (f"{where}: key '{key}' = {shown(value)} ignored: a repository "
                                 f"may {may} ({why}); {shown(limit)} applies")
                 continue
         values[key] = check_value(key, value, str(path))

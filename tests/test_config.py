@@ -262,7 +262,9 @@ def test_a_repository_cannot_set_plugin_options(
     settings = repo_settings(tmp_path, "[plugins.listwise]\nwindow = 100000\n")
 
     assert settings.plugins == {}
-    assert "[plugins.NAME] tables ignored" in capsys.readouterr().err
+    [line] = warnings(capsys.readouterr().err)
+    assert "[plugins.'listwise'] ignored: a repository's .slm-rerank.toml may not set plugin " \
+           "options" in line
 
 
 def test_a_repository_may_lower_a_deadline_but_not_raise_it(
@@ -418,3 +420,17 @@ def test_a_switch_a_repository_turns_on_says_it_may_only_turn_it_off(
     [line] = warnings(capsys.readouterr().err)
     assert "key 'full' = True ignored: a repository may turn it off, not on (spends the " \
            "model server); False applies" in line
+
+
+def test_a_refusal_shows_no_raw_control_character_of_the_repositorys_path(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    repo = make_repo(tmp_path)
+    inner = repo / "evil\x1b]0;owned\x07"
+    inner.mkdir()
+    (inner / ".slm-rerank.toml").write_text("auto_serve = true\n")
+
+    settings = load_settings(start=inner, environ={})
+
+    [line] = warnings(capsys.readouterr().err)
+    assert "\x1b" not in line and "\x07" not in line and "evil\\x1b]0;owned\\x07" in line
+    assert "\x1b" not in settings.repo_refusals["auto_serve"]
