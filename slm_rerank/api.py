@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from slm_rerank import usage
-from slm_rerank.cache import cache_path, ensure_writable
+from slm_rerank.cache import cache_path, usable_folder
 from slm_rerank.config import check_value
 from slm_rerank.host import Host
 from slm_rerank.pipeline import SearchRequest, run_search
@@ -96,7 +96,8 @@ def search(
     if overrides:
         settings = dataclasses.replace(settings, **overrides)
     host.validate()
-    cache_dir = ensure_writable(cache_path(settings))
+    folder = usable_folder(cache_path(settings))
+    cache_dir = folder.path
     scope = resolve_scope(root_path or resolve_root(None, cwd), paths, piped_paths, cwd)
     request = SearchRequest(
         query=query, root=scope.root, paths=scope.paths, globs=scope.globs, notes=scope.notes,
@@ -111,14 +112,18 @@ def search(
 
         # --local: with no server given (-e, SLM_ENDPOINT, an endpoints list, the [endpoints]
         # entry of --model) or to scan (--host), start ours; a pinned server is the one used.
-        if settings.auto_serve and not settings.host and not pinned_urls(settings)[0]:
+        if cache_dir is None:
+            pass  # a managed server keeps its state there: none is started or touched
+        elif settings.auto_serve and not settings.host and not pinned_urls(settings)[0]:
             started_note = serve.ensure_local(cache_dir, settings.serve_idle, None)
         else:
             serve.touch(cache_dir)  # a managed server found by the scan is in use too
     report = run_search(request, host)
     if started_note:
         report.warnings.insert(0, started_note)
-    if settings.usage_log:
+    if folder.warning:
+        report.warnings.insert(0, folder.warning)
+    if settings.usage_log and cache_dir is not None:
         try:
             usage.append(cache_dir, report, caller, (time.perf_counter() - started) * 1000)
         except OSError as exc:

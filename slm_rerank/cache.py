@@ -6,9 +6,11 @@ cache dir), never a searched repository: a repository's own config cannot set it
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
+from dataclasses import dataclass
 from itertools import repeat
 from pathlib import Path
 from typing import Any
@@ -28,8 +30,8 @@ def cache_path(settings: Settings) -> Path:
     return user_cache_path(APP_NAME)
 
 
-def ensure_writable(folder: Path) -> Path:
-    """Create ``folder`` if needed and prove it is writable, or raise ConfigError."""
+def _unwritable(folder: Path) -> str | None:
+    """Why ``folder`` cannot be created or written, or None when it can (it is created)."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
         # per thread too: threads of one process removed each other's probe (ENOENT)
@@ -37,11 +39,43 @@ def ensure_writable(folder: Path) -> Path:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as exc:
-        raise ConfigError(
-            f"cache folder {folder} is not writable ({exc.strerror or exc}); set cache_dir "
-            "or SLM_RERANK_CACHE_DIR to a writable folder"
-        ) from None
+        return exc.strerror or str(exc)
+    return None
+
+
+def ensure_writable(folder: Path) -> Path:
+    """Create ``folder`` if needed and prove it is writable, or raise ConfigError.
+
+    For what cannot work without the folder (a managed server's state); a query uses
+    ``usable_folder`` and goes on without its caches.
+    """
+    why = _unwritable(folder)
+    if why is not None:
+        raise ConfigError(f"cache folder {folder} is not writable ({why}); set cache_dir or "
+                          "SLM_RERANK_CACHE_DIR to a writable folder")
     return folder
+
+
+@dataclass(frozen=True)
+class CacheFolder:
+    """The cache folder a query writes to; ``path`` None when it cannot, ``warning`` why."""
+
+    path: Path | None
+    warning: str | None = None
+
+
+def usable_folder(folder: Path) -> CacheFolder:
+    """``folder`` if it is writable, else no folder and a one-line warning.
+
+    The caches and the usage log only save time and keep a record: a read-only or
+    uncreatable folder must not cost the query its answer (it made even --fast exit 1).
+    """
+    why = _unwritable(folder)
+    if why is None:
+        return CacheFolder(folder)
+    return CacheFolder(None, f"cache folder {folder} is not writable ({why}): this query "
+                             "runs without the slice and score caches and the usage log; set "
+                             "cache_dir or SLM_RERANK_CACHE_DIR to a writable folder")
 
 
 def _chunk(row: Any, line_count: int) -> Chunk | None:
@@ -85,6 +119,7 @@ class SliceCache:
     def put(self, key: str, chunks: list[Chunk]) -> None:
         path = self._path(key)
         rows = [[c.start_line, c.end_line, c.symbol, list(c.defines)] for c in chunks]
+        tmp = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             import tempfile  # only on a cache miss: keeps it out of every start-up
@@ -95,7 +130,11 @@ class SliceCache:
                 json.dump(rows, out, separators=(",", ":"))
             os.replace(tmp, path)
         except OSError:
-            pass  # a cache that cannot be written only costs speed
+            # a cache that cannot be written only costs speed; a full disk must not also
+            # keep the half-written file (each miss left one behind)
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
 
     def slice(self, name: str, data: bytes, text: str, line_count: int | None = None
               ) -> list[Chunk]:

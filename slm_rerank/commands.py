@@ -320,13 +320,16 @@ def config_show(format_name: str) -> None:
     values = {key: getattr(settings, key) for key in KEYS}
     if values["api_key"]:
         values["api_key"] = "(set, not shown)"  # a secret does not belong on a screen
+    refused = settings.repo_refusals  # a repository's value ignored or lowered, and why
     if format_name == "json":
-        doc = {k: {"value": v, "origin": settings.origins[k], "help": describe(k)}
+        doc = {k: {"value": v, "origin": settings.origins[k], "help": describe(k),
+                   **({"refused": refused[k]} if k in refused else {})}
                for k, v in values.items()}
         emit(json.dumps(doc, indent=2) + "\n")
         return
     width = max(len(k) for k in KEYS)
-    emit("".join(f"{key:<{width}} = {json.dumps(value):<24} # {visible(settings.origins[key])}\n"
+    emit("".join(f"{key:<{width}} = {json.dumps(value):<24} # {visible(settings.origins[key])}"
+                 f"{'; ' + visible(refused[key]) if key in refused else ''}\n"
                  for key, value in values.items()))
 
 
@@ -352,7 +355,7 @@ def config_set(key: str, value: str, to_repo: bool) -> None:
             Host(load_settings()).check_choice(key, parse_text(key, value, where), where)
         elif key in ("base_url", "endpoints", "plugins"):
             _check_as_read(key, parse_text(key, value, where), where)
-        stored = write_setting(path, key, value)
+        stored = write_setting(path, key, value, repo=to_repo)
     except SlmRerankError as exc:
         fail(str(exc))
         return

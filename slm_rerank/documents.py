@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slm_rerank.cache import cache_path, ensure_writable
+from slm_rerank.cache import cache_path, usable_folder
 from slm_rerank.config import check_value
 from slm_rerank.host import Host
 from slm_rerank.registrations import Document, Endpoint, ModelProfile
@@ -215,10 +215,15 @@ async def arerank_documents(
         warnings.extend(cuts)
         return asked, [Document.of(ids[i], t, index=i) for i, t in enumerate(fitted)]
 
-    cache_dir = ensure_writable(cache_path(settings)) if settings.score_cache else None
+    cache_dir = None
+    if settings.score_cache:
+        folder = usable_folder(cache_path(settings))
+        cache_dir = folder.path
+        warnings.extend([folder.warning] if folder.warning else [])
     judgement = await judge_documents_async(query, prepare, plugins, settings, cache_dir,
                                             noun="documents",
                                             unjudged="follow in input order")
+    warnings.extend(judgement.warnings)
     verdicts = judgement.scores
     judged = sorted(verdicts, key=lambda i: (-verdicts[i].probability, i))
     rest = [i for i in range(len(documents)) if i not in verdicts]

@@ -326,7 +326,10 @@ def _read(root: Path, rel: str, limit: int) -> tuple[bytes | None, str | None]:
         if reason:
             return None, reason
         with open(full, "rb") as handle:
-            data = handle.read(limit + 1)
+            # read(n) allocates n bytes before reading: size it by the file, not the limit
+            data = handle.read(size + 1)
+            if len(data) > size:  # it grew since stat (or stat cannot say: /proc)
+                data += handle.read(limit + 1 - len(data))
     except OSError as exc:
         return None, f"unreadable ({exc.strerror})"
     if len(data) > limit:
@@ -585,7 +588,7 @@ def run_search(request: SearchRequest, host: Host, settings: Settings | None = N
     if not request.fast and ranked.chunks:
         judgement, verdicts, lengths, bounded = score(request, host, settings, terms, ranked)
         notes.extend(judgement.notes)
-        warnings.extend(judgement.warnings)  # chunks the server would not judge
+        warnings.extend(judgement.warnings)  # unjudged chunks, a refused score cache
         profile = judgement.profile.profile if judgement.profile else None
         fused = fuse(ranked, verdicts, profile.judge_weight if profile else 1.0, lengths,
                      profile.length_exponent if profile else 0.0, bounded)

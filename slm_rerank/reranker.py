@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from slm_rerank.cache import cache_path, ensure_writable
+from slm_rerank.cache import cache_path, usable_folder
 from slm_rerank.config import check_value
 from slm_rerank.host import Host
 from slm_rerank.model.fusion import fuse_scores
@@ -72,6 +72,11 @@ class RerankResult:
         """Why some candidates kept their lexical order (a server fault), else None."""
         return self.judgement.degraded
 
+    @property
+    def warnings(self) -> list[str]:
+        """What went wrong without costing the verdicts (an unwritable cache), one line each."""
+        return self.judgement.warnings
+
     def __iter__(self):  # type: ignore[no-untyped-def]
         return iter(self.results)
 
@@ -112,11 +117,14 @@ class Reranker:
         """
         items = _as_candidates(candidates)
         settings = self.settings
-        cache_dir = ensure_writable(cache_path(settings)) if settings.score_cache else None
+        folder = usable_folder(cache_path(settings)) if settings.score_cache else None
+        cache_dir = folder.path if folder else None
         passages = [Passage(c.path, c.start_line, c.end_line, c.symbol,
                             *cut_lines(c.text.splitlines(), query.lower().split(),
                                        settings.prompt_chars)) for c in items]
         judgement = await judge_async(query, passages, self.host, settings, cache_dir)
+        if folder and folder.warning:
+            judgement.warnings.insert(0, folder.warning)
         profile = judgement.profile.profile if judgement.profile else None
         verdicts = {i: v.probability for i, v in judgement.scores.items()}
         fused = fuse_scores([c.lexical_score for c in items], verdicts,

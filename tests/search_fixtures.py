@@ -72,6 +72,16 @@ def isolate(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     return cache
 
 
+def user_config() -> Path:
+    """The user's config.toml under ``isolate`` (its folder created), for settings a
+    repository's own file may not set (plugin options, servers)."""
+    from slm_rerank.config import user_config_path
+
+    path = user_config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 @dataclass
 class InstalledDistribution:
     """The part of ``importlib.metadata.Distribution`` that plugin loading reads."""

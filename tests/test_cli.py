@@ -162,13 +162,14 @@ def test_a_wrong_type_in_the_repo_file_stops_a_query(repo: Path) -> None:
     assert "key 'chunks' must be true or false" in result.stderr
 
 
-def test_an_unwritable_cache_folder_is_named(
+def test_an_unwritable_cache_folder_is_named_and_the_query_still_answers(
         repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("")
     monkeypatch.setenv("SLM_RERANK_CACHE_DIR", str(blocker / "cache"))
     result = run("-q", "retry", "--fast", "--root", str(repo))
-    assert result.exit_code == 1
+    assert result.exit_code == 0
+    assert result.stdout.strip()
     assert f"cache folder {blocker / 'cache'} is not writable" in result.stderr
 
 

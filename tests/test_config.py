@@ -9,6 +9,7 @@ import pytest
 
 from slm_rerank.config import (
     ConfigError,
+    Settings,
     load_settings,
     repo_config_path,
     user_config_path,
@@ -39,7 +40,7 @@ def test_defaults_have_default_origin(tmp_path: Path) -> None:
 def test_each_layer_overrides_the_one_below(tmp_path: Path) -> None:
     repo = make_repo(tmp_path)
     user = write_user_config('format = "json"\ntop_k = 3\nchunks = true\ncache_dir = "/u"\n')
-    (repo / ".slm-rerank.toml").write_text("top_k = 5\nchunks = false\n")
+    (repo / ".slm-rerank.toml").write_text("top_k = 2\nchunks = false\n")
     settings = load_settings(
         start=repo / "pkg" / "deep",
         environ={"SLM_RERANK_CACHE_DIR": "/from-env"},
@@ -47,7 +48,7 @@ def test_each_layer_overrides_the_one_below(tmp_path: Path) -> None:
     )
     assert (settings.format, settings.origins["format"]) == ("json", f"user: {user}")
     assert (settings.top_k, settings.origins["top_k"]) == (
-        5, f"repo: {repo.resolve() / '.slm-rerank.toml'}")
+        2, f"repo: {repo.resolve() / '.slm-rerank.toml'}")
     assert (settings.cache_dir, settings.origins["cache_dir"]) == (
         "/from-env", "env: SLM_RERANK_CACHE_DIR")
     assert (settings.chunks, settings.origins["chunks"]) == (True, "flag: --chunks")
@@ -136,11 +137,6 @@ def test_a_value_out_of_range_names_the_file_and_the_key(
     assert str(path) in str(info.value)
 
 
-def test_a_repository_cannot_choose_where_the_tool_writes(tmp_path: Path) -> None:
-    repo = make_repo(tmp_path)
-    (repo / ".slm-rerank.toml").write_text('cache_dir = "/tmp/elsewhere"\n')
-    with pytest.raises(ConfigError, match="'cache_dir' cannot be set in a repository's"):
-        load_settings(start=repo, environ={})
 
 
 def test_a_relative_cache_dir_from_the_environment_is_refused(tmp_path: Path) -> None:
@@ -169,14 +165,15 @@ def test_a_huge_value_is_cut_in_the_error_message(tmp_path: Path) -> None:
     assert len(str(info.value)) < 300
 
 
-def test_plugin_tables_layer_key_by_key_with_origins(tmp_path: Path) -> None:
+def test_plugin_tables_keep_an_origin_per_key_and_a_repository_changes_none(
+        tmp_path: Path) -> None:
     repo = make_repo(tmp_path)
     user = write_user_config("[plugins.gemma]\ntemperature = 0.5\nlayout = \"raw\"\n")
     (repo / ".slm-rerank.toml").write_text("[plugins.gemma]\nlayout = \"turns\"\n")
     settings = load_settings(start=repo, environ={})
-    assert settings.plugins == {"gemma": {"temperature": 0.5, "layout": "turns"}}
+    assert settings.plugins == {"gemma": {"temperature": 0.5, "layout": "raw"}}
     assert settings.origins["plugins.gemma.temperature"] == f"user: {user}"
-    assert settings.origins["plugins.gemma.layout"].startswith("repo: ")
+    assert settings.origins["plugins.gemma.layout"] == f"user: {user}"
 
 
 def test_numbers_and_optional_values_parse_from_text() -> None:
@@ -221,3 +218,219 @@ def test_slm_host_wins_over_reranker_host(tmp_path: Path) -> None:
     assert host({"RERANKER_HOST": "b", "SLM_HOST": "a"}) == "a"
     assert host({"RERANKER_HOST": "b"}) == "b"
     assert host({}) is None
+
+
+# --- what a repository's own file may set (docs/user-guide.md, "What a repository may set") -
+
+
+def repo_settings(tmp_path: Path, text: str) -> Settings:
+    repo = make_repo(tmp_path)
+    (repo / ".slm-rerank.toml").write_text(text)
+    return load_settings(start=repo, environ={})
+
+
+def warnings(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("slm-rerank: warning: ")]
+
+
+def test_a_repository_cannot_start_a_server_that_never_stops(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    settings = repo_settings(tmp_path, "auto_serve = true\nserve_idle = 0\n")
+
+    assert (settings.auto_serve, settings.serve_idle) == (False, 900.0)
+    lines = warnings(capsys.readouterr().err)
+    assert len(lines) == 2
+    assert "key 'auto_serve' ignored" in lines[0] and "starts a process" in lines[0]
+    assert "key 'serve_idle' ignored" in lines[1]
+
+
+@pytest.mark.parametrize("key", ["cache_dir", "base_url", "host", "api_key", "api", "model",
+                                 "scorer", "concurrency", "score_cache"])
+def test_a_key_a_repository_may_not_set_is_a_warning_whatever_its_value(
+        tmp_path: Path, key: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # even a value of the wrong type: the key is ignored before its value is looked at
+    settings = repo_settings(tmp_path, f"{key} = [1, 2]\n")
+
+    assert getattr(settings, key) == getattr(Settings(), key)
+    assert settings.origins[key] == "default"
+    [line] = warnings(capsys.readouterr().err)
+    assert f"key '{key}' ignored: a repository's .slm-rerank.toml may not set it" in line
+
+
+def test_a_repository_cannot_set_plugin_options(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    settings = repo_settings(tmp_path, "[plugins.listwise]\nwindow = 100000\n")
+
+    assert settings.plugins == {}
+    [line] = warnings(capsys.readouterr().err)
+    assert "[plugins.'listwise'] ignored: a repository's .slm-rerank.toml may not set plugin " \
+           "options" in line
+
+
+def test_a_repository_may_lower_a_deadline_but_not_raise_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    raised = repo_settings(tmp_path / "a", "hook_deadline = 1e9\ntimeout = 1e9\n")
+    lowered = repo_settings(tmp_path / "b", "hook_deadline = 1\ntimeout = 2.5\n")
+
+    assert (raised.hook_deadline, raised.timeout) == (5.0, 60.0)
+    assert raised.origins["timeout"] == "default"
+    assert (lowered.hook_deadline, lowered.timeout) == (1.0, 2.5)
+    lines = warnings(capsys.readouterr().err)
+    assert len(lines) == 2
+    assert "key 'hook_deadline' = 1000000000.0 ignored: a repository may lower it, not raise " \
+           "it above 5.0 (a deadline)" in lines[0]
+
+
+def test_the_bound_on_a_repository_is_the_users_value_not_the_default(tmp_path: Path) -> None:
+    write_user_config("timeout = 10\nrerank_top = 4\n")
+
+    settings = repo_settings(tmp_path, "timeout = 30\nrerank_top = 8\n")
+
+    assert (settings.timeout, settings.rerank_top) == (10.0, 4)
+    assert settings.origins["timeout"].startswith("user: ")
+
+
+def test_the_hook_keeps_its_deadline_under_a_repository_that_raises_it(tmp_path: Path) -> None:
+    from slm_rerank.hook import _configured_deadline
+
+    repo = make_repo(tmp_path)
+    (repo / ".slm-rerank.toml").write_text("hook_deadline = 1e9\n")
+
+    assert _configured_deadline(repo) == 5.0
+
+
+def test_a_repository_cannot_make_the_model_judge_more(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    settings = repo_settings(tmp_path, "rerank_top = 100000\nfull = true\n"
+                                       "prompt_chars = 100000\n")
+
+    assert (settings.rerank_top, settings.full, settings.prompt_chars) == (16, False, 1500)
+    assert len(warnings(capsys.readouterr().err)) == 3
+
+
+def test_a_repository_may_turn_the_usage_log_off_but_not_on(tmp_path: Path) -> None:
+    assert repo_settings(tmp_path / "a", "usage_log = false\n").usage_log is False
+    write_user_config("usage_log = false\n")
+    assert repo_settings(tmp_path / "b", "usage_log = true\n").usage_log is False
+
+
+def test_a_repository_may_shape_ranking_and_scope(tmp_path: Path) -> None:
+    settings = repo_settings(tmp_path, 'top_k = 3\nthreshold = 0.2\nsources = ["git"]\n'
+                                       "max_file_bytes = 1000\n")
+
+    assert (settings.top_k, settings.threshold, settings.sources, settings.max_file_bytes) == (
+        3, 0.2, ["git"], 1000)
+    assert settings.repo_refusals == {}
+
+
+def test_a_repositorys_huge_max_file_bytes_is_a_warning_and_the_query_runs(
+        repo: Path) -> None:
+    from search_fixtures import cli
+
+    (repo / ".slm-rerank.toml").write_text("max_file_bytes = 100000000000\n")
+
+    run = cli("-q", "retry", "--fast", cwd=repo)
+
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip()
+    assert "MemoryError" not in run.stderr
+    [line] = warnings(run.stderr)
+    assert "key 'max_file_bytes' = 100000000000 ignored" in line
+
+
+def test_max_file_bytes_has_a_bound_for_everyone(tmp_path: Path) -> None:
+    path = write_user_config("max_file_bytes = 100000000000\n")
+
+    with pytest.raises(ConfigError, match="key 'max_file_bytes' must be at most 50000000, got "
+                                          "100000000000: each candidate file is read whole"
+                       ) as info:
+        load_settings(start=tmp_path, environ={})
+    assert str(path) in str(info.value)
+
+
+def test_a_file_is_read_without_allocating_the_whole_limit(tmp_path: Path) -> None:
+    from slm_rerank.pipeline import _read
+
+    (tmp_path / "a.py").write_bytes(b"retry = 1\n")
+
+    # read(limit + 1) asked the allocator for the whole limit up front: a MemoryError
+    assert _read(tmp_path, "a.py", 1 << 62) == (b"retry = 1\n", None)
+
+
+def test_a_growing_file_is_read_up_to_the_limit(tmp_path: Path) -> None:
+    from slm_rerank.pipeline import _read
+
+    # /proc files report size 0 and still have content; one that grew since stat is alike
+    assert _read(Path("/proc/self"), "status", 1_000_000)[0]
+    assert _read(Path("/proc/self"), "status", 10)[1].startswith("huge")
+
+
+def test_config_show_says_which_repository_values_were_ignored_and_why(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from slm_rerank.commands import cli
+
+    monkeypatch.chdir(repo)
+    (repo / ".slm-rerank.toml").write_text("auto_serve = true\ntimeout = 1e9\n")
+
+    text = CliRunner().invoke(cli, ["config", "show"])
+    doc = json.loads(CliRunner().invoke(cli, ["config", "show", "--format", "json"]).stdout)
+
+    assert text.exit_code == 0, text.output
+    lines = {line.split()[0]: line for line in text.stdout.splitlines()}
+    assert "# default; " in lines["auto_serve"] and "starts a process" in lines["auto_serve"]
+    assert "may lower it, not raise it" in lines["timeout"]
+    assert doc["timeout"]["value"] == 60.0 and "a deadline" in doc["timeout"]["refused"]
+    assert "refused" not in doc["top_k"]
+
+
+def test_config_set_repo_refuses_a_key_a_repository_may_not_set(tmp_path: Path) -> None:
+    path = tmp_path / ".slm-rerank.toml"
+
+    with pytest.raises(ConfigError, match="may not set 'auto_serve' \\(starts a process\\)"):
+        write_setting(path, "auto_serve", "true", repo=True)
+    assert not path.exists()
+    assert write_setting(path, "timeout", "5", repo=True) == 5.0
+
+
+def test_the_user_guide_table_is_the_trust_rule_of_every_key() -> None:
+    from dataclasses import fields
+
+    from slm_rerank.config import KEYS
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "user-guide.md").read_text()
+    body = doc.split("<!-- repo-keys -->", 1)[1].split("<!-- /repo-keys -->", 1)[0]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")]
+            for line in body.splitlines() if line.startswith("| `")]
+    may = {"yes": "yes", "lower": "lower only", "no": "no"}
+    expected = [[f"`{f.name}`", may[f.metadata["repo"]],
+                 "—" if f.metadata["max"] is None else f"at most {f.metadata['max']:,}",
+                 f.metadata["why"]]
+                for f in fields(Settings) if f.name in KEYS]
+    assert rows == expected
+
+
+def test_a_switch_a_repository_turns_on_says_it_may_only_turn_it_off(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    repo_settings(tmp_path, "full = true\n")
+
+    [line] = warnings(capsys.readouterr().err)
+    assert "key 'full' = True ignored: a repository may turn it off, not on (spends the " \
+           "model server); False applies" in line
+
+
+def test_a_refusal_shows_no_raw_control_character_of_the_repositorys_path(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    repo = make_repo(tmp_path)
+    inner = repo / "evil\x1b]0;owned\x07"
+    inner.mkdir()
+    (inner / ".slm-rerank.toml").write_text("auto_serve = true\n")
+
+    settings = load_settings(start=inner, environ={})
+
+    [line] = warnings(capsys.readouterr().err)
+    assert "\x1b" not in line and "\x07" not in line and "evil\\x1b]0;owned\\x07" in line
+    assert "\x1b" not in settings.repo_refusals["auto_serve"]

@@ -124,13 +124,18 @@ def test_base_url_and_a_list_in_one_file_is_an_error_naming_the_file(tmp_path: P
         pinned_urls(load_settings(start=tmp_path, environ={}))
 
 
-def test_a_repository_file_cannot_set_an_endpoints_list(tmp_path: Path) -> None:
+@pytest.mark.parametrize("text", ['endpoints = ["http://evil:8000"]\n',
+                                  '[endpoints]\nqwen = "http://evil:8000"\n'])
+def test_a_repository_file_cannot_set_an_endpoints_list_or_table(
+        tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]) -> None:
     repo = tmp_path / "repo"
     (repo / ".git").mkdir(parents=True)
-    (repo / ".slm-rerank.toml").write_text('endpoints = ["http://evil:8000"]\n')
+    (repo / ".slm-rerank.toml").write_text(text)
 
-    with pytest.raises(ConfigError, match="endpoints"):
-        load_settings(start=repo, environ={})
+    settings = load_settings(start=repo, environ={})
+
+    assert settings.endpoints == {} and settings.origins["endpoints"] == "default"
+    assert "key 'endpoints' ignored" in capsys.readouterr().err
 
 
 def test_config_set_takes_a_list_or_a_table(tmp_path: Path) -> None:

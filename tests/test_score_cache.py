@@ -5,6 +5,8 @@ from __future__ import annotations
 import multiprocessing
 from pathlib import Path
 
+import pytest
+
 from slm_rerank.model.score_cache import ScoreCache, ScoreKey
 
 
@@ -90,3 +92,72 @@ def test_endpoints_says_why_a_server_does_not_answer() -> None:
     assert result.output.splitlines() == [
         "http://127.0.0.1:9  -  refused",
         "no model server answers; start one (docs/models.md) or use --fast"]
+
+
+# --- a disk that refuses writes (full, failing) -------------------------------------------
+
+
+def _on_a_full_disk(folder: str, limit: int, out: multiprocessing.Queue) -> None:
+    """In a child: writes past ``limit`` bytes of any file fail (EFBIG), as on a full disk."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+    try:
+        cache = ScoreCache(Path(folder))
+        hits = cache.get_many([key(content=f"c{i}") for i in range(50)])
+        cache.put_many([(key(query="new", content=f"{i}" * 100), 0.5, None)
+                        for i in range(2000)])
+        cache.close()
+        out.put((len(hits), cache.warning))
+    except Exception as exc:  # noqa: BLE001 - the parent asserts on what came out
+        out.put((None, f"{type(exc).__name__}: {exc}"))
+
+
+def under_a_full_disk(folder: Path, limit: int) -> tuple[int | None, str | None]:
+    out: multiprocessing.Queue = multiprocessing.get_context("fork").Queue()
+    child = multiprocessing.get_context("fork").Process(
+        target=_on_a_full_disk, args=(str(folder), limit, out))
+    child.start()
+    child.join(60)
+    return out.get(timeout=5)
+
+
+def test_a_cache_the_full_disk_cannot_create_is_a_warning_not_an_error(tmp_path: Path) -> None:
+    hits, warning = under_a_full_disk(tmp_path, 0)
+
+    assert hits == 0
+    assert warning is not None and "cache clear" not in warning
+    assert warning.startswith(f"score cache {tmp_path / 'scores.sqlite3'} cannot be written "
+                              "(disk I/O error): the disk is full or failing, the cache is "
+                              "not broken: this run goes on without it")
+
+
+def test_a_full_disk_keeps_the_cached_scores_readable_and_drops_the_new_ones(
+        tmp_path: Path) -> None:
+    cache = ScoreCache(tmp_path)
+    cache.put_many([(key(content=f"c{i}"), 0.5, None) for i in range(50)])
+    cache.close()
+    size = sum(p.stat().st_size for p in tmp_path.iterdir())
+
+    hits, warning = under_a_full_disk(tmp_path, size + 8192)
+
+    assert hits == 50
+    assert warning is not None and "disk is full or failing" in warning
+    assert ScoreCache(tmp_path).stats().entries == 50  # not corrupt: nothing to clear
+
+
+def test_cache_stats_on_a_disk_that_refused_the_cache_names_the_disk(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlite3
+
+    from slm_rerank.errors import ConfigError
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(sqlite3, "connect", full)
+    cache = ScoreCache(tmp_path)
+
+    assert cache.get_many([key()]) == {}
+    with pytest.raises(ConfigError, match="database or disk is full.*disk is full or failing"):
+        cache.stats()

@@ -7,6 +7,7 @@ bounded score (one answer missing from the server's top-K) or a failure is never
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import sqlite3
 import time
@@ -82,8 +83,39 @@ def _locked(exc: sqlite3.Error) -> bool:
         word in str(exc).lower() for word in ("locked", "busy"))
 
 
+#: SQLite's primary result codes for a write the disk refused: SQLITE_IOERR, SQLITE_FULL
+_DISK_CODES = (10, 13)
+_DISK_ERRNOS = (errno.ENOSPC, errno.EIO, errno.EFBIG, errno.EDQUOT)
+
+
+def disk_fault(exc: BaseException) -> bool:
+    """Whether ``exc`` is the disk refusing a write (full, over quota, failing).
+
+    The cache file is not corrupt then: it must not be called broken, nor deleted.
+    """
+    if isinstance(exc, OSError):
+        return exc.errno in _DISK_ERRNOS
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+; the text before that
+    if code is not None:
+        return code & 0xFF in _DISK_CODES
+    text = str(exc).lower()
+    return "disk is full" in text or "disk i/o error" in text
+
+
+def _disk_message(path: Path, exc: BaseException, going_on: bool = False) -> str:
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+    then = ": this run goes on without it" if going_on else ""
+    return (f"score cache {path} cannot be written ({reason}): the disk is full or failing, "
+            f"the cache is not broken{then}; free space, or set cache_dir or "
+            "SLM_RERANK_CACHE_DIR to a folder on another disk")
+
+
 def _unusable(path: Path, exc: BaseException) -> ConfigError:
     """The error for a cache file we cannot use, with the remedy that fits the cause."""
+    if disk_fault(exc):
+        return ConfigError(_disk_message(path, exc))
     if isinstance(exc, sqlite3.Error) and _locked(exc):
         return ConfigError(f"score cache {path} is held locked by another process ({exc}); "
                            "try again when it is done, or pass --no-cache")
@@ -115,11 +147,17 @@ class ScoreCache:
     """Reads and writes scores; every operation is one short transaction.
 
     Any SQLite fault leaves as a ``ConfigError`` naming the file, except that a write which
-    finds the cache busy or read-only is skipped: that only costs speed next time.
+    finds the cache busy or read-only is skipped (that only costs speed next time), and that
+    a disk which refuses writes (full, failing) turns the cache off for the rest of this
+    run: ``warning`` then says so, lookups miss and writes are dropped, and the query goes
+    on without the cache (``clear`` and ``stats`` still raise, naming the disk).
     """
 
     def __init__(self, folder: Path) -> None:
         self.path = folder / FILE_NAME
+        #: why the cache was turned off in this run (the disk refused a write), else None
+        self.warning: str | None = None
+        self._db: sqlite3.Connection | None = None
         # Two processes creating the file at once can meet a lock SQLite's busy handler does
         # not wait on (the switch to WAL); such a moment passes, so the opening is retried.
         for attempt in range(OPEN_ATTEMPTS):
@@ -132,22 +170,49 @@ class ScoreCache:
                 self._db.execute("PRAGMA synchronous=NORMAL")
                 self._db.executescript(SCHEMA)
                 return
-            except sqlite3.OperationalError as exc:
-                waited = time.monotonic() - began >= BUSY_SECONDS / 2
-                # a lock the busy handler already waited on is held, not passing: say so
-                if not _locked(exc) or waited or attempt == OPEN_ATTEMPTS - 1:
-                    raise _unusable(self.path, exc) from None
-                time.sleep(0.05 * (attempt + 1))
             except (sqlite3.Error, OSError) as exc:
+                if not disk_fault(exc):
+                    self._close()
+                    self._open_failed(exc, began, attempt)
+                    continue
+                self._turn_off(exc)
+                return
+
+    def _open_failed(self, exc: BaseException, began: float, attempt: int) -> None:
+        """Return to try the opening again, or raise the error that fits ``exc``."""
+        if isinstance(exc, sqlite3.OperationalError):
+            waited = time.monotonic() - began >= BUSY_SECONDS / 2
+            # a lock the busy handler already waited on is held, not passing: say so
+            if not _locked(exc) or waited or attempt == OPEN_ATTEMPTS - 1:
                 raise _unusable(self.path, exc) from None
+            time.sleep(0.05 * (attempt + 1))
+            return
+        raise _unusable(self.path, exc) from None
+
+    def _turn_off(self, exc: BaseException) -> None:
+        self._close()
+        self.warning = _disk_message(self.path, exc, going_on=True)
+
+    def _close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def _live(self) -> sqlite3.Connection:
+        """The open database, for ``clear`` and ``stats``; raises when the disk refused it."""
+        if self._db is None:
+            raise ConfigError(self.warning or f"score cache {self.path} is closed")
+        return self._db
 
     def close(self) -> None:
-        self._db.close()
+        self._close()
 
     def get_many(self, keys: Iterable[ScoreKey]) -> dict[str, CachedScore]:
         """digest -> cached score, for the keys that are cached."""
         digests = [k.digest for k in keys]
         found: dict[str, CachedScore] = {}
+        if self._db is None:
+            return found
         try:
             for start in range(0, len(digests), 500):
                 batch = digests[start:start + 500]
@@ -156,13 +221,16 @@ class ScoreCache:
                     f"SELECT key, probability, raw FROM scores WHERE key IN ({marks})", batch)
                 found.update({key: CachedScore(p, raw) for key, p, raw in rows})
         except sqlite3.Error as exc:
-            raise _unusable(self.path, exc) from None
+            if not disk_fault(exc):
+                raise _unusable(self.path, exc) from None
+            self._turn_off(exc)
+            return {}
         return found
 
     def put_many(self, entries: Iterable[tuple[ScoreKey, float, float | None]]) -> None:
         now = time.time()
         rows = [(k.digest, query_key(k.query), k.model_id, p, raw, now) for k, p, raw in entries]
-        if not rows:
+        if not rows or self._db is None:
             return
         try:
             with self._db:
@@ -170,7 +238,9 @@ class ScoreCache:
                 self._db.executemany(
                     "INSERT OR REPLACE INTO scores VALUES (?, ?, ?, ?, ?, ?)", rows)
         except sqlite3.OperationalError as exc:
-            if not (_locked(exc) or "readonly" in str(exc).replace("-", "").lower()):
+            if disk_fault(exc):
+                self._turn_off(exc)
+            elif not (_locked(exc) or "readonly" in str(exc).replace("-", "").lower()):
                 raise _unusable(self.path, exc) from None
             # a busy or read-only cache only costs speed next time
         except sqlite3.Error as exc:  # a malformed file: the user must hear of it
@@ -178,22 +248,24 @@ class ScoreCache:
 
     def clear(self, query: str | None = None) -> int:
         """Delete every score, or those of one query; returns how many went."""
+        db = self._live()
         try:
-            with self._db:
+            with db:
                 if query is None:
-                    done = self._db.execute("DELETE FROM scores")
+                    done = db.execute("DELETE FROM scores")
                 else:
-                    done = self._db.execute("DELETE FROM scores WHERE query_key = ?",
-                                            (query_key(query),))
+                    done = db.execute("DELETE FROM scores WHERE query_key = ?",
+                                      (query_key(query),))
         except sqlite3.Error as exc:
             raise _unusable(self.path, exc) from None
         return done.rowcount
 
     def stats(self) -> CacheStats:
+        db = self._live()
         try:
-            entries, queries = self._db.execute(
+            entries, queries = db.execute(
                 "SELECT COUNT(*), COUNT(DISTINCT query_key) FROM scores").fetchone()
-            by_model = dict(self._db.execute(
+            by_model = dict(db.execute(
                 "SELECT model, COUNT(*) FROM scores GROUP BY model ORDER BY model").fetchall())
         except sqlite3.Error as exc:
             raise _unusable(self.path, exc) from None

@@ -111,7 +111,8 @@ class Judgement:
     #: chunk index -> why the server would not judge it (its prompt was still longer than
     #: the server's context); such a chunk has no verdict
     skipped: dict[int, str] = field(default_factory=dict)
-    #: what a person must be told without -v (chunks left unjudged, and which)
+    #: what a person must be told without -v (chunks left unjudged, and which; a score
+    #: cache the disk refused)
     warnings: list[str] = field(default_factory=list)
     #: how the judged text differs from what was given (chunks shortened after their
     #: tokens were counted), for the documents API to pass on; also in ``notes``
@@ -512,6 +513,8 @@ async def judge_documents_async(query: str, prepare: Prepare, host: Host, settin
                                       f"{unjudged}")
         if cache:
             cache.close()
+            if cache.warning:
+                judgement.warnings.append(cache.warning)
     judgement.model_ms = (time.perf_counter() - started) * 1000
     return judgement
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from search_fixtures import cli, load_plugins, make_repo
+from search_fixtures import cli, load_plugins, make_repo, user_config
 
 from slm_rerank.model.client import ModelClient
 from slm_rerank.registrations import Endpoint
@@ -50,9 +50,9 @@ def test_the_cli_reranks_with_grades_from_the_served_model(small_repo: Path,
     assert len(scores) == 2 and all(0.0 < s < 1.0 for s in scores)
 
 
-def test_a_localised_instruction_from_the_repo_config_is_used(small_repo: Path,
+def test_a_localised_instruction_from_the_user_config_is_used(small_repo: Path,
                                                               llama_server) -> None:  # type: ignore[no-untyped-def]
-    (small_repo / ".slm-rerank.toml").write_text(
+    user_config().write_text(
         "[plugins.graded]\n"
         'instruction = "Bewerte, wie relevant das Dokument für die Anfrage ist, von 0 bis '
         '{max}. Antworte nur mit der Zahl."\n'

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from search_fixtures import cli, load_plugins, make_repo
+from search_fixtures import cli, load_plugins, make_repo, user_config
 from slm_rerank_listwise import prompt
 from slm_rerank_listwise.answer import parse_ranking
 
@@ -66,7 +66,7 @@ def test_the_real_models_answer_is_a_ranking_or_the_lexical_order_with_a_reason(
 def test_an_unusable_answer_keeps_the_lexical_order_and_says_degraded(
         small_repo: Path, llama_server) -> None:  # type: ignore[no-untyped-def]
     # One answer token cannot name three candidates: the answer is always unusable.
-    (small_repo / ".slm-rerank.toml").write_text("[plugins.listwise]\nmax_tokens = 1\n")
+    user_config().write_text("[plugins.listwise]\nmax_tokens = 1\n")
     fast, _ = run(small_repo, "--fast")
     doc, stderr = run(small_repo, "-e", llama_server.base_url, "--scorer", "listwise",
                       "--rerank-top", "3")
@@ -87,7 +87,7 @@ def test_a_window_over_the_servers_context_is_cut_to_fit_not_refused(
     for name in ("net/a.py", "net/b.py", "net/c.py"):
         (small_repo / name).write_text(big + "\n")
     server = llama_server_factory(slots=1, ctx_per_slot=512)
-    (small_repo / ".slm-rerank.toml").write_text("[plugins.listwise]\ndoc_chars = 3000\n")
+    user_config().write_text("[plugins.listwise]\ndoc_chars = 3000\n")
     doc, stderr = run(small_repo, "-e", server.base_url, "--scorer", "listwise",
                       "--rerank-top", "3")
 

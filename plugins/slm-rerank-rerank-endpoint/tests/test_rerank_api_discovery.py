@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 from pytest_httpserver import HTTPServer
-from search_fixtures import cli, isolate, load_plugins, make_repo
+from search_fixtures import cli, isolate, load_plugins, make_repo, user_config
 from werkzeug import Request, Response
 
 from slm_rerank.model.discovery import probe
@@ -70,7 +70,7 @@ def test_slm_rerank_e_url_scorer_rerank_endpoint_ranks_with_a_pure_rerank_api(
     isolate(monkeypatch, tmp_path)
     load_plugins(monkeypatch, "slm-rerank-rerank-endpoint")
     repo = make_repo(tmp_path / "repo", FILES)
-    (repo / ".slm-rerank.toml").write_text('[plugins.rerank-endpoint]\napi = "jina"\n')
+    user_config().write_text('[plugins.rerank-endpoint]\napi = "jina"\n')
 
     done = cli("-q", "retry backoff", "--format", "json", "--threshold", "0", "--no-cache",
                "-e", rerank_api(httpserver), "--scorer", "rerank-endpoint", cwd=repo,
