@@ -9,12 +9,15 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from misbehaving_servers import misbehaving_server
 from pytest_httpserver import HTTPServer
+from search_fixtures import cli
 
 from slm_rerank.errors import ConfigError
 from slm_rerank.model import discovery
@@ -186,6 +189,73 @@ def test_scan_finds_a_model_server_among_closed_ports(httpserver: HTTPServer):
 def test_the_default_scan_is_loopback_on_ports_8033_to_8040():
     assert discovery.DEFAULT_HOST == "127.0.0.1"
     assert list(discovery.PORTS) == list(range(8033, 8041))
+
+
+# --- deadlines and size caps: a listener that trickles or floods ---------------------------
+
+#: how long a test waits before calling a probe hung: far past every bound under test
+HUNG = 20.0
+
+
+def within(seconds: float, coroutine: Any) -> tuple[Any, float]:
+    """The coroutine's result and how long it took; a TimeoutError if it ran past
+    ``seconds`` (a hang fails the test instead of stalling the suite)."""
+    async def main() -> tuple[Any, float]:
+        started = time.monotonic()
+        result = await asyncio.wait_for(coroutine, seconds)
+        return result, time.monotonic() - started
+    return asyncio.run(main())
+
+
+async def probe_with_httpx(url: str, timeout: float) -> Probe:
+    async with httpx.AsyncClient() as http:
+        return await discovery.probe(http, url, timeout=timeout)
+
+
+def test_a_probe_of_a_server_that_trickles_its_answer_ends_within_its_timeout():
+    # one byte every 0.2 s: each read is quicker than the timeout, the answer never ends
+    with misbehaving_server("trickle", interval=0.2) as server:
+        found, took = within(HUNG, probe_with_httpx(server.url, timeout=1.0))
+
+    assert found.endpoint is None and found.reason.startswith("timeout")
+    assert not found.permanent  # a busy server may answer next time
+    assert took < 5 * 1.0
+
+
+def test_a_scan_with_a_trickling_port_ends_within_the_scan_deadline():
+    with misbehaving_server("trickle", interval=0.2) as server:
+        ports = [*closed_ports(2), server.port]
+        probes, took = within(HUNG, discovery.scan("127.0.0.1", ports, timeout=1.0))
+
+    assert [p.reason for p in probes[:2]] == ["refused"] * 2
+    assert probes[2].reason.startswith("timeout")
+    assert took < 5 * 1.0
+
+
+def test_a_probe_stops_reading_an_answer_larger_than_its_cap():
+    with misbehaving_server("flood", body_bytes=300_000_000) as server:
+        found, _ = within(HUNG, probe_with_httpx(server.url, timeout=10.0))
+        sent = server.sent
+
+    assert found.endpoint is None
+    assert "sent more than 1 MB" in found.reason and found.permanent
+    # the cap, not the server, ended the read: the client hung up long before 300 MB
+    # (kernel socket buffers on both sides hold a few megabytes at most)
+    assert sent < 50_000_000
+
+
+def test_a_search_pinned_to_a_trickling_server_degrades_within_its_timeout(
+        isolated_home: Path, repo: Path):
+    with misbehaving_server("trickle", interval=0.2) as server:
+        started = time.monotonic()
+        # a real process, so that a hang is a TimeoutExpired and not a stalled suite
+        run = cli("-q", "retry", "--root", str(repo), "-e", server.url, "--timeout", "1",
+                  cwd=repo, timeout=HUNG)
+        took = time.monotonic() - started
+
+    assert run.returncode == 0, run.stderr
+    assert "did not answer" in run.stderr and "timeout" in run.stderr
+    assert took < 5 * 1.0 + 5  # the deadline, and the process and lexical search around it
 
 
 # --- environment and URLs ------------------------------------------------------------------
