@@ -32,21 +32,29 @@ class Misbehaving:
             self.sent += n
 
 
-def _read_request(conn: socket.socket) -> None:
-    """Read up to the end of the request's headers (and whatever body came with them)."""
+def _read_request(conn: socket.socket) -> str:
+    """Read up to the end of the request's headers; the path it asked for."""
     data = b""
     while b"\r\n\r\n" not in data and len(data) < 65536:
         chunk = conn.recv(4096)
         if not chunk:
-            return
+            break
         data += chunk
+    parts = data.split(b" ", 2)
+    return parts[1].decode("latin-1") if len(parts) > 2 else ""
 
 
 def _serve(conn: socket.socket, server: Misbehaving, stop: threading.Event, mode: str,
-           interval: float, body_bytes: int) -> None:
+           interval: float, body_bytes: int, answers: dict[str, bytes]) -> None:
     with conn:
         try:
-            _read_request(conn)
+            path = _read_request(conn)
+            if path in answers:  # a well-behaved answer: the probe passes, the next call not
+                body = answers[path]
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                             b"Connection: close\r\nContent-Length: "
+                             + str(len(body)).encode() + b"\r\n\r\n" + body)
+                return
             conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                          b"Content-Length: " + str(body_bytes).encode() + b"\r\n\r\n")
             if mode == "trickle":
@@ -65,10 +73,11 @@ def _serve(conn: socket.socket, server: Misbehaving, stop: threading.Event, mode
 
 
 @contextlib.contextmanager
-def misbehaving_server(mode: str, interval: float = 0.5,
-                       body_bytes: int = 300_000_000) -> Iterator[Misbehaving]:
+def misbehaving_server(mode: str, interval: float = 0.5, body_bytes: int = 300_000_000,
+                       answers: dict[str, bytes] | None = None) -> Iterator[Misbehaving]:
     """A server on a free loopback port that trickles (``"trickle"``) or floods (``"flood"``)
-    every request it gets; closed, with every connection, when the block ends."""
+    every request it gets, except those for a path in ``answers``, which get that body;
+    closed, with every connection, when the block ends."""
     listener = socket.socket()
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", 0))
@@ -90,7 +99,8 @@ def misbehaving_server(mode: str, interval: float = 0.5,
             conn.settimeout(30)
             server.connections += 1
             worker = threading.Thread(target=_serve, daemon=True,
-                                      args=(conn, server, stop, mode, interval, body_bytes))
+                                      args=(conn, server, stop, mode, interval, body_bytes,
+                                            answers or {}))
             worker.start()
             workers.append(worker)
 
