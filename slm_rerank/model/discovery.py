@@ -15,12 +15,13 @@ import re
 import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 
-from slm_rerank.errors import ConfigError
+from slm_rerank.errors import ConfigError, SlmRerankError
 from slm_rerank.registrations import Endpoint
 
 DEFAULT_HOST = "127.0.0.1"
@@ -204,6 +205,26 @@ async def scan(host: str = DEFAULT_HOST, ports: Iterable[int] = PORTS,
         results.update(zip(extra + listening, found, strict=True))
     return [results[url] for url in extra] + [results[f"http://{name}:{port}"]
                                               for port in ports]
+
+
+def managed_url(cache_dir: Path, host: str = DEFAULT_HOST) -> str | None:
+    """The URL of ``cache_dir``'s managed server (``slm-rerank serve``) while it runs on
+    ``host``; else None.
+
+    It may listen on any port (``serve --port 8235``), which a scan of 8033-8040 alone
+    misses although ``serve status`` reports it. A scan of another host (``--host``) wants
+    that host's servers, so a managed server elsewhere is not offered to it.
+    """
+    from slm_rerank import serve
+
+    try:
+        state = serve.running(cache_dir)
+    except (OSError, SlmRerankError):
+        return None  # an unreadable record: serve status says what is wrong with it
+    if state is None:
+        return None
+    same = state.host == host or (serve.is_loopback(state.host) and serve.is_loopback(host))
+    return state.url.rstrip("/") if same else None
 
 
 async def _closed(host: str, port: int, timeout: float) -> str | None:

@@ -17,7 +17,7 @@ import httpx
 import pytest
 from misbehaving_servers import misbehaving_server
 from pytest_httpserver import HTTPServer
-from search_fixtures import cli
+from search_fixtures import REPO_FILES, cli, free_port, make_repo
 
 from slm_rerank.errors import ConfigError
 from slm_rerank.model import discovery
@@ -299,3 +299,55 @@ def test_scan_finds_a_real_llama_server_among_closed_ports(llama_server: Any):
     assert [p.reason for p in probes[:3]] == ["refused"] * 3
     assert probes[3].endpoint is not None and probes[3].endpoint.kind == "llama.cpp"
     assert probes[3].endpoint.slots == llama_server.slots
+
+
+# --- the managed server, wherever it listens -------------------------------------------------
+
+
+def test_a_managed_server_on_a_port_outside_the_scan_is_found_by_local_and_endpoints(
+        cache: Path, tmp_path: Path):
+    port = free_port()  # outside 8033-8040: a scan of those ports alone misses it
+    repo = make_repo(tmp_path / "repo", REPO_FILES)
+    started = cli("serve", "--background", "--port", str(port), cwd=tmp_path, timeout=240)
+    assert started.returncode == 0, started.stderr
+    url = f"http://127.0.0.1:{port}"
+
+    run = cli("--local", "--format", "json", "--rerank-top", "1", "-q", "retry backoff",
+              cwd=repo, timeout=240)
+    listed = cli("endpoints", "--format", "json", cwd=tmp_path, timeout=60)
+
+    assert run.returncode == 0, run.stderr
+    assert run.json()["model"]["endpoint"] == url
+    assert "pass --local" not in run.stdout + run.stderr
+    rows = {row["url"]: row for row in json.loads(listed.stdout)}
+    assert rows[url]["kind"] == "llama.cpp"
+    assert cli("endpoints", cwd=tmp_path, timeout=60).stdout.startswith(
+        f"{url}  llama.cpp")  # listed first, and marked as the managed one
+
+
+# --- the hint when nothing answers -------------------------------------------------------------
+
+#: a loopback address the discovery ports are free on (tests and servers bind 127.0.0.1)
+QUIET_HOST = "127.0.0.2"
+
+
+def test_the_no_server_hint_names_commands_a_pip_install_has_not_docs_files(
+        isolated_home: Path, repo: Path):
+    run = cli("--format", "json", "-q", "retry", "--root", str(repo), "--host", QUIET_HOST,
+              cwd=repo, timeout=60)
+    listed = cli("endpoints", "--host", QUIET_HOST, cwd=repo, timeout=60)
+
+    reason = run.json()["degraded"]["reason"]
+    assert "docs/" not in reason and "docs/" not in listed.stdout  # a wheel has no docs/
+    assert "pass --local" in reason and "slm-rerank serve --help" in reason
+    assert "slm-rerank serve --help" in listed.stdout.splitlines()[-1]
+    assert cli("serve", "--help", cwd=repo).returncode == 0
+
+
+def test_the_no_server_hint_does_not_ask_for_local_when_it_was_passed(
+        isolated_home: Path, repo: Path):
+    run = cli("--local", "--format", "json", "-q", "retry", "--root", str(repo), "--host",
+              QUIET_HOST, cwd=repo, timeout=60)
+
+    reason = run.json()["degraded"]["reason"]
+    assert "pass --local" not in reason and "-e URL" in reason
