@@ -13,6 +13,7 @@ import contextlib
 import ipaddress
 import re
 import socket
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -207,9 +208,10 @@ async def scan(host: str = DEFAULT_HOST, ports: Iterable[int] = PORTS,
                                               for port in ports]
 
 
-def managed_url(cache_dir: Path, host: str = DEFAULT_HOST) -> str | None:
+def managed_url(cache_dir: Path, host: str = DEFAULT_HOST,
+                timeout: float = SCAN_SECONDS) -> str | None:
     """The URL of ``cache_dir``'s managed server (``slm-rerank serve``) while it runs on
-    ``host``; else None.
+    ``host``; else None, also when finding out takes longer than ``timeout``.
 
     It may listen on any port (``serve --port 8235``), which a scan of 8033-8040 alone
     misses although ``serve status`` reports it. A scan of another host (``--host``) wants
@@ -217,10 +219,20 @@ def managed_url(cache_dir: Path, host: str = DEFAULT_HOST) -> str | None:
     """
     from slm_rerank import serve
 
-    try:
-        state = serve.running(cache_dir)
-    except (OSError, SlmRerankError):
-        return None  # an unreadable record: serve status says what is wrong with it
+    found: list[serve.ServerState | None] = []
+
+    def read() -> None:
+        try:
+            found.append(serve.running(cache_dir))
+        except (OSError, SlmRerankError):
+            found.append(None)  # an unreadable record: serve status says what is wrong
+
+    # running() reads files in the cache folder and asks the server's /health: a daemon
+    # thread bounds both, and one that hangs cannot keep the process from exiting.
+    worker = threading.Thread(target=read, daemon=True, name="slm-rerank-managed-server")
+    worker.start()
+    worker.join(timeout)
+    state = found[0] if found else None
     if state is None:
         return None
     same = state.host == host or (serve.is_loopback(state.host) and serve.is_loopback(host))

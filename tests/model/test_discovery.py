@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -323,6 +324,24 @@ def test_a_managed_server_on_a_port_outside_the_scan_is_found_by_local_and_endpo
     assert rows[url]["kind"] == "llama.cpp"
     assert cli("endpoints", cwd=tmp_path, timeout=60).stdout.startswith(
         f"{url}  llama.cpp")  # listed first, and marked as the managed one
+
+
+def test_a_managed_server_record_that_hangs_is_given_up_within_the_deadline(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from slm_rerank import serve
+
+    release = threading.Event()
+    # a state file on a FIFO, a /health that never ends: whatever it is, it does not return
+    monkeypatch.setattr(serve, "running", lambda cache_dir: release.wait(60) and None)
+    try:
+        started = time.monotonic()
+        url = discovery.managed_url(tmp_path, timeout=0.5)
+        took = time.monotonic() - started
+    finally:
+        release.set()
+
+    assert url is None
+    assert took < 5 * 0.5
 
 
 # --- the hint when nothing answers -------------------------------------------------------------
