@@ -37,6 +37,7 @@ MAX_PROBE_BYTES = 1_000_000
 #: Seconds a whole scan may take: connecting to every port and probing those that listen.
 SCAN_SECONDS = 1.0
 
+
 @dataclass(frozen=True)
 class Probe:
     """What one URL turned out to be: a usable endpoint, or why not."""

@@ -161,7 +161,9 @@ def ask(request: ExpandRequest) -> str:
     from slm_rerank.model.client import ModelClient
 
     async def run() -> str:
-        async with ModelClient(timeout=left) as model:
+        # the client's own bound is a backstop: the deadline below speaks first, and says
+        # what applies to expansion
+        async with ModelClient(timeout=left + 1.0) as model:
             return await asyncio.wait_for(
                 model.generate(endpoint, prompt_for(request.query), max_tokens=MAX_TOKENS,
                                stop=("\n",)), left)
