@@ -155,7 +155,7 @@ class Settings:
     auto_serve: bool = _setting(
         False, "start the managed llama-server with the bundled model (slm-rerank serve) "
         "when a model query finds no server, as --local does; off by default: the bundled "
-        "model is slow here and does not beat the lexical order (docs/models.md)",
+        "model is slow here and does not beat the lexical order (slm-rerank serve --help)",
         repo=REPO_NO, why="starts a process")
     serve_idle: float = _setting(
         900.0, "seconds without a query after which a server started by --local or "

@@ -121,7 +121,11 @@ def register(cli: click.Group) -> None:
             scan_host = settings.host or discovery.DEFAULT_HOST
             import asyncio  # not at the top: every search registers these commands
 
-            probes = asyncio.run(_probe(discovery, url, scan_host))
+            from slm_rerank.cache import cache_path
+
+            # the managed server may listen off the scanned ports (serve --port 8235)
+            managed = None if url else discovery.managed_url(cache_path(settings), scan_host)
+            probes = asyncio.run(_probe(discovery, url, scan_host, managed))
             profiles = Host(settings).registry.profiles()
             rows = []
             for p in probes:
@@ -152,11 +156,14 @@ def register(cli: click.Group) -> None:
             if row["kind"]:
                 profile = row["profile"] or f"none ({row['reason']})"
                 lines.append(f"{row['url']}  {row['kind']}  {row['model_id']}  "
-                             f"profile {profile}  {row['slots']} slots")
+                             f"profile {profile}  {row['slots']} slots"
+                             + ("  (managed: slm-rerank serve status)"
+                                if row["url"] == managed else ""))
             else:
                 lines.append(f"{row['url']}  -  {row['reason']}")
         if not any(row["kind"] for row in rows):
-            lines.append("no model server answers; start one (docs/models.md) or use --fast")
+            lines.append("no model server answers; start the bundled one (slm-rerank serve "
+                         "--help) or your own and pass -e URL, or use --fast")
         emit("".join(line + "\n" for line in lines))
 
     @cli.group()
@@ -188,13 +195,14 @@ def register(cli: click.Group) -> None:
         emit(f"{gone} cached scores deleted\n")
 
 
-async def _probe(discovery: Any, url: str | None, host: str) -> list[Any]:
+async def _probe(discovery: Any, url: str | None, host: str, managed: str | None
+                 ) -> list[Any]:
     from slm_rerank.model.client import ModelClient
 
     async with ModelClient(timeout=5.0) as client:
         if url:
             return [await discovery.probe(client, discovery.check_base_url(url), timeout=5.0)]
-        return await discovery.scan(host)
+        return await discovery.scan(host, also=[managed] if managed else [])
 
 
 def _discard_unusable() -> str | None:

@@ -9,7 +9,6 @@ before, at the CLI/API edge (``scope.py``); the request arrives here already res
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import time
@@ -168,9 +167,10 @@ def expand(request: SearchRequest, host: Host, terms: QueryTerms, notes: list[st
     have = {t.root for t in terms.terms}
     base = max((t.weight for t in terms.terms), default=1.0)
     endpoint, profile = None, None
+    # --timeout bounds expansion as a whole: finding the server, then every expander.
+    deadline = time.monotonic() + host.settings.timeout
     if any(available[name].needs_endpoint for name in request.expanders):
         endpoint, profile = _expansion_model(request, host, notes)
-    deadline = time.monotonic() + EXPAND_SECONDS
     for name in request.expanders:
         asked = ExpandRequest(query=request.query, endpoint=endpoint, profile=profile,
                               deadline=deadline, options=host.options_for(name),
@@ -194,10 +194,6 @@ def expand(request: SearchRequest, host: Host, terms: QueryTerms, notes: list[st
         notes.append(f"expander {name} added: {', '.join(added) or 'nothing'}")
 
 
-#: Seconds query expansion may take, finding the server included; then recall goes on.
-EXPAND_SECONDS = 10.0
-
-
 def _expansion_model(request: SearchRequest, host: Host, notes: list[str]
                      ) -> tuple[Endpoint | None, ModelProfile | None]:
     """The model server and profile for expansion, found as the model stage finds them.
@@ -207,10 +203,8 @@ def _expansion_model(request: SearchRequest, host: Host, notes: list[str]
     """
     from slm_rerank.model.stage import locate
 
-    settings = dataclasses.replace(host.settings,
-                                   timeout=min(host.settings.timeout, EXPAND_SECONDS))
     try:
-        found = locate(host, settings)
+        found = locate(host, host.settings)
     except SlmRerankError as exc:
         notes.append(f"query expansion has no model: {exc}")
         return None, None

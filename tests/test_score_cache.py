@@ -91,7 +91,8 @@ def test_endpoints_says_why_a_server_does_not_answer() -> None:
     assert result.exit_code == 0
     assert result.output.splitlines() == [
         "http://127.0.0.1:9  -  refused",
-        "no model server answers; start one (docs/models.md) or use --fast"]
+        "no model server answers; start the bundled one (slm-rerank serve --help) or your "
+        "own and pass -e URL, or use --fast"]
 
 
 # --- a disk that refuses writes (full, failing) -------------------------------------------

@@ -16,6 +16,7 @@ from typing import Any
 
 from slm_rerank.errors import ContractError
 from slm_rerank.registrations import Endpoint
+from slm_rerank.report import visible
 
 
 @dataclass(frozen=True)
@@ -200,6 +201,11 @@ def _check_indices(endpoint: Endpoint, path: str, indices: list[int]) -> None:
 
 
 def excerpt(value: Any, limit: int = 160) -> str:
+    """``value`` (text, or anything as JSON) as one short line to quote in an error: runs of
+    whitespace, newlines too, are one space, and other control characters are shown as
+    ``\\xNN``, so a server's text can neither split our one-line error nor drive a
+    terminal."""
     text = value if isinstance(value, str) else json.dumps(value, default=str)
     text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit] + "…"
+    text = text if len(text) <= limit else text[:limit] + "…"
+    return visible(text)

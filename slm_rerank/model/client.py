@@ -113,7 +113,8 @@ class ModelClient:
                                        **_model(endpoint)}),
                         llama_cpp, ("/extras/tokenize", {"input": text})]
         for path, body in attempts:
-            answer = await self._post(endpoint, path, body, missing_ok=True)
+            answer = await self._post(endpoint, path, body, missing_ok=True,
+                                      remedy="raise the timeout")
             if answer is None:
                 continue
             tokens = answer.get("tokens") if isinstance(answer, dict) else None
@@ -143,13 +144,13 @@ class ModelClient:
             path = "/completion"
             body: dict[str, Any] = {"prompt": prompt, "n_predict": max_tokens,
                                     "temperature": 0, "cache_prompt": True, "stop": stops}
-            answer = await self._post(endpoint, path, body)
+            answer = await self._post(endpoint, path, body, remedy=_GENERATE_REMEDY)
             text = answer.get("content") if isinstance(answer, dict) else None
         elif endpoint.kind == "openai-completions":
             path = "/v1/completions"
             body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
                     **({"stop": stops} if stops else {}), **_model(endpoint)}
-            answer = await self._post(endpoint, path, body)
+            answer = await self._post(endpoint, path, body, remedy=_GENERATE_REMEDY)
             choices = answer.get("choices") if isinstance(answer, dict) else None
             first = choices[0] if isinstance(choices, list) and choices else None
             text = first.get("text") if isinstance(first, dict) else None
@@ -202,51 +203,33 @@ class ModelClient:
         return from_completions(endpoint, answer, 1, path=path)[0]
 
     async def _post(self, endpoint: Endpoint, path: str, body: dict[str, Any],
-                    missing_ok: bool = False) -> Any:
+                    missing_ok: bool = False,
+                    remedy: str = "raise the timeout or score fewer documents") -> Any:
         """POST ``body`` as JSON and return the decoded answer; faults become our errors.
+
+        The request as a whole (connecting, sending, the answer's last byte) must end within
+        ``self.timeout``: httpx's own timeout bounds each read, and a server that sends a
+        byte now and then never trips it. A wait for a free slot is not counted here: the
+        caller's deadline (``scoring.collect``) covers queueing. ``remedy`` ends the timeout
+        message: what the caller can do about a slow answer.
 
         With ``missing_ok``, an answer saying the server has no such endpoint (404, 405) or
         does not take this spelling of the request (400, 422) gives None.
         """
         url = endpoint_url(endpoint, path)
-        headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
         async with self._gate(endpoint):
             try:
-                async with self.http.stream("POST", url, json=body, headers=headers,
-                                            timeout=self.timeout) as streamed:
-                    chunks, size = [], 0
-                    async for chunk in streamed.aiter_bytes():
-                        size += len(chunk)
-                        if size > MAX_ANSWER_BYTES:
-                            raise ContractError(
-                                f"model server {url} sent more than "
-                                f"{MAX_ANSWER_BYTES // 1_000_000} MB for one request; a "
-                                "yes/no answer is a few kilobytes: is this a model server?",
-                                endpoint.base_url)
-                        chunks.append(chunk)
-                # read to the end, within the cap: a plain response from here on
-                # (the bytes are already decoded: their content-encoding no longer applies)
-                kept = {k: v for k, v in streamed.headers.items()
-                        if k.lower() not in ("content-encoding", "content-length")}
-                response = httpx.Response(streamed.status_code, headers=kept,
-                                          content=b"".join(chunks), request=streamed.request)
-            except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
-                raise ConfigError(f"endpoint URL {url} is not a usable http(s) URL: "
-                                  f"{_reason(exc)}") from exc
-            except httpx.ConnectError as exc:
-                raise TransientError(f"model server {url} refused the connection or could "
-                                     f"not be reached ({_reason(exc)}); is it running?",
-                                     endpoint.base_url) from exc
-            except httpx.TimeoutException as exc:
+                response = await asyncio.wait_for(self._send(endpoint, url, body),
+                                                  self.timeout)
+            except (asyncio.TimeoutError, httpx.TimeoutException) as exc:
                 raise TransientError(f"model server {url} did not answer within "
-                                     f"{self.timeout:g} s; raise the timeout or score fewer "
-                                     "documents", endpoint.base_url) from exc
-            except httpx.HTTPError as exc:
-                raise TransientError(f"model server {url} failed mid-request: "
-                                     f"{_reason(exc)}", endpoint.base_url) from exc
+                                     f"{self.timeout:g} s; {remedy}",
+                                     endpoint.base_url) from exc
         status = response.status_code
         if missing_ok and status in (400, 404, 405, 422):
             return None
+        if 300 <= status < 400:
+            raise _redirect_error(endpoint, url, response)
         if status >= 400:
             raise _status_error(endpoint, url, response)
         try:
@@ -256,12 +239,51 @@ class ModelClient:
                                 f"not JSON: {excerpt(response.text)}; is the endpoint's "
                                 "kind right?", endpoint.base_url) from exc
 
+    async def _send(self, endpoint: Endpoint, url: str, body: dict[str, Any]
+                    ) -> httpx.Response:
+        """One POST, its answer read to the end within ``MAX_ANSWER_BYTES``."""
+        headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
+        try:
+            async with self.http.stream("POST", url, json=body, headers=headers,
+                                        timeout=self.timeout) as streamed:
+                chunks, size = [], 0
+                async for chunk in streamed.aiter_bytes():
+                    size += len(chunk)
+                    if size > MAX_ANSWER_BYTES:
+                        raise ContractError(
+                            f"model server {url} sent more than "
+                            f"{MAX_ANSWER_BYTES // 1_000_000} MB for one request; a "
+                            "yes/no answer is a few kilobytes: is this a model server?",
+                            endpoint.base_url)
+                    chunks.append(chunk)
+        except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
+            raise ConfigError(f"endpoint URL {url} is not a usable http(s) URL: "
+                              f"{_reason(exc)}") from exc
+        except httpx.ConnectError as exc:
+            raise TransientError(f"model server {url} refused the connection or could "
+                                 f"not be reached ({_reason(exc)}); is it running?",
+                                 endpoint.base_url) from exc
+        except httpx.TimeoutException:
+            raise  # _post says how long it waited
+        except httpx.HTTPError as exc:
+            raise TransientError(f"model server {url} failed mid-request: "
+                                 f"{_reason(exc)}", endpoint.base_url) from exc
+        # read to the end, within the cap: a plain response from here on
+        # (the bytes are already decoded: their content-encoding no longer applies)
+        kept = {k: v for k, v in streamed.headers.items()
+                if k.lower() not in ("content-encoding", "content-length")}
+        return httpx.Response(streamed.status_code, headers=kept, content=b"".join(chunks),
+                              request=streamed.request)
+
     def _gate(self, endpoint: Endpoint) -> asyncio.Semaphore:
         gate = self._gates.get(endpoint.base_url)
         if gate is None:
             gate = self._gates[endpoint.base_url] = asyncio.Semaphore(endpoint.slots)
         return gate
 
+
+#: what to do about a generation that took too long: it is one short answer, not a batch
+_GENERATE_REMEDY = "raise the timeout or ask for fewer tokens"
 
 #: The most one answer may hold; top-K logprobs of one token for a batch are kilobytes.
 MAX_ANSWER_BYTES = 16_000_000
@@ -295,17 +317,33 @@ def _status_error(endpoint: Endpoint, url: str, response: httpx.Response) -> Exc
                          f"{said}", endpoint.base_url)
 
 
+def _redirect_error(endpoint: Endpoint, url: str, response: httpx.Response) -> Exception:
+    """A 3xx is not an answer: following it would send our prompts (and the api_key) to
+    wherever it points, and reading its body as a verdict would cache a made-up score."""
+    location = response.headers.get("location")
+    where = f" to {excerpt(location)}" if location else " (without a Location)"
+    return ContractError(f"model server {url} answered HTTP {response.status_code}, a "
+                         f"redirect{where}; redirects are not followed: give the server's "
+                         "own URL (-e URL)", endpoint.base_url)
+
+
 def _server_message(response: httpx.Response) -> str:
-    """The error text a server gave: ``{"error": {"message"}}``, ``{"error": "..."}``, text."""
+    """The error text a server gave (``{"error": {"message"}}``, ``{"error": "..."}``, the
+    body), as one line of at most a few hundred characters with control characters escaped:
+    it is quoted inside our own one-line error."""
     try:
         error = response.json().get("error")
     except (ValueError, AttributeError):
         error = None
     if isinstance(error, dict) and isinstance(error.get("message"), str):
-        return error["message"]
+        return excerpt(error["message"], SERVER_MESSAGE_CHARS)
     if isinstance(error, str):
-        return error
-    return excerpt(response.text)
+        return excerpt(error, SERVER_MESSAGE_CHARS)
+    return excerpt(response.text, SERVER_MESSAGE_CHARS)
+
+
+#: how much of a server's error text an error message quotes
+SERVER_MESSAGE_CHARS = 300
 
 
 # --- small pieces --------------------------------------------------------------------------

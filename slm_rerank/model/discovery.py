@@ -13,14 +13,16 @@ import contextlib
 import ipaddress
 import re
 import socket
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 
-from slm_rerank.errors import ConfigError
+from slm_rerank.errors import ConfigError, SlmRerankError
 from slm_rerank.registrations import Endpoint
 
 DEFAULT_HOST = "127.0.0.1"
@@ -29,7 +31,12 @@ PERMANENT_REASONS = ("not a model server", "needs an API key", "Ollama ")
 PORTS = range(8033, 8041)
 #: the first Ollama release whose answers carry logprobs
 OLLAMA_LOGPROBS = (0, 12, 11)
-
+#: The most a probe reads of one answer: llama.cpp's /props, chat template included, is
+#: tens of kilobytes, but a hosted API's /v1/models may list hundreds of models with their
+#: metadata; past this a listener is not a model server worth reading (memory stays bounded).
+MAX_PROBE_BYTES = 8_000_000
+#: Seconds a whole scan may take: connecting to every port and probing those that listen.
+SCAN_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -51,27 +58,34 @@ async def probe(client_or_http: Any, base_url: str, timeout: float = 0.5,
                 api_key: str | None = None) -> Probe:
     """Ask ``base_url`` what it is; never raises for a server that is down or strange.
 
-    ``client_or_http`` is a ``ModelClient`` or an ``httpx.AsyncClient``.
+    ``client_or_http`` is a ``ModelClient`` or an ``httpx.AsyncClient``. ``timeout`` bounds
+    the whole probe: connecting, every request it makes and reading every answer (httpx's
+    own timeout is per read, so a server that sends a byte now and then would otherwise
+    hold the probe for ever). An answer over ``MAX_PROBE_BYTES`` is not read further.
     """
     http: httpx.AsyncClient = getattr(client_or_http, "http", client_or_http)
     base = base_url.rstrip("/")
+    try:
+        return await asyncio.wait_for(_probe(http, base, timeout, api_key), timeout)
+    except asyncio.TimeoutError:
+        return Probe(base, None, f"timeout (no whole answer within {timeout:g} s)")
+
+
+async def _probe(http: httpx.AsyncClient, base: str, timeout: float,
+                 api_key: str | None) -> Probe:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
     async def get(path: str) -> httpx.Response | str:
-        try:
-            return await http.get(base + path, headers=headers, timeout=timeout)
-        except httpx.ConnectError as exc:
-            return _connect_failure(exc)
-        except httpx.TimeoutException:
-            return "timeout"
-        except httpx.HTTPError as exc:
-            return f"failed ({type(exc).__name__})"
+        return await _ask(http, "GET", base + path, headers, timeout)
 
     # Asked together: a scan pays one round trip per port, not three.
     answers = await asyncio.gather(get("/v1/models"), get("/props"), get("/api/version"))
     responses = [a for a in answers if isinstance(a, httpx.Response)]
     if len(responses) < len(answers):
-        return Probe(base, None, next(a for a in answers if isinstance(a, str)))
+        # an oversized answer first: it says "not a model server", which no retry cures
+        failures = sorted((a for a in answers if isinstance(a, str)),
+                          key=lambda a: not a.startswith(PERMANENT_REASONS))
+        return Probe(base, None, failures[0])
     models, props, version = responses
     if 503 in (models.status_code, props.status_code):
         return Probe(base, None, "still loading (503)")
@@ -122,12 +136,39 @@ async def _serves_rerank(http: httpx.AsyncClient, base: str, headers: dict[str, 
     API says the request is invalid (400, 422) where any other server has no route (404,
     405). A 2xx, 5xx or a failure says nothing usable.
     """
+    answer = await _ask(http, "POST", base + "/v1/rerank", headers, timeout, body={})
+    return isinstance(answer, httpx.Response) and answer.status_code in (400, 422)
+
+
+async def _ask(http: httpx.AsyncClient, method: str, url: str, headers: dict[str, str],
+               timeout: float, body: Any = None) -> httpx.Response | str:
+    """One request's answer, read to its end within ``MAX_PROBE_BYTES``; else why not.
+
+    The caller bounds the total time; ``timeout`` here only stops one silent read early.
+    """
     try:
-        answer = await http.post(base + "/v1/rerank", json={}, headers=headers,
-                                 timeout=timeout)
-    except httpx.HTTPError:
-        return False
-    return answer.status_code in (400, 422)
+        async with http.stream(method, url, headers=headers, timeout=timeout,
+                               **({"json": body} if body is not None else {})) as streamed:
+            chunks, size = [], 0
+            async for chunk in streamed.aiter_bytes():
+                size += len(chunk)
+                if size > MAX_PROBE_BYTES:
+                    path = urlsplit(url).path
+                    return (f"not a model server ({method} {path} sent more than "
+                            f"{MAX_PROBE_BYTES // 1_000_000} MB; a model server's answer to "
+                            "it is kilobytes)")
+                chunks.append(chunk)
+    except httpx.ConnectError as exc:
+        return _connect_failure(exc)
+    except httpx.TimeoutException:
+        return "timeout"
+    except httpx.HTTPError as exc:
+        return f"failed ({type(exc).__name__})"
+    # the bytes are decoded already: their content-encoding no longer applies
+    kept = {k: v for k, v in streamed.headers.items()
+            if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")}
+    return httpx.Response(streamed.status_code, headers=kept, content=b"".join(chunks),
+                          request=streamed.request)
 
 
 async def probe_all(client_or_http: Any, urls: Iterable[str], timeout: float = 0.5,
@@ -138,24 +179,66 @@ async def probe_all(client_or_http: Any, urls: Iterable[str], timeout: float = 0
 
 
 async def scan(host: str = DEFAULT_HOST, ports: Iterable[int] = PORTS,
-               timeout: float = 0.3) -> list[Probe]:
-    """Probe every port of ``host`` at once; one ``Probe`` per port, in port order."""
+               timeout: float = SCAN_SECONDS, also: Iterable[str] = ()) -> list[Probe]:
+    """Probe every port of ``host`` at once; one ``Probe`` per port, in port order.
+
+    ``also`` are URLs probed beside the ports (the managed server on a port of its own);
+    their probes come first, in the order given. ``timeout`` bounds the whole scan.
+    """
     ports = list(ports)
     host = check_host(host)
     name = f"[{host}]" if ":" in host else host
+    scanned = {f"http://{name}:{port}" for port in ports}
+    extra = [url.rstrip("/") for url in dict.fromkeys(also) if url.rstrip("/") not in scanned]
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
     # A bare TCP connect first: when nothing listens (the common case) the scan costs a
     # few milliseconds and never builds an HTTP client (its TLS setup alone is ~100 ms).
     closed = await asyncio.gather(*(_closed(host, port, timeout) for port in ports))
-    results = {port: Probe(f"http://{name}:{port}", None, why)
+    results = {f"http://{name}:{port}": Probe(f"http://{name}:{port}", None, why)
                for port, why in zip(ports, closed, strict=True) if why is not None}
-    listening = [port for port, why in zip(ports, closed, strict=True) if why is None]
-    if listening:
+    listening = [f"http://{name}:{port}"
+                 for port, why in zip(ports, closed, strict=True) if why is None]
+    if listening or extra:
+        left = max(deadline - loop.time(), 0.001)
         # trust_env=False: a proxy from the environment must not stand in for the host.
         async with httpx.AsyncClient(trust_env=False) as http:
-            found = await asyncio.gather(*(probe(http, f"http://{name}:{port}", timeout)
-                                           for port in listening))
-        results.update(zip(listening, found, strict=True))
-    return [results[port] for port in ports]
+            found = await asyncio.gather(*(probe(http, url, left)
+                                           for url in extra + listening))
+        results.update(zip(extra + listening, found, strict=True))
+    return [results[url] for url in extra] + [results[f"http://{name}:{port}"]
+                                              for port in ports]
+
+
+def managed_url(cache_dir: Path, host: str = DEFAULT_HOST,
+                timeout: float = SCAN_SECONDS) -> str | None:
+    """The URL of ``cache_dir``'s managed server (``slm-rerank serve``) while it runs on
+    ``host``; else None, also when finding out takes longer than ``timeout``.
+
+    It may listen on any port (``serve --port 8235``), which a scan of 8033-8040 alone
+    misses although ``serve status`` reports it. A scan of another host (``--host``) wants
+    that host's servers, so a managed server elsewhere is not offered to it.
+    """
+    from slm_rerank import serve
+
+    found: list[serve.ServerState | None] = []
+
+    def read() -> None:
+        try:
+            found.append(serve.running(cache_dir))
+        except (OSError, SlmRerankError):
+            found.append(None)  # an unreadable record: serve status says what is wrong
+
+    # running() reads files in the cache folder and asks the server's /health: a daemon
+    # thread bounds both, and one that hangs cannot keep the process from exiting.
+    worker = threading.Thread(target=read, daemon=True, name="slm-rerank-managed-server")
+    worker.start()
+    worker.join(timeout)
+    state = found[0] if found else None
+    if state is None:
+        return None
+    same = state.host == host or (serve.is_loopback(state.host) and serve.is_loopback(host))
+    return state.url.rstrip("/") if same else None
 
 
 async def _closed(host: str, port: int, timeout: float) -> str | None:

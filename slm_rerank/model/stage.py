@@ -223,16 +223,26 @@ async def _find_endpoints(settings: Settings, client: object, judgement: Judgeme
     host = discovery.DEFAULT_HOST
     if settings.host:
         host = discovery.check_host(settings.host, settings.origins.get("host", "host"))
-    probes = await discovery.scan(host)
+    from slm_rerank.cache import cache_path
+
+    # the managed server may listen off the scanned ports (serve --port 8235)
+    managed = discovery.managed_url(cache_path(settings), host)
+    probes = await discovery.scan(host, also=[managed] if managed else [])
     for found in probes:
         if found.endpoint is not None:
-            judgement.notes.append(f"endpoint {found.url} found by scanning {host}")
+            how = ("the managed server (slm-rerank serve status)" if found.url == managed
+                   else f"found by scanning {host}")
+            judgement.notes.append(f"endpoint {found.url} {how}")
             return [found.endpoint]
-    why = "; ".join(f"{p.url.rsplit(':', 1)[-1]} {p.reason}" for p in probes)
+    why = "; ".join(f"{p.url if p.url == managed else p.url.rsplit(':', 1)[-1]} {p.reason}"
+                    for p in probes)
+    # --local was passed (or auto_serve set): it ran, or --host kept it from starting
+    local = "" if settings.auto_serve else ("pass --local to start the bundled model "
+                                            "(slm-rerank serve --help), ")
     judgement.degraded = (f"no model server answered on {host} ports "
-                          f"{discovery.PORTS.start}-{discovery.PORTS.stop - 1} ({why}); pass "
-                          "--local to start the bundled model (slm-rerank serve), -e URL for "
-                          "your own server (docs/models.md), or --fast for lexical only")
+                          f"{discovery.PORTS.start}-{discovery.PORTS.stop - 1} ({why}); "
+                          f"{local}-e URL for your own server (slm-rerank endpoints -e URL "
+                          "checks it), or --fast for lexical only")
     return []
 
 

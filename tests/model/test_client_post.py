@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from misbehaving_servers import misbehaving_server
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
@@ -126,3 +127,20 @@ def test_a_501_to_a_completion_is_permanent_not_a_fault_to_wait_out(
 
     with pytest.raises(ContractError, match="HTTP 501"):
         asyncio.run(ask())
+
+
+def test_an_answer_that_trickles_ends_at_the_timeout_as_a_whole():
+    # one byte every 0.2 s: each read beats the timeout, the answer never ends
+    async def main(url: str) -> Any:
+        async with ModelClient(timeout=1.0) as client:
+            # a hang becomes a TimeoutError here, which pytest.raises does not catch
+            return await asyncio.wait_for(client.post_json(Endpoint(url), "/v1/rerank", {}),
+                                          20.0)
+
+    with misbehaving_server("trickle", interval=0.2) as server:
+        started = time.monotonic()
+        with pytest.raises(TransientError, match="did not answer within 1 s"):
+            asyncio.run(main(server.url))
+        took = time.monotonic() - started
+
+    assert took < 5 * 1.0

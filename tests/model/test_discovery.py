@@ -9,12 +9,16 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from misbehaving_servers import misbehaving_server
 from pytest_httpserver import HTTPServer
+from search_fixtures import REPO_FILES, cli, free_port, make_repo
 
 from slm_rerank.errors import ConfigError
 from slm_rerank.model import discovery
@@ -188,6 +192,74 @@ def test_the_default_scan_is_loopback_on_ports_8033_to_8040():
     assert list(discovery.PORTS) == list(range(8033, 8041))
 
 
+# --- deadlines and size caps: a listener that trickles or floods ---------------------------
+
+#: how long a test waits before calling a probe hung: far past every bound under test
+HUNG = 20.0
+
+
+def within(seconds: float, coroutine: Any) -> tuple[Any, float]:
+    """The coroutine's result and how long it took; a TimeoutError if it ran past
+    ``seconds`` (a hang fails the test instead of stalling the suite)."""
+    async def main() -> tuple[Any, float]:
+        started = time.monotonic()
+        result = await asyncio.wait_for(coroutine, seconds)
+        return result, time.monotonic() - started
+    return asyncio.run(main())
+
+
+async def probe_with_httpx(url: str, timeout: float) -> Probe:
+    async with httpx.AsyncClient() as http:
+        return await discovery.probe(http, url, timeout=timeout)
+
+
+def test_a_probe_of_a_server_that_trickles_its_answer_ends_within_its_timeout():
+    # one byte every 0.2 s: each read is quicker than the timeout, the answer never ends
+    with misbehaving_server("trickle", interval=0.2) as server:
+        found, took = within(HUNG, probe_with_httpx(server.url, timeout=1.0))
+
+    assert found.endpoint is None and found.reason.startswith("timeout")
+    assert not found.permanent  # a busy server may answer next time
+    assert took < 5 * 1.0
+
+
+def test_a_scan_with_a_trickling_port_ends_within_the_scan_deadline():
+    with misbehaving_server("trickle", interval=0.2) as server:
+        ports = [*closed_ports(2), server.port]
+        probes, took = within(HUNG, discovery.scan("127.0.0.1", ports, timeout=1.0))
+
+    assert [p.reason for p in probes[:2]] == ["refused"] * 2
+    assert probes[2].reason.startswith("timeout")
+    assert took < 5 * 1.0
+
+
+def test_a_probe_stops_reading_an_answer_larger_than_its_cap():
+    with misbehaving_server("flood", body_bytes=300_000_000) as server:
+        found, _ = within(HUNG, probe_with_httpx(server.url, timeout=10.0))
+        sent = server.sent
+
+    assert found.endpoint is None
+    assert f"sent more than {discovery.MAX_PROBE_BYTES // 1_000_000} MB" in found.reason
+    assert found.permanent
+    # the cap, not the server, ended the read: the client hung up long before 300 MB
+    # (kernel socket buffers on both sides hold a few megabytes at most)
+    assert sent < 50_000_000
+
+
+def test_a_search_pinned_to_a_trickling_server_degrades_within_its_timeout(
+        isolated_home: Path, repo: Path):
+    with misbehaving_server("trickle", interval=0.2) as server:
+        started = time.monotonic()
+        # a real process, so that a hang is a TimeoutExpired and not a stalled suite
+        run = cli("-q", "retry", "--root", str(repo), "-e", server.url, "--timeout", "1",
+                  cwd=repo, timeout=HUNG)
+        took = time.monotonic() - started
+
+    assert run.returncode == 0, run.stderr
+    assert "did not answer" in run.stderr and "timeout" in run.stderr
+    assert took < 5 * 1.0 + 5  # the deadline, and the process and lexical search around it
+
+
 # --- environment and URLs ------------------------------------------------------------------
 
 
@@ -229,3 +301,73 @@ def test_scan_finds_a_real_llama_server_among_closed_ports(llama_server: Any):
     assert [p.reason for p in probes[:3]] == ["refused"] * 3
     assert probes[3].endpoint is not None and probes[3].endpoint.kind == "llama.cpp"
     assert probes[3].endpoint.slots == llama_server.slots
+
+
+# --- the managed server, wherever it listens -------------------------------------------------
+
+
+def test_a_managed_server_on_a_port_outside_the_scan_is_found_by_local_and_endpoints(
+        cache: Path, tmp_path: Path):
+    port = free_port()  # outside 8033-8040: a scan of those ports alone misses it
+    repo = make_repo(tmp_path / "repo", REPO_FILES)
+    started = cli("serve", "--background", "--port", str(port), cwd=tmp_path, timeout=240)
+    assert started.returncode == 0, started.stderr
+    url = f"http://127.0.0.1:{port}"
+
+    run = cli("--local", "--format", "json", "--rerank-top", "1", "-q", "retry backoff",
+              cwd=repo, timeout=240)
+    listed = cli("endpoints", "--format", "json", cwd=tmp_path, timeout=60)
+
+    assert run.returncode == 0, run.stderr
+    assert run.json()["model"]["endpoint"] == url
+    assert "pass --local" not in run.stdout + run.stderr
+    rows = {row["url"]: row for row in json.loads(listed.stdout)}
+    assert rows[url]["kind"] == "llama.cpp"
+    assert cli("endpoints", cwd=tmp_path, timeout=60).stdout.startswith(
+        f"{url}  llama.cpp")  # listed first, and marked as the managed one
+
+
+def test_a_managed_server_record_that_hangs_is_given_up_within_the_deadline(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from slm_rerank import serve
+
+    release = threading.Event()
+    # a state file on a FIFO, a /health that never ends: whatever it is, it does not return
+    monkeypatch.setattr(serve, "running", lambda cache_dir: release.wait(60) and None)
+    try:
+        started = time.monotonic()
+        url = discovery.managed_url(tmp_path, timeout=0.5)
+        took = time.monotonic() - started
+    finally:
+        release.set()
+
+    assert url is None
+    assert took < 5 * 0.5
+
+
+# --- the hint when nothing answers -------------------------------------------------------------
+
+#: a loopback address the discovery ports are free on (tests and servers bind 127.0.0.1)
+QUIET_HOST = "127.0.0.2"
+
+
+def test_the_no_server_hint_names_commands_a_pip_install_has_not_docs_files(
+        isolated_home: Path, repo: Path):
+    run = cli("--format", "json", "-q", "retry", "--root", str(repo), "--host", QUIET_HOST,
+              cwd=repo, timeout=60)
+    listed = cli("endpoints", "--host", QUIET_HOST, cwd=repo, timeout=60)
+
+    reason = run.json()["degraded"]["reason"]
+    assert "docs/" not in reason and "docs/" not in listed.stdout  # a wheel has no docs/
+    assert "pass --local" in reason and "slm-rerank serve --help" in reason
+    assert "slm-rerank serve --help" in listed.stdout.splitlines()[-1]
+    assert cli("serve", "--help", cwd=repo).returncode == 0
+
+
+def test_the_no_server_hint_does_not_ask_for_local_when_it_was_passed(
+        isolated_home: Path, repo: Path):
+    run = cli("--local", "--format", "json", "-q", "retry", "--root", str(repo), "--host",
+              QUIET_HOST, cwd=repo, timeout=60)
+
+    reason = run.json()["degraded"]["reason"]
+    assert "pass --local" not in reason and "-e URL" in reason

@@ -9,20 +9,30 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from misbehaving_servers import misbehaving_server
 from pytest_httpserver import HTTPServer
+from search_fixtures import cli
 
 import slm_rerank
 from slm_rerank import pipeline
+from slm_rerank.config import Settings
 from slm_rerank.errors import ContractError, TransientError
 from slm_rerank.host import Host
 from slm_rerank.model.client import MAX_ANSWER_BYTES, ModelClient
-from slm_rerank.registrations import Endpoint
+from slm_rerank.registrations import Endpoint, ExpandRequest, QueryExpander
 
 WIRE = Path(__file__).resolve().parent.parent / "fixtures" / "wire"
+
+
+def sources() -> list[Any]:
+    import slm_rerank_ripgrep
+
+    return [slm_rerank_ripgrep]
 
 
 def recorded(name: str) -> Any:
@@ -31,9 +41,9 @@ def recorded(name: str) -> Any:
 
 
 def generate(endpoint: Endpoint, prompt: str = "Words:", max_tokens: int = 16,
-             stop: tuple[str, ...] = ("\n",)) -> str:
+             stop: tuple[str, ...] = ("\n",), timeout: float = 5) -> str:
     async def run() -> str:
-        async with ModelClient(timeout=5) as client:
+        async with ModelClient(timeout=timeout) as client:
             return await client.generate(endpoint, prompt, max_tokens, stop)
 
     return asyncio.run(run())
@@ -85,25 +95,111 @@ def test_a_generation_answer_past_16_mb_is_refused(httpserver: HTTPServer) -> No
         generate(endpoint)
 
 
+# --- deadlines: a server that trickles its answer ----------------------------------------
+
+#: how long a test waits before calling a run hung: far past every bound under test
+HUNG = 30.0
+
+
+def probe_answers() -> dict[str, bytes]:
+    """What a llama-server answers a probe (recorded), so that only /completion trickles."""
+    return {"/v1/models": json.dumps(recorded("llamacpp-v1-models.json")).encode(),
+            "/props": json.dumps(recorded("llamacpp-props.json")).encode(),
+            "/api/version": b"{}"}
+
+
+def test_a_generation_that_trickles_ends_at_the_timeout_with_advice_that_fits() -> None:
+    async def run(url: str) -> str:
+        async with ModelClient(timeout=1.0) as client:
+            # HUNG turns a hang into a TimeoutError, which pytest.raises does not catch
+            return await asyncio.wait_for(client.generate(Endpoint(url, "llama.cpp"),
+                                                          "Words:"), HUNG)
+
+    with misbehaving_server("trickle", interval=0.2) as server:
+        started = time.monotonic()
+        with pytest.raises(TransientError) as caught:
+            asyncio.run(run(server.url))
+        took = time.monotonic() - started
+
+    assert took < 5 * 1.0
+    message = str(caught.value)
+    assert "did not answer within 1 s" in message
+    assert "score fewer documents" not in message  # one generation, not a batch of chunks
+
+
+def test_expansion_against_a_trickling_completion_ends_within_the_runs_timeout(
+        isolated_home: Path, tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "retry.py").write_text("def retry(attempts):\n    return attempts\n")
+    with misbehaving_server("trickle", interval=0.2, answers=probe_answers()) as server:
+        started = time.monotonic()
+        # a real process, so that a hang is a TimeoutExpired and not a stalled suite
+        run = cli("-v", "-q", "retry", "--root", str(repo), "--fast", "--expand", "-e",
+                  server.url, "--timeout", "2", cwd=repo, timeout=HUNG)
+        took = time.monotonic() - started
+
+    assert run.returncode == 0, run.stderr
+    assert "expander llm failed" in run.stderr and "--timeout" in run.stderr
+    assert "score fewer documents" not in run.stderr
+    assert "retry.py" in run.stdout  # the search went on with the typed words
+    assert took < 5 * 2.0 + 5  # the deadline, and the process and lexical search around it
+
+
+def test_the_expansion_deadline_is_the_runs_timeout(tmp_path: Path) -> None:
+    seen: list[float] = []
+
+    def expand(request: ExpandRequest) -> list[Any]:
+        assert request.deadline is not None
+        seen.append(request.deadline - time.monotonic())
+        return []
+
+    class Plugin:
+        @slm_rerank.hookimpl
+        def register_query_expanders(self, register: Any) -> None:
+            register(QueryExpander("recorder", "records its deadline", expand,
+                                   needs_endpoint=False))
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "retry.py").write_text("def retry(attempts):\n    return attempts\n")
+    for timeout in (0.5, 100.0):
+        host = Host.with_plugins(Settings(sources=["ripgrep"], timeout=timeout), Plugin(),
+                                 *sources())
+        pipeline.run_search(pipeline.SearchRequest(query="retry", root=repo, fast=True,
+                                                   expanders=["recorder"]), host)
+
+    short, long = seen
+    assert 0 < short <= 0.5  # a short --timeout is not stretched to a fixed allowance
+    assert 50 < long <= 100.0  # nor a long one cut to it
+
+
 # --- the real server ----------------------------------------------------------------------
+
+
+#: How long a request to the shared real server may take before a test calls it hung. The
+#: tests below are about what the server answers, not how fast: on two busy cores the
+#: shared server may still be finishing requests an earlier test abandoned at its deadline,
+#: and 8 tokens then take several seconds (a fixed 5 s failed on a busy machine).
+REAL_SERVER_SECONDS = 120.0
 
 
 def test_real_llama_cpp_generates_a_short_line(llama_server: Any) -> None:
     endpoint = Endpoint(llama_server.base_url, "llama.cpp", llama_server.model_id)
-    text = generate(endpoint, "Colours: red, green,", max_tokens=8)
+    text = generate(endpoint, "Colours: red, green,", max_tokens=8,
+                    timeout=REAL_SERVER_SECONDS)
     assert text.strip() and "\n" not in text
 
 
 def test_real_expansion_adds_model_words_at_half_weight(
         llama_server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # The shared server may still be finishing requests an earlier test abandoned at its
-    # deadline; this test is about what expansion adds, not how fast: give it time.
-    monkeypatch.setattr(pipeline, "EXPAND_SECONDS", 120.0)
+    # about what expansion adds, not how fast: --timeout is the run's, and generous
     repo = tmp_path / "repo"
     repo.mkdir()
     (repo / "cache.py").write_text("def invalidate(cache):\n    cache.clear()\n")
     host = Host.from_environment(start=repo, flags={"base_url": llama_server.base_url,
-                                                    "cache_dir": str(tmp_path / "cache")})
+                                                    "cache_dir": str(tmp_path / "cache"),
+                                                    "timeout": REAL_SERVER_SECONDS})
     report = slm_rerank.search("how is the cache invalidated", repo, fast=True, host=host,
                                expand=True, caller="test")
     added = [n for n in report.notes if n.startswith("expander llm")]

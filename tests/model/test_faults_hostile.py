@@ -19,7 +19,7 @@ from click.testing import CliRunner, Result
 from pytest_httpserver import HTTPServer
 
 from slm_rerank.commands import cli
-from slm_rerank.errors import ConfigError, ContractError
+from slm_rerank.errors import ConfigError, ContractError, TransientError
 from slm_rerank.model import client as client_module
 from slm_rerank.model import discovery
 from slm_rerank.model.client import ModelClient, NextToken
@@ -359,3 +359,84 @@ def test_a_malformed_url_in_the_environment_names_the_variable(
     result = run_cli("-q", "retry", "--root", str(repo))
     assert result.exit_code == 1
     assert "env: SLM_ENDPOINT: model server URL 'localhost:8033'" in result.stderr
+
+
+# --- answers that are not answers: redirects, error text that spans lines -----------------
+
+
+def fake_llama_server(httpserver: HTTPServer) -> str:
+    """A llama-server as its probe answers are recorded; /completion is the test's."""
+    httpserver.expect_request("/v1/models").respond_with_json(recorded("llamacpp-v1-models.json"))
+    httpserver.expect_request("/props").respond_with_json(recorded("llamacpp-props.json"))
+    httpserver.expect_request("/api/version").respond_with_data("", status=404)
+    httpserver.expect_request("/tokenize").respond_with_data("", status=404)
+    return httpserver.url_for("/").rstrip("/")
+
+
+def test_a_redirect_is_an_error_naming_its_location_not_a_verdict(
+        httpserver: HTTPServer) -> None:
+    # the body is a well-formed verdict: only the status says it is not the answer
+    httpserver.expect_request("/completion", method="POST").respond_with_json(
+        recorded("llamacpp-completion.json"), status=302,
+        headers={"Location": "http://elsewhere.example/completion"})
+
+    with pytest.raises(ContractError) as caught:
+        next_token(llama_cpp(httpserver), ["q"])
+
+    message = str(caught.value)
+    assert "HTTP 302" in message and "http://elsewhere.example/completion" in message
+    assert "not followed" in message and httpserver.url_for("/completion") in message
+
+
+def test_a_search_whose_server_redirects_fails_and_caches_nothing(
+        httpserver: HTTPServer, repo: Path, isolated_home: Path) -> None:
+    url = fake_llama_server(httpserver)
+    httpserver.expect_request("/completion", method="POST").respond_with_json(
+        recorded("llamacpp-completion.json"), status=307,
+        headers={"Location": "http://elsewhere.example/completion"})
+
+    result = run_cli("-q", "retry", "--root", str(repo), "-e", url, "--rerank-top", "2")
+
+    assert result.exit_code == 1
+    assert "HTTP 307" in result.stderr and "not followed" in result.stderr
+    store = ScoreCache(isolated_home)
+    try:
+        assert store.stats().entries == 0
+    finally:
+        store.close()
+
+
+def test_a_servers_error_text_with_newlines_and_escapes_stays_one_escaped_line(
+        httpserver: HTTPServer) -> None:
+    forged = "bad prompt\nslm-rerank: all 16 chunks judged relevant\x1b]0;owned\x07"
+    httpserver.expect_request("/completion", method="POST").respond_with_json(
+        {"error": {"code": 400, "message": forged}}, status=400)
+
+    with pytest.raises(ContractError) as caught:
+        next_token(llama_cpp(httpserver), ["q"])
+
+    message = str(caught.value)
+    assert "\n" not in message and "\x1b" not in message and "\x07" not in message
+    assert "bad prompt slm-rerank: all 16 chunks judged relevant\\x1b]0;owned\\x07" in message
+
+
+def test_a_servers_plain_text_error_is_quoted_on_one_line_too(httpserver: HTTPServer) -> None:
+    httpserver.expect_request("/completion", method="POST").respond_with_data(
+        "Traceback (most recent call last):\r\n  File \"x\"\x1b[2J\n", status=500)
+
+    with pytest.raises(TransientError) as caught:
+        next_token(llama_cpp(httpserver), ["q"])
+
+    message = str(caught.value)
+    assert "\n" not in message and "\r" not in message and "\x1b" not in message
+    assert 'Traceback (most recent call last): File "x"\\x1b[2J' in message
+
+
+def test_a_server_message_is_cut_to_a_few_hundred_characters(httpserver: HTTPServer) -> None:
+    httpserver.expect_request("/completion", method="POST").respond_with_json(
+        {"error": "x" * 100_000}, status=400)
+
+    with pytest.raises(ContractError) as caught:
+        next_token(llama_cpp(httpserver), ["q"])
+
+    assert len(str(caught.value)) < 600

@@ -142,11 +142,18 @@ def expand(request: ExpandRequest) -> list[WeightedTerm]:
 
 
 def ask(request: ExpandRequest) -> str:
-    """The model's raw answer, within the request's deadline."""
+    """The model's raw answer, within the request's deadline (the run's ``--timeout``).
+
+    The deadline is a total: a server that sends its answer a byte at a time is cut off
+    when it passes, not when one read has waited too long.
+    """
     assert request.endpoint is not None
-    left = request.deadline - time.monotonic() if request.deadline is not None else 10.0
+    endpoint = request.endpoint
+    left = (request.deadline - time.monotonic() if request.deadline is not None
+            else NO_DEADLINE_SECONDS)
     if left <= 0:
-        raise TransientError("no time was left to ask the model", request.endpoint.base_url)
+        raise TransientError("no time was left to ask the model (--timeout)",
+                             endpoint.base_url)
 
     # imported here: the plugin is loaded on every run, --fast too, which needs neither
     import asyncio
@@ -154,11 +161,23 @@ def ask(request: ExpandRequest) -> str:
     from slm_rerank.model.client import ModelClient
 
     async def run() -> str:
-        async with ModelClient(timeout=left) as model:
-            return await model.generate(request.endpoint, prompt_for(request.query),
-                                        max_tokens=MAX_TOKENS, stop=("\n",))
+        # the client's own bound is a backstop: the deadline below speaks first, and says
+        # what applies to expansion
+        async with ModelClient(timeout=left + 1.0) as model:
+            return await asyncio.wait_for(
+                model.generate(endpoint, prompt_for(request.query), max_tokens=MAX_TOKENS,
+                               stop=("\n",)), left)
 
-    return asyncio.run(run())
+    try:
+        return asyncio.run(run())
+    except asyncio.TimeoutError:
+        raise TransientError(f"model server {endpoint.base_url} named no words within "
+                             f"{left:.1f} s (the time --timeout left); raise --timeout",
+                             endpoint.base_url) from None
+
+
+#: how long a request without a deadline may wait (a caller outside the pipeline)
+NO_DEADLINE_SECONDS = 10.0
 
 
 LLM = QueryExpander(
