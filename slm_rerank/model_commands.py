@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from slm_rerank.report import visible
 from slm_rerank.terminal import emit, fail
 
 
@@ -164,7 +165,8 @@ def register(cli: click.Group) -> None:
         if not any(row["kind"] for row in rows):
             lines.append("no model server answers; start the bundled one (slm-rerank serve "
                          "--help) or your own and pass -e URL, or use --fast")
-        emit("".join(line + "\n" for line in lines))
+        # a model id and a reason are the server's words: one line each, nothing raw
+        emit("".join(visible(line) + "\n" for line in lines))
 
     @cli.group()
     def cache() -> None:

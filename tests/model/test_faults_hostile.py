@@ -191,6 +191,24 @@ def test_endpoints_lists_a_server_two_profiles_claim_equally_with_the_reason(
     assert "claimed equally" in row["reason"]
 
 
+def test_endpoints_text_shows_a_servers_control_characters_escaped(
+        isolated_home: Path, httpserver: HTTPServer):
+    # A model id is the server's to choose: it must not drive the terminal or forge a row.
+    models = recorded("llamacpp-v1-models.json")
+    models["data"][0]["id"] = "qwen\x1b[2J\n127.0.0.1:8033  llama.cpp  forged"
+    httpserver.expect_request("/v1/models").respond_with_json(models)
+    httpserver.expect_request("/props").respond_with_json(recorded("llamacpp-props.json"))
+    url = httpserver.url_for("/").rstrip("/")
+
+    result = run_cli("endpoints", "-e", url)
+
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.output
+    assert result.output.count("\n") == 1 and "forged" in result.output
+    assert json.loads(run_cli("endpoints", "-e", url, "--format", "json").output)[0][
+        "model_id"] == models["data"][0]["id"]
+
+
 # --- a score cache that is broken, read-only or not a file ----------------------------------
 
 
