@@ -7,6 +7,7 @@ only the waiting matters.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -125,6 +127,50 @@ def test_stop_never_signals_a_process_that_reused_a_stale_pid(cache: Path,
     finally:
         bystander.kill()
         bystander.wait()
+
+
+@pytest.fixture
+def bystander() -> Iterator[subprocess.Popen[bytes]]:
+    """A live process that is not ours (`sleep 60`), killed when the test ends."""
+    process = subprocess.Popen(["sleep", "60"])
+    try:
+        yield process
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_status_calls_a_live_reused_supervisor_pid_another_process_not_gone(
+        cache: Path, tmp_path: Path, bystander: subprocess.Popen[bytes]) -> None:
+    record(cache, pid=bystander.pid, server_pid=bystander.pid)
+
+    status = cli("serve", "status", cwd=tmp_path)
+
+    assert status.returncode == 3
+    assert "is gone" not in status.stdout
+    assert f"names supervisor pid {bystander.pid} (sleep 60)" in status.stdout
+    assert "another process now, not slm-rerank serve" in status.stdout
+
+
+def test_stop_never_signals_the_pid_in_a_pid_file_locked_by_someone_else(
+        cache: Path, tmp_path: Path, bystander: subprocess.Popen[bytes]) -> None:
+    # The lock says "a supervisor lives"; the number in the file must still be ours to be
+    # signalled. Here this test holds the lock and the file names an unrelated process.
+    (cache / "serve").mkdir(parents=True, exist_ok=True)
+    with open(cache / "serve" / "server.pid", "w") as held:
+        held.write(f"{bystander.pid}\n")
+        held.flush()
+        fcntl.flock(held, fcntl.LOCK_EX)
+
+        status = cli("serve", "status", cwd=tmp_path)
+        stopped = cli("serve", "stop", cwd=tmp_path)
+
+        assert bystander.poll() is None, "serve stop signalled a process that is not ours"
+    assert status.returncode == 3
+    assert stopped.stdout.startswith("not running")
+    for said in (status.stdout, stopped.stdout):
+        assert f"names pid {bystander.pid} (sleep 60), which is not a slm-rerank serve " \
+               "supervisor; nothing was signalled" in said
 
 
 # --- the model file and the address --------------------------------------------------------
