@@ -433,6 +433,12 @@ def make_server(service: RerankService) -> Any:
 
         daemon_threads = True
         address_family = socket.AF_INET6 if ":" in service.options.bind else socket.AF_INET
+        # socketserver listens with a backlog of 5: a burst of clients beyond it stayed in
+        # SYN-SENT for a second or more (or was reset) before reaching the 503 below. The
+        # queue holds at least every connection the server may serve, and a burst as
+        # large again beyond them, which are answered 503 at once; the kernel caps it at
+        # net.core.somaxconn.
+        request_queue_size = max(2 * limit, 128)
         slots = threading.BoundedSemaphore(limit)
 
         def process_request(self, request: Any, client_address: Any) -> None:
