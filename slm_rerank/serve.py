@@ -32,8 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -442,17 +441,51 @@ def check_gguf(path: Path) -> None:
 # --- talking to a port ---------------------------------------------------------------------
 
 
+#: The largest answer read from a port (the /slots list of a many-slot server fits).
+ANSWER_CAP = 1 << 20
+
+
 def _get(url: str, timeout: float = 2.0) -> tuple[int, object]:
+    """GET ``url``: (status, its JSON, or its first 200 characters).
+
+    ``timeout`` is the total for connecting, sending and reading the whole answer, and the
+    answer is cut at ANSWER_CAP: a listener that trickles a byte a second (which urllib's
+    per-read timeout never ends) or sends without end costs two seconds, not the command.
+    Raises OSError if nothing usable answers in time.
+    """
+    parts = urllib.parse.urlsplit(url)
+    if parts.hostname is None:
+        raise OSError(f"{url} names no host")
+    deadline = time.monotonic() + timeout
+    data = bytearray()
+    with socket.create_connection((parts.hostname, parts.port or 80),
+                                  timeout=timeout) as sock:
+        # HTTP/1.0 and Connection: close: the answer ends where the connection does, with
+        # no chunked framing to decode
+        sock.sendall(f"GET {parts.path or '/'} HTTP/1.0\r\nHost: {parts.netloc}\r\n"
+                     "Accept: application/json\r\nConnection: close\r\n\r\n".encode())
+        while len(data) < ANSWER_CAP:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"{url} did not answer whole within {timeout:g} s")
+            sock.settimeout(left)
+            try:
+                chunk = sock.recv(min(65536, ANSWER_CAP - len(data)))
+            except TimeoutError:
+                raise TimeoutError(f"{url} did not answer whole within {timeout:g} s") \
+                    from None
+            if not chunk:
+                break
+            data += chunk
+    head, found, body = bytes(data).partition(b"\r\n\r\n")
+    words = head.split(b"\r\n", 1)[0].split()
+    if not found or len(words) < 2 or not words[0].startswith(b"HTTP/") \
+            or not words[1].isdigit():
+        raise OSError(f"{url} did not answer HTTP (it sent {bytes(data[:40])!r})")
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310
-            body = response.read(1 << 20)
-            status = response.status
-    except urllib.error.HTTPError as err:
-        body, status = err.read(1 << 16), err.code
-    try:
-        return status, json.loads(body or b"null")
+        return int(words[1]), json.loads(body or b"null")
     except ValueError:
-        return status, body.decode("utf-8", "replace")[:200]
+        return int(words[1]), body.decode("utf-8", "replace")[:200]
 
 
 def check_bind(host: str) -> None:
@@ -500,10 +533,12 @@ def port_owner(host: str, port: int) -> str | None:
     base = base_url(host, port)
     try:
         status, body = _get(base + "/v1/models")
-    except (OSError, urllib.error.URLError) as exc:
+    except OSError as exc:
         return f"a program that does not answer HTTP ({exc})"
     if status == 200 and isinstance(body, dict):
-        ids = [m.get("id") for m in body.get("data") or [] if isinstance(m, dict)]
+        data = body.get("data")
+        ids = [m.get("id") for m in data if isinstance(m, dict)] if isinstance(data, list) \
+            else []
         return f"a model server serving {', '.join(map(str, ids)) or 'no model'}"
     return f"an HTTP server answering GET /v1/models with HTTP {status}"
 
@@ -511,7 +546,7 @@ def port_owner(host: str, port: int) -> str | None:
 def healthy(url: str) -> bool:
     try:
         status, _ = _get(url + "/health", timeout=2.0)
-    except (OSError, urllib.error.URLError):
+    except OSError:
         return False
     return status == 200
 
@@ -520,7 +555,7 @@ def _busy(url: str) -> bool:
     """True while a slot is processing a request (llama-server's /slots)."""
     try:
         status, body = _get(url + "/slots", timeout=2.0)
-    except (OSError, urllib.error.URLError):
+    except OSError:
         return False
     return status == 200 and isinstance(body, list) and any(
         isinstance(s, dict) and s.get("is_processing") for s in body)

@@ -11,6 +11,7 @@ import fcntl
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -362,3 +363,54 @@ def test_a_background_start_says_it_is_still_loading_while_it_waits(
     assert any(m.startswith("still loading (") and "server.log" in m for m in said), said
     assert failed and "stopped while starting" in str(failed[0])
 
+
+
+class Trickler:
+    """A listener that answers HTTP a byte every half second, for ever (and never more
+    than one byte per read: urllib's per-read timeout never fires)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", free_port()))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.stopped = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
+
+    def _trickle(self, conn: socket.socket) -> None:
+        answer = b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 100_000
+        with conn:
+            for byte in answer:
+                if self.stopped.wait(0.5):
+                    return
+                try:
+                    conn.sendall(bytes([byte]))
+                except OSError:
+                    return
+
+    def close(self) -> None:
+        self.stopped.set()
+        self.sock.close()
+
+
+def test_a_port_that_trickles_its_answer_is_named_busy_within_the_probe_deadline(
+        cache: Path, tmp_path: Path) -> None:
+    trickler = Trickler()
+    try:
+        run = cli("serve", "--background", "--port", str(trickler.port), cwd=tmp_path,
+                  timeout=60)  # the probe's total is 2 s; a hang raises TimeoutExpired
+    finally:
+        trickler.close()
+
+    assert run.returncode == 1
+    assert f"port {trickler.port} on 127.0.0.1 is in use by a program that does not " \
+           "answer HTTP" in run.stderr
+    assert "did not answer whole within 2 s" in run.stderr
