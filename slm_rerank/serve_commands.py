@@ -71,7 +71,11 @@ def register(cli: click.Group) -> None:
         """Say whether the managed server runs, where, with which model (exit 3 if not)."""
         from slm_rerank import serve as managed
 
-        up, text = managed.status_text(_cache_dir())
+        try:
+            up, text = managed.status_text(_cache_dir())
+        except managed.SlmRerankError as exc:
+            fail(str(exc))
+            return
         emit(text + "\n")
         if not up:
             sys.exit(3)
@@ -81,4 +85,9 @@ def register(cli: click.Group) -> None:
         """Stop the managed server."""
         from slm_rerank import serve as managed
 
-        emit(managed.stop(_cache_dir()) + "\n")
+        try:
+            said = managed.stop(_cache_dir())
+        except managed.SlmRerankError as exc:
+            fail(str(exc))
+            return
+        emit(said + "\n")

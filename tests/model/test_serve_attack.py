@@ -7,13 +7,16 @@ only the waiting matters.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -125,6 +128,50 @@ def test_stop_never_signals_a_process_that_reused_a_stale_pid(cache: Path,
     finally:
         bystander.kill()
         bystander.wait()
+
+
+@pytest.fixture
+def bystander() -> Iterator[subprocess.Popen[bytes]]:
+    """A live process that is not ours (`sleep 60`), killed when the test ends."""
+    process = subprocess.Popen(["sleep", "60"])
+    try:
+        yield process
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_status_calls_a_live_reused_supervisor_pid_another_process_not_gone(
+        cache: Path, tmp_path: Path, bystander: subprocess.Popen[bytes]) -> None:
+    record(cache, pid=bystander.pid, server_pid=bystander.pid)
+
+    status = cli("serve", "status", cwd=tmp_path)
+
+    assert status.returncode == 3
+    assert "is gone" not in status.stdout
+    assert f"names supervisor pid {bystander.pid} (sleep 60)" in status.stdout
+    assert "another process now, not slm-rerank serve" in status.stdout
+
+
+def test_stop_never_signals_the_pid_in_a_pid_file_locked_by_someone_else(
+        cache: Path, tmp_path: Path, bystander: subprocess.Popen[bytes]) -> None:
+    # The lock says "a supervisor lives"; the number in the file must still be ours to be
+    # signalled. Here this test holds the lock and the file names an unrelated process.
+    (cache / "serve").mkdir(parents=True, exist_ok=True)
+    with open(cache / "serve" / "server.pid", "w") as held:
+        held.write(f"{bystander.pid}\n")
+        held.flush()
+        fcntl.flock(held, fcntl.LOCK_EX)
+
+        status = cli("serve", "status", cwd=tmp_path)
+        stopped = cli("serve", "stop", cwd=tmp_path)
+
+        assert bystander.poll() is None, "serve stop signalled a process that is not ours"
+    assert status.returncode == 3
+    assert stopped.stdout.startswith("not running")
+    for said in (status.stdout, stopped.stdout):
+        assert f"names pid {bystander.pid} (sleep 60), which is not a slm-rerank serve " \
+               "supervisor; nothing was signalled" in said
 
 
 # --- the model file and the address --------------------------------------------------------
@@ -316,3 +363,54 @@ def test_a_background_start_says_it_is_still_loading_while_it_waits(
     assert any(m.startswith("still loading (") and "server.log" in m for m in said), said
     assert failed and "stopped while starting" in str(failed[0])
 
+
+
+class Trickler:
+    """A listener that answers HTTP a byte every half second, for ever (and never more
+    than one byte per read: urllib's per-read timeout never fires)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", free_port()))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.stopped = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
+
+    def _trickle(self, conn: socket.socket) -> None:
+        answer = b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 100_000
+        with conn:
+            for byte in answer:
+                if self.stopped.wait(0.5):
+                    return
+                try:
+                    conn.sendall(bytes([byte]))
+                except OSError:
+                    return
+
+    def close(self) -> None:
+        self.stopped.set()
+        self.sock.close()
+
+
+def test_a_port_that_trickles_its_answer_is_named_busy_within_the_probe_deadline(
+        cache: Path, tmp_path: Path) -> None:
+    trickler = Trickler()
+    try:
+        run = cli("serve", "--background", "--port", str(trickler.port), cwd=tmp_path,
+                  timeout=60)  # the probe's total is 2 s; a hang raises TimeoutExpired
+    finally:
+        trickler.close()
+
+    assert run.returncode == 1
+    assert f"port {trickler.port} on 127.0.0.1 is in use by a program that does not " \
+           "answer HTTP" in run.stderr
+    assert "did not answer whole within 2 s" in run.stderr
