@@ -70,7 +70,7 @@ class LlamaServer:
 
 #: Modules that start the bundled llama-server through `slm-rerank serve` / `--local`
 #: (slm_rerank.serve finds it), not through the fixtures below.
-SERVE_MODULES = ("test_serve.py", "test_serve_attack.py")
+SERVE_MODULES = ("test_serve.py", "test_serve_attack.py", "test_serve_files.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
