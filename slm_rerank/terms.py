@@ -212,6 +212,10 @@ class Term:
 
 #: Terms shorter than this (``io``, ``np``) match paths only, never bodies.
 MIN_BODY_LITERAL = 3
+#: Longer words are not searched: no name in a tree is longer than a file name may be
+#: (255 bytes), and the sources pass each term to rg or git as one argument, which the
+#: system refuses beyond 128 KiB (a pasted hex dump or base64 blob is one such word).
+MAX_TERM_CHARS = 255
 
 
 def searched_in_bodies(term: Term) -> bool:
@@ -281,7 +285,9 @@ def extract(query: str, max_terms: int = 40) -> QueryTerms:
         if code:
             for part in split_identifier(token):
                 add(part, 0.5, False)
-    ranked = sorted(scores.items(), key=lambda kv: (-(kv[1] * (2.0 if kv[0] in strong else 1.0)),
+    searchable = [(word, score) for word, score in scores.items()
+                  if len(word) <= MAX_TERM_CHARS]
+    ranked = sorted(searchable, key=lambda kv: (-(kv[1] * (2.0 if kv[0] in strong else 1.0)),
                                                     -len(kv[0]), kv[0]))[:max_terms]
     terms = [
         Term(root=word, weight=(2.0 if word in strong else 1.0) * (1.0 + math.log(score)),
