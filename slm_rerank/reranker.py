@@ -29,6 +29,7 @@ from slm_rerank.model.fusion import fuse_scores
 from slm_rerank.model.stage import Judgement, Passage, cut_lines, judge_async
 from slm_rerank.report import Citation, Report
 from slm_rerank.slicing import split_lines
+from slm_rerank.terms import extract
 
 
 @dataclass(frozen=True)
@@ -128,9 +129,12 @@ class Reranker:
         items = _as_candidates(candidates)
         settings = self.settings
         cache_dir = ensure_writable(cache_path(settings)) if settings.score_cache else None
+        # A long candidate is cut around the lines with the query's search terms, as in a
+        # search: every word of the query, tried on every line, took minutes for a pasted log.
+        literals = extract(query).literals()
         passages = [Passage(c.path, c.start_line, c.end_line, c.symbol,
-                            *cut_lines(c.text.splitlines(), query.lower().split(),
-                                       settings.prompt_chars)) for c in items]
+                            *cut_lines(c.text.splitlines(), literals, settings.prompt_chars))
+                    for c in items]
         judgement = await judge_async(query, passages, self.host, settings, cache_dir)
         profile = judgement.profile.profile if judgement.profile else None
         verdicts = {i: v.probability for i, v in judgement.scores.items()}

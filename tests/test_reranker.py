@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 from pytest_httpserver import HTTPServer
@@ -10,6 +11,9 @@ from pytest_httpserver import HTTPServer
 import slm_rerank
 from slm_rerank.errors import ConfigError
 from slm_rerank.report import Citation
+
+#: a port nothing listens on
+DEAD_SERVER = "http://127.0.0.1:9"
 
 
 @pytest.fixture
@@ -77,3 +81,19 @@ def test_a_threshold_above_one_is_refused_like_the_constructors(
         reranker: slm_rerank.Reranker) -> None:
     with pytest.raises(ConfigError, match="threshold"):
         reranker.rerank_sync("retry", [candidate()], threshold=2.0)
+
+
+def test_a_long_query_over_long_candidates_is_cut_in_time(isolated_home: object) -> None:
+    # Every word of a pasted log was tried on every line of every candidate (20,000 words
+    # on 200 lines took 2 s a candidate); the query's search terms are at most 40.
+    reranker = slm_rerank.Reranker(base_url=DEAD_SERVER, cache=False)
+    query = "retry backoff " + " ".join(f"word{i}" for i in range(100_000))
+    body = "".join(f"    value_{i} = compute(argument_{i})\n" for i in range(400))
+    candidates = [slm_rerank.Candidate(f"m{i}.py", 1, 400, body, lexical_score=1.0)
+                  for i in range(5)]
+
+    started = time.monotonic()
+    result = reranker.rerank_sync(query, candidates)
+
+    assert time.monotonic() - started < 60  # about 2 s; before, minutes
+    assert result.degraded  # nothing listens there: the cut ran, the judging could not
