@@ -88,12 +88,12 @@ def test_a_long_query_over_long_candidates_is_cut_in_time(isolated_home: object)
     # on 200 lines took 2 s a candidate); the query's search terms are at most 40.
     reranker = slm_rerank.Reranker(base_url=DEAD_SERVER, cache=False)
     query = "retry backoff " + " ".join(f"word{i}" for i in range(100_000))
-    body = "".join(f"    value_{i} = compute(argument_{i})\n" for i in range(400))
-    candidates = [slm_rerank.Candidate(f"m{i}.py", 1, 400, body, lexical_score=1.0)
-                  for i in range(5)]
+    body = "".join(f"    value_{i} = compute(argument_{i})\n" for i in range(1000))
+    candidates = [slm_rerank.Candidate(f"m{i}.py", 1, 1000, body, lexical_score=1.0)
+                  for i in range(10)]
 
     started = time.monotonic()
     result = reranker.rerank_sync(query, candidates)
 
-    assert time.monotonic() - started < 60  # about 2 s; before, minutes
+    assert time.monotonic() - started < 60  # a few seconds; before, minutes
     assert result.degraded  # nothing listens there: the cut ran, the judging could not
