@@ -61,6 +61,7 @@ def search(
     stubs: str | None = None,
     dirty: bool = False,
     by_slice: bool = False,
+    root_name: str = "--root",
 ) -> Report:
     """Rank the places under ``root`` (default: the repository holding the cwd) for ``query``.
 
@@ -79,7 +80,8 @@ def search(
     ``stubs="stub"`` gives each result a ghost stub of its file (``citation.stub``: the
     skeleton with the cited chunk in full), ``stubs="slice"`` the skeleton alone. ``dirty``
     lifts files with uncommitted changes (``--dirty``); ``by_slice`` fills each citation's
-    ``slice`` and ``report.slices`` (``--by-slice``).
+    ``slice`` and ``report.slices`` (``--by-slice``). ``root_name`` is how the caller's
+    user sets the root, for the error a path outside it gets (the MCP tool's ``root``).
     """
     if stubs not in (None, "stub", "slice"):
         raise ValueError(f"stubs must be None, 'stub' or 'slice', not {stubs!r}")
@@ -98,7 +100,8 @@ def search(
     host.validate()
     folder = usable_folder(cache_path(settings))
     cache_dir = folder.path
-    scope = resolve_scope(root_path or resolve_root(None, cwd), paths, piped_paths, cwd)
+    scope = resolve_scope(root_path or resolve_root(None, cwd), paths, piped_paths, cwd,
+                          root_name)
     request = SearchRequest(
         query=query, root=scope.root, paths=scope.paths, globs=scope.globs, notes=scope.notes,
         fast=fast, top_k=settings.top_k, chunks=settings.chunks, cache_dir=cache_dir,

@@ -129,10 +129,12 @@ def _valid_unicode(text: str) -> str:
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
-def _check_documents(documents: Any) -> None:
-    if isinstance(documents, (str, bytes)) or not isinstance(documents, Sequence):
-        raise TypeError(f"documents must be a list (of strings, mappings or objects), not "
-                        f"{type(documents).__name__}; pass list(documents)")
+def check_list(value: Any, name: str = "documents",
+               kinds: str = "strings, mappings or objects") -> None:
+    """A TypeError unless ``value`` is a list-like of items (a string is not one)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise TypeError(f"{name} must be a list (of {kinds}), not "
+                        f"{type(value).__name__}; pass list({name})")
 
 
 def _upstream(item: Any) -> float | None:
@@ -178,7 +180,7 @@ async def arerank_documents(
     """Rerank ``documents`` for ``query``; the coroutine behind ``rerank_documents``."""
     if not isinstance(query, str) or not query.strip():
         raise ValueError("query must be a non-empty string")
-    _check_documents(documents)
+    check_list(documents)
     if top_n is not None and (isinstance(top_n, bool) or not isinstance(top_n, int)
                               or top_n < 1):
         raise ValueError(f"top_n must be a positive integer, not {top_n!r}")

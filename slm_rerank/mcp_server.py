@@ -11,6 +11,7 @@ that every other command stays free of the SDK's import cost).
 """
 
 import dataclasses
+import logging
 import os
 import sys
 import threading
@@ -28,6 +29,8 @@ from slm_rerank.scope import GLOB_CHARS, resolve_root, shown
 
 TOOL_NAME = "rerank_codebase"
 CALLER = "mcp"
+#: Libraries that log each HTTP request at INFO.
+_QUIET_LOGGERS = ("httpx", "httpcore")
 
 TOOL_DESCRIPTION = (
     "Find where in a codebase the answer to a question lives: ranked file:line citations. "
@@ -88,8 +91,13 @@ class RerankService:
                by_slice: bool = False) -> Report:
         """Run one search; raises ``SlmRerankError`` with a one-line message on bad input."""
         from slm_rerank.api import search
+        from slm_rerank.commands import MAX_QUERY_BYTES, _too_long
         from slm_rerank.config import check_value
 
+        # The CLI's cap: calls run one at a time, so one oversized query would hold up
+        # every call after it. (surrogatepass: a JSON string may hold a lone surrogate.)
+        if len(query.encode("utf-8", errors="surrogatepass")) > MAX_QUERY_BYTES:
+            raise ToolInputError(_too_long("parameter 'query'"))
         if not query.strip():
             raise ToolInputError("parameter 'query' is empty; ask a question, e.g. "
                                  "'where are retries configured'")
@@ -104,7 +112,7 @@ class RerankService:
                 base, settings=dataclasses.replace(base.settings, threshold=threshold))
             return search(query, folder, paths=paths, top_k=top_k, fast=fast,
                           caller=CALLER, host=host, expand=expand, stubs=stubs,
-                          dirty=dirty, by_slice=by_slice)
+                          dirty=dirty, by_slice=by_slice, root_name="root")
 
 
 def _inside_root(name: str, root: Path) -> str:
@@ -172,6 +180,12 @@ def build_server(service: RerankService) -> Any:
     server = MCPServer(name="slm-rerank", version=__version__,
                        instructions="Call rerank_codebase to locate code that answers a "
                                     "question; it returns ranked file:line citations.")
+    # The SDK logs at INFO to stderr, and httpx then reports every request to a model
+    # server there ("HTTP Request: GET .../api/version 404" from a probe), which an MCP
+    # client's log shows as if it were an error; what goes wrong reaches the agent in the
+    # result (degraded), so only their warnings are worth a line.
+    for name in _QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
 
     def error(message: str) -> CallToolResult:
         return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)

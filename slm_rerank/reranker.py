@@ -15,17 +15,21 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from slm_rerank.cache import cache_path, usable_folder
 from slm_rerank.config import check_value
+from slm_rerank.documents import check_list
 from slm_rerank.host import Host
 from slm_rerank.model.fusion import fuse_scores
 from slm_rerank.model.stage import Judgement, Passage, cut_lines, judge_async
 from slm_rerank.report import Citation, Report
 from slm_rerank.slicing import split_lines
+from slm_rerank.terms import extract
 
 
 @dataclass(frozen=True)
@@ -114,14 +118,29 @@ class Reranker:
         its root), ``Citation``s (paths relative to the cwd or absolute) or ``Candidate``s
         with their text. When the model could not judge them all, the unjudged keep their
         lexical order below the judged ones and no threshold applies.
+
+        Raises ``TypeError`` for candidates that are not a list of ``Candidate`` or
+        ``Citation`` (or a ``Report``), ``ValueError`` for an empty query, a ``top_k``
+        below 1 or a ``lexical_score`` that is not a finite number (NaN, infinity): all
+        before the model server is asked.
         """
+        if not isinstance(query, str) or not query.strip():
+            raise ValueError("query must be a non-empty string")
+        if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int)
+                                  or top_k < 1):
+            raise ValueError(f"top_k must be a positive integer, not {top_k!r}")
+        if threshold is not None:
+            threshold = check_value("threshold", threshold, "rerank(threshold=...)")
         items = _as_candidates(candidates)
         settings = self.settings
         folder = usable_folder(cache_path(settings)) if settings.score_cache else None
         cache_dir = folder.path if folder else None
+        # A long candidate is cut around the lines with the query's search terms, as in a
+        # search: every word of the query, tried on every line, took minutes for a pasted log.
+        literals = extract(query).literals()
         passages = [Passage(c.path, c.start_line, c.end_line, c.symbol,
-                            *cut_lines(c.text.splitlines(), query.lower().split(),
-                                       settings.prompt_chars)) for c in items]
+                            *cut_lines(c.text.splitlines(), literals, settings.prompt_chars))
+                    for c in items]
         judgement = await judge_async(query, passages, self.host, settings, cache_dir)
         if folder and folder.warning:
             judgement.warnings.insert(0, folder.warning)
@@ -157,11 +176,17 @@ class Reranker:
 
 
 def _as_candidates(candidates: Report | Sequence[Candidate | Citation]) -> list[Candidate]:
+    if not isinstance(candidates, Report):
+        check_list(candidates, "candidates", "Candidate or Citation objects, or a Report")
     root = Path(candidates.root) if isinstance(candidates, Report) else Path.cwd()
     items = candidates.results if isinstance(candidates, Report) else candidates
     out: list[Candidate] = []
     texts: dict[str, list[str]] = {}
-    for item in items:
+    for index, item in enumerate(items):
+        if not isinstance(item, (Candidate, Citation)):
+            raise TypeError(f"candidates[{index}] is a {type(item).__name__}, not a "
+                            "Candidate or a Citation")
+        _check_lexical_score(index, item)
         if isinstance(item, Candidate):
             out.append(item)
             continue
@@ -177,6 +202,17 @@ def _as_candidates(candidates: Report | Sequence[Candidate | Citation]) -> list[
         out.append(Candidate(item.path, item.start_line, item.end_line, "\n".join(lines),
                              item.symbol, item.lexical_score))
     return out
+
+
+def _check_lexical_score(index: int, item: Candidate | Citation) -> None:
+    # Standardising the scores needs finite numbers: NaN or infinity failed deep inside
+    # statistics, after the model server had judged every candidate.
+    value = item.lexical_score
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) \
+            or not math.isfinite(value):
+        raise ValueError(f"candidates[{index}] ({item.path}:{item.start_line}-"
+                         f"{item.end_line}) has lexical_score {value!r}; give a finite "
+                         "number (any scale: the scores are standardised)")
 
 
 __all__ = ["Candidate", "Reranked", "RerankResult", "Reranker"]

@@ -100,18 +100,21 @@ def _not_searchable(mode: int) -> str | None:
     return f"it is {what}, not a regular file or folder"
 
 
-def _outside(arg: str, root: Path) -> SearchError:
+def _outside(arg: str, root: Path, root_name: str) -> SearchError:
     return SearchError(f"path '{shown(arg)}' is outside the searched root "
-                       f"{display_path(str(root))}; pass --root to search another repository")
+                       f"{display_path(str(root))}; pass {root_name} to search another "
+                       "repository")
 
 
-def resolve_scope(root: Path, args: Sequence[str], piped: Sequence[str], cwd: Path) -> Scope:
+def resolve_scope(root: Path, args: Sequence[str], piped: Sequence[str], cwd: Path,
+                  root_name: str = "--root") -> Scope:
     """Turn path arguments and names piped on stdin into a Scope.
 
     A path argument must exist and be a regular file or a folder inside ``root``, or be a
     glob (a name with ``*?[`` that does not exist) inside ``root``; anything else is a
     ``SearchError`` naming it. A piped name is taken literally (never as a glob), and one
-    that is missing or cannot be searched is skipped with a note.
+    that is missing or cannot be searched is skipped with a note. ``root_name`` is how the
+    caller's user sets the root (the CLI's ``--root``), for the error a path outside it gets.
     """
     scope = Scope(root)
     if any("\0" in name for name in piped):
@@ -119,10 +122,10 @@ def resolve_scope(root: Path, args: Sequence[str], piped: Sequence[str], cwd: Pa
     for arg in args:
         if "\0" in arg:
             raise SearchError(f"path '{shown(arg)}' holds a NUL byte; no file has such a name")
-        _add_argument(scope, arg, cwd)
+        _add_argument(scope, arg, cwd, root_name)
     piped_found = False
     for name in piped:
-        piped_found = _add_piped(scope, name, cwd) or piped_found
+        piped_found = _add_piped(scope, name, cwd, root_name) or piped_found
     # Every argument was added or refused above, so only piped names can leave nothing.
     if piped and not scope.paths and not scope.globs:
         if not piped_found:
@@ -146,7 +149,7 @@ def _inside(resolved: Path, root: Path) -> bool:
     return resolved == root or root in resolved.parents
 
 
-def _add_argument(scope: Scope, arg: str, cwd: Path) -> None:
+def _add_argument(scope: Scope, arg: str, cwd: Path, root_name: str) -> None:
     candidate = _absolute(arg, cwd)
     try:
         mode = _kind(candidate)
@@ -156,7 +159,7 @@ def _add_argument(scope: Scope, arg: str, cwd: Path) -> None:
         # a glob is written relative to where the user stands, like any other path
         glob = os.path.relpath(os.path.abspath(cwd / arg), scope.root)
         if glob == ".." or glob.startswith(".." + os.sep):
-            raise _outside(arg, scope.root)
+            raise _outside(arg, scope.root, root_name)
         scope.globs.append(glob)
         return
     if mode is None:
@@ -167,11 +170,11 @@ def _add_argument(scope: Scope, arg: str, cwd: Path) -> None:
                           "pass regular files or folders")
     resolved = candidate.resolve()
     if not _inside(resolved, scope.root):
-        raise _outside(arg, scope.root)
+        raise _outside(arg, scope.root, root_name)
     scope.paths.append(resolved)
 
 
-def _add_piped(scope: Scope, name: str, cwd: Path) -> bool:
+def _add_piped(scope: Scope, name: str, cwd: Path, root_name: str) -> bool:
     """Add one piped name; True when it named something that exists."""
     candidate = _absolute(name, cwd)
     try:
@@ -188,7 +191,7 @@ def _add_piped(scope: Scope, name: str, cwd: Path) -> bool:
         return True
     resolved = candidate.resolve()
     if not _inside(resolved, scope.root):
-        raise _outside(name, scope.root)
+        raise _outside(name, scope.root, root_name)
     scope.paths.append(resolved)
     return True
 

@@ -45,8 +45,18 @@ _TRACEBACK_NOISE = re.compile(r'Traceback \(most recent call last\):|File "[^"]+
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b")
-_FILE = re.compile(r"(?:[\w.-]+/)*[\w-]+\.(?:py|pyx|pyi|c|h|cc|cpp|hpp|js|jsx|ts|tsx|go|rs|rb|"
-                   r"java|kt|cs|php|swift|m|scala|sh|toml|cfg|ini|yaml|yml|json|md|rst|txt)\b")
+#: The extensions a file name in a query is recognised by.
+_EXTENSIONS = (r"(?:py|pyx|pyi|c|h|cc|cpp|hpp|js|jsx|ts|tsx|go|rs|rb|java|kt|cs|php|swift|m|"
+               r"scala|sh|toml|cfg|ini|yaml|yml|json|md|rst|txt)\b")
+#: A file name, with the folders before it: ``app/store/writer.py``. Only for whole-string
+#: tests; searching text with it is quadratic (see ``file_names``).
+_FILE = re.compile(r"(?:[\w.-]+/)*[\w-]+\." + _EXTENSIONS)
+#: What a path is made of, so a file name never reaches past such a run.
+_PATH_RUN = re.compile(r"[\w./-]+")
+#: A name with its extension at the start of a path component (after a ``/``).
+_HEAD = re.compile(r"[\w-]+\." + _EXTENSIONS)
+#: The same, starting where a name begins; a start inside a name would scan it again.
+_NAME = re.compile(r"(?<![\w-])[\w-]+\." + _EXTENSIONS)
 _FRAME = re.compile(r'File "([^"]+)", line \d+, in ([A-Za-z_]\w*)')
 _BACKTICK = re.compile(r"`([^`\n]{1,80})`")
 _SEPARATORS = re.compile(r"[^A-Za-z0-9]+")
@@ -67,7 +77,10 @@ _VARIATION_SELECTORS = re.compile("[\ufe0e\ufe0f]")
 #: A word in any script that holds at least one non-ASCII letter (café, повтор, naïve_x).
 #: Only word characters count: a symbol (⋅, ’) or a no-break space between two ASCII words
 #: separates them, as punctuation does.
-_FOREIGN_WORD = re.compile(r"\w*[^\W\x00-\x7f]\w*")
+#: Such a word is a whole run of word characters that is not ASCII (``str.isascii``);
+#: a pattern that finds the non-ASCII letter inside the run rescans the run from each
+#: of its characters, quadratic in a long ASCII run (a hex dump).
+_WORD_RUN = re.compile(r"\w+")
 _SUFFIXES = ("ions", "ion", "ings", "ing", "ments",
              "ment", "ness", "ies", "es", "ed", "ly", "ers", "er", "s", "e")
 
@@ -100,15 +113,82 @@ def split_identifier(name: str) -> list[str]:
     return [p for p in parts if p]
 
 
+# compiled once: a long pasted log holds hundreds of thousands of tokens
+_LOWER_UPPER = re.compile(r"[a-z][A-Z]")
+_INNER_CAPITAL = re.compile(r"[A-Z][a-z0-9]+[A-Z]")
+_LETTER_DIGIT = re.compile(r"[A-Za-z]\d|\d[A-Za-z]")
+
+
 def looks_like_code(token: str) -> bool:
     """snake_case, camelCase, CamelCase with an inner capital, or letters with digits."""
     inner = token.strip("_")
     return (
         "_" in inner
-        or bool(re.search(r"[a-z][A-Z]", token))
-        or bool(re.match(r"[A-Z][a-z0-9]+[A-Z]", token))
-        or bool(re.search(r"[A-Za-z]\d|\d[A-Za-z]", token)) and not token.isdigit()
+        or bool(_LOWER_UPPER.search(token))
+        or bool(_INNER_CAPITAL.match(token))
+        or bool(_LETTER_DIGIT.search(token)) and not token.isdigit()
     )
+
+
+def file_names(text: str) -> list[str]:
+    """The file names in ``text`` (``app/store/writer.py``, ``setup.cfg``), in order.
+
+    The same list as ``_FILE.findall(text)``, in time linear in ``text``: the pattern,
+    tried from every position, rescans the rest of a run of path characters from each of
+    them (80,000 characters of one word took 31 s). A name lies inside one run of path
+    characters, so each run is read once, one ``/``-separated component at a time.
+    """
+    found: list[str] = []
+    for run in _PATH_RUN.finditer(text):
+        if "." in run.group():
+            found += _run_file_names(run.group())
+    return found
+
+
+def _run_file_names(run: str) -> list[str]:
+    """``_FILE.findall(run)`` for one run of path characters (``[\\w./-]+``).
+
+    What the pattern matches, leftmost first: from a start inside component ``i``, folders
+    (each the rest of a component, then ``/``), as many as it can, then a name with its
+    extension at the head of the next component; with no such head within reach, a
+    name with its extension inside component ``i`` itself. The first case does not depend
+    on where in component ``i`` the match starts, so it starts as early as it can.
+    """
+    starts = [0]
+    starts += [i + 1 for i, char in enumerate(run) if char == "/"]
+    ends = [start - 1 for start in starts[1:]] + [len(run)]
+    last = len(starts) - 1
+    heads = [_HEAD.match(run, start) if i else None for i, start in enumerate(starts)]
+    # deepest[i]: the last component whose head a match starting in component i ends at;
+    # a chain of folders stops at an empty component (``//``) or at the run's last one.
+    deepest: list[int | None] = [None] * (last + 1)
+    for i in range(last - 1, -1, -1):
+        chain_goes_on = i + 1 < last and starts[i + 1] < ends[i + 1]
+        further = deepest[i + 1] if chain_goes_on else None
+        deepest[i] = further if further is not None else (i + 1 if heads[i + 1] else None)
+    found: list[str] = []
+    at, i = 0, 0
+    while i <= last:
+        at = max(at, starts[i])
+        if at >= ends[i]:
+            i += 1
+            continue
+        target = deepest[i]
+        if target is not None:
+            head = heads[target]
+            assert head is not None
+            found.append(run[at:head.end()])
+            at, i = head.end(), target
+            continue
+        # A match ending where ``at`` is may be followed at once by another (``a.py-b.py``),
+        # which the look-behind of _NAME would refuse.
+        name = _HEAD.match(run, at, ends[i]) or _NAME.search(run, at, ends[i])
+        while name:
+            found.append(name.group())
+            at = name.end()
+            name = _HEAD.match(run, at, ends[i]) or _NAME.search(run, at, ends[i])
+        i += 1
+    return found
 
 
 @dataclass
@@ -132,6 +212,10 @@ class Term:
 
 #: Terms shorter than this (``io``, ``np``) match paths only, never bodies.
 MIN_BODY_LITERAL = 3
+#: Longer words are not searched: no name in a tree is longer than a file name may be
+#: (255 bytes), and the sources pass each term to rg or git as one argument, which the
+#: system refuses beyond 128 KiB (a pasted hex dump or base64 blob is one such word).
+MAX_TERM_CHARS = 255
 
 
 def searched_in_bodies(term: Term) -> bool:
@@ -179,7 +263,7 @@ def extract(query: str, max_terms: int = 40) -> QueryTerms:
     for path, func in _FRAME.findall(query):
         paths.append(path)
         add(func, 2.0, True)
-    for name in _FILE.findall(query):
+    for name in file_names(query):
         paths.append(name)
         base = name.rsplit("/", 1)[-1].rsplit(".", 1)[0]
         add(base, 2.0, True)
@@ -201,7 +285,9 @@ def extract(query: str, max_terms: int = 40) -> QueryTerms:
         if code:
             for part in split_identifier(token):
                 add(part, 0.5, False)
-    ranked = sorted(scores.items(), key=lambda kv: (-(kv[1] * (2.0 if kv[0] in strong else 1.0)),
+    searchable = [(word, score) for word, score in scores.items()
+                  if len(word) <= MAX_TERM_CHARS]
+    ranked = sorted(searchable, key=lambda kv: (-(kv[1] * (2.0 if kv[0] in strong else 1.0)),
                                                     -len(kv[0]), kv[0]))[:max_terms]
     terms = [
         Term(root=word, weight=(2.0 if word in strong else 1.0) * (1.0 + math.log(score)),
@@ -247,6 +333,9 @@ def _foreign_terms(prose: str, scores: dict[str, float]) -> str:
             add(word, 1.0)
         return " "
 
+    def take_foreign_word(match: re.Match[str]) -> str:
+        return match.group() if match.group().isascii() else take_word(match)
+
     prose = _EMOJI.sub(take_emoji, prose)
     prose = _CJK_RUN.sub(take_cjk, prose)
-    return _FOREIGN_WORD.sub(take_word, prose)
+    return _WORD_RUN.sub(take_foreign_word, prose)

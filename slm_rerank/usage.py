@@ -5,15 +5,19 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from slm_rerank.report import Report
 
 LOG_NAME = "usage.jsonl"
 QUERY_CHARS = 500
 TOP_PATHS = 5
+#: The longest line ``summarize`` reads; an entry is well under 100 KB (a query of 500
+#: characters, five paths), so a longer line is damage and is skipped, not held in memory.
+MAX_LINE_CHARS = 1 << 20
 
 
 def append(cache_dir: Path, report: Report, caller: str, latency_ms: float,
@@ -107,7 +111,10 @@ def summarize(cache_dir: Path) -> UsageStats:
     if not path.is_file():
         return stats
     with open(path, encoding="utf-8", errors="replace") as log:
-        for line in log:
+        for line in _lines(log):
+            if line is None:
+                stats.skipped_lines += 1
+                continue
             if not line.strip():
                 continue
             try:
@@ -116,7 +123,8 @@ def summarize(cache_dir: Path) -> UsageStats:
                 caller = str(entry.get("caller") or "unknown")
                 if not math.isfinite(latency):  # NaN or 1e999: no latency was measured
                     raise ValueError(latency)
-            except (ValueError, KeyError, TypeError):
+            # RecursionError: json nests one Python call per bracket ([[[[...)
+            except (ValueError, KeyError, TypeError, RecursionError):
                 stats.skipped_lines += 1
                 continue
             hook = entry.get("hook")
@@ -135,6 +143,21 @@ def summarize(cache_dir: Path) -> UsageStats:
         for caller, values in sorted(latencies.items())
     ]
     return stats
+
+
+def _lines(log: TextIO) -> Iterator[str | None]:
+    """The lines of ``log``, each at most MAX_LINE_CHARS; None for a line that is longer
+    (read through to its end in pieces of that size, never held whole)."""
+    while True:
+        line = log.readline(MAX_LINE_CHARS + 1)
+        if not line:
+            return
+        if len(line) <= MAX_LINE_CHARS:
+            yield line
+            continue
+        while line and not line.endswith("\n"):
+            line = log.readline(MAX_LINE_CHARS)
+        yield None
 
 
 def _count_hook(stats: HookStats, hook: dict[str, Any], latency: float,

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TextIO, TypeVar
 
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from pytest_httpserver import HTTPServer
 from search_fixtures import CLI, REPO_FILES, make_repo
 
 from slm_rerank import mcp_server
@@ -25,14 +28,16 @@ DEAD_SERVER = "http://127.0.0.1:9"
 
 
 def with_server(cwd: Path, session_work: Callable[[ClientSession], Awaitable[T]],
-                *args: str, env: dict[str, str] | None = None) -> T:
+                *args: str, env: dict[str, str] | None = None,
+                errlog: TextIO = sys.stderr) -> T:
     """Spawn `slm-rerank mcp ARGS` in ``cwd`` (this test's isolated environment) and run
-    ``session_work`` against it through the SDK's stdio client."""
+    ``session_work`` against it through the SDK's stdio client; the server's stderr goes
+    to ``errlog``."""
     params = StdioServerParameters(command=str(CLI), args=["mcp", *args], cwd=str(cwd),
                                    env={**os.environ, **(env or {})})
 
     async def run() -> T:
-        async with stdio_client(params) as (read, write):
+        async with stdio_client(params, errlog=errlog) as (read, write):
             async with ClientSession(read, write) as session:
                 await session.initialize()
                 return await session_work(session)
@@ -41,10 +46,10 @@ def with_server(cwd: Path, session_work: Callable[[ClientSession], Awaitable[T]]
 
 
 def call(cwd: Path, arguments: dict[str, Any], *args: str,
-         env: dict[str, str] | None = None) -> Any:
+         env: dict[str, str] | None = None, errlog: TextIO = sys.stderr) -> Any:
     async def work(session: ClientSession) -> Any:
         return await session.call_tool(TOOL, arguments)
-    return with_server(cwd, work, *args, env=env)
+    return with_server(cwd, work, *args, env=env, errlog=errlog)
 
 
 def text(result: Any) -> str:
@@ -172,6 +177,65 @@ def test_expand_without_a_model_server_still_answers_with_the_typed_words(
 
     assert not result.is_error, text(result)
     assert result.structured_content["results"][0]["path"] == "src/net/retry.py"
+
+
+def test_a_path_that_leaves_the_root_through_a_symlink_names_the_root_parameter(
+        repo: Path, tmp_path: Path) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    (repo / "link").symlink_to(tmp_path / "elsewhere")
+
+    result = call(repo, {"query": "retry", "fast": True, "paths_or_globs": ["link"]})
+
+    assert result.is_error
+    assert "is outside the searched root" in text(result)
+    assert "pass root to search another" in text(result)
+    assert "--root" not in text(result)
+
+
+def test_a_query_longer_than_the_cli_limit_is_an_error_result_and_the_next_call_is_answered(
+        repo: Path) -> None:
+    from slm_rerank.commands import MAX_QUERY_BYTES
+
+    async def work(session: ClientSession) -> list[Any]:
+        return [await session.call_tool(TOOL, arguments) for arguments in (
+            {"query": "retry " + "a" * MAX_QUERY_BYTES, "fast": True},
+            {"query": "retry backoff", "fast": True},
+        )]
+
+    too_long, answered = with_server(repo, work)
+
+    assert too_long.is_error
+    assert len(text(too_long).splitlines()) == 1
+    assert "parameter 'query' is longer than the query limit of 1 MB" in text(too_long)
+    assert not answered.is_error
+    assert answered.structured_content["results"][0]["path"] == "src/net/retry.py"
+
+
+def test_a_query_of_a_pasted_hex_dump_up_to_the_limit_is_answered(repo: Path) -> None:
+    from slm_rerank.commands import MAX_QUERY_BYTES
+
+    # one run of word characters, the shape that took minutes before terms were linear
+    dump = ("0123456789abcdef" * (MAX_QUERY_BYTES // 16))[:MAX_QUERY_BYTES - len("retry ")]
+
+    result = call(repo, {"query": "retry " + dump, "fast": True})
+
+    assert not result.is_error, text(result)
+    assert "src/net/retry.py" in [r["path"] for r in result.structured_content["results"]]
+
+
+def test_requests_to_the_model_server_are_not_logged_on_stderr(
+        repo: Path, tmp_path: Path, httpserver: HTTPServer) -> None:
+    # an endpoint that answers every probe with 404, as an Ollama-less port does
+    httpserver.expect_request(re.compile(".*")).respond_with_data("not found", status=404)
+    log_path = tmp_path / "stderr.txt"
+
+    with log_path.open("w") as errlog:
+        result = call(repo, {"query": "retry backoff"}, "-e", httpserver.url_for("/"),
+                      errlog=errlog)
+
+    assert "not a usable model server" in text(result)
+    assert httpserver.log, "the server was never asked"
+    assert "HTTP Request" not in log_path.read_text()
 
 
 def test_a_root_that_does_not_exist_is_an_error_result(repo: Path, tmp_path: Path) -> None:

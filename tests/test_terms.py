@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import gc
+import random
+import time
 from pathlib import Path
 
 import pytest
 from search_fixtures import make_repo, result_paths, search
 
-from slm_rerank.terms import extract, light, split_identifier
+from slm_rerank.terms import (
+    _FILE,
+    MAX_TERM_CHARS,
+    extract,
+    file_names,
+    light,
+    split_identifier,
+)
 
 BUG_REPORT = """\
 Saving a document crashes with a ValueError
@@ -282,3 +292,102 @@ def test_symbols_and_prompt_characters_separate_words_like_punctuation(
     roots = {t.root for t in extract(query).terms}
     assert present <= roots, roots
     assert not absent & roots, roots
+
+
+# --- long queries: time linear in the query -----------------------------------------------
+
+#: Shapes of text that made term extraction quadratic (each regex tried from every
+#: character rescanned the rest of the run): a long word, a pasted hex dump, punctuation
+#: between letters (paths, dotted names), identifiers glued together, and a long ASCII run
+#: in a query that also holds a non-ASCII word.
+LONG_SHAPES = {
+    "one word": "a",
+    "hex dump": "deadbeef0123456789abcdef",
+    "dots": "a.",
+    "slashes": "a/",
+    "dashes": "x-",
+    "file names": "x.py-",
+    "folders and files": "src/a.py.d/",
+    "CamelCase": "FooBarBaz",
+    "snake_case": "foo_bar_",
+    "capitals": "A",
+    "accent then a run": "a",
+}
+
+
+def _query_of(shape: str, chars: int) -> str:
+    unit = LONG_SHAPES[shape]
+    text = (unit * (chars // len(unit) + 1))[:chars]
+    return "é " + text if shape == "accent then a run" else text
+
+
+def _growth(small: str, large: str, repeats: int = 5) -> float:
+    """How many times longer ``extract(large)`` takes than ``extract(small)``.
+
+    Measured in this thread's CPU time, so that waiting for a core on a busy machine does
+    not count; the fastest of several alternating runs of each, with the garbage collector
+    off, is the closest to the work itself.
+    """
+    fastest = {small: float("inf"), large: float("inf")}
+    gc.disable()
+    try:
+        for _ in range(repeats):
+            for query in (small, large):
+                started = time.thread_time()
+                extract(query)
+                fastest[query] = min(fastest[query], time.thread_time() - started)
+    finally:
+        gc.enable()
+    return fastest[large] / max(fastest[small], 1e-9)
+
+
+@pytest.mark.parametrize("shape", list(LONG_SHAPES))
+def test_term_extraction_time_grows_linearly_with_the_query(shape: str) -> None:
+    small, large = _query_of(shape, 4000), _query_of(shape, 32000)
+    extract(small)  # compile the patterns first
+
+    # 8 times the text: about 8 times the time when linear, about 64 when quadratic. A
+    # second and third measurement are taken only when another process got in the way.
+    ratios = []
+    for _ in range(3):
+        ratios.append(_growth(small, large))
+        if ratios[-1] < 20:
+            break
+
+    assert min(ratios) < 20, f"{shape}: 8x the characters took {ratios}x the time"
+
+
+def test_file_names_are_what_the_file_name_pattern_finds_from_every_position() -> None:
+    # The pattern, too slow on long text, still defines which file names a query holds.
+    pieces = ["a", "b1", "_", "-", ".", "/", "//", " ", "é", "py", "pyx", "c", "cpp", "md",
+              ".py", ".txt", "x", "(", '"', "File ", "中文"]
+    rng = random.Random(15)
+    for _ in range(20000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 16)))
+
+        assert file_names(text) == _FILE.findall(text), text
+
+
+@pytest.mark.parametrize(("text", "names"), [
+    ("see utils/retry.py and pkg/core.py", ["utils/retry.py", "pkg/core.py"]),
+    ("foo.bar.py", ["bar.py"]),
+    ("a.b/c.py.d/e.md", ["a.b/c.py.d/e.md"]),
+    ("a.py-b.py", ["a.py", "-b.py"]),
+    ("x//y.py", ["y.py"]),
+    ("/abs/path/mod.pyx:3", ["abs/path/mod.pyx"]),
+    ("a.pyc b.py", ["b.py"]),
+])
+def test_file_names_in_a_query(text: str, names: list[str]) -> None:
+    assert file_names(text) == names
+
+
+def test_a_word_longer_than_a_file_name_is_not_a_search_term() -> None:
+    # a hex dump or base64 blob: each term is one rg/git argument, refused beyond 128 KiB
+    blob = "deadbeef" * 40_000
+    glued = "FooBar" * 100
+
+    terms = extract(f"retry {blob} {glued}")
+
+    assert "retry" in {t.root for t in terms.terms}
+    assert all(len(t.root) <= MAX_TERM_CHARS for t in terms.terms)
+    assert {"foo", "bar"} <= {t.root for t in terms.terms}  # the parts of a long name stay

@@ -68,18 +68,15 @@ class LlamaServer:
         return self._proc.log_tail(lines)
 
 
-#: Modules that start the bundled llama-server through `slm-rerank serve` / `--local`
-#: (slm_rerank.serve finds it), not through the fixtures below.
-SERVE_MODULES = ("test_serve.py", "test_serve_attack.py", "test_serve_files.py")
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under LLAMA_SERVER=skip, skip the tests marked ``bundled_server``: they start the
+    bundled llama-server through `slm-rerank serve` / `--local`, not these fixtures."""
     if os.environ.get(WITHOUT_SERVER_ENV) != "1":
         return
     skip = pytest.mark.skip(reason=f"{WITHOUT_SERVER_ENV}=1 (make test LLAMA_SERVER=skip): "
-                                   "these start the bundled llama-server")
+                                   "starts the bundled llama-server")
     for item in items:
-        if item.path.name in SERVE_MODULES:
+        if item.get_closest_marker("bundled_server"):
             item.add_marker(skip)
 
 

@@ -306,6 +306,7 @@ def test_scan_finds_a_real_llama_server_among_closed_ports(llama_server: Any):
 # --- the managed server, wherever it listens -------------------------------------------------
 
 
+@pytest.mark.bundled_server
 def test_a_managed_server_on_a_port_outside_the_scan_is_found_by_local_and_endpoints(
         cache: Path, tmp_path: Path):
     port = free_port()  # outside 8033-8040: a scan of those ports alone misses it

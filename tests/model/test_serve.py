@@ -17,6 +17,8 @@ from search_fixtures import CLI, REPO_FILES, cli, free_port, make_repo
 from slm_rerank import serve
 from slm_rerank.model.discovery import PORTS
 
+pytestmark = pytest.mark.bundled_server  # slm-rerank serve starts it
+
 
 def state(cache: Path) -> dict[str, object]:
     return json.loads((cache / "serve" / "server.json").read_text())

@@ -24,6 +24,8 @@ from search_fixtures import CLI, cli, free_port
 
 from slm_rerank import serve
 
+pytestmark = pytest.mark.bundled_server  # slm-rerank serve starts it
+
 
 @pytest.fixture
 def never_listens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

@@ -21,6 +21,9 @@ from search_fixtures import cli, free_port
 
 from slm_rerank import serve
 
+pytestmark = pytest.mark.bundled_server  # slm-rerank serve starts it
+
+
 #: generous: each command ends in about a second when it refuses the file
 BOUND = 60
 VICTIM_TEXT = "someone's precious file\n"

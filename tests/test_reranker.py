@@ -1,0 +1,99 @@
+"""Reranker's arguments: a wrong one is a clear error before any model server is asked."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+from pytest_httpserver import HTTPServer
+
+import slm_rerank
+from slm_rerank.errors import ConfigError
+from slm_rerank.report import Citation
+
+#: a port nothing listens on
+DEAD_SERVER = "http://127.0.0.1:9"
+
+
+@pytest.fixture
+def reranker(isolated_home: object, httpserver: HTTPServer) -> slm_rerank.Reranker:
+    # a server that would answer anything: the point is that it is never asked
+    return slm_rerank.Reranker(base_url=httpserver.url_for("/"), cache=False)
+
+
+def candidate(path: str = "net/retry.py", score: float = 1.0) -> slm_rerank.Candidate:
+    return slm_rerank.Candidate(path, 1, 2, "def retry():\n    pass\n", lexical_score=score)
+
+
+@pytest.mark.parametrize("score", [math.nan, math.inf, -math.inf])
+def test_a_lexical_score_that_is_not_a_finite_number_is_refused_naming_the_candidate(
+        reranker: slm_rerank.Reranker, httpserver: HTTPServer, score: float) -> None:
+    candidates = [candidate("a.py", 2.0), candidate("net/retry.py", score)]
+
+    with pytest.raises(ValueError, match=r"candidates\[1\] \(net/retry\.py:1-2\) has "
+                                         r"lexical_score (nan|inf|-inf); give a finite"):
+        reranker.rerank_sync("retry", candidates)
+    assert not httpserver.log
+
+
+def test_a_citation_with_a_nan_score_is_refused_too(
+        reranker: slm_rerank.Reranker, httpserver: HTTPServer) -> None:
+    citation = Citation("net/retry.py", 3, 4, None, score=0.5, lexical_score=math.nan)
+
+    with pytest.raises(ValueError, match=r"candidates\[0\] \(net/retry\.py:3-4\)"):
+        reranker.rerank_sync("retry", [citation])
+    assert not httpserver.log
+
+
+@pytest.mark.parametrize("candidates", ["abc", b"abc", 42, {"path": "a.py"}])
+def test_candidates_that_are_not_a_list_are_a_type_error_as_for_documents(
+        reranker: slm_rerank.Reranker, candidates: object) -> None:
+    with pytest.raises(TypeError, match=r"candidates must be a list \(of Candidate or "
+                                        r"Citation objects, or a Report\), not"):
+        reranker.rerank_sync("retry", candidates)  # type: ignore[arg-type]
+
+
+def test_an_item_that_is_not_a_candidate_is_a_type_error_naming_its_position(
+        reranker: slm_rerank.Reranker) -> None:
+    with pytest.raises(TypeError, match=r"candidates\[1\] is a str, not a Candidate"):
+        reranker.rerank_sync("retry", [candidate(), "net/retry.py"])  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize("top_k", [0, -1, True, 2.5])
+def test_top_k_below_one_is_a_value_error_as_top_n_is_for_documents(
+        reranker: slm_rerank.Reranker, httpserver: HTTPServer, top_k: object) -> None:
+    with pytest.raises(ValueError, match="top_k must be a positive integer"):
+        reranker.rerank_sync("retry", [candidate()], top_k=top_k)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="top_n must be a positive integer"):
+        slm_rerank.rerank_documents("retry", ["def retry(): pass"], top_n=top_k,
+                                    base_url=httpserver.url_for("/"))  # type: ignore[arg-type]
+    assert not httpserver.log
+
+
+@pytest.mark.parametrize("query", ["", "   ", None])
+def test_an_empty_query_is_a_value_error(reranker: slm_rerank.Reranker, query: object) -> None:
+    with pytest.raises(ValueError, match="query must be a non-empty string"):
+        reranker.rerank_sync(query, [candidate()])  # type: ignore[arg-type]
+
+
+def test_a_threshold_above_one_is_refused_like_the_constructors(
+        reranker: slm_rerank.Reranker) -> None:
+    with pytest.raises(ConfigError, match="threshold"):
+        reranker.rerank_sync("retry", [candidate()], threshold=2.0)
+
+
+def test_a_long_query_over_long_candidates_is_cut_in_time(isolated_home: object) -> None:
+    # Every word of a pasted log was tried on every line of every candidate (20,000 words
+    # on 200 lines took 2 s a candidate); the query's search terms are at most 40.
+    reranker = slm_rerank.Reranker(base_url=DEAD_SERVER, cache=False)
+    query = "retry backoff " + " ".join(f"word{i}" for i in range(100_000))
+    body = "".join(f"    value_{i} = compute(argument_{i})\n" for i in range(1000))
+    candidates = [slm_rerank.Candidate(f"m{i}.py", 1, 1000, body, lexical_score=1.0)
+                  for i in range(10)]
+
+    started = time.monotonic()
+    result = reranker.rerank_sync(query, candidates)
+
+    assert time.monotonic() - started < 60  # a few seconds; before, minutes
+    assert result.degraded  # nothing listens there: the cut ran, the judging could not

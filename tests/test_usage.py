@@ -1,0 +1,53 @@
+"""The usage log's summary (`slm-rerank stats`): damaged lines are skipped and counted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from search_fixtures import cli
+
+from slm_rerank import usage
+
+GOOD = '{"caller": "cli", "latency_ms": 10}\n'
+
+
+def write_log(folder: Path, *lines: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / usage.LOG_NAME).write_text("".join(lines))
+
+
+def test_a_deeply_nested_line_is_skipped_and_counted(tmp_path: Path) -> None:
+    # json.loads recurses once per bracket: this raised RecursionError out of `stats`
+    write_log(tmp_path, GOOD, "[" * 200_000 + "]" * 200_000 + "\n",
+              '{"latency_ms": ' + "[" * 200_000 + "\n", GOOD)
+
+    stats = usage.summarize(tmp_path)
+
+    assert stats.skipped_lines == 2
+    assert stats.queries == 2
+
+
+def test_a_line_longer_than_the_cap_is_skipped_and_the_next_one_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(usage, "MAX_LINE_CHARS", 100)
+    long_entry = json.dumps({"caller": "cli", "latency_ms": 10, "query": "x" * 1000}) + "\n"
+    write_log(tmp_path, long_entry, GOOD, "y" * 1000)  # the last one without a newline
+
+    stats = usage.summarize(tmp_path)
+
+    assert stats.skipped_lines == 2
+    assert stats.queries == 1
+
+
+def test_stats_with_a_deeply_nested_line_prints_the_summary(
+        repo: Path, isolated_home: Path) -> None:
+    write_log(isolated_home, GOOD, "[" * 200_000 + "\n")
+
+    run = cli("stats", cwd=repo)
+
+    assert run.returncode == 0, run.stderr
+    assert "Traceback" not in run.stderr
+    assert "1 queries logged" in run.stdout
+    assert "(1 unreadable lines skipped)" in run.stdout
