@@ -24,7 +24,7 @@ import click
 
 from slm_rerank.errors import ConfigError, SlmRerankError
 from slm_rerank.host import Host
-from slm_rerank.report import Report, display_path
+from slm_rerank.report import Report, display_path, visible
 from slm_rerank.scope import GLOB_CHARS, resolve_root, shown
 
 TOOL_NAME = "rerank_codebase"
@@ -131,20 +131,29 @@ def _inside_root(name: str, root: Path) -> str:
 
 def citations_text(report: Report) -> str:
     """The ranked citations as an agent reads them: one ``file:line`` per line, grouped
-    under ``slice NAME:`` lines with ``by_slice``, then the ghost stubs if asked for."""
-    lines = []
+    under ``slice NAME:`` lines with ``by_slice``, then the ghost stubs if asked for.
+
+    Names, symbols, notes and server messages are the repository's or a server's words:
+    each is escaped (``visible``) so that none can start a line of its own or carry raw
+    control characters into what the agent reads; a stub keeps its newlines and tabs.
+    """
+    lines: list[str] = []
+
+    def add(line: str) -> None:
+        lines.append(visible(line))
+
     if report.degraded:
-        lines.append(f"degraded: {report.degraded.reason}")
-        lines.append("(results below keep their lexical order: the model did not judge them "
-                     "all)")
-    lines += [f"warning: {message}" for message in report.warnings]
+        add(f"degraded: {report.degraded.reason}")
+        add("(results below keep their lexical order: the model did not judge them all)")
+    for message in report.warnings:
+        add(f"warning: {message}")
     if not report.results:
-        lines.append(f"no results for {report.query!r} under {display_path(report.root)}")
+        add(f"no results for {report.query!r} under {display_path(report.root)}")
     groups = [(None, range(len(report.results)))] if report.slices is None else [
         (g.name or "(outside any slice)", g.members) for g in report.slices]
     for heading, members in groups:
         if heading is not None:
-            lines.append(f"slice {heading}:")
+            add(f"slice {heading}:")
         for index in members:
             c = report.results[index]
             where = f"{display_path(c.path)}:{c.start_line}"
@@ -153,18 +162,18 @@ def citations_text(report: Report) -> str:
                 detail.insert(0, c.symbol)
             if c.dirty:
                 detail.append(f"uncommitted: {c.dirty}")
-            lines.append(f"{index + 1}. {where}  ({', '.join(detail)})")
+            add(f"{index + 1}. {where}  ({', '.join(detail)})")
     for rank, c in enumerate(report.results, 1):
         if c.stub is None:
             continue
-        lines.append("")
-        lines.append(f"--- {rank}. {display_path(c.path)} (stub: {c.stub.kept_lines} of "
-                     f"{c.stub.total_lines} lines kept, {c.stub.folded_lines} folded; line "
-                     "numbers are the file's)")
+        add("")
+        add(f"--- {rank}. {display_path(c.path)} (stub: {c.stub.kept_lines} of "
+            f"{c.stub.total_lines} lines kept, {c.stub.folded_lines} folded; line numbers "
+            "are the file's)")
         if c.stub.note:
-            lines.append(f"note: {c.stub.note}")
+            add(f"note: {c.stub.note}")
         if c.stub.text:
-            lines.append(c.stub.text.rstrip("\n"))
+            lines.append(visible(c.stub.text.rstrip("\n"), keep_lines=True))
     return "\n".join(lines)
 
 
