@@ -44,9 +44,11 @@ _FENCE = re.compile(r"```|~~~")
 _ERROR = re.compile(
     r"Traceback \(most recent call last\)"
     r"|\b[A-Z]\w*(?:Error|Exception|Warning)\b"            # TypeError, NullPointerException
-    r"|^\s*(?:error|panic|fatal|FAILED)(?:\[\w+\])?[:!]|^\s*npm ERR!"  # compiler, runtime
+    # [ \t], not \s, after ^: \s crosses newlines, so each of a run of blank lines started a
+    # rescan of the rest (16,000 newlines took 19 s, before the hook's deadline applies)
+    r"|^[ \t]*(?:error|panic|fatal|FAILED)(?:\[\w+\])?[:!]|^[ \t]*npm ERR!"  # compilers
     r"|\bsegmentation fault\b|\bstack trace\b|\bcore dumped\b"
-    r"|^\s+at [\w.$<>]+\(|^\s+File \"[^\"]+\", line \d+",   # JS/Java and Python frames
+    r"|^[ \t]+at [\w.$<>]+\(|^[ \t]+File \"[^\"]+\", line \d+",  # JS/Java, Python frames
     re.MULTILINE | re.IGNORECASE,
 )
 _SOURCE_EXT = (

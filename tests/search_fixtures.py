@@ -6,10 +6,13 @@ config or cache, or loads a plugin the user happened to install.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -205,3 +208,31 @@ def free_port() -> int:
             port = sock.getsockname()[1]
         if port not in PORTS:
             return port
+
+
+def linear_growth(work: Callable[[str], object], small: str, large: str) -> float:
+    """How many times longer ``work(large)`` takes than ``work(small)``, for a test of
+    linear time: with 8 times the text, about 8 when linear, about 64 when quadratic.
+
+    Measured in this thread's CPU time, so that waiting for a core on a busy machine does
+    not count; the fastest of five alternating runs of each, with the garbage collector
+    off, is the closest to the work itself. Up to two more rounds are measured only when
+    the first ratio is high (another process got in the way); the lowest is returned.
+    """
+    work(small)  # compile the patterns, fill the caches
+    ratios = []
+    for _ in range(3):
+        fastest = {small: float("inf"), large: float("inf")}
+        gc.disable()
+        try:
+            for _ in range(5):
+                for text in (small, large):
+                    started = time.thread_time()
+                    work(text)
+                    fastest[text] = min(fastest[text], time.thread_time() - started)
+        finally:
+            gc.enable()
+        ratios.append(fastest[large] / max(fastest[small], 1e-9))
+        if ratios[-1] < 20:
+            break
+    return min(ratios)

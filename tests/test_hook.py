@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from search_fixtures import CLI, cli, free_port, make_repo
+from search_fixtures import CLI, cli, free_port, linear_growth, make_repo
 
 from slm_rerank.hook import classify, deadline_from
 from slm_rerank.usage import summarize
@@ -243,3 +243,23 @@ def test_a_model_that_stopped_part_way_says_how_many_chunks_it_judged() -> None:
     assert ranking(report, fast=False).startswith("ranked by a model for 3 of the chunks, "
                                                   "lexically for the rest")
     assert ranking(report, fast=True) == "lexical ranking"
+
+
+#: Prompts whose shape made a classifier pattern rescan the rest of the prompt from each of
+#: its characters (a pasted log with blank lines, indented frames, long runs).
+LONG_PROMPTS = {
+    "blank lines": "\n", "blank lines with spaces": "\n \t", "indented lines": "\n    x",
+    "one word": "a", "dotted names": "a.", "snake_case": "a_", "CamelCase": "aB",
+    "slashes": "a/", "calls": "x(", "flags": "--a", "backticks": "`a", "where is": " where is",
+}
+
+
+@pytest.mark.parametrize("shape", list(LONG_PROMPTS))
+def test_the_classifier_takes_time_linear_in_the_prompt(shape: str) -> None:
+    # the classifier runs before the hook's deadline can stop anything: it must be linear
+    unit = LONG_PROMPTS[shape]
+    small, large = unit * (4000 // len(unit)), unit * (32000 // len(unit))
+
+    ratio = linear_growth(classify, "a" + small + "a", "a" + large + "a")
+
+    assert ratio < 20, f"{shape}: 8x the prompt took {ratio:.0f}x the time"

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import gc
 import random
-import time
 from pathlib import Path
 
 import pytest
-from search_fixtures import make_repo, result_paths, search
+from search_fixtures import linear_growth, make_repo, result_paths, search
 
 from slm_rerank.terms import (
     _FILE,
@@ -321,40 +319,13 @@ def _query_of(shape: str, chars: int) -> str:
     return "é " + text if shape == "accent then a run" else text
 
 
-def _growth(small: str, large: str, repeats: int = 5) -> float:
-    """How many times longer ``extract(large)`` takes than ``extract(small)``.
-
-    Measured in this thread's CPU time, so that waiting for a core on a busy machine does
-    not count; the fastest of several alternating runs of each, with the garbage collector
-    off, is the closest to the work itself.
-    """
-    fastest = {small: float("inf"), large: float("inf")}
-    gc.disable()
-    try:
-        for _ in range(repeats):
-            for query in (small, large):
-                started = time.thread_time()
-                extract(query)
-                fastest[query] = min(fastest[query], time.thread_time() - started)
-    finally:
-        gc.enable()
-    return fastest[large] / max(fastest[small], 1e-9)
-
-
 @pytest.mark.parametrize("shape", list(LONG_SHAPES))
 def test_term_extraction_time_grows_linearly_with_the_query(shape: str) -> None:
     small, large = _query_of(shape, 4000), _query_of(shape, 32000)
-    extract(small)  # compile the patterns first
 
-    # 8 times the text: about 8 times the time when linear, about 64 when quadratic. A
-    # second and third measurement are taken only when another process got in the way.
-    ratios = []
-    for _ in range(3):
-        ratios.append(_growth(small, large))
-        if ratios[-1] < 20:
-            break
+    ratio = linear_growth(extract, small, large)
 
-    assert min(ratios) < 20, f"{shape}: 8x the characters took {ratios}x the time"
+    assert ratio < 20, f"{shape}: 8x the characters took {ratio:.0f}x the time"
 
 
 def test_file_names_are_what_the_file_name_pattern_finds_from_every_position() -> None:
