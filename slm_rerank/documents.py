@@ -137,14 +137,22 @@ def check_list(value: Any, name: str = "documents",
                         f"{type(value).__name__}; pass list({name})")
 
 
-def _upstream(item: Any) -> float | None:
+def _upstream(item: Any, index: int, warnings: list[str]) -> float | None:
+    """The score a retriever gave ``item`` (an RRF result's, a mapping's ``score``), if any.
+
+    A NaN or infinite one is no ranking: it is reported as None, and a warning says so.
+    """
     value = getattr(item, "upstream_score", None)
     if value is None and isinstance(item, Mapping):
         value = item.get("score")
     # numbers.Real, not float: a vector store's numpy float32 is no float
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         return None
-    return float(value) if math.isfinite(value) else None
+    if not math.isfinite(value):
+        warnings.append(f"documents[{index}] has an upstream score of {float(value)!r}, which "
+                        "is not a finite number: its upstream_score is None")
+        return None
+    return float(value)
 
 
 def _fit(query: str, texts: Sequence[str], endpoint: Endpoint | None,
@@ -225,7 +233,6 @@ async def arerank_documents(
     judgement = await judge_documents_async(query, prepare, plugins, settings, cache_dir,
                                             noun="documents",
                                             unjudged="follow in input order")
-    warnings.extend(judgement.warnings)
     verdicts = judgement.scores
     judged = sorted(verdicts, key=lambda i: (-verdicts[i].probability, i))
     rest = [i for i in range(len(documents)) if i not in verdicts]
@@ -235,7 +242,8 @@ async def arerank_documents(
             document=documents[i], id=ids[i], index=i, rank=rank,
             score=verdict.probability if verdict else None,
             raw_score=verdict.raw if verdict else None, scorer=settings.scorer,
-            upstream_score=_upstream(documents[i]), note=verdict.note if verdict else None))
+            upstream_score=_upstream(documents[i], i, warnings),
+            note=verdict.note if verdict else None))
     unsent = sum(1 for v in verdicts.values() if (v.note or "").startswith("not sent"))
     if unsent:
         # a rerank API's pool: ranked below every judged one, by design, but not judged
@@ -243,7 +251,8 @@ async def arerank_documents(
                             "pool and not sent: they rank below every judged one")
     if top_n is not None:
         out.results = out.results[:top_n]
-    # documents shortened after their tokens were counted, and any the server refused
+    # documents shortened after their tokens were counted, any the server refused, and a
+    # score cache the disk refused
     out.warnings.extend(judgement.shortened + judgement.warnings)
     out.degraded = judgement.degraded
     out.endpoint = judgement.endpoint.base_url if judgement.endpoint else None

@@ -109,6 +109,21 @@ def test_rrf_output_goes_in_as_it_is_and_keeps_its_upstream_score(tmp_path: Path
     assert {r.id: r.upstream_score for r in result} == {"a": 11.0, "b": 4.0, "c": 0.8}
 
 
+def test_a_nan_upstream_score_is_reported_as_none_with_a_warning(tmp_path: Path) -> None:
+    docs = [{"id": "a", "text": "rotate keys", "score": float("nan")},
+            {"id": "b", "text": "billing", "score": 2.0},
+            {"id": "c", "text": "rotate", "score": float("-inf")}]
+
+    result = slm_rerank.rerank_documents("rotate", docs, host=keyword_host(tmp_path))
+
+    assert {r.index: r.upstream_score for r in result} == {0: None, 1: 2.0, 2: None}
+    assert sorted(w for w in result.warnings if "upstream score" in w) == [
+        "documents[0] has an upstream score of nan, which is not a finite number: its "
+        "upstream_score is None",
+        "documents[2] has an upstream score of -inf, which is not a finite number: its "
+        "upstream_score is None"]
+
+
 def test_bad_arguments_are_clear_errors(tmp_path: Path) -> None:
     host = keyword_host(tmp_path)
     with pytest.raises(ValueError, match="query must be a non-empty string"):
