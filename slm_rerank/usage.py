@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from slm_rerank.report import Report
+from slm_rerank.report import Report, visible
 
 LOG_NAME = "usage.jsonl"
 QUERY_CHARS = 500
@@ -55,7 +55,9 @@ def _entry(query: str, caller: str, latency_ms: float, top_paths: list[str],
 
 
 def _write(cache_dir: Path, entry: dict[str, Any]) -> None:
-    line = json.dumps(entry, ensure_ascii=False) + "\n"
+    # visible(json=True): DEL, C1 and U+2028 (which JSON leaves raw) become \uNNNN, so that
+    # `cat usage.jsonl` cannot drive a terminal with a query's or a path's characters
+    line = visible(json.dumps(entry, ensure_ascii=False), json=True) + "\n"
     # backslashreplace turns a lone surrogate into the JSON escape \udcXX: still valid JSON,
     # and it reads back as the same string.
     with open(cache_dir / LOG_NAME, "ab") as log:

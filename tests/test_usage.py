@@ -51,3 +51,15 @@ def test_stats_with_a_deeply_nested_line_prints_the_summary(
     assert "Traceback" not in run.stderr
     assert "1 queries logged" in run.stdout
     assert "(1 unreadable lines skipped)" in run.stdout
+
+
+def test_the_log_holds_no_raw_control_character_and_reads_back_exactly(tmp_path: Path) -> None:
+    query = "why\x1b[2J\x9b31m\u2028\x7f\x07 tab\t"
+    usage.append_hook(tmp_path, query, "cli", 1.0, {"decision": "skip"},
+                      top_paths=["src/a\x1b.py"])
+
+    raw = (tmp_path / usage.LOG_NAME).read_text(encoding="utf-8")
+    for char in ("\x1b", "\x9b", "\u2028", "\x7f", "\x07", "\t"):
+        assert char not in raw, repr(char)
+    (entry,) = [json.loads(line) for line in raw.splitlines()]
+    assert (entry["query"], entry["top_paths"]) == (query, ["src/a\x1b.py"])
