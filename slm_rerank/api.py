@@ -61,7 +61,7 @@ def search(
     stubs: str | None = None,
     dirty: bool = False,
     by_slice: bool = False,
-    root_name: str = "--root",
+    root_name: str = "root=",
 ) -> Report:
     """Rank the places under ``root`` (default: the repository holding the cwd) for ``query``.
 

@@ -217,7 +217,7 @@ def search(query: str | None, query_file: str | None, paths: tuple[str, ...], ro
             piped_paths=[] if query_file == "-" else _stdin_paths(),
             caller=caller or os.environ.get("SLM_RERANK_CALLER", "cli"), explain=verbose,
             expand=expand, stubs="stub" if stub else "slice" if skeleton else None,
-            dirty=dirty, by_slice=by_slice,
+            dirty=dirty, by_slice=by_slice, root_name="--root",
         )
     except QueryError as exc:
         raise click.UsageError(str(exc)) from None

@@ -62,3 +62,13 @@ def test_search_gives_stubs_slices_and_dirty_kinds_as_the_docs_show(repo: Path) 
 def test_search_refuses_an_unknown_stub_kind(repo: Path) -> None:
     with pytest.raises(ValueError, match="stubs must be None, 'stub' or 'slice'"):
         slm_rerank.search("retry", root=repo, stubs="full")
+
+
+def test_a_path_outside_the_root_names_the_parameter_of_whoever_asked(
+        repo: Path, tmp_path: Path) -> None:
+    outside = str(tmp_path)  # the repo fixture lives below it
+
+    with pytest.raises(SearchError, match="pass root= to search another"):
+        slm_rerank.search("retry", repo, paths=[outside])
+    run = cli("-q", "retry", "--fast", outside, cwd=repo)
+    assert run.returncode != 0 and "pass --root to search another" in run.stderr
