@@ -360,6 +360,13 @@ def config_set(key: str, value: str, to_repo: bool) -> None:
         fail(str(exc))
         return
     emit(f"{key} = {json.dumps(stored)}  # written to {path}\n")
+    if to_repo:
+        # read back as a search here will: a value above the user's for a key a repository
+        # may only lower is ignored, and that is worth hearing now, not at every search
+        try:
+            load_settings(start=path.parent)  # warns (once) of what it ignores
+        except SlmRerankError:
+            pass  # another layer is broken: a search will say so itself
 
 
 def _check_as_read(key: str, value: Any, where: str) -> None:

@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from search_fixtures import cli
 
 from slm_rerank.config import (
     ConfigError,
@@ -394,6 +395,19 @@ def test_config_set_repo_refuses_a_key_a_repository_may_not_set(tmp_path: Path) 
         write_setting(path, "auto_serve", "true", repo=True)
     assert not path.exists()
     assert write_setting(path, "timeout", "5", repo=True) == 5.0
+
+
+def test_config_set_repo_says_at_once_when_searches_will_ignore_the_value(
+        tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+
+    raised = cli("config", "set", "timeout", "500", "--repo", cwd=repo)
+    lowered = cli("config", "set", "rerank_top", "4", "--repo", cwd=repo)
+
+    assert raised.returncode == 0 and "written to" in raised.stdout
+    assert "key 'timeout' = 500.0 ignored: a repository may lower it" in raised.stderr
+    assert lowered.returncode == 0 and "rerank_top" not in lowered.stderr  # 4 < 16: kept
 
 
 def test_the_user_guide_table_is_the_trust_rule_of_every_key() -> None:
