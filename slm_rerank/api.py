@@ -83,6 +83,12 @@ def search(
     ``slice`` and ``report.slices`` (``--by-slice``). ``root_name`` is how the caller's
     user sets the root, for the error a path outside it gets (the MCP tool's ``root``).
     """
+    if not isinstance(query, str):
+        raise TypeError(f"search(query=...) must be a str, not {type(query).__name__}")
+    for name, given in (("paths", paths), ("piped_paths", piped_paths)):
+        # a str is a sequence too: its characters were searched as paths one by one
+        if isinstance(given, (str, bytes)) or not all(isinstance(p, str) for p in given):
+            raise TypeError(f"search({name}=...) must be a list of str, not {given!r}")
     if stubs not in (None, "stub", "slice"):
         raise ValueError(f"stubs must be None, 'stub' or 'slice', not {stubs!r}")
     if (not fast or expand) and (host is None or host.model_session is None):

@@ -129,6 +129,15 @@ def _valid_unicode(text: str) -> str:
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
+def _check_each(values: list[Any], what: str) -> None:
+    """A TypeError naming the first document whose ``text=`` / ``id=`` callable gave no
+    str (a 5 failed deep in the prompt assembly; an arbitrary object became the id)."""
+    for index, value in enumerate(values):
+        if not isinstance(value, str):
+            raise TypeError(f"documents[{index}]: {what}=... gave {type(value).__name__} "
+                            f"{value!r:.40}, not a str")
+
+
 def check_list(value: Any, name: str = "documents",
                kinds: str = "strings, mappings or objects") -> None:
     """A TypeError unless ``value`` is a list-like of items (a string is not one)."""
@@ -194,6 +203,7 @@ async def arerank_documents(
         raise ValueError(f"top_n must be a positive integer, not {top_n!r}")
     warnings: list[str] = []
     texts = [(text or document_text)(d) for d in documents]
+    _check_each(texts, "text")
     cleaned = [_valid_unicode(t) for t in texts]
     changed = sum(a is not b for a, b in zip(texts, cleaned, strict=True))
     if changed:
@@ -205,6 +215,7 @@ async def arerank_documents(
         warnings.append("the query held UTF-16 surrogates (not valid Unicode): pairs were "
                         "joined, lone ones asked as U+FFFD")
     ids = [(id or document_id)(d, i) for i, d in enumerate(documents)]
+    _check_each(ids, "id")
     plugins = host or Host.from_environment(start=Path.cwd())
     flags = {"scorer": scorer, "base_url": base_url, "model": model, "timeout": timeout,
              "score_cache": cache}

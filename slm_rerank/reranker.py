@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slm_rerank.cache import cache_path, usable_folder
-from slm_rerank.config import check_value
+from slm_rerank.config import check_value, shown
 from slm_rerank.documents import check_list
 from slm_rerank.host import Host
 from slm_rerank.model.fusion import fuse_scores
@@ -186,7 +186,7 @@ def _as_candidates(candidates: Report | Sequence[Candidate | Citation]) -> list[
         if not isinstance(item, (Candidate, Citation)):
             raise TypeError(f"candidates[{index}] is a {type(item).__name__}, not a "
                             "Candidate or a Citation")
-        _check_lexical_score(index, item)
+        _check_fields(index, item)
         if isinstance(item, Candidate):
             out.append(item)
             continue
@@ -204,15 +204,42 @@ def _as_candidates(candidates: Report | Sequence[Candidate | Citation]) -> list[
     return out
 
 
-def _check_lexical_score(index: int, item: Candidate | Citation) -> None:
+def _check_fields(index: int, item: Candidate | Citation) -> None:
+    """A candidate's fields have the types the judge needs; else a clear error naming it.
+
+    Without this a ``text`` of None or bytes, or a line range that is no range, failed deep
+    in the prompt assembly (AttributeError, TypeError), or was echoed back as given.
+    """
+    what = f"candidates[{index}]"
+    if not isinstance(item.path, str) or not item.path:
+        raise TypeError(f"{what}.path is {item.path!r}; give the file's path as a str")
+    lines = (item.start_line, item.end_line)
+    if any(isinstance(n, bool) or not isinstance(n, int) for n in lines) \
+            or not 1 <= item.start_line <= item.end_line:
+        raise ValueError(f"{what} ({item.path}) has lines {item.start_line!r}-"
+                         f"{item.end_line!r}; give ints with 1 <= start_line <= end_line")
+    if isinstance(item, Candidate) and not isinstance(item.text, str):
+        raise TypeError(f"{what} ({item.path}:{item.start_line}-{item.end_line}) has a "
+                        f"text of type {type(item.text).__name__}; give a str")
+    if item.symbol is not None and not isinstance(item.symbol, str):
+        raise TypeError(f"{what}.symbol is {item.symbol!r}; give a str or None")
+    _check_lexical_score(what, item)
+
+
+def _check_lexical_score(what: str, item: Candidate | Citation) -> None:
     # Standardising the scores needs finite numbers: NaN or infinity failed deep inside
-    # statistics, after the model server had judged every candidate.
+    # statistics, after the model server had judged every candidate; an int too big for a
+    # float (10**400) raised OverflowError.
     value = item.lexical_score
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) \
-            or not math.isfinite(value):
-        raise ValueError(f"candidates[{index}] ({item.path}:{item.start_line}-"
-                         f"{item.end_line}) has lexical_score {value!r}; give a finite "
-                         "number (any scale: the scores are standardised)")
+    try:
+        finite = (not isinstance(value, bool) and isinstance(value, numbers.Real)
+                  and math.isfinite(float(value)))
+    except OverflowError:
+        finite = False
+    if not finite:
+        raise ValueError(f"{what} ({item.path}:{item.start_line}-{item.end_line}) has "
+                         f"lexical_score {shown(value)}; give a finite number that fits a "
+                         "float (any scale: the scores are standardised)")
 
 
 __all__ = ["Candidate", "Reranked", "RerankResult", "Reranker"]

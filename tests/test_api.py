@@ -72,3 +72,16 @@ def test_a_path_outside_the_root_names_the_parameter_of_whoever_asked(
         slm_rerank.search("retry", repo, paths=[outside])
     run = cli("-q", "retry", "--fast", outside, cwd=repo)
     assert run.returncode != 0 and "pass --root to search another" in run.stderr
+
+
+@pytest.mark.parametrize(("call", "says"), [
+    (lambda root: slm_rerank.search(None, root), r"query=\.\.\.\) must be a str, not NoneType"),
+    (lambda root: slm_rerank.search(b"retry", root), r"must be a str, not bytes"),
+    (lambda root: slm_rerank.search("retry", root, paths="src"),
+     r"paths=\.\.\.\) must be a list of str, not 'src'"),
+    (lambda root: slm_rerank.search("retry", root, piped_paths="src/a.py"),
+     r"piped_paths=\.\.\.\) must be a list of str"),
+])
+def test_arguments_of_the_wrong_type_are_a_type_error_naming_them(repo: Path, call, says) -> None:
+    with pytest.raises(TypeError, match=says):
+        call(repo)

@@ -37,6 +37,26 @@ def test_a_lexical_score_that_is_not_a_finite_number_is_refused_naming_the_candi
     assert not httpserver.log
 
 
+@pytest.mark.parametrize(("fields", "error", "says"), [
+    ({"text": None}, TypeError, r"has a text of type NoneType; give a str"),
+    ({"text": b"def retry(): pass"}, TypeError, r"has a text of type bytes; give a str"),
+    ({"path": None}, TypeError, r"candidates\[0\]\.path is None"),
+    ({"start_line": "1"}, ValueError, r"has lines '1'-2; give ints"),
+    ({"start_line": 5, "end_line": 2}, ValueError, r"has lines 5-2; give ints with 1 <="),
+    ({"symbol": 7}, TypeError, r"candidates\[0\]\.symbol is 7"),
+    ({"lexical_score": 10**400}, ValueError, r"has lexical_score 1000.*give a finite number"),
+])
+def test_a_candidate_field_of_the_wrong_kind_is_refused_before_the_server_is_asked(
+        reranker: slm_rerank.Reranker, httpserver: HTTPServer, fields: dict[str, object],
+        error: type[Exception], says: str) -> None:
+    given = {"path": "net/retry.py", "start_line": 1, "end_line": 2,
+             "text": "def retry():\n    pass\n", **fields}
+
+    with pytest.raises(error, match=says):
+        reranker.rerank_sync("retry", [slm_rerank.Candidate(**given)])
+    assert not httpserver.log
+
+
 def test_a_citation_with_a_nan_score_is_refused_too(
         reranker: slm_rerank.Reranker, httpserver: HTTPServer) -> None:
     citation = Citation("net/retry.py", 3, 4, None, score=0.5, lexical_score=math.nan)

@@ -124,6 +124,16 @@ def test_a_nan_upstream_score_is_reported_as_none_with_a_warning(tmp_path: Path)
         "upstream_score is None"]
 
 
+def test_a_text_or_id_callable_that_gives_no_str_is_a_type_error(tmp_path: Path) -> None:
+    host = keyword_host(tmp_path)
+
+    with pytest.raises(TypeError, match=r"documents\[0\]: text=\.\.\. gave int 5, not a str"):
+        slm_rerank.rerank_documents("rotate", ["a"], host=host, text=lambda d: 5)
+    with pytest.raises(TypeError, match=r"documents\[1\]: id=\.\.\. gave object"):
+        slm_rerank.rerank_documents("rotate", ["a", "b"], host=host,
+                                    id=lambda d, i: "x" if i == 0 else object())
+
+
 def test_bad_arguments_are_clear_errors(tmp_path: Path) -> None:
     host = keyword_host(tmp_path)
     with pytest.raises(ValueError, match="query must be a non-empty string"):
