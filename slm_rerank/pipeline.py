@@ -107,6 +107,8 @@ class Ranked:
     chunks: list[ScoredChunk]
     #: path -> the file's decoded text, for the stages that need a chunk's code
     texts: dict[str, str] = field(default_factory=dict)
+    #: candidate files with evidence that were not read (huge, minified, binary, ...)
+    skipped: int = 0
 
 
 @dataclass
@@ -351,10 +353,12 @@ def rank(request: SearchRequest, host: Host, gathered: Gathered, notes: list[str
     limit = host.settings.max_file_bytes
     scored: list[ScoredChunk] = []
     texts: dict[str, str] = {}
+    skipped = 0
     for ev in candidates(gathered.evidence, request.top_k):
         data, reason = _read(request.root, ev.path, limit)
         if data is None:
             notes.append(f"skipped {display_path(ev.path)}: {reason}")
+            skipped += 1
             continue
         text = data.decode("utf-8", "replace")
         lowered = LoweredText.of(text)  # once for both: the cache's check and the scores
@@ -363,7 +367,7 @@ def rank(request: SearchRequest, host: Host, gathered: Gathered, notes: list[str
         scored.extend(score_chunks(gathered.terms, gathered.stats, ev, chunks, text, lowered))
         texts[ev.path] = text
     scored.sort(key=lambda s: (-s.score, s.path, s.chunk.start_line))
-    return Ranked(scored, texts)
+    return Ranked(scored, texts, skipped)
 
 
 # --- head, score, fuse --------------------------------------------------------------------
@@ -498,6 +502,11 @@ def fewer(ranked: Ranked, shown: int, top_k: int, chunks: bool, judged: int | No
         reason = "no file in scope matches the query"
     else:
         reason = f"only {found} {unit} in scope match{'es' if found == 1 else ''} the query"
+    if ranked.skipped:
+        # files that matched but were not read: "no file matches" alone would be untrue
+        reason += (f" ({ranked.skipped} more file{'' if ranked.skipped == 1 else 's'} with "
+                   "evidence could not be read: huge, minified, binary or unreadable; -v "
+                   "names them)")
     return Shortfall(top_k, shown, "matches", reason)
 
 

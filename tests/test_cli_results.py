@@ -97,6 +97,19 @@ def test_fewer_matching_files_than_k_is_said_on_stderr_and_in_json(tmp_path: Pat
     assert run.stderr == "slm-rerank: 3 of 10 results: only 3 files in scope match the query\n"
 
 
+def test_matching_files_that_could_not_be_read_are_counted_in_the_shortfall(
+        tmp_path: Path) -> None:
+    # the only match is minified: "no file in scope matches" alone was untrue
+    repo = make_repo(tmp_path / "repo", {"dist/app.min.js": "var retry_backoff=1;" * 20,
+                                         "README.md": "nothing here\n"})
+
+    run = cli("-q", "retry backoff", "--fast", "--format", "json", cwd=repo)
+
+    assert run.json()["shortfall"]["reason"] == (
+        "no file in scope matches the query (1 more file with evidence could not be read: "
+        "huge, minified, binary or unreadable; -v names them)")
+
+
 def test_as_many_results_as_asked_for_say_nothing_more(tmp_path: Path) -> None:
     repo = repo_of(tmp_path, 3)
 
