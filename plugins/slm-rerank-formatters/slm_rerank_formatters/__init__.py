@@ -129,7 +129,7 @@ def render_markdown(report: Report, tty: bool = False) -> str:
         if heading == OUTSIDE:  # no folder: a code span would show it as one
             lines += ["### outside any slice", ""]
         elif heading is not None:
-            lines += [f"### slice {_code(_cell(heading))}", ""]
+            lines += [f"### slice {_code(visible(heading))}", ""]  # no table: | stays
         lines += ["| # | location | score | symbol |", "| ---: | --- | ---: | --- |"]
         for i in members:
             c = report.results[i]

@@ -127,3 +127,15 @@ def test_a_slice_name_cannot_forge_a_line_either(render, tty: bool) -> None:  # 
 
     assert not any(line.startswith("forged") for line in out.splitlines()), out
     assert "packages/a\\x0aforged" in out
+
+
+def test_a_markdown_slice_heading_shows_a_pipe_as_it_is() -> None:
+    # a heading is no table cell: `\|` there is shown with its backslash
+    from slm_rerank.slices import SliceGroup
+
+    report = odd_report("packages/pk|g/x.py")
+    report.slices = [SliceGroup("packages/pk|g", [0], 1.0)]
+
+    out = slm_rerank_formatters.render_markdown(report)
+
+    assert "### slice `packages/pk|g`" in out.splitlines()
