@@ -27,6 +27,9 @@ class NotRegularFile(OSError):
         self.path = path
         self.what = what
 
+    def __str__(self) -> str:  # "[Errno 1] ..." would only puzzle a reader
+        return f"{self.path}: it is {self.what}, not a regular file"
+
 
 def describe(mode: int) -> str:
     """What a non-regular file is, in words a person recognises."""

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from search_fixtures import cli, make_repo
+from search_fixtures import CLI, cli, make_repo
 
 from slm_rerank import safefile, slicing, usage
 from slm_rerank.cache import SliceCache
@@ -47,6 +47,23 @@ def test_a_fifo_at_the_usage_log_does_not_hang_a_fast_search(repo: Path, tmp_pat
     assert run.returncode == 0, run.stderr
     assert "src/beacon.py" in run.stdout
     assert "FIFO" in run.stderr and str(cache / usage.LOG_NAME) in run.stderr
+
+
+def test_a_fifo_at_the_usage_log_does_not_hang_the_prompt_hook(repo: Path, tmp_path: Path
+                                                                ) -> None:
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    os.mkfifo(cache / usage.LOG_NAME)
+    prompt = json.dumps({"session_id": "s", "cwd": str(repo), "prompt":
+                         "where is beacon defined", "hook_event_name": "UserPromptSubmit"})
+
+    # the hook has 5 s; it blocked opening the log for ever (TimeoutExpired here)
+    done = subprocess.run([str(CLI), "hook", "claude-prompt"], input=prompt.encode(), cwd=repo,
+                          capture_output=True, timeout=GENEROUS,
+                          env={**os.environ, "SLM_RERANK_CACHE_DIR": str(cache)})
+
+    assert done.returncode == 0, done.stderr
+    assert b"src/beacon.py" in done.stdout
 
 
 def test_stats_refuses_a_fifo_usage_log_by_name_without_hanging(repo: Path, tmp_path: Path
