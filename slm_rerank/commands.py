@@ -412,10 +412,10 @@ def stats(format_name: str) -> None:
 
     try:
         folder = cache_path(load_settings())
+        summary = summarize(folder)  # ConfigError: the log is a symlink or a FIFO
     except ConfigError as exc:
         fail(str(exc))
         return
-    summary = summarize(folder)
     if format_name == "json":
         # Strict JSON: summarize() skips non-finite latencies, so NaN can never be asked for.
         emit(json.dumps({

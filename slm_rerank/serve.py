@@ -19,7 +19,6 @@ never imports it.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import ipaddress
 import json
@@ -37,6 +36,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from slm_rerank import safefile
 from slm_rerank.errors import SlmRerankError
 
 #: In the discovery range (8033-8040), so queries find the server by their usual scan.
@@ -112,12 +112,7 @@ def state_dir(cache_dir: Path) -> Path:
 
 def _kind(mode: int) -> str:
     """What a non-regular file is, in words a person recognises."""
-    for test, name in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISDIR, "a directory"),
-                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISLNK, "a symbolic link")):
-        if test(mode):
-            return name
-    return "not a regular file"
+    return safefile.describe(mode)
 
 
 def _refused(path: Path, what: str) -> ServeError:
@@ -128,33 +123,12 @@ def _refused(path: Path, what: str) -> ServeError:
 def _open_state_file(path: Path, flags: int, mode: int = 0o644) -> int:
     """A descriptor on the regular file ``path``; never through a symlink, never blocking.
 
-    O_NOFOLLOW refuses a symlink at ``path``; O_NONBLOCK makes opening a FIFO return at
-    once (for writing with no reader it fails with ENXIO), and fstat then refuses it.
+    ``safefile.open_regular`` does the opening; a refusal becomes a ServeError.
     """
     try:
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.EMLINK):  # EMLINK: the BSDs' O_NOFOLLOW answer
-            try:
-                target = os.readlink(path)
-            except OSError:
-                raise _refused(path, "a symbolic link") from None
-            shown = "".join(c if c.isprintable() else "?" for c in target)[:200]
-            raise _refused(path, f"a symbolic link (to {shown})") from None
-        if exc.errno == errno.ENXIO:  # a FIFO opened for writing that nobody reads
-            raise _refused(path, "a FIFO (named pipe)") from None
-        if exc.errno == errno.EISDIR:  # opened for writing
-            raise _refused(path, "a directory") from None
-        raise
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise _refused(path, _kind(info.st_mode))
-        os.set_blocking(fd, True)  # a regular file: nothing blocks; writes are whole
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+        return safefile.open_regular(path, flags, mode)
+    except safefile.NotRegularFile as exc:
+        raise _refused(path, exc.what) from None
 
 
 def _read_state_file(path: Path, cap: int = STATE_READ_CAP) -> bytes | None:

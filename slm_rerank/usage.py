@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from slm_rerank import safefile
+from slm_rerank.errors import ConfigError
 from slm_rerank.report import Report, visible
 
 LOG_NAME = "usage.jsonl"
@@ -28,7 +31,8 @@ def append(cache_dir: Path, report: Report, caller: str, latency_ms: float,
     optional key "hook". Text never makes it fail: a query or caller taken from argv or the
     environment may hold undecodable bytes (lone surrogates), which are written as
     ``\\udcXX`` escapes. Only a real I/O fault (a read-only or full disk) raises, as
-    ``OSError``.
+    ``OSError``; so does a symlink, FIFO or other non-regular file at the log's name
+    (``safefile.NotRegularFile``): it is never followed nor waited on.
     """
     _write(cache_dir, _entry(report.query, caller, latency_ms,
                              [c.path for c in report.results[:TOP_PATHS]], hook))
@@ -60,7 +64,11 @@ def _write(cache_dir: Path, entry: dict[str, Any]) -> None:
     line = visible(json.dumps(entry, ensure_ascii=False), json=True) + "\n"
     # backslashreplace turns a lone surrogate into the JSON escape \udcXX: still valid JSON,
     # and it reads back as the same string.
-    with open(cache_dir / LOG_NAME, "ab") as log:
+    # Through open_regular: a symlink there made the query land in its target, a FIFO hung
+    # every search (and the prompt hook past its limit).
+    fd = safefile.open_regular(cache_dir / LOG_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT,
+                               0o666)
+    with os.fdopen(fd, "ab") as log:
         log.write(line.encode("utf-8", errors="backslashreplace"))
 
 
@@ -103,16 +111,25 @@ class UsageStats:
 
 def summarize(cache_dir: Path) -> UsageStats:
     """Count the queries in the usage log, the median latency per caller, and the prompt
-    hook's decisions (lines written before the hook existed have none)."""
+    hook's decisions (lines written before the hook existed have none).
+
+    Raises ConfigError when the log is a symlink, a FIFO or another non-regular file (it is
+    not followed, nor waited on: a FIFO there hung `stats`).
+    """
     import statistics  # only `stats` needs it; kept out of every query's start-up
 
     path = cache_dir / LOG_NAME
     latencies: dict[str, list[float]] = {}
     hook_latencies: list[float] = []
     stats = UsageStats()
-    if not path.is_file():
+    try:
+        fd = safefile.open_regular(path, os.O_RDONLY)
+    except FileNotFoundError:
         return stats
-    with open(path, encoding="utf-8", errors="replace") as log:
+    except safefile.NotRegularFile as exc:
+        raise ConfigError(f"usage log {path} is refused: {exc.strerror}; slm-rerank keeps "
+                          f"only its own files there: remove it (rm {path})") from None
+    with os.fdopen(fd, encoding="utf-8", errors="replace") as log:
         for line in _lines(log):
             if line is None:
                 stats.skipped_lines += 1

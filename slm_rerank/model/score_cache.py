@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import os
 import sqlite3
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from slm_rerank import safefile
 from slm_rerank.errors import ConfigError
 
 FILE_NAME = "scores.sqlite3"
@@ -112,8 +114,52 @@ def _disk_message(path: Path, exc: BaseException, going_on: bool = False) -> str
             "SLM_RERANK_CACHE_DIR to a folder on another disk")
 
 
+def _folder_unwritable(folder: Path) -> bool:
+    """Whether no new file can be made in ``folder`` (a probe, not os.access: root and
+    read-only mounts answer os.access wrongly)."""
+    probe = folder / f".score-cache-probe-{os.getpid()}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        return False
+    except OSError:
+        return True
+    os.close(fd)
+    try:
+        os.unlink(probe)
+    except OSError:
+        pass
+    return False
+
+
+def _read_only_folder(path: Path, exc: BaseException) -> ConfigError:
+    """A cache in a folder that refuses new files: SQLite cannot open it (WAL needs its
+    -wal and -shm files), and deleting it would fail too, so `cache clear` is no remedy."""
+    folder = path.parent
+    if path.exists():
+        return ConfigError(f"score cache {path} cannot be opened ({exc}): its folder {folder} "
+                           "is read-only, and SQLite must create files beside it; make the "
+                           f"folder writable (chmod u+w {folder}), set cache_dir or "
+                           "SLM_RERANK_CACHE_DIR to a writable folder, or pass --no-cache")
+    return ConfigError(f"no score cache in {folder}: the folder is read-only, so none can be "
+                       "created and there is nothing to clear; make it writable (chmod u+w "
+                       f"{folder}) or set cache_dir or SLM_RERANK_CACHE_DIR to a writable "
+                       "folder")
+
+
+def refused_message(exc: safefile.NotRegularFile, going_on: bool = True) -> str:
+    """Why a symlink, FIFO or other non-regular file at a score cache name is not used."""
+    then = ": this run goes on without the score cache" if going_on else ""
+    return (f"score cache {exc.path} is refused: {exc.strerror} (slm-rerank opens only its "
+            f"own files there, never through a link){then}; remove it (rm {exc.path}), or "
+            "set cache_dir or SLM_RERANK_CACHE_DIR to another folder")
+
+
 def _unusable(path: Path, exc: BaseException) -> ConfigError:
     """The error for a cache file we cannot use, with the remedy that fits the cause."""
+    if isinstance(exc, sqlite3.OperationalError) and "unable to open" in str(exc) and \
+            path.parent.is_dir() and _folder_unwritable(path.parent):
+        return _read_only_folder(path, exc)
     if disk_fault(exc):
         return ConfigError(_disk_message(path, exc))
     if isinstance(exc, sqlite3.Error) and _locked(exc):
@@ -151,12 +197,17 @@ class ScoreCache:
     a disk which refuses writes (full, failing) turns the cache off for the rest of this
     run: ``warning`` then says so, lookups miss and writes are dropped, and the query goes
     on without the cache (``clear`` and ``stats`` still raise, naming the disk).
+
+    A symlink, FIFO or other non-regular file at the cache's name (or its -wal, -shm) is
+    never opened: SQLite would follow a link and create our tables in its target. The
+    cache is then off for the run, as for a refusing disk, and ``warning`` names the file.
     """
 
     def __init__(self, folder: Path) -> None:
         self.path = folder / FILE_NAME
         #: why the cache was turned off in this run (the disk refused a write), else None
         self.warning: str | None = None
+        self._refusal: safefile.NotRegularFile | None = None
         self._db: sqlite3.Connection | None = None
         # Two processes creating the file at once can meet a lock SQLite's busy handler does
         # not wait on (the switch to WAL); such a moment passes, so the opening is retried.
@@ -164,11 +215,17 @@ class ScoreCache:
             began = time.monotonic()
             try:
                 folder.mkdir(parents=True, exist_ok=True)
+                self._refuse_unsafe()
                 self._db = sqlite3.connect(self.path, timeout=BUSY_SECONDS,
                                            isolation_level=None)
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA synchronous=NORMAL")
                 self._db.executescript(SCHEMA)
+                return
+            except safefile.NotRegularFile as exc:
+                self._close()
+                self._refusal = exc
+                self.warning = refused_message(exc)
                 return
             except (sqlite3.Error, OSError) as exc:
                 if not disk_fault(exc):
@@ -177,6 +234,22 @@ class ScoreCache:
                     continue
                 self._turn_off(exc)
                 return
+
+    def _refuse_unsafe(self) -> None:
+        """NotRegularFile when a cache file's name holds a symlink, a FIFO, a folder...
+
+        Checked by lstat just before SQLite opens the files by name (it has no O_NOFOLLOW);
+        what replaces a checked file in between is the one race left, and it needs a hand
+        already writing in the user's own cache folder.
+        """
+        for suffix in ("", "-wal", "-shm"):
+            path = self.path.with_name(FILE_NAME + suffix)
+            try:
+                safefile.check_regular(path)
+            except safefile.NotRegularFile as exc:
+                if suffix == "" and exc.what == "a directory":
+                    raise OSError(errno.EISDIR, "is a directory", str(path)) from None
+                raise
 
     def _open_failed(self, exc: BaseException, began: float, attempt: int) -> None:
         """Return to try the opening again, or raise the error that fits ``exc``."""
@@ -201,6 +274,8 @@ class ScoreCache:
     def _live(self) -> sqlite3.Connection:
         """The open database, for ``clear`` and ``stats``; raises when the disk refused it."""
         if self._db is None:
+            if self._refusal is not None:  # `stats`, `clear`: no run goes on
+                raise ConfigError(refused_message(self._refusal, going_on=False))
             raise ConfigError(self.warning or f"score cache {self.path} is closed")
         return self._db
 

@@ -1,0 +1,92 @@
+"""Opening files in the cache folder: only regular files, never through a symlink, never
+blocking.
+
+The cache folder holds only slm-rerank's own files, yet anything may be put there: a
+symlink would make a write land in its target (a query appended to someone's file, our
+tables created in another app's database) and a FIFO would block the open or the read for
+ever (every search hung). ``open_regular`` refuses anything but a regular file, by name.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+
+class NotRegularFile(OSError):
+    """``path`` is a symlink, a FIFO, a folder or another non-regular file: refused.
+
+    An ``OSError``, so that code which already treats an unreadable cache file as a miss or
+    an unwritable one as a warning does the same here; ``what`` says what the file is.
+    """
+
+    def __init__(self, path: Path, what: str) -> None:
+        super().__init__(errno.EPERM, f"it is {what}, not a regular file", str(path))
+        self.path = path
+        self.what = what
+
+    def __str__(self) -> str:  # "[Errno 1] ..." would only puzzle a reader
+        return f"{self.path}: it is {self.what}, not a regular file"
+
+
+def describe(mode: int) -> str:
+    """What a non-regular file is, in words a person recognises."""
+    for test, name in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISLNK, "a symbolic link")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _link_text(path: Path) -> str:
+    try:
+        target = os.readlink(path)
+    except OSError:
+        return "a symbolic link"
+    # the target is anyone's text: no control character reaches a terminal through it
+    shown = "".join(c if c.isprintable() else "?" for c in target)[:200]
+    return f"a symbolic link (to {shown})"
+
+
+def open_regular(path: Path, flags: int, mode: int = 0o644) -> int:
+    """A descriptor on the regular file ``path``; NotRegularFile for anything else.
+
+    O_NOFOLLOW refuses a symlink at ``path``; O_NONBLOCK makes opening a FIFO return at
+    once (for writing with no reader it fails with ENXIO), and fstat then refuses it.
+    Other faults (missing file, permissions) raise as the usual ``OSError``.
+    """
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EMLINK):  # EMLINK: the BSDs' O_NOFOLLOW answer
+            raise NotRegularFile(path, _link_text(path)) from None
+        if exc.errno == errno.ENXIO:  # a FIFO opened for writing that nobody reads
+            raise NotRegularFile(path, "a FIFO (named pipe)") from None
+        if exc.errno == errno.EISDIR:  # opened for writing
+            raise NotRegularFile(path, "a directory") from None
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotRegularFile(path, describe(info.st_mode))
+        os.set_blocking(fd, True)  # a regular file: nothing blocks; writes are whole
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def check_regular(path: Path) -> None:
+    """Raise NotRegularFile when ``path`` exists and is not a regular file (lstat: a
+    symlink is refused, not followed); for files another library opens by name."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(info.st_mode):
+        raise NotRegularFile(path, _link_text(path))
+    if not stat.S_ISREG(info.st_mode):
+        raise NotRegularFile(path, describe(info.st_mode))
