@@ -165,6 +165,29 @@ def endpoint_url(endpoint: Endpoint, path: str) -> str:
     return endpoint.base_url.rstrip("/") + path
 
 
+class NotJSON(ValueError):
+    """A body that cannot be read as JSON; ``str()`` says why, in a few words."""
+
+
+def decode_json(content: bytes) -> Any:
+    """A server's body as JSON, or ``NotJSON`` saying why not: the one place answers are
+    decoded, by the probes and the client alike.
+
+    Besides malformed or undecodable text, Python's json refuses (with other exceptions than
+    JSONDecodeError) nesting deeper than the interpreter's recursion limit (RecursionError)
+    and an integer of more than 4300 digits (a plain ValueError); either would otherwise end
+    a search in a traceback, though it only says the listener is not a usable model server.
+    """
+    try:
+        return json.loads(content)
+    except RecursionError:
+        raise NotJSON("JSON nested too deep to read") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):  # the body, quoted, says more
+        raise NotJSON("not JSON") from None
+    except ValueError as exc:  # the integer digit limit, in particular
+        raise NotJSON(f"JSON that cannot be read ({excerpt(str(exc), 80)})") from None
+
+
 def as_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -205,7 +228,13 @@ def excerpt(value: Any, limit: int = 160) -> str:
     whitespace, newlines too, are one space, and other control characters are shown as
     ``\\xNN``, so a server's text can neither split our one-line error nor drive a
     terminal."""
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    if isinstance(value, str):
+        text = value
+    else:
+        try:
+            text = json.dumps(value, default=str)
+        except (ValueError, RecursionError):  # nested nearly as deep as json can read
+            text = f"(a {type(value).__name__} nested too deep to show)"
     text = " ".join(text.split())
     text = text if len(text) <= limit else text[:limit] + "…"
     return visible(text)

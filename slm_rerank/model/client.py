@@ -11,7 +11,6 @@ used), each naming the URL; no httpx, JSON or key error escapes.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -20,8 +19,10 @@ import httpx
 from slm_rerank.errors import ConfigError, ContractError, TransientError
 from slm_rerank.model.answers import (
     NextToken,
+    NotJSON,
     TokenChoice,
     as_int,
+    decode_json,
     endpoint_url,
     excerpt,
     from_completions,
@@ -233,11 +234,11 @@ class ModelClient:
         if status >= 400:
             raise _status_error(endpoint, url, response)
         try:
-            return response.json()
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            return decode_json(response.content)
+        except NotJSON as exc:
             raise ContractError(f"model server {url} answered {status} with a body that is "
-                                f"not JSON: {excerpt(response.text)}; is the endpoint's "
-                                "kind right?", endpoint.base_url) from exc
+                                f"{exc}: {excerpt(response.text)}; is the endpoint's "
+                                "kind right?", endpoint.base_url) from None
 
     async def _send(self, endpoint: Endpoint, url: str, body: dict[str, Any]
                     ) -> httpx.Response:
@@ -257,8 +258,8 @@ class ModelClient:
                             endpoint.base_url)
                     chunks.append(chunk)
         except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
-            raise ConfigError(f"endpoint URL {url} is not a usable http(s) URL: "
-                              f"{_reason(exc)}") from exc
+            raise ConfigError(f"endpoint URL {excerpt(url)} is not a usable http(s) URL: "
+                              f"{excerpt(_reason(exc))}") from exc
         except httpx.ConnectError as exc:
             raise TransientError(f"model server {url} refused the connection or could "
                                  f"not be reached ({_reason(exc)}); is it running?",
@@ -332,9 +333,10 @@ def _server_message(response: httpx.Response) -> str:
     body), as one line of at most a few hundred characters with control characters escaped:
     it is quoted inside our own one-line error."""
     try:
-        error = response.json().get("error")
-    except (ValueError, AttributeError):
-        error = None
+        body = decode_json(response.content)
+    except NotJSON:
+        body = None
+    error = body.get("error") if isinstance(body, dict) else None
     if isinstance(error, dict) and isinstance(error.get("message"), str):
         return excerpt(error["message"], SERVER_MESSAGE_CHARS)
     if isinstance(error, str):

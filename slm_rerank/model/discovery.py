@@ -23,7 +23,9 @@ from urllib.parse import urlsplit
 import httpx
 
 from slm_rerank.errors import ConfigError, SlmRerankError
+from slm_rerank.model.answers import NotJSON, decode_json, excerpt
 from slm_rerank.registrations import Endpoint
+from slm_rerank.report import visible
 
 DEFAULT_HOST = "127.0.0.1"
 #: probe reasons that a retry cannot cure (the rest: refused, timeout, loading, unreachable)
@@ -125,7 +127,13 @@ async def _probe(http: httpx.AsyncClient, base: str, timeout: float,
         # serve the rerank-endpoint scorer, which asks by its own API option, not by kind;
         # any other scorer gets a 404 naming the path it asked for.
         return Probe(base, Endpoint(base, "openai-completions", None, 1, api_key))
-    return Probe(base, None, f"not a model server (GET /v1/models: {models.status_code})")
+    said = f"{models.status_code}"
+    if models.status_code == 200:
+        try:
+            decode_json(models.content)
+        except NotJSON as exc:
+            said += f", {exc}"  # why a 200 did not read as a model list
+    return Probe(base, None, f"not a model server (GET /v1/models: {said})")
 
 
 async def _serves_rerank(http: httpx.AsyncClient, base: str, headers: dict[str, str],
@@ -158,6 +166,10 @@ async def _ask(http: httpx.AsyncClient, method: str, url: str, headers: dict[str
                             f"{MAX_PROBE_BYTES // 1_000_000} MB; a model server's answer to "
                             "it is kilobytes)")
                 chunks.append(chunk)
+    except httpx.InvalidURL as exc:
+        # not an HTTPError: unmapped it would end the search in a traceback
+        raise ConfigError(f"model server URL {excerpt(url)} is not a usable http(s) URL "
+                          f"({excerpt(str(exc))}); write it as http://HOST:PORT") from None
     except httpx.ConnectError as exc:
         return _connect_failure(exc)
     except httpx.TimeoutException:
@@ -296,6 +308,11 @@ def check_base_url(url: str, origin: str | None = None) -> str:
     """
     where = f"{origin}: " if origin else ""
     text = url.strip()
+    if not all(c.isprintable() for c in text):
+        # httpx refuses these only when the request is built (InvalidURL), far from the
+        # setting; shown escaped: the URL is quoted in a one-line message on a terminal.
+        raise ConfigError(f"{where}model server URL '{visible(text)}' holds a control "
+                          "or invisible character; write it as http://HOST:PORT")
     try:
         parts = urlsplit(text)
         parts.port  # noqa: B018 - raises ValueError for a port that is not a number
@@ -332,9 +349,10 @@ def _connect_failure(exc: BaseException) -> str:
 
 
 def _json(response: httpx.Response) -> Any:
+    """The answer's JSON, or None for one that cannot be read (see ``decode_json``)."""
     try:
-        return response.json()
-    except ValueError:  # JSONDecodeError and undecodable bytes alike
+        return decode_json(response.content)
+    except NotJSON:
         return None
 
 
