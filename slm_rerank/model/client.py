@@ -18,9 +18,11 @@ import httpx
 
 from slm_rerank.errors import ConfigError, ContractError, TransientError
 from slm_rerank.model.answers import (
+    ACCEPT_ENCODING,
     NextToken,
     NotJSON,
     TokenChoice,
+    Unreadable,
     as_int,
     decode_json,
     endpoint_url,
@@ -28,6 +30,7 @@ from slm_rerank.model.answers import (
     from_completions,
     from_native,
     one_per_prompt,
+    read_body,
     top_choices,
 )
 from slm_rerank.registrations import Endpoint
@@ -243,20 +246,23 @@ class ModelClient:
     async def _send(self, endpoint: Endpoint, url: str, body: dict[str, Any]
                     ) -> httpx.Response:
         """One POST, its answer read to the end within ``MAX_ANSWER_BYTES``."""
-        headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
+        headers = {"Accept-Encoding": ACCEPT_ENCODING}
+        if endpoint.api_key:
+            headers["Authorization"] = f"Bearer {endpoint.api_key}"
         try:
             async with self.http.stream("POST", url, json=body, headers=headers,
                                         timeout=self.timeout) as streamed:
-                chunks, size = [], 0
-                async for chunk in streamed.aiter_bytes():
-                    size += len(chunk)
-                    if size > MAX_ANSWER_BYTES:
-                        raise ContractError(
-                            f"model server {url} sent more than "
-                            f"{MAX_ANSWER_BYTES // 1_000_000} MB for one request; a "
-                            "yes/no answer is a few kilobytes: is this a model server?",
-                            endpoint.base_url)
-                    chunks.append(chunk)
+                # counted decoded, a step at a time: a gzip bomb meets the cap, in time
+                content = await read_body(streamed, MAX_ANSWER_BYTES)
+                if content is None:
+                    raise ContractError(
+                        f"model server {url} sent more than "
+                        f"{MAX_ANSWER_BYTES // 1_000_000} MB for one request; a "
+                        "yes/no answer is a few kilobytes: is this a model server?",
+                        endpoint.base_url)
+        except Unreadable as exc:
+            raise ContractError(f"model server {url} sent {exc}; is this a model server?",
+                                endpoint.base_url) from None
         except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
             raise ConfigError(f"endpoint URL {excerpt(url)} is not a usable http(s) URL: "
                               f"{excerpt(_reason(exc))}") from exc
@@ -273,7 +279,7 @@ class ModelClient:
         # (the bytes are already decoded: their content-encoding no longer applies)
         kept = {k: v for k, v in streamed.headers.items()
                 if k.lower() not in ("content-encoding", "content-length")}
-        return httpx.Response(streamed.status_code, headers=kept, content=b"".join(chunks),
+        return httpx.Response(streamed.status_code, headers=kept, content=content,
                               request=streamed.request)
 
     def _gate(self, endpoint: Endpoint) -> asyncio.Semaphore:

@@ -23,7 +23,14 @@ from urllib.parse import urlsplit
 import httpx
 
 from slm_rerank.errors import ConfigError, SlmRerankError
-from slm_rerank.model.answers import NotJSON, decode_json, excerpt
+from slm_rerank.model.answers import (
+    ACCEPT_ENCODING,
+    NotJSON,
+    Unreadable,
+    decode_json,
+    excerpt,
+    read_body,
+)
 from slm_rerank.registrations import Endpoint
 from slm_rerank.report import visible
 
@@ -154,18 +161,18 @@ async def _ask(http: httpx.AsyncClient, method: str, url: str, headers: dict[str
 
     The caller bounds the total time; ``timeout`` here only stops one silent read early.
     """
+    path = urlsplit(url).path
     try:
-        async with http.stream(method, url, headers=headers, timeout=timeout,
+        async with http.stream(method, url, timeout=timeout,
+                               headers={**headers, "Accept-Encoding": ACCEPT_ENCODING},
                                **({"json": body} if body is not None else {})) as streamed:
-            chunks, size = [], 0
-            async for chunk in streamed.aiter_bytes():
-                size += len(chunk)
-                if size > MAX_PROBE_BYTES:
-                    path = urlsplit(url).path
-                    return (f"not a model server ({method} {path} sent more than "
-                            f"{MAX_PROBE_BYTES // 1_000_000} MB; a model server's answer to "
-                            "it is kilobytes)")
-                chunks.append(chunk)
+            content = await read_body(streamed, MAX_PROBE_BYTES)
+            if content is None:  # counted decoded: a gzip bomb stops here too
+                return (f"not a model server ({method} {path} sent more than "
+                        f"{MAX_PROBE_BYTES // 1_000_000} MB; a model server's answer to "
+                        "it is kilobytes)")
+    except Unreadable as exc:
+        return f"not a model server ({method} {path} sent {exc})"
     except httpx.InvalidURL as exc:
         # not an HTTPError: unmapped it would end the search in a traceback
         raise ConfigError(f"model server URL {excerpt(url)} is not a usable http(s) URL "
@@ -179,7 +186,7 @@ async def _ask(http: httpx.AsyncClient, method: str, url: str, headers: dict[str
     # the bytes are decoded already: their content-encoding no longer applies
     kept = {k: v for k, v in streamed.headers.items()
             if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")}
-    return httpx.Response(streamed.status_code, headers=kept, content=b"".join(chunks),
+    return httpx.Response(streamed.status_code, headers=kept, content=content,
                           request=streamed.request)
 
 
