@@ -64,20 +64,23 @@ class Probe:
 
 
 async def probe(client_or_http: Any, base_url: str, timeout: float = 0.5,
-                api_key: str | None = None) -> Probe:
+                api_key: str | None = None, deadline: float | None = None) -> Probe:
     """Ask ``base_url`` what it is; never raises for a server that is down or strange.
 
     ``client_or_http`` is a ``ModelClient`` or an ``httpx.AsyncClient``. ``timeout`` bounds
     the whole probe: connecting, every request it makes and reading every answer (httpx's
     own timeout is per read, so a server that sends a byte now and then would otherwise
     hold the probe for ever). An answer over ``MAX_PROBE_BYTES`` is not read further.
+    ``deadline`` is the configured deadline a timeout names, when ``timeout`` is only what
+    is left of it (a scan's, after its connects).
     """
     http: httpx.AsyncClient = getattr(client_or_http, "http", client_or_http)
     base = base_url.rstrip("/")
     try:
         return await asyncio.wait_for(_probe(http, base, timeout, api_key), timeout)
     except asyncio.TimeoutError:
-        return Probe(base, None, f"timeout (no whole answer within {timeout:g} s)")
+        shown = timeout if deadline is None else deadline
+        return Probe(base, None, f"timeout (no whole answer within {shown:g} s)")
 
 
 async def _probe(http: httpx.AsyncClient, base: str, timeout: float,
@@ -222,7 +225,7 @@ async def scan(host: str = DEFAULT_HOST, ports: Iterable[int] = PORTS,
         left = max(deadline - loop.time(), 0.001)
         # trust_env=False: a proxy from the environment must not stand in for the host.
         async with httpx.AsyncClient(trust_env=False) as http:
-            found = await asyncio.gather(*(probe(http, url, left)
+            found = await asyncio.gather(*(probe(http, url, left, deadline=timeout)
                                            for url in extra + listening))
         results.update(zip(extra + listening, found, strict=True))
     return [results[url] for url in extra] + [results[f"http://{name}:{port}"]
