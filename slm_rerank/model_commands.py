@@ -203,7 +203,8 @@ async def _probe(discovery: Any, url: str | None, host: str, managed: str | None
 
     async with ModelClient(timeout=5.0) as client:
         if url:
-            return [await discovery.probe(client, discovery.check_base_url(url), timeout=5.0)]
+            return [await discovery.probe(client, discovery.check_base_url(url, "-e"),
+                                           timeout=5.0)]
         return await discovery.scan(host, also=[managed] if managed else [])
 
 

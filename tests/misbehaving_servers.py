@@ -10,9 +10,12 @@ stopped reading (a size cap), not how much memory the process took.
 from __future__ import annotations
 
 import contextlib
+import functools
 import socket
+import struct
 import threading
 import time
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -55,6 +58,17 @@ def _serve(conn: socket.socket, server: Misbehaving, stop: threading.Event, mode
                              b"Connection: close\r\nContent-Length: "
                              + str(len(body)).encode() + b"\r\n\r\n" + body)
                 return
+            if mode == "gzipbomb":
+                bomb = gzip_bomb(body_bytes)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                             b"Content-Encoding: gzip\r\nContent-Length: "
+                             + str(len(bomb)).encode() + b"\r\n\r\n")
+                for start in range(0, len(bomb), 65536):
+                    if stop.is_set():
+                        return
+                    conn.sendall(bomb[start:start + 65536])
+                    server.count(min(65536, len(bomb) - start))
+                return
             conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                          b"Content-Length: " + str(body_bytes).encode() + b"\r\n\r\n")
             if mode == "trickle":
@@ -72,12 +86,33 @@ def _serve(conn: socket.socket, server: Misbehaving, stop: threading.Event, mode
             return  # the client hung up: what a capped or timed-out reader does
 
 
+@functools.lru_cache(maxsize=2)
+def gzip_bomb(size: int) -> bytes:
+    """A gzip stream of ``size`` spaces (a multiple of 1 MiB), built in milliseconds.
+
+    Compressing a gigabyte takes seconds; but after a full flush the compressor starts
+    afresh, so every further MiB of spaces compresses to the same bytes, which are repeated.
+    """
+    block = b" " * (1 << 20)
+    blocks = max(1, size // len(block))
+    deflate = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    first = deflate.compress(block) + deflate.flush(zlib.Z_FULL_FLUSH)
+    again = deflate.compress(block) + deflate.flush(zlib.Z_FULL_FLUSH)
+    crc = 0
+    for _ in range(blocks):
+        crc = zlib.crc32(block, crc)
+    header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"
+    trailer = struct.pack("<II", crc, (blocks * len(block)) & 0xFFFFFFFF)
+    return header + first + again * (blocks - 1) + deflate.flush() + trailer
+
+
 @contextlib.contextmanager
 def misbehaving_server(mode: str, interval: float = 0.5, body_bytes: int = 300_000_000,
                        answers: dict[str, bytes] | None = None) -> Iterator[Misbehaving]:
-    """A server on a free loopback port that trickles (``"trickle"``) or floods (``"flood"``)
-    every request it gets, except those for a path in ``answers``, which get that body;
-    closed, with every connection, when the block ends."""
+    """A server on a free loopback port that trickles (``"trickle"``), floods (``"flood"``)
+    or sends ``body_bytes`` of spaces as a small gzip stream (``"gzipbomb"``) for every
+    request it gets, except those for a path in ``answers``, which get that body; closed,
+    with every connection, when the block ends."""
     listener = socket.socket()
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", 0))

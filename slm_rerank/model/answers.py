@@ -9,8 +9,11 @@ their prompts.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
+import zlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -165,6 +168,101 @@ def endpoint_url(endpoint: Endpoint, path: str) -> str:
     return endpoint.base_url.rstrip("/") + path
 
 
+#: the content codings a body may come in; asked for as Accept-Encoding, the rest refused
+ACCEPT_ENCODING = "gzip, deflate"
+#: decoded bytes one decompression step may produce before the loop gets a turn: a gzip
+#: bomb expands 64 KB read from the network to 64 MB, a quarter second of work done in one
+#: call, which no deadline could interrupt and which the size cap would only see after it
+_DECODE_STEP = 1 << 20
+
+
+class Unreadable(ValueError):
+    """A body in a content coding we did not ask for, or that does not decompress."""
+
+
+async def read_body(response: Any, cap: int) -> bytes | None:
+    """An httpx streamed response's body decoded, or None past ``cap`` decoded bytes (see
+    ``read_capped``); Unreadable for a coding not asked for or a body that won't inflate."""
+    if response.is_stream_consumed:  # built in memory (a mock transport): decoded already
+        content: bytes = response.content
+        return content if len(content) <= cap else None
+    return await read_capped(response.aiter_raw(), response.headers.get("content-encoding"),
+                             cap)
+
+
+async def read_capped(raw: AsyncIterator[bytes], coding: str | None, cap: int
+                      ) -> bytes | None:
+    """The body of ``raw`` (the bytes as sent) decoded, or None once more than ``cap``
+    DECODED bytes have come; ``coding`` is its Content-Encoding header.
+
+    Decoding runs here, a bounded step at a time with a turn for the event loop between
+    steps, so the cap counts what the body expands to and a deadline still fires while a
+    small compressed body expands to a gigabyte.
+    """
+    inflater = _inflater(coding)
+    body = bytearray()
+    async for chunk in raw:
+        if inflater is None:
+            body += chunk
+            if len(body) > cap:
+                return None
+            continue
+        pending, full = chunk, True
+        while pending or full:
+            limit = min(_DECODE_STEP, cap + 1 - len(body))
+            try:
+                out = inflater.decompress(pending, limit)
+            except zlib.error as exc:
+                if body or coding is None or coding.strip().lower() != "deflate":
+                    raise Unreadable(f"a {coding} body that does not decompress "
+                                     f"({exc})") from None
+                # "deflate" as sent is sometimes raw deflate, without its zlib header
+                inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+                out = inflater.decompress(pending, limit)
+            body += out
+            if len(body) > cap:
+                return None
+            pending, full = inflater.unconsumed_tail, len(out) == limit
+            await asyncio.sleep(0)
+    return bytes(body)
+
+
+def _inflater(coding: str | None) -> Any:
+    """A zlib decompressor for ``coding``, None for a body sent as it is."""
+    name = (coding or "identity").strip().lower()
+    if name == "identity":
+        return None
+    if name in ("gzip", "x-gzip"):
+        return zlib.decompressobj(16 + zlib.MAX_WBITS)
+    if name == "deflate":
+        return zlib.decompressobj()
+    raise Unreadable(f"a body in content coding {excerpt(name, 40)}, which was not asked "
+                     f"for (only {ACCEPT_ENCODING})")
+
+
+class NotJSON(ValueError):
+    """A body that cannot be read as JSON; ``str()`` says why, in a few words."""
+
+
+def decode_json(content: bytes) -> Any:
+    """A server's body as JSON, or ``NotJSON`` saying why not: the one place answers are
+    decoded, by the probes and the client alike.
+
+    Besides malformed or undecodable text, Python's json refuses (with other exceptions than
+    JSONDecodeError) nesting deeper than the interpreter's recursion limit (RecursionError)
+    and an integer of more than 4300 digits (a plain ValueError); either would otherwise end
+    a search in a traceback, though it only says the listener is not a usable model server.
+    """
+    try:
+        return json.loads(content)
+    except RecursionError:
+        raise NotJSON("JSON nested too deep to read") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):  # the body, quoted, says more
+        raise NotJSON("not JSON") from None
+    except ValueError as exc:  # the integer digit limit, in particular
+        raise NotJSON(f"JSON that cannot be read ({excerpt(str(exc), 80)})") from None
+
+
 def as_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -205,7 +303,13 @@ def excerpt(value: Any, limit: int = 160) -> str:
     whitespace, newlines too, are one space, and other control characters are shown as
     ``\\xNN``, so a server's text can neither split our one-line error nor drive a
     terminal."""
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    if isinstance(value, str):
+        text = value
+    else:
+        try:
+            text = json.dumps(value, default=str)
+        except (ValueError, RecursionError):  # nested nearly as deep as json can read
+            text = f"(a {type(value).__name__} nested too deep to show)"
     text = " ".join(text.split())
     text = text if len(text) <= limit else text[:limit] + "…"
     return visible(text)

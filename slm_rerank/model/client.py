@@ -11,7 +11,6 @@ used), each naming the URL; no httpx, JSON or key error escapes.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -19,14 +18,19 @@ import httpx
 
 from slm_rerank.errors import ConfigError, ContractError, TransientError
 from slm_rerank.model.answers import (
+    ACCEPT_ENCODING,
     NextToken,
+    NotJSON,
     TokenChoice,
+    Unreadable,
     as_int,
+    decode_json,
     endpoint_url,
     excerpt,
     from_completions,
     from_native,
     one_per_prompt,
+    read_body,
     top_choices,
 )
 from slm_rerank.registrations import Endpoint
@@ -233,32 +237,35 @@ class ModelClient:
         if status >= 400:
             raise _status_error(endpoint, url, response)
         try:
-            return response.json()
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            return decode_json(response.content)
+        except NotJSON as exc:
             raise ContractError(f"model server {url} answered {status} with a body that is "
-                                f"not JSON: {excerpt(response.text)}; is the endpoint's "
-                                "kind right?", endpoint.base_url) from exc
+                                f"{exc}: {excerpt(response.text)}; is the endpoint's "
+                                "kind right?", endpoint.base_url) from None
 
     async def _send(self, endpoint: Endpoint, url: str, body: dict[str, Any]
                     ) -> httpx.Response:
         """One POST, its answer read to the end within ``MAX_ANSWER_BYTES``."""
-        headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
+        headers = {"Accept-Encoding": ACCEPT_ENCODING}
+        if endpoint.api_key:
+            headers["Authorization"] = f"Bearer {endpoint.api_key}"
         try:
             async with self.http.stream("POST", url, json=body, headers=headers,
                                         timeout=self.timeout) as streamed:
-                chunks, size = [], 0
-                async for chunk in streamed.aiter_bytes():
-                    size += len(chunk)
-                    if size > MAX_ANSWER_BYTES:
-                        raise ContractError(
-                            f"model server {url} sent more than "
-                            f"{MAX_ANSWER_BYTES // 1_000_000} MB for one request; a "
-                            "yes/no answer is a few kilobytes: is this a model server?",
-                            endpoint.base_url)
-                    chunks.append(chunk)
+                # counted decoded, a step at a time: a gzip bomb meets the cap, in time
+                content = await read_body(streamed, MAX_ANSWER_BYTES)
+                if content is None:
+                    raise ContractError(
+                        f"model server {url} sent more than "
+                        f"{MAX_ANSWER_BYTES // 1_000_000} MB for one request; a "
+                        "yes/no answer is a few kilobytes: is this a model server?",
+                        endpoint.base_url)
+        except Unreadable as exc:
+            raise ContractError(f"model server {url} sent {exc}; is this a model server?",
+                                endpoint.base_url) from None
         except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
-            raise ConfigError(f"endpoint URL {url} is not a usable http(s) URL: "
-                              f"{_reason(exc)}") from exc
+            raise ConfigError(f"endpoint URL {excerpt(url)} is not a usable http(s) URL: "
+                              f"{excerpt(_reason(exc))}") from exc
         except httpx.ConnectError as exc:
             raise TransientError(f"model server {url} refused the connection or could "
                                  f"not be reached ({_reason(exc)}); is it running?",
@@ -272,7 +279,7 @@ class ModelClient:
         # (the bytes are already decoded: their content-encoding no longer applies)
         kept = {k: v for k, v in streamed.headers.items()
                 if k.lower() not in ("content-encoding", "content-length")}
-        return httpx.Response(streamed.status_code, headers=kept, content=b"".join(chunks),
+        return httpx.Response(streamed.status_code, headers=kept, content=content,
                               request=streamed.request)
 
     def _gate(self, endpoint: Endpoint) -> asyncio.Semaphore:
@@ -332,9 +339,10 @@ def _server_message(response: httpx.Response) -> str:
     body), as one line of at most a few hundred characters with control characters escaped:
     it is quoted inside our own one-line error."""
     try:
-        error = response.json().get("error")
-    except (ValueError, AttributeError):
-        error = None
+        body = decode_json(response.content)
+    except NotJSON:
+        body = None
+    error = body.get("error") if isinstance(body, dict) else None
     if isinstance(error, dict) and isinstance(error.get("message"), str):
         return excerpt(error["message"], SERVER_MESSAGE_CHARS)
     if isinstance(error, str):

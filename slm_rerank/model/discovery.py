@@ -23,7 +23,16 @@ from urllib.parse import urlsplit
 import httpx
 
 from slm_rerank.errors import ConfigError, SlmRerankError
+from slm_rerank.model.answers import (
+    ACCEPT_ENCODING,
+    NotJSON,
+    Unreadable,
+    decode_json,
+    excerpt,
+    read_body,
+)
 from slm_rerank.registrations import Endpoint
+from slm_rerank.report import visible
 
 DEFAULT_HOST = "127.0.0.1"
 #: probe reasons that a retry cannot cure (the rest: refused, timeout, loading, unreachable)
@@ -55,20 +64,23 @@ class Probe:
 
 
 async def probe(client_or_http: Any, base_url: str, timeout: float = 0.5,
-                api_key: str | None = None) -> Probe:
+                api_key: str | None = None, deadline: float | None = None) -> Probe:
     """Ask ``base_url`` what it is; never raises for a server that is down or strange.
 
     ``client_or_http`` is a ``ModelClient`` or an ``httpx.AsyncClient``. ``timeout`` bounds
     the whole probe: connecting, every request it makes and reading every answer (httpx's
     own timeout is per read, so a server that sends a byte now and then would otherwise
     hold the probe for ever). An answer over ``MAX_PROBE_BYTES`` is not read further.
+    ``deadline`` is the configured deadline a timeout names, when ``timeout`` is only what
+    is left of it (a scan's, after its connects).
     """
     http: httpx.AsyncClient = getattr(client_or_http, "http", client_or_http)
     base = base_url.rstrip("/")
     try:
         return await asyncio.wait_for(_probe(http, base, timeout, api_key), timeout)
     except asyncio.TimeoutError:
-        return Probe(base, None, f"timeout (no whole answer within {timeout:g} s)")
+        shown = timeout if deadline is None else deadline
+        return Probe(base, None, f"timeout (no whole answer within {shown:g} s)")
 
 
 async def _probe(http: httpx.AsyncClient, base: str, timeout: float,
@@ -125,7 +137,13 @@ async def _probe(http: httpx.AsyncClient, base: str, timeout: float,
         # serve the rerank-endpoint scorer, which asks by its own API option, not by kind;
         # any other scorer gets a 404 naming the path it asked for.
         return Probe(base, Endpoint(base, "openai-completions", None, 1, api_key))
-    return Probe(base, None, f"not a model server (GET /v1/models: {models.status_code})")
+    said = f"{models.status_code}"
+    if models.status_code == 200:
+        try:
+            decode_json(models.content)
+        except NotJSON as exc:
+            said += f", {exc}"  # why a 200 did not read as a model list
+    return Probe(base, None, f"not a model server (GET /v1/models: {said})")
 
 
 async def _serves_rerank(http: httpx.AsyncClient, base: str, headers: dict[str, str],
@@ -146,18 +164,22 @@ async def _ask(http: httpx.AsyncClient, method: str, url: str, headers: dict[str
 
     The caller bounds the total time; ``timeout`` here only stops one silent read early.
     """
+    path = urlsplit(url).path
     try:
-        async with http.stream(method, url, headers=headers, timeout=timeout,
+        async with http.stream(method, url, timeout=timeout,
+                               headers={**headers, "Accept-Encoding": ACCEPT_ENCODING},
                                **({"json": body} if body is not None else {})) as streamed:
-            chunks, size = [], 0
-            async for chunk in streamed.aiter_bytes():
-                size += len(chunk)
-                if size > MAX_PROBE_BYTES:
-                    path = urlsplit(url).path
-                    return (f"not a model server ({method} {path} sent more than "
-                            f"{MAX_PROBE_BYTES // 1_000_000} MB; a model server's answer to "
-                            "it is kilobytes)")
-                chunks.append(chunk)
+            content = await read_body(streamed, MAX_PROBE_BYTES)
+            if content is None:  # counted decoded: a gzip bomb stops here too
+                return (f"not a model server ({method} {path} sent more than "
+                        f"{MAX_PROBE_BYTES // 1_000_000} MB; a model server's answer to "
+                        "it is kilobytes)")
+    except Unreadable as exc:
+        return f"not a model server ({method} {path} sent {exc})"
+    except httpx.InvalidURL as exc:
+        # not an HTTPError: unmapped it would end the search in a traceback
+        raise ConfigError(f"model server URL {excerpt(url)} is not a usable http(s) URL "
+                          f"({excerpt(str(exc))}); write it as http://HOST:PORT") from None
     except httpx.ConnectError as exc:
         return _connect_failure(exc)
     except httpx.TimeoutException:
@@ -167,7 +189,7 @@ async def _ask(http: httpx.AsyncClient, method: str, url: str, headers: dict[str
     # the bytes are decoded already: their content-encoding no longer applies
     kept = {k: v for k, v in streamed.headers.items()
             if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")}
-    return httpx.Response(streamed.status_code, headers=kept, content=b"".join(chunks),
+    return httpx.Response(streamed.status_code, headers=kept, content=content,
                           request=streamed.request)
 
 
@@ -203,7 +225,7 @@ async def scan(host: str = DEFAULT_HOST, ports: Iterable[int] = PORTS,
         left = max(deadline - loop.time(), 0.001)
         # trust_env=False: a proxy from the environment must not stand in for the host.
         async with httpx.AsyncClient(trust_env=False) as http:
-            found = await asyncio.gather(*(probe(http, url, left)
+            found = await asyncio.gather(*(probe(http, url, left, deadline=timeout)
                                            for url in extra + listening))
         results.update(zip(extra + listening, found, strict=True))
     return [results[url] for url in extra] + [results[f"http://{name}:{port}"]
@@ -296,6 +318,11 @@ def check_base_url(url: str, origin: str | None = None) -> str:
     """
     where = f"{origin}: " if origin else ""
     text = url.strip()
+    if not all(c.isprintable() for c in text):
+        # httpx refuses these only when the request is built (InvalidURL), far from the
+        # setting; shown escaped: the URL is quoted in a one-line message on a terminal.
+        raise ConfigError(f"{where}model server URL '{visible(text)}' holds a control "
+                          "or invisible character; write it as http://HOST:PORT")
     try:
         parts = urlsplit(text)
         parts.port  # noqa: B018 - raises ValueError for a port that is not a number
@@ -332,9 +359,10 @@ def _connect_failure(exc: BaseException) -> str:
 
 
 def _json(response: httpx.Response) -> Any:
+    """The answer's JSON, or None for one that cannot be read (see ``decode_json``)."""
     try:
-        return response.json()
-    except ValueError:  # JSONDecodeError and undecodable bytes alike
+        return decode_json(response.content)
+    except NotJSON:
         return None
 
 

@@ -233,6 +233,14 @@ def test_a_scan_with_a_trickling_port_ends_within_the_scan_deadline():
     assert took < 5 * 1.0
 
 
+def test_a_scan_timeout_names_the_configured_deadline_not_the_time_that_was_left():
+    with misbehaving_server("trickle", interval=0.2) as server:
+        ports = [*closed_ports(2), server.port]
+        probes, _ = within(HUNG, discovery.scan("127.0.0.1", ports, timeout=0.5))
+
+    assert probes[2].reason == "timeout (no whole answer within 0.5 s)"
+
+
 def test_a_probe_stops_reading_an_answer_larger_than_its_cap():
     with misbehaving_server("flood", body_bytes=300_000_000) as server:
         found, _ = within(HUNG, probe_with_httpx(server.url, timeout=10.0))
