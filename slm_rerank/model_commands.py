@@ -105,10 +105,11 @@ def register(cli: click.Group) -> None:
     @cli.command()
     @click.option("--host", metavar="HOST", callback=_check_host,
                   help="Host to scan (default 127.0.0.1).")
-    @click.option("-e", "--base-url", "base_url", metavar="URL", help="Probe this URL only.")
+    @click.option("-e", "--base-url", "base_urls", metavar="URL", multiple=True,
+                  help="Probe this URL only; repeat for several.")
     @click.option("--format", "format_name", type=click.Choice(["text", "json"]),
                   default="text")
-    def endpoints(host: str | None, base_url: str | None, format_name: str) -> None:
+    def endpoints(host: str | None, base_urls: tuple[str, ...], format_name: str) -> None:
         """List the model servers that answer, and why each other port does not."""
         from slm_rerank.config import load_settings
         from slm_rerank.errors import ConfigError, SlmRerankError
@@ -117,16 +118,17 @@ def register(cli: click.Group) -> None:
         from slm_rerank.model.profiles import choose_profile
 
         try:
-            settings = load_settings(flags={"host": host, "base_url": base_url})
-            url = settings.base_url
+            settings = load_settings(flags={"host": host})
+            # every -e given (the last alone was probed), else base_url from env or config
+            urls = list(base_urls) or ([settings.base_url] if settings.base_url else [])
             scan_host = settings.host or discovery.DEFAULT_HOST
             import asyncio  # not at the top: every search registers these commands
 
             from slm_rerank.cache import cache_path
 
             # the managed server may listen off the scanned ports (serve --port 8235)
-            managed = None if url else discovery.managed_url(cache_path(settings), scan_host)
-            probes = asyncio.run(_probe(discovery, url, scan_host, managed))
+            managed = None if urls else discovery.managed_url(cache_path(settings), scan_host)
+            probes = asyncio.run(_probe(discovery, urls, scan_host, managed))
             profiles = Host(settings).registry.profiles()
             rows = []
             for p in probes:
@@ -197,14 +199,14 @@ def register(cli: click.Group) -> None:
         emit(f"{gone} cached scores deleted\n")
 
 
-async def _probe(discovery: Any, url: str | None, host: str, managed: str | None
+async def _probe(discovery: Any, urls: list[str], host: str, managed: str | None
                  ) -> list[Any]:
     from slm_rerank.model.client import ModelClient
 
     async with ModelClient(timeout=5.0) as client:
-        if url:
-            return [await discovery.probe(client, discovery.check_base_url(url, "-e"),
-                                           timeout=5.0)]
+        if urls:
+            checked = [discovery.check_base_url(url, "-e") for url in urls]
+            return await discovery.probe_all(client, checked, timeout=5.0)
         return await discovery.scan(host, also=[managed] if managed else [])
 
 

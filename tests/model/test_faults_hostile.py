@@ -458,3 +458,16 @@ def test_a_server_message_is_cut_to_a_few_hundred_characters(httpserver: HTTPSer
         next_token(llama_cpp(httpserver), ["q"])
 
     assert len(str(caught.value)) < 600
+
+
+def test_endpoints_probes_every_e_given_not_only_the_last(isolated_home: Path,
+                                                          httpserver: HTTPServer):
+    httpserver.expect_request("/v1/models").respond_with_json(recorded("llamacpp-v1-models.json"))
+    httpserver.expect_request("/props").respond_with_json(recorded("llamacpp-props.json"))
+    good = httpserver.url_for("/").rstrip("/")
+
+    result = run_cli("endpoints", "-e", "http://127.0.0.1:9", "-e", good, "--format", "json")
+
+    assert result.exit_code == 0, result.output
+    assert [(row["url"], row["kind"]) for row in json.loads(result.output)] == [
+        ("http://127.0.0.1:9", None), (good, "llama.cpp")]
