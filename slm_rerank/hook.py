@@ -336,6 +336,11 @@ def run(data: bytes, deadline: float, force_fast: bool = False) -> Outcome:
     worker.join(max(0.0, deadline - (time.perf_counter() - started)))
     reason = decision.reason
     if worker.is_alive():
+        # The search goes on in its thread: end the tools it started (rg, git), which would
+        # otherwise run on, orphaned, after the hook has answered.
+        from slm_rerank.matches import kill_tools
+
+        kill_tools()
         return Outcome(None, {"decision": "timeout", "queried": True, "reason": reason,
                               "deadline_s": deadline}, query=prompt, latency_ms=elapsed_ms(),
                        abandoned=True)
@@ -406,7 +411,11 @@ def main(deadline_option: str | None, force_fast: bool) -> None:
             pass
     if outcome is not None and outcome.abandoned:
         # The search thread may hold subprocesses or a pool the interpreter would wait for
-        # at exit: end now, output and log already flushed.
+        # at exit: end now, output and log already flushed. First the tools it may have
+        # started since run() killed them, and no new one after (close).
+        from slm_rerank.matches import kill_tools
+
+        kill_tools(close=True)
         os._exit(0)
     sys.exit(0)
 

@@ -12,7 +12,13 @@ from pathlib import Path
 import slm_rerank
 from slm_rerank.errors import SourceError
 from slm_rerank.filetypes import size_reason
-from slm_rerank.matches import count_terms, order_for_search, split_file_list, stderr_excerpt
+from slm_rerank.matches import (
+    count_terms,
+    order_for_search,
+    split_file_list,
+    start_tool,
+    stderr_excerpt,
+)
 from slm_rerank.registrations import CandidateSource, SourceHits, SourceQuery
 
 #: What git prints on stderr for a folder or file it could not read, and goes on (recorded
@@ -39,9 +45,9 @@ def _pathspecs(query: SourceQuery) -> list[str]:
 
 
 def _start(argv: list[str], root: Path) -> subprocess.Popen[bytes]:
+    # start_tool records the process, for a caller abandoning the search to kill.
     try:
-        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
+        return start_tool(argv)
     except OSError as exc:
         raise SourceError(f"candidate source 'git' could not run git for {root}: "
                           f"{exc.strerror or exc}; check that git is installed") from exc
