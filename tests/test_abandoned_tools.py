@@ -74,3 +74,34 @@ def test_kill_tools_ends_every_live_tool_and_forgets_it() -> None:
             if proc.poll() is None:
                 proc.kill()
             proc.communicate()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_the_git_sources_work_tree_probe_is_a_tool_kill_tools_ends(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    import slm_rerank_git
+
+    pids = tmp_path / "git.pids"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "git").symlink_to(_slow_rg(tmp_path, pids))  # the same slow stand-in
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    answers: list[str | None] = []
+    probe = threading.Thread(target=lambda: answers.append(slm_rerank_git.unavailable(tmp_path)),
+                             daemon=True)
+    probe.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not _recorded(pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _recorded(pids), "the slow git never ran: the test proves nothing"
+        kill_tools()
+        probe.join(timeout=30)
+        assert not probe.is_alive() and answers and "not inside a git work tree" in answers[0]
+        assert [pid for pid in _recorded(pids) if _running(pid)] == []
+    finally:
+        for pid in _recorded(pids):
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)

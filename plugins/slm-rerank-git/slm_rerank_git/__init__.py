@@ -28,12 +28,26 @@ _UNREADABLE = re.compile(rb"^(?:warning: could not open directory|error: failed 
                          rb"'(.+)': (.+?)\s*$")
 
 
+#: How long ``git rev-parse`` may take to say whether the root is in a work tree.
+PROBE_SECONDS = 10.0
+
+
 def unavailable(root: Path) -> str | None:
     if shutil.which("git") is None:
         return "git not found on PATH"
-    done = subprocess.run(["git", "-C", str(root), "rev-parse", "--is-inside-work-tree"],
-                          capture_output=True, text=True)
-    if done.returncode != 0 or done.stdout.strip() != "true":
+    # Through start_tool like the search itself: a caller abandoning the search at its
+    # deadline kills this one too; and bounded, as git on a hung file system never answers.
+    try:
+        proc = start_tool(["git", "-C", str(root), "rev-parse", "--is-inside-work-tree"])
+    except OSError as exc:
+        return f"git could not run: {exc.strerror or exc}"
+    try:
+        out, _ = proc.communicate(timeout=PROBE_SECONDS)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return f"git rev-parse did not answer within {PROBE_SECONDS:g} s in {root}"
+    if proc.returncode != 0 or out.strip() != b"true":
         return f"{root} is not inside a git work tree"
     return None
 
