@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from slm_rerank.errors import ConfigError
 from slm_rerank.report import visible
 
 #: default time the hook may take from reading stdin to printing, in seconds
@@ -225,10 +226,17 @@ def _configured_deadline(cwd: Path) -> float | None:
         return None
 
 
+class InputTooLong(ValueError):
+    """The hook's stdin held more than MAX_STDIN_BYTES: valid, perhaps, but not read whole."""
+
+
 def parse_input(data: bytes) -> tuple[str, str | None]:
     """``(prompt, cwd)`` from the hook's stdin; ValueError says what is wrong with it."""
     if not data.strip():
         raise ValueError("stdin is empty; expected the UserPromptSubmit JSON object")
+    if len(data) > MAX_STDIN_BYTES:  # main reads one byte more than the cap to tell
+        raise InputTooLong(f"hook input too long: over {MAX_STDIN_BYTES} bytes (the cap on "
+                           "stdin), so the prompt was not searched and no context is given")
     # A prompt is text; bytes that are not UTF-8 are replaced, never a reason to fail.
     doc = json.loads(data.decode("utf-8", errors="replace"))
     if not isinstance(doc, dict):
@@ -304,7 +312,8 @@ def run(data: bytes, deadline: float, force_fast: bool = False) -> Outcome:
         prompt, cwd_text = parse_input(data)
     except ValueError as exc:  # json.JSONDecodeError is a ValueError
         return Outcome(None, {"decision": "error", "queried": False,
-                              "reason": f"unreadable hook input: {exc}"},
+                              "reason": str(exc) if isinstance(exc, InputTooLong)
+                              else f"unreadable hook input: {exc}"},
                        latency_ms=elapsed_ms())
     decision = classify(prompt)
     if not decision.code:
@@ -328,6 +337,8 @@ def run(data: bytes, deadline: float, force_fast: bool = False) -> Outcome:
             result["output"] = render(report, fast)
             result["top_paths"] = [c.path for c in report.results[:TOP_K]]
             result["fast"] = fast
+        except ConfigError as exc:  # the search never ran: say so, not what failed later
+            result["config"] = f"config error, no context given: {exc}"
         except Exception as exc:  # noqa: BLE001 - the user's prompt must never fail for it
             result["error"] = f"{type(exc).__name__}: {exc}"
 
@@ -336,9 +347,18 @@ def run(data: bytes, deadline: float, force_fast: bool = False) -> Outcome:
     worker.join(max(0.0, deadline - (time.perf_counter() - started)))
     reason = decision.reason
     if worker.is_alive():
+        # The search goes on in its thread: end the tools it started (rg, git), which would
+        # otherwise run on, orphaned, after the hook has answered.
+        from slm_rerank.matches import kill_tools
+
+        kill_tools()
         return Outcome(None, {"decision": "timeout", "queried": True, "reason": reason,
                               "deadline_s": deadline}, query=prompt, latency_ms=elapsed_ms(),
                        abandoned=True)
+    if "config" in result:
+        return Outcome(None, {"decision": "error", "queried": False,
+                              "reason": result["config"]},
+                       query=prompt, latency_ms=elapsed_ms())
     if "error" in result:
         return Outcome(None, {"decision": "error", "queried": True,
                               "reason": f"{reason}; search failed: {result['error']}"},
@@ -363,6 +383,8 @@ def log(outcome: Outcome, cwd_hint: Path) -> str | None:
         folder.mkdir(parents=True, exist_ok=True)
         usage.append_hook(folder, outcome.query, CALLER, outcome.latency_ms, outcome.hook,
                           outcome.top_paths)
+    except ConfigError as exc:  # nothing wrong with the log: the settings cannot be read
+        return f"config error, so no usage log was written: {exc}"
     except Exception as exc:  # noqa: BLE001 - logging must not cost the prompt either
         return f"cannot write the usage log: {exc}"
     return None
@@ -379,7 +401,8 @@ def _cwd_hint(data: bytes) -> Path:
 def main(deadline_option: str | None, force_fast: bool) -> None:
     """The command: never raises, always exits 0 (anything else would reach the user)."""
     try:
-        data = sys.stdin.buffer.read(MAX_STDIN_BYTES) if sys.stdin is not None else b""
+        # One byte over the cap, so that parse_input can tell a too-long input from a cut one
+        data = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1) if sys.stdin is not None else b""
     except (OSError, ValueError):
         data = b""
     outcome: Outcome | None = None
@@ -390,7 +413,9 @@ def main(deadline_option: str | None, force_fast: bool) -> None:
         outcome = run(data, deadline, force_fast)
         problem = log(outcome, _cwd_hint(data))
         if outcome.hook["decision"] == "error":
-            problem = problem or outcome.hook["reason"]
+            # What went wrong with the prompt first: a log that failed for the same reason
+            # (a broken config file) would only repeat it, less clearly.
+            problem = outcome.hook["reason"]
         if outcome.output:
             sys.stdout.write(outcome.output + "\n")
             sys.stdout.flush()
@@ -406,7 +431,11 @@ def main(deadline_option: str | None, force_fast: bool) -> None:
             pass
     if outcome is not None and outcome.abandoned:
         # The search thread may hold subprocesses or a pool the interpreter would wait for
-        # at exit: end now, output and log already flushed.
+        # at exit: end now, output and log already flushed. First the tools it may have
+        # started since run() killed them, and no new one after (close).
+        from slm_rerank.matches import kill_tools
+
+        kill_tools(close=True)
         os._exit(0)
     sys.exit(0)
 

@@ -1,14 +1,19 @@
 """Reads what `rg -o --null` and `git grep -o -z` print: `path NUL match` records, file lists.
 
-Also turns a tool's stderr into the short excerpt an error message carries.
+Also turns a tool's stderr into the short excerpt an error message carries, and starts the
+tools themselves (``start_tool``), recording each live process so that a caller abandoning
+a search at its deadline can end them (``kill_tools``).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import subprocess
+import threading
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator
+from pathlib import Path
 
 #: ripgrep writes these notices to stdout, without a NUL, when it meets a NUL byte in a file
 #: it was searching (`binary file matches (...)`, `WARNING: stopped searching binary file
@@ -210,3 +215,71 @@ def stderr_excerpt(stderr: bytes) -> str:
     if len(lines) > STDERR_LINES:
         shown.append(f"… and {len(lines) - STDERR_LINES} more lines")
     return " | ".join(shown)
+
+
+# --- the tools' processes -----------------------------------------------------------------
+# A search runs rg or git as child processes. A caller that gives up on a search at its
+# deadline (the prompt hook) returns while they still run: unless it ends them they go on,
+# orphaned, for as long as the search would have taken. So every source starts its tools
+# here, and the caller kills whatever is still live before it leaves.
+
+_LIVE: set[subprocess.Popen[bytes]] = set()
+_LIVE_LOCK = threading.Lock()
+_CLOSED = False
+
+
+class ToolsClosed(OSError):
+    """``kill_tools(close=True)`` was called: no tool may start any more."""
+
+
+def start_tool(argv: list[str], cwd: str | os.PathLike[str] | None = None
+               ) -> subprocess.Popen[bytes]:
+    """``argv`` started with stdin on /dev/null and stdout, stderr piped; recorded as live.
+
+    Raises OSError when it cannot start (``ToolsClosed`` once the process is closing).
+    """
+    # Starting under the lock: a search thread cannot start a tool between a kill_tools
+    # that found nothing to kill and the caller's exit.
+    with _LIVE_LOCK:
+        if _CLOSED:
+            raise ToolsClosed(f"not starting {argv[0]}: the search was abandoned at its "
+                              "deadline")
+        for done in [p for p in _LIVE if p.poll() is not None]:
+            _LIVE.discard(done)
+        proc = subprocess.Popen(argv, cwd=Path(cwd) if cwd is not None else None,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        _LIVE.add(proc)
+        return proc
+
+
+def live_tools() -> list[int]:
+    """The pids of the tools started here that are still running."""
+    with _LIVE_LOCK:
+        return [p.pid for p in _LIVE if p.poll() is None]
+
+
+def kill_tools(close: bool = False) -> list[int]:
+    """Kill every tool still running and reap it; the pids killed.
+
+    ``close``: refuse to start any more tools, for a caller about to exit.
+    """
+    global _CLOSED
+    with _LIVE_LOCK:
+        _CLOSED = _CLOSED or close
+        procs = list(_LIVE)
+        _LIVE.clear()
+    killed = []
+    for proc in procs:
+        if proc.poll() is None:
+            try:
+                proc.kill()  # Popen.kill: SIGKILL on POSIX, TerminateProcess on Windows
+            except OSError:
+                continue  # it ended between poll and kill
+            killed.append(proc.pid)
+    for proc in procs:
+        try:
+            proc.wait(timeout=5)  # SIGKILL cannot be ignored: this returns at once
+        except subprocess.TimeoutExpired:
+            pass
+    return killed

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -313,21 +314,40 @@ def prefer_dirty(request: SearchRequest, host: Host, gathered: Gathered, notes: 
 # --- rank ---------------------------------------------------------------------------------
 
 
+#: Opening never waits: a FIFO (or a device) put where a listed file was would otherwise
+#: block ``open`` until a writer came, and the search with it. Symlinks are still followed,
+#: as they always were: a link inside the repository to a file is read as that file.
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
 def _read(root: Path, rel: str, limit: int) -> tuple[bytes | None, str | None]:
-    """A file's bytes, or why it was skipped."""
+    """A file's bytes, or why it was skipped.
+
+    The file is judged by fstat of the descriptor opened, not by a stat of its name: a file
+    swapped for a FIFO, a socket or a device after the listing is skipped, never read.
+    """
     full = os.path.join(os.fsencode(root), os.fsencode(rel))
     try:
-        size = os.stat(full).st_size
-        reason = size_reason(size, limit)
-        if reason:
-            return None, reason
-        with open(full, "rb") as handle:
-            # read(n) allocates n bytes before reading: size it by the file, not the limit
-            data = handle.read(size + 1)
-            if len(data) > size:  # it grew since stat (or stat cannot say: /proc)
-                data += handle.read(limit + 1 - len(data))
+        fd = os.open(full, _OPEN_FLAGS)
+        try:
+            status = os.fstat(fd)
+            if stat.S_ISDIR(status.st_mode):
+                return None, "a directory, not a file"
+            if not stat.S_ISREG(status.st_mode):
+                return None, "not a regular file (a pipe, socket or device)"
+            size = status.st_size
+            reason = size_reason(size, limit)
+            if reason:
+                return None, reason
+            with open(fd, "rb", closefd=False) as handle:
+                # read(n) allocates n bytes before reading: size it by the file, not the limit
+                data = handle.read(size + 1)
+                if len(data) > size:  # it grew since fstat
+                    data += handle.read(limit + 1 - len(data))
+        finally:
+            os.close(fd)
     except OSError as exc:
-        return None, f"unreadable ({exc.strerror})"
+        return None, f"unreadable ({exc.strerror or exc})"
     if len(data) > limit:
         return None, size_reason(len(data), limit)
     reason = content_reason(os.path.basename(rel), data[:SNIFF_BYTES], len(data))

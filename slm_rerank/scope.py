@@ -155,6 +155,11 @@ def _add_argument(scope: Scope, arg: str, cwd: Path, root_name: str) -> None:
         mode = _kind(candidate)
     except _Unusable as exc:
         raise SearchError(f"path '{shown(arg)}' cannot be searched: {exc}") from None
+    invalid = glob_problem(arg) if mode is None and GLOB_CHARS & set(arg) else None
+    if mode is None and invalid:
+        # Not a path, and no tool could read it as a glob: what the user meant is a path,
+        # and the clear error is that it is missing, not the source's glob parse error.
+        raise SearchError(f"path '{shown(arg)}' does not exist (nor is it a glob: {invalid})")
     if mode is None and GLOB_CHARS & set(arg):
         # a glob is written relative to where the user stands, like any other path
         glob = os.path.relpath(os.path.abspath(cwd / arg), scope.root)
@@ -194,6 +199,37 @@ def _add_piped(scope: Scope, name: str, cwd: Path, root_name: str) -> bool:
         raise _outside(name, scope.root, root_name)
     scope.paths.append(resolved)
     return True
+
+
+def glob_problem(glob: str) -> str | None:
+    """Why ``glob`` is not a glob the sources accept (rg refuses these outright), or None.
+
+    A class is ``[`` then an optional ``!`` or ``^``, at least one character (a ``]`` there is
+    literal), then ``]``; its ranges must run upwards. A trailing ``\\`` escapes nothing.
+    """
+    i = 0
+    while i < len(glob):
+        char = glob[i]
+        if char == "\\":
+            if i + 1 == len(glob):
+                return "it ends in a '\\' that escapes nothing"
+            i += 2
+            continue
+        if char == "[":
+            start = i + 1
+            if start < len(glob) and glob[start] in "!^":
+                start += 1
+            end = glob.find("]", start + 1)
+            if end < 0:
+                return "its '[' has no closing ']'"
+            body = glob[start:end]
+            for k in range(1, len(body) - 1):
+                if body[k] == "-" and body[k - 1] > body[k + 1]:
+                    return f"its range '{body[k - 1]}-{body[k + 1]}' runs backwards"
+            i = end + 1
+            continue
+        i += 1
+    return None
 
 
 def glob_regex(glob: str) -> re.Pattern[str]:

@@ -263,3 +263,26 @@ def test_the_classifier_takes_time_linear_in_the_prompt(shape: str) -> None:
     ratio = linear_growth(classify, "a" + small + "a", "a" + large + "a")
 
     assert ratio < 20, f"{shape}: 8x the prompt took {ratio:.0f}x the time"
+
+
+@pytest.mark.parametrize("config", ["unknown_key = 1\n", "x = [\n"],
+                         ids=["unknown-key", "bad-toml"])
+def test_a_broken_repository_config_is_reported_as_a_config_error_not_a_log_failure(
+        repo: Path, isolated_home: Path, config: str) -> None:
+    (repo / ".slm-rerank.toml").write_text(config)
+    done = run_hook(hook_input("where is backoff defined", repo), repo)
+    assert (done.returncode, done.stdout) == (0, b"")
+    line = done.stderr.decode()
+    assert "config error, no context given" in line and ".slm-rerank.toml" in line
+    assert "usage log" not in line
+
+
+def test_an_input_over_the_stdin_cap_is_called_too_long_not_unreadable(
+        repo: Path, isolated_home: Path) -> None:
+    from slm_rerank.hook import MAX_STDIN_BYTES
+
+    prompt = "where is backoff defined " + "x" * (MAX_STDIN_BYTES + 1000)
+    done = run_hook(hook_input(prompt, repo), repo)
+    assert (done.returncode, done.stdout) == (0, b"")
+    assert b"too long" in done.stderr and b"unreadable" not in done.stderr
+    assert log_entries(isolated_home)[-1]["hook"]["decision"] == "error"

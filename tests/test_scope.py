@@ -190,6 +190,34 @@ def test_a_glob_outside_the_root_is_the_same_error_as_a_path_outside_it(root: Pa
         scope_of(root, ["../elsewhere.py"])
 
 
+@pytest.mark.parametrize("arg", ["nope[", "*[", "x[!]", "a[z-a]*", "nope*\\"])
+def test_a_missing_path_that_is_no_valid_glob_is_said_not_to_exist(root: Path,
+                                                                     arg: str) -> None:
+    with pytest.raises(SearchError) as caught:
+        scope_of(root, [arg])
+
+    assert str(caught.value).startswith(f"path '{arg}' does not exist (nor is it a glob: ")
+
+
+def test_the_cli_says_a_missing_path_with_a_bracket_does_not_exist_not_that_rg_failed(
+        root: Path) -> None:
+    run = cli("-q", "retry", "--fast", "nope[", cwd=root)
+
+    assert run.returncode == 1
+    assert "path 'nope[' does not exist" in run.stderr
+    assert "ripgrep" not in run.stderr and "choose another source" not in run.stderr
+
+
+def test_an_existing_file_whose_name_has_an_unclosed_bracket_is_searched(root: Path) -> None:
+    (root / "odd[.py").write_text("retry\n")
+
+    assert scope_of(root, ["odd[.py"]).paths == [root / "odd[.py"]
+
+
+def test_a_valid_glob_with_a_class_is_still_a_glob(root: Path) -> None:
+    assert scope_of(root, ["src/[!x]*.py"]).globs == ["src/[!x]*.py"]
+
+
 def test_a_glob_that_matches_no_file_is_explained(root: Path) -> None:
     report = slm_rerank.search("retry", root=root, paths=[str(root / "*.rs")])
 

@@ -12,7 +12,13 @@ from pathlib import Path
 import slm_rerank
 from slm_rerank.errors import SourceError
 from slm_rerank.filetypes import size_reason
-from slm_rerank.matches import count_terms, order_for_search, split_file_list, stderr_excerpt
+from slm_rerank.matches import (
+    count_terms,
+    order_for_search,
+    split_file_list,
+    start_tool,
+    stderr_excerpt,
+)
 from slm_rerank.registrations import CandidateSource, SourceHits, SourceQuery
 
 #: What git prints on stderr for a folder or file it could not read, and goes on (recorded
@@ -22,12 +28,26 @@ _UNREADABLE = re.compile(rb"^(?:warning: could not open directory|error: failed 
                          rb"'(.+)': (.+?)\s*$")
 
 
+#: How long ``git rev-parse`` may take to say whether the root is in a work tree.
+PROBE_SECONDS = 10.0
+
+
 def unavailable(root: Path) -> str | None:
     if shutil.which("git") is None:
         return "git not found on PATH"
-    done = subprocess.run(["git", "-C", str(root), "rev-parse", "--is-inside-work-tree"],
-                          capture_output=True, text=True)
-    if done.returncode != 0 or done.stdout.strip() != "true":
+    # Through start_tool like the search itself: a caller abandoning the search at its
+    # deadline kills this one too; and bounded, as git on a hung file system never answers.
+    try:
+        proc = start_tool(["git", "-C", str(root), "rev-parse", "--is-inside-work-tree"])
+    except OSError as exc:
+        return f"git could not run: {exc.strerror or exc}"
+    try:
+        out, _ = proc.communicate(timeout=PROBE_SECONDS)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return f"git rev-parse did not answer within {PROBE_SECONDS:g} s in {root}"
+    if proc.returncode != 0 or out.strip() != b"true":
         return f"{root} is not inside a git work tree"
     return None
 
@@ -39,9 +59,9 @@ def _pathspecs(query: SourceQuery) -> list[str]:
 
 
 def _start(argv: list[str], root: Path) -> subprocess.Popen[bytes]:
+    # start_tool records the process, for a caller abandoning the search to kill.
     try:
-        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
+        return start_tool(argv)
     except OSError as exc:
         raise SourceError(f"candidate source 'git' could not run git for {root}: "
                           f"{exc.strerror or exc}; check that git is installed") from exc

@@ -19,6 +19,7 @@ from slm_rerank.matches import (
     listed_path,
     order_for_search,
     split_file_list,
+    start_tool,
     stderr_excerpt,
 )
 from slm_rerank.registrations import CandidateSource, SourceHits, SourceQuery
@@ -82,10 +83,10 @@ def _scope_args(root: Path, paths: Sequence[Path], globs: Sequence[str]) -> list
 
 
 def _start(argv: list[str], root: Path) -> subprocess.Popen[bytes]:
-    # stdin is /dev/null: given no paths, rg reads a piped stdin instead of the tree.
+    # stdin is /dev/null (start_tool): given no paths, rg reads a piped stdin instead of the
+    # tree. start_tool records the process, for a caller abandoning the search to kill.
     try:
-        return subprocess.Popen(argv, cwd=root, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        return start_tool(argv, cwd=root)
     except OSError as exc:
         raise SourceError(f"candidate source 'ripgrep' could not run {argv[0]} in {root}: "
                           f"{exc.strerror or exc}; check that the folder exists and that "
