@@ -321,7 +321,17 @@ _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXE
 
 
 def _read(root: Path, rel: str, limit: int) -> tuple[bytes | None, str | None]:
-    """A file's bytes, or why it was skipped.
+    """A candidate file's bytes, or why it was skipped (``read_regular``, then its content:
+    binary, minified and generated files are not worth slicing)."""
+    data, reason = read_regular(root, rel, limit)
+    if data is None:
+        return None, reason
+    reason = content_reason(os.path.basename(rel), data[:SNIFF_BYTES], len(data))
+    return (None, reason) if reason else (data, None)
+
+
+def read_regular(root: Path, rel: str, limit: int) -> tuple[bytes | None, str | None]:
+    """The bytes of the regular file ``rel`` under ``root`` (at most ``limit``), or why not.
 
     The file is judged by fstat of the descriptor opened, not by a stat of its name: a file
     swapped for a FIFO, a socket or a device after the listing is skipped, never read.
@@ -350,8 +360,7 @@ def _read(root: Path, rel: str, limit: int) -> tuple[bytes | None, str | None]:
         return None, f"unreadable ({exc.strerror or exc})"
     if len(data) > limit:
         return None, size_reason(len(data), limit)
-    reason = content_reason(os.path.basename(rel), data[:SNIFF_BYTES], len(data))
-    return (None, reason) if reason else (data, None)
+    return data, None
 
 
 def candidates(evidence: list[FileEvidence], wanted: int = CANDIDATE_FILES

@@ -27,6 +27,7 @@ from slm_rerank.documents import check_list
 from slm_rerank.host import Host
 from slm_rerank.model.fusion import fuse_scores
 from slm_rerank.model.stage import Judgement, Passage, cut_lines, judge_async
+from slm_rerank.pipeline import read_regular
 from slm_rerank.report import Citation, Report
 from slm_rerank.slicing import split_lines
 from slm_rerank.terms import extract
@@ -131,8 +132,8 @@ class Reranker:
             raise ValueError(f"top_k must be a positive integer, not {top_k!r}")
         if threshold is not None:
             threshold = check_value("threshold", threshold, "rerank(threshold=...)")
-        items = _as_candidates(candidates)
         settings = self.settings
+        items = _as_candidates(candidates, settings.max_file_bytes)
         folder = usable_folder(cache_path(settings)) if settings.score_cache else None
         cache_dir = folder.path if folder else None
         # A long candidate is cut around the lines with the query's search terms, as in a
@@ -175,7 +176,10 @@ class Reranker:
         return asyncio.run(self.rerank(query, candidates, threshold=threshold, top_k=top_k))
 
 
-def _as_candidates(candidates: Report | Sequence[Candidate | Citation]) -> list[Candidate]:
+def _as_candidates(candidates: Report | Sequence[Candidate | Citation], limit: int
+                   ) -> list[Candidate]:
+    """Candidates as given, and Citations with their lines read from the file (a regular
+    file of at most ``limit`` bytes, read as a search reads it: a FIFO cannot hang it)."""
     if not isinstance(candidates, Report):
         check_list(candidates, "candidates", "Candidate or Citation objects, or a Report")
     root = Path(candidates.root) if isinstance(candidates, Report) else Path.cwd()
@@ -191,13 +195,10 @@ def _as_candidates(candidates: Report | Sequence[Candidate | Citation]) -> list[
             out.append(item)
             continue
         if item.path not in texts:
-            full = root / item.path
-            try:
-                texts[item.path] = split_lines(full.read_text(encoding="utf-8",
-                                                              errors="replace"))
-            except OSError as exc:
-                raise FileNotFoundError(f"cannot read candidate {full}: "
-                                        f"{exc.strerror or exc}") from None
+            data, why = read_regular(root, item.path, limit)
+            if data is None:
+                raise FileNotFoundError(f"cannot read candidate {root / item.path}: {why}")
+            texts[item.path] = split_lines(data.decode("utf-8", "replace"))
         lines = texts[item.path][item.start_line - 1:item.end_line]
         out.append(Candidate(item.path, item.start_line, item.end_line, "\n".join(lines),
                              item.symbol, item.lexical_score))

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import math
+import os
 import time
+from pathlib import Path
 
 import pytest
 from pytest_httpserver import HTTPServer
+from search_fixtures import user_config
 
 import slm_rerank
 from slm_rerank.errors import ConfigError
@@ -117,3 +120,27 @@ def test_a_long_query_over_long_candidates_is_cut_in_time(isolated_home: object)
 
     assert time.monotonic() - started < 60  # a few seconds; before, minutes
     assert result.degraded  # nothing listens there: the cut ran, the judging could not
+
+
+def test_a_citation_whose_file_is_a_fifo_is_an_error_not_a_hang(
+        reranker: slm_rerank.Reranker, httpserver: HTTPServer, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    os.mkfifo(tmp_path / "retry.py")  # nobody writes it: reading it by name blocks for ever
+    monkeypatch.chdir(tmp_path)
+
+    with pytest.raises(FileNotFoundError, match=r"retry\.py: not a regular file"):
+        reranker.rerank_sync("retry", [Citation("retry.py", 1, 2, None, 0.5, 1.0)])
+    assert not httpserver.log
+
+
+def test_a_citation_whose_file_is_over_max_file_bytes_is_an_error(
+        isolated_home: object, httpserver: HTTPServer, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "big.py").write_text("retry = 1\n" * 100)
+    monkeypatch.chdir(tmp_path)
+    user_config().write_text("max_file_bytes = 100\n")
+    reranker = slm_rerank.Reranker(base_url=httpserver.url_for("/"), cache=False)
+
+    with pytest.raises(FileNotFoundError, match=r"big\.py: huge"):
+        reranker.rerank_sync("retry", [Citation("big.py", 1, 2, None, 0.5, 1.0)])
+    assert not httpserver.log
