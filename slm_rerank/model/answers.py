@@ -9,7 +9,6 @@ their prompts.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import zlib
@@ -199,6 +198,8 @@ async def read_capped(raw: AsyncIterator[bytes], coding: str | None, cap: int
     steps, so the cap counts what the body expands to and a deadline still fires while a
     small compressed body expands to a gigabyte.
     """
+    import asyncio  # here, not at the top: plugins import this module on a --fast search
+
     inflater = _inflater(coding)
     body = bytearray()
     async for chunk in raw:
