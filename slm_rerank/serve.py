@@ -633,6 +633,11 @@ def _kill_orphan(state: ServerState, wait: float = 10.0) -> None:
                 os.kill(state.server_pid, signal.SIGKILL)
             break
         time.sleep(0.1)
+    # An exiting process loses its arguments (its memory) before its sockets: the port can
+    # still accept, and then reset, a connection after the loop above ends (a start then
+    # called its own port "in use by a program that does not answer HTTP").
+    while _listening(state.host, state.port) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _clear_stale(cache_dir: Path) -> str | None:
