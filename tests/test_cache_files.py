@@ -224,6 +224,16 @@ def test_a_fifo_at_the_score_cache_is_named_as_a_fifo_not_a_full_disk(tmp_path: 
 
 # --- a read-only cache folder -------------------------------------------------------------
 
+def imitate_a_read_only_folder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a read-only folder does to SQLite and to the write probe, for root (whom
+    chmod does not stop)."""
+    def refused(*args: object, **kwargs: object) -> sqlite3.Connection:
+        raise sqlite3.OperationalError("unable to open database file")
+
+    monkeypatch.setattr(score_cache.sqlite3, "connect", refused)
+    monkeypatch.setattr(score_cache, "_folder_unwritable", lambda folder: True)
+
+
 @pytest.fixture
 def read_only_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A folder that refuses new files. Root writes anywhere, and no read-only mount can be
@@ -232,11 +242,7 @@ def read_only_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder.mkdir()
     folder.chmod(0o555)
     if os.geteuid() == 0:
-        def refused(*args: object, **kwargs: object) -> sqlite3.Connection:
-            raise sqlite3.OperationalError("unable to open database file")
-
-        monkeypatch.setattr(score_cache.sqlite3, "connect", refused)
-        monkeypatch.setattr(score_cache, "_folder_unwritable", lambda folder: True)
+        imitate_a_read_only_folder(monkeypatch)
     yield folder
     folder.chmod(0o755)
 
@@ -260,11 +266,7 @@ def test_a_cache_in_a_read_only_folder_names_the_folder_not_a_broken_file(
         extra.unlink()
     folder.chmod(0o555)
     if os.geteuid() == 0:
-        def refused(*args: object, **kwargs: object) -> sqlite3.Connection:
-            raise sqlite3.OperationalError("unable to open database file")
-
-        monkeypatch.setattr(score_cache.sqlite3, "connect", refused)
-        monkeypatch.setattr(score_cache, "_folder_unwritable", lambda folder: True)
+        imitate_a_read_only_folder(monkeypatch)
     try:
         with pytest.raises(ConfigError) as raised:
             ScoreCache(folder)
