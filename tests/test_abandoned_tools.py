@@ -45,11 +45,17 @@ def test_the_hook_past_its_deadline_kills_the_tools_the_search_started(
     prompt = json.dumps({"prompt": "where is backoff defined", "cwd": str(repo)})
     env = {**os.environ, "SLM_RERANK_RG": _slow_rg(tmp_path, pids)}
     try:
-        done = subprocess.run([str(CLI), "hook", "claude-prompt", "--deadline", "1"],
-                              input=prompt.encode(), cwd=repo, env=env, capture_output=True,
-                              timeout=60)
-        assert done.returncode == 0
-        started = _recorded(pids)
+        # The deadline must pass while rg runs, so rg must have started by then: on a busy
+        # machine the hook's start-up alone can take a second, so the deadline doubles
+        # until the slow rg was reached (it sleeps a minute: any of these ends first).
+        for deadline_s in (1, 2, 4, 8, 16):
+            done = subprocess.run([str(CLI), "hook", "claude-prompt", "--deadline",
+                                   str(deadline_s)], input=prompt.encode(), cwd=repo,
+                                  env=env, capture_output=True, timeout=60)
+            assert done.returncode == 0
+            started = _recorded(pids)
+            if started:
+                break
         assert started, "the slow rg never ran: the test proves nothing"
         # Killed processes are reaped by whoever inherited them: give that a moment.
         deadline = time.monotonic() + 10
