@@ -16,12 +16,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from slm_rerank import usage
-from slm_rerank.cache import cache_path, usable_folder
+from slm_rerank.cache_folder import cache_path, usable_folder
 from slm_rerank.config import check_value
 from slm_rerank.host import Host
+from slm_rerank.lexical.scope import resolve_root, resolve_scope
 from slm_rerank.pipeline import SearchRequest, run_search
 from slm_rerank.report import Report
-from slm_rerank.scope import resolve_root, resolve_scope
 
 #: The query expander ``expand=True`` (``--expand``) asks: slm-rerank-expand's.
 EXPANDER = "llm"
@@ -116,7 +116,7 @@ def search(
     )
     started_note = None
     if not fast:
-        from slm_rerank import serve
+        from slm_rerank.llama import managed as serve
         from slm_rerank.model.stage import pinned_urls
 
         # --local: with no server given (-e, SLM_ENDPOINT, an endpoints list, the [endpoints]

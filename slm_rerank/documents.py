@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slm_rerank.cache import cache_path, usable_folder
+from slm_rerank.cache_folder import cache_path, usable_folder
 from slm_rerank.config import check_value
 from slm_rerank.host import Host
 from slm_rerank.registrations import Document, Endpoint, ModelProfile

@@ -11,8 +11,14 @@ import pluggy
 
 from slm_rerank.config import KeyType, Settings, check_typed, load_settings, shown
 from slm_rerank.errors import ConfigError
-from slm_rerank.plugins import PluginInfo, load_entry_points, make_manager, report_load_errors
-from slm_rerank.registry import FAMILIES, Registry
+from slm_rerank.plugins import (
+    FAMILIES,
+    PluginInfo,
+    Registry,
+    load_entry_points,
+    make_manager,
+    report_load_errors,
+)
 
 #: settings whose values must name an installed plugin's registration
 CHOICE_KEYS = ("format", "sources", "scorer", "model")

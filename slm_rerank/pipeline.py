@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from slm_rerank.cache import SliceCache
 from slm_rerank.config import Settings
 from slm_rerank.errors import (
     ConfigError,
@@ -26,9 +25,19 @@ from slm_rerank.errors import (
     SearchError,
     SlmRerankError,
 )
-from slm_rerank.filetypes import SNIFF_BYTES, content_reason, size_reason
 from slm_rerank.host import Host
-from slm_rerank.lexical import FileEvidence, ScoredChunk, TermStats, score_chunks, score_files
+from slm_rerank.lexical.filetypes import SNIFF_BYTES, content_reason, size_reason
+from slm_rerank.lexical.scope import globs_matching_nothing
+from slm_rerank.lexical.scores import (
+    FileEvidence,
+    ScoredChunk,
+    TermStats,
+    score_chunks,
+    score_files,
+)
+from slm_rerank.lexical.slice_cache import SliceCache
+from slm_rerank.lexical.slicing import slice_text, split_lines
+from slm_rerank.lexical.terms import QueryTerms, Term, extract
 from slm_rerank.registrations import (
     CandidateSource,
     Endpoint,
@@ -45,13 +54,10 @@ from slm_rerank.report import (
     Shortfall,
     display_path,
 )
-from slm_rerank.scope import globs_matching_nothing
-from slm_rerank.slicing import slice_text, split_lines
-from slm_rerank.terms import QueryTerms, Term, extract
 
 if TYPE_CHECKING:
+    from slm_rerank.context.grouping import SliceGroup
     from slm_rerank.model.stage import Judgement, Passage
-    from slm_rerank.slices import SliceGroup
 
 #: Files sliced and scored per query: the best by file evidence (at least this many, more
 #: when -k asks for more), plus the best by path alone.
@@ -286,7 +292,7 @@ def prefer_dirty(request: SearchRequest, host: Host, gathered: Gathered, notes: 
     and leaves a file without evidence at zero. Returns path -> kind for every changed
     file under the root, for the report; outside git, a warning and nothing changes.
     """
-    from slm_rerank.dirty import find_dirty
+    from slm_rerank.context.dirty import find_dirty
 
     found = find_dirty(request.root)
     if found.reason:
@@ -376,7 +382,7 @@ def candidates(evidence: list[FileEvidence], wanted: int = CANDIDATE_FILES
 
 def rank(request: SearchRequest, host: Host, gathered: Gathered, notes: list[str]) -> Ranked:
     """Slice the candidate files and score every chunk lexically, best first."""
-    from slm_rerank.lexical import LoweredText
+    from slm_rerank.lexical.scores import LoweredText
 
     cache = SliceCache(request.cache_dir / "chunks") if request.cache_dir else None
     limit = host.settings.max_file_bytes
@@ -558,7 +564,7 @@ def attach_stubs(citations: list[Citation], selected: list[Fused], ranked: Ranke
     citation's even if the file changed or vanished since; a file that was not read (none,
     today) is read again.
     """
-    from slm_rerank.stubs import build_stub, stub_file
+    from slm_rerank.context.stubs import build_stub, stub_file
 
     for citation, entry in zip(citations, selected, strict=True):
         cited = [(citation.start_line, citation.end_line)]  # skeleton: marked, not kept
@@ -573,7 +579,7 @@ def attach_stubs(citations: list[Citation], selected: list[Fused], ranked: Ranke
 def group_by_slice(citations: list[Citation], paths: list[str], roots: list[str]
                    ) -> list[SliceGroup]:
     """Each citation's slice, and the slices in order of their best result."""
-    from slm_rerank.slices import group, slice_of
+    from slm_rerank.context.grouping import group, slice_of
 
     for citation, path in zip(citations, paths, strict=True):
         name = slice_of(path, roots)

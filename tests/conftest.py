@@ -16,3 +16,12 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def repo(tmp_path: Path) -> Path:
     """A small git repository (``search_fixtures.REPO_FILES``): retry code and its neighbours."""
     return make_repo(tmp_path / "repo", REPO_FILES)
+
+# The real llama-server fixtures (and the LLAMA_SERVER=skip rule), for every test folder.
+from live_fixtures import (  # noqa: E402, F401
+    cache,
+    in_process_api,
+    llama_server,
+    llama_server_factory,
+    pytest_collection_modifyitems,
+)

@@ -22,10 +22,10 @@ import slm_rerank_ripgrep
 
 from slm_rerank.config import Settings
 from slm_rerank.host import Host
+from slm_rerank.lexical.scope import resolve_scope
 from slm_rerank.pipeline import SearchRequest, run_search
 from slm_rerank.plugins import BUILTIN_DISTRIBUTIONS, LOAD_PLUGINS_ENV
 from slm_rerank.report import Report
-from slm_rerank.scope import resolve_scope
 
 CLI = Path(sys.executable).parent / "slm-rerank"
 

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from search_fixtures import CLI, cli, make_repo
 
-from slm_rerank import safefile, slicing, usage
-from slm_rerank.cache import SliceCache
+from slm_rerank import safefile, usage
 from slm_rerank.errors import ConfigError
+from slm_rerank.lexical import slicing
+from slm_rerank.lexical.slice_cache import SliceCache
 from slm_rerank.model import score_cache
 from slm_rerank.model.score_cache import FILE_NAME, ScoreCache, ScoreKey
 
@@ -110,7 +111,8 @@ def test_a_fifo_in_the_slice_cache_is_a_miss_without_hanging(tmp_path: Path) -> 
     entry.parent.mkdir(parents=True)
     os.mkfifo(entry)
     script = (
-        "import sys; from pathlib import Path; from slm_rerank.cache import SliceCache\n"
+        "import sys; from pathlib import Path\n"
+        "from slm_rerank.lexical.slice_cache import SliceCache\n"
         "data = b'def beacon():\\n    return 1\\n'\n"
         "chunks = SliceCache(Path(sys.argv[1])).slice('beacon.py', data, data.decode())\n"
         "print(chunks[0].symbol)\n")

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 import slm_rerank
-from slm_rerank.commands import cli
+from slm_rerank.cli.commands import cli
 from slm_rerank.config import user_config_path
 
 
@@ -95,7 +95,7 @@ def test_rerank_sync_inside_an_event_loop_says_to_await_rerank() -> None:
 
 def test_mcp_takes_local_as_the_degraded_note_tells_its_user(
         repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from slm_rerank import mcp_server
+    from slm_rerank.servers import mcp as mcp_server
 
     served: list[mcp_server.RerankService] = []
 
@@ -125,7 +125,7 @@ def test_mcp_takes_local_as_the_degraded_note_tells_its_user(
 ])
 def test_auto_serve_starts_nothing_when_the_config_pins_servers(
         repo: Path, monkeypatch: pytest.MonkeyPatch, config: str) -> None:
-    from slm_rerank import serve
+    from slm_rerank.llama import managed as serve
 
     started: list[Path] = []
     monkeypatch.setattr(serve, "ensure_local",
@@ -165,7 +165,7 @@ def run_at_once(work: Callable[[], object], threads: int = 16) -> list[BaseExcep
 
 def test_threads_proving_one_cache_folder_writable_do_not_trip_over_each_other(
         tmp_path: Path) -> None:
-    from slm_rerank.cache import ensure_writable
+    from slm_rerank.cache_folder import ensure_writable
 
     def prove() -> None:
         for _ in range(200):

@@ -241,7 +241,7 @@ def managed_url(cache_dir: Path, host: str = DEFAULT_HOST,
     misses although ``serve status`` reports it. A scan of another host (``--host``) wants
     that host's servers, so a managed server elsewhere is not offered to it.
     """
-    from slm_rerank import serve
+    from slm_rerank.llama import managed as serve
 
     found: list[serve.ServerState | None] = []
 

@@ -223,7 +223,7 @@ async def _find_endpoints(settings: Settings, client: object, judgement: Judgeme
     host = discovery.DEFAULT_HOST
     if settings.host:
         host = discovery.check_host(settings.host, settings.origins.get("host", "host"))
-    from slm_rerank.cache import cache_path
+    from slm_rerank.cache_folder import cache_path
 
     # the managed server may listen off the scanned ports (serve --port 8235)
     managed = discovery.managed_url(cache_path(settings), host)

@@ -25,9 +25,10 @@ from pathlib import Path
 
 from cases import MODES, add_case_options, load_cases, tree_ready
 
-from slm_rerank import dirty, pipeline
-from slm_rerank.cache import cache_path
+from slm_rerank import pipeline
+from slm_rerank.cache_folder import cache_path
 from slm_rerank.config import load_settings
+from slm_rerank.context import dirty
 from slm_rerank.host import Host
 from slm_rerank.pipeline import SearchRequest
 

@@ -52,7 +52,7 @@ LENGTHS = (2, 5, 10, 20, 40)
 def worker() -> int:
     """Answer one JSON request a line: run the fast pipeline, say how long it took."""
     import slm_rerank
-    from slm_rerank.cache import cache_path
+    from slm_rerank.cache_folder import cache_path
     from slm_rerank.config import load_settings
     from slm_rerank.host import Host
     from slm_rerank.pipeline import SearchRequest, run_search
@@ -98,7 +98,7 @@ class Worker:
 
 
 def rg_argv(query: str) -> list[str]:
-    from slm_rerank.terms import extract
+    from slm_rerank.lexical.terms import extract
 
     literals = extract(query).literals()
     rg = str(BIN / "rg") if (BIN / "rg").exists() else "rg"
@@ -271,7 +271,7 @@ def main() -> int:
 
     # (4) Growth with query length on the largest tree.
     print(f"\n## 4. Growth with query length on {LARGEST} (medians)\n")
-    from slm_rerank.terms import extract
+    from slm_rerank.lexical.terms import extract
 
     words = [t.root for t in extract(probe.query, max_terms=60).terms]
     rows = []

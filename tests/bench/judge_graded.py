@@ -26,7 +26,7 @@ import httpx
 from cases import add_case_options, file_order, spread_sample
 from metrics import hit_at, mean
 
-from slm_rerank.cache import cache_path, ensure_writable
+from slm_rerank.cache_folder import cache_path, ensure_writable
 from slm_rerank.config import load_settings
 from slm_rerank.host import Host
 from slm_rerank.model.client import ModelClient

@@ -25,7 +25,7 @@ from pathlib import Path
 from cases import MODES, add_case_options, file_order, spread_sample
 from metrics import hit_at, mean
 
-from slm_rerank.cache import cache_path, ensure_writable
+from slm_rerank.cache_folder import cache_path, ensure_writable
 from slm_rerank.config import load_settings
 from slm_rerank.host import Host
 from slm_rerank.pipeline import (

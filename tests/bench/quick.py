@@ -18,7 +18,7 @@ from pathlib import Path
 from cases import MODES, add_case_options, load_cases, tree_ready
 from metrics import first_gold_rank, hit_at, mean, reciprocal_rank
 
-from slm_rerank.cache import cache_path
+from slm_rerank.cache_folder import cache_path
 from slm_rerank.config import load_settings
 from slm_rerank.host import Host
 from slm_rerank.pipeline import SearchRequest, run_search

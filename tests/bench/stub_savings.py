@@ -31,8 +31,8 @@ from cases import add_case_options, load_cases, tree_ready
 
 import slm_rerank
 from slm_rerank.config import load_settings
+from slm_rerank.context.stubs import MAX_LINES, Stub, stub_file
 from slm_rerank.host import Host
-from slm_rerank.stubs import MAX_LINES, Stub, stub_file
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 _KEPT = re.compile(r"^ *(\d+)[ >] ", re.MULTILINE)

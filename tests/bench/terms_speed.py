@@ -3,7 +3,7 @@
 
     python tests/bench/terms_speed.py [--before REV] [--sizes 10000,40000]
 
-Loads ``slm_rerank/terms.py`` as it was at REV (``git show``, default d8b93c7, before the
+Loads ``slm_rerank/lexical/terms.py`` as it was at REV (``git show``, default d8b93c7, before the
 linear rewrite of issue 15) beside the current one and times ``extract()`` of both on the
 same queries, one after the other, in CPU time (a busy machine's waits do not count).
 Prints a markdown table with the ratio.
@@ -31,7 +31,7 @@ SHAPES = {
 
 
 def terms_at(rev: str, folder: Path) -> ModuleType:
-    source = subprocess.run(["git", "show", f"{rev}:slm_rerank/terms.py"], cwd=ROOT,
+    source = subprocess.run(["git", "show", f"{rev}:slm_rerank/lexical/terms.py"], cwd=ROOT,
                             check=True, capture_output=True, text=True).stdout
     path = folder / "terms_before.py"
     path.write_text(source, encoding="utf-8")
@@ -55,7 +55,7 @@ def main() -> int:
     ap.add_argument("--sizes", default="10000,40000")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
-    from slm_rerank import terms as now
+    from slm_rerank.lexical import terms as now
 
     with tempfile.TemporaryDirectory() as tmp:
         before = terms_at(args.before, Path(tmp))

@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner, Result
 from pytest_httpserver import HTTPServer
 
-from slm_rerank.commands import cli
+from slm_rerank.cli.commands import cli
 from slm_rerank.errors import ConfigError, ContractError, TransientError
 from slm_rerank.model import client as client_module
 from slm_rerank.model import discovery

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner, Result
 from search_fixtures import user_config
 
-from slm_rerank.commands import cli
+from slm_rerank.cli.commands import cli
 from slm_rerank.errors import ConfigError
 from slm_rerank.model import discovery
 from slm_rerank.model.client import ModelClient

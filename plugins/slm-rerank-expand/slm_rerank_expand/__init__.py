@@ -22,8 +22,8 @@ from collections.abc import Callable
 
 import slm_rerank
 from slm_rerank.errors import ContractError, TransientError
+from slm_rerank.lexical.terms import STOP_WORDS, light, split_identifier, stem
 from slm_rerank.registrations import ExpandRequest, PluginOption, QueryExpander, WeightedTerm
-from slm_rerank.terms import STOP_WORDS, light, split_identifier, stem
 from slm_rerank_expand.cache import ExpansionCache, cache_key
 
 #: Two worked examples, then the query: the answer is one line of comma-separated words.

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import slm_rerank
 from slm_rerank.errors import SourceError
-from slm_rerank.filetypes import size_reason
-from slm_rerank.matches import (
+from slm_rerank.lexical.filetypes import size_reason
+from slm_rerank.lexical.matches import (
     count_terms,
     order_for_search,
     split_file_list,

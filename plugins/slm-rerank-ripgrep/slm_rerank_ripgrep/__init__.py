@@ -13,8 +13,8 @@ from pathlib import Path
 
 import slm_rerank
 from slm_rerank.errors import SourceError
-from slm_rerank.filetypes import size_reason
-from slm_rerank.matches import (
+from slm_rerank.lexical.filetypes import size_reason
+from slm_rerank.lexical.matches import (
     count_grouped_terms,
     listed_path,
     order_for_search,

@@ -1,0 +1,1 @@
+"""Context for agents around the citations: stubs, architectural groups, uncommitted work."""

@@ -1,0 +1,1 @@
+"""The lexical stage: query terms, scope, which files count, tool output, chunks, scores."""

@@ -1,0 +1,326 @@
+"""Tier-1 lexical scores: for whole files from path and body evidence, then per chunk.
+
+A term that names the file or a symbol the chunk declares counts most, then a directory
+match, then mentions in the body (saturating, BM25-like, weighted by rarity). Tests and docs
+rank below implementations unless the query is about them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from bisect import bisect_left
+from dataclasses import dataclass, field
+from functools import lru_cache
+from itertools import repeat
+from operator import sub
+
+from slm_rerank.lexical.filetypes import path_kind
+from slm_rerank.lexical.slicing import Chunk, line_starts
+from slm_rerank.lexical.terms import QueryTerms, Term, light, searched_in_bodies, split_identifier
+from slm_rerank.registrations import SourceHits
+
+NAMES_FILE = 4.0
+NAME_TOKEN = 2.0
+DIRECTORY = 1.0
+NAMED_PATH = 6.0
+DECLARES = 3.0
+ENCLOSING = 1.0
+SATURATION = 1.2
+TEST_FACTOR = 0.5
+DOC_FACTOR = 0.4
+CHANGELOG_FACTOR = 0.2
+#: configuration, data, message catalogs: text that is neither source nor docs
+OTHER_FACTOR = 0.4
+#: BM25's length normalisation: 0 ignores file size, 1 divides by it fully
+LENGTH_B = 0.5
+
+
+#: everything but letters and digits, in any script (a CJK file name keeps its characters)
+_NOT_ALNUM = re.compile(r"[\W_]")
+
+
+@lru_cache(maxsize=65536)
+def _key(word: str) -> str:
+    return light(_NOT_ALNUM.sub("", word.lower()))
+
+
+@dataclass
+class FileEvidence:
+    """Why a file is a candidate: path and body evidence, before chunks are looked at."""
+
+    path: str
+    path_score: float = 0.0
+    body_score: float = 0.0
+    factor: float = 1.0
+    matched: dict[str, float] = field(default_factory=dict)
+    #: the terms (as written in the query) that the path itself matches
+    path_terms: list[str] = field(default_factory=list)
+
+    @property
+    def score(self) -> float:
+        return (self.path_score + self.body_score) * self.factor
+
+
+@dataclass
+class ScoredChunk:
+    path: str
+    chunk: Chunk
+    score: float
+    matched: list[str]
+
+
+def idf(df: int, n_files: int) -> float:
+    return math.log(1.0 + (n_files - df + 0.5) / (df + 0.5))
+
+
+def saturate(tf: int, length_ratio: float = 1.0) -> float:
+    """tf / (tf + k), where k grows with the file's size relative to the average."""
+    if tf <= 0:
+        return 0.0
+    return tf / (tf + SATURATION * (1.0 - LENGTH_B + LENGTH_B * length_ratio))
+
+
+def kind_factor(path: str, terms: QueryTerms) -> float:
+    """Tests, docs and other non-source text rank below implementations unless asked for."""
+    kind = path_kind(path)
+    if kind == "test":
+        return 1.0 if terms.about_tests else TEST_FACTOR
+    if kind == "changelog":
+        # A changelog names every feature once: an index of the project, not its answer.
+        return DOC_FACTOR if terms.about_docs else CHANGELOG_FACTOR
+    if kind == "doc":
+        return 1.0 if terms.about_docs else DOC_FACTOR
+    if kind == "other":
+        return OTHER_FACTOR
+    return 1.0
+
+
+@dataclass
+class TermStats:
+    """Rarity of each term over the files in scope."""
+
+    weights: dict[str, float]  # literal -> term weight * idf
+
+    @classmethod
+    def from_hits(cls, terms: QueryTerms, hits: SourceHits) -> TermStats:
+        n = max(1, len(hits.files))
+        df: dict[str, int] = {}
+        for counts in hits.body_counts.values():
+            for literal in counts:
+                df[literal] = df.get(literal, 0) + 1
+        rarity = {t.literal: idf(df.get(t.literal, 0), n)
+                  for t in terms.terms if searched_in_bodies(t)}
+        # A path-only term has no document frequency: give it a typical rarity.
+        typical = sum(rarity.values()) / len(rarity) if rarity else 1.0
+        return cls({t.literal: t.weight * rarity.get(t.literal, typical) for t in terms.terms})
+
+
+@lru_cache(maxsize=65536)
+def _tokens(part: str) -> frozenset[str]:
+    """Light-normalised tokens of one path component (folders repeat: cached)."""
+    return frozenset(light(tok) for tok in split_identifier(part))
+
+
+def _path_parts(path: str) -> tuple[str, frozenset[str], frozenset[str]]:
+    folder, _, name = path.rpartition("/")
+    stem_name = name.split(".")[0] if not name.startswith(".") else name
+    dir_tokens = frozenset().union(*(_tokens(part) for part in folder.split("/") if part))
+    return _key(stem_name), _tokens(stem_name), dir_tokens
+
+
+def _names_path(path: str, named: list[tuple[str, ...]]) -> int | None:
+    """Which path from the query (a traceback frame, a file name) ends like ``path``, if any."""
+    parts = path.split("/")
+    for index, wanted in enumerate(named):
+        k = min(len(wanted), len(parts), 3)
+        if k and tuple(parts[-k:]) == wanted[-k:] and (k >= 2 or len(wanted) == 1):
+            return index
+    return None
+
+
+class _PathMatcher:
+    """The terms that name a file, a token of its name, or one of its folders.
+
+    Most paths match no term: one set test per path says so before any per-term loop.
+    """
+
+    def __init__(self, terms: QueryTerms) -> None:
+        self.terms = [(term, _key(term.root), term.light) for term in terms.terms]
+        self.keys = {key for _, key, _ in self.terms}
+        self.lights = {term.light for term in terms.terms}
+
+    def __call__(self, path: str) -> list[tuple[Term, float]]:
+        name_key, name_tokens, dir_tokens = _path_parts(path)
+        if name_key not in self.keys and self.lights.isdisjoint(name_tokens) \
+                and self.lights.isdisjoint(dir_tokens):
+            return []
+        found = []
+        for term, key, token in self.terms:
+            if key == name_key:
+                found.append((term, NAMES_FILE))
+            elif token in name_tokens:
+                found.append((term, NAME_TOKEN))
+            elif token in dir_tokens:
+                found.append((term, DIRECTORY))
+        return found
+
+
+def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats,
+                sizes: dict[str, int] | None = None) -> list[FileEvidence]:
+    """Every file with any evidence, best first (ties by path, so order never follows I/O).
+
+    ``sizes`` (bytes, for files with body matches) normalises term counts by file length.
+    Path evidence is weighted by its own rarity: a term (or a file named in the query) that
+    matches the paths of many files (``index``, ``conf.py``) tells little about any of them.
+    """
+    sizes = sizes or {}
+    average = (sum(sizes.values()) / len(sizes)) if sizes else 1.0
+    named = [tuple(p for p in m.replace("\\", "/").split("/") if p) for m in terms.paths]
+    n_files = max(1, len(hits.files))
+    path_matches = _PathMatcher(terms)
+    path_evidence = {path: path_matches(path) for path in hits.files}
+    mention = {path: _names_path(path, named) for path in hits.files} if named else {}
+    path_df: dict[str, int] = {}
+    for found in path_evidence.values():
+        for term, _ in found:
+            path_df[term.root] = path_df.get(term.root, 0) + 1
+    mention_df: dict[int, int] = {}
+    for index in mention.values():
+        if index is not None:
+            mention_df[index] = mention_df.get(index, 0) + 1
+    strongest = max(stats.weights.values(), default=1.0)
+    by_literal: dict[str, list[int]] = {}
+    for i, term in enumerate(terms.terms):
+        by_literal.setdefault(term.literal, []).append(i)
+    out: list[FileEvidence] = []
+    for path in hits.files:
+        counts = hits.body_counts.get(path)
+        index = mention.get(path)
+        if not (counts or path_evidence[path] or index is not None):
+            continue  # no evidence of any kind: most of a large tree
+        ev = FileEvidence(path)
+        for term, bonus in path_evidence[path]:
+            gain = stats.weights[term.literal] * bonus * path_rarity(path_df[term.root], n_files)
+            ev.path_score += gain
+            ev.matched[term.root] = ev.matched.get(term.root, 0.0) + gain
+            ev.path_terms.append(term.root)
+        if index is not None:
+            ev.path_score += NAMED_PATH * strongest / mention_df[index]
+        if counts:
+            ratio = sizes.get(path, average) / average if average else 1.0
+            # The terms found in this file, in query order (the order the sums are made in),
+            # without asking every term of a long query about every file.
+            found_terms = sorted(i for literal in counts for i in by_literal.get(literal, ()))
+            for i in found_terms:
+                term = terms.terms[i]
+                tf = counts[term.literal]
+                if tf:
+                    gain = stats.weights[term.literal] * saturate(tf, ratio)
+                    ev.body_score += gain
+                    ev.matched[term.root] = ev.matched.get(term.root, 0.0) + gain
+        if not ev.matched and ev.path_score == 0:
+            continue
+        ev.factor = kind_factor(path, terms)
+        out.append(ev)
+    out.sort(key=lambda e: (-e.score, e.path))
+    return out
+
+
+def path_rarity(df: int, n_files: int) -> float:
+    """1 for a term in one path, falling towards 0 for a term in every path."""
+    return math.log(1.0 + n_files / df) / math.log(1.0 + n_files)
+
+
+@dataclass(frozen=True)
+class LoweredText:
+    """A file's text lower-cased, and where its lines start: worked out once per file."""
+
+    text: str
+    #: offsets[i] is where line i + 1 starts; the last entry is the text's length
+    offsets: list[int]
+
+    @classmethod
+    def of(cls, text: str) -> LoweredText:
+        lowered = text.lower()
+        return cls(lowered, line_starts(lowered))
+
+    @property
+    def line_count(self) -> int:
+        """As ``len(split_lines(text))``: lower-casing neither adds nor removes newlines."""
+        return len(self.offsets) - 1
+
+
+#: ``saturate``'s constant at the average length, as it computes it (the same float).
+_K_AVERAGE = SATURATION * (1.0 - LENGTH_B + LENGTH_B * 1.0)
+
+
+def score_chunks(terms: QueryTerms, stats: TermStats, ev: FileEvidence, chunks: list[Chunk],
+                 text: str, lowered: LoweredText | None = None) -> list[ScoredChunk]:
+    """Each chunk's score: its file's evidence plus what the chunk itself declares and says.
+
+    ``lowered`` is ``LoweredText.of(text)``, when the caller has it already.
+    """
+    lowered = lowered or LoweredText.of(text)
+    whole, offsets = lowered.text, lowered.offsets
+    terms_here = [t for t in terms.terms if t.root in ev.matched]
+    # Keyed by literal: two words with one stem share the key of the last of them.
+    keys = {t.literal: _key(t.root) for t in terms_here}
+    last = len(offsets) - 1
+    starts = [offsets[min(chunk.start_line - 1, last)] for chunk in chunks]
+    ends = [offsets[min(chunk.end_line, last)] for chunk in chunks]
+    # Per term, once per file: its weight, its key, and its count in every chunk's body.
+    present = [(t.root, keys[t.literal], stats.weights[t.literal],
+                _counts_per_chunk(t.literal, whole, starts, ends)
+                if searched_in_bodies(t) else None) for t in terms_here]
+    scored = []
+    # One row of counts per chunk (a term not searched in bodies counts 0 everywhere).
+    zeros = [0] * len(chunks)
+    columns = [zeros if counts is None else counts for *_, counts in present]
+    rows = zip(*columns, strict=True) if columns else [()] * len(chunks)
+    for chunk, row in zip(chunks, rows, strict=True):
+        local = 0.0
+        matched: list[str] = []
+        declared = {_key(name) for name in chunk.defines}
+        enclosing = {_key(part) for part in (chunk.symbol or "").split(".")[:-1]}
+        for (root, key, weight, _), tf in zip(present, row, strict=True):
+            gain = 0.0
+            if key in declared:
+                gain += DECLARES * weight
+            elif key in enclosing:
+                gain += ENCLOSING * weight
+            if tf:
+                # saturate(tf) inline; a zero count adds nothing (gain + 0.0 is gain)
+                gain += weight * (tf / (tf + _K_AVERAGE))
+            if gain:
+                local += gain
+                matched.append(root)
+        score = ev.score + local * ev.factor
+        path_terms = [t for t in ev.path_terms if t not in matched]
+        scored.append(ScoredChunk(ev.path, chunk, score, matched + path_terms))
+    return scored
+
+
+def _counts_per_chunk(literal: str, text: str, starts: list[int], ends: list[int]
+                      ) -> list[int]:
+    """``text[start:end].count(literal)`` for each chunk, with one scan of ``text``.
+
+    A literal without a line break is found inside one line, and ``str.count``'s scan
+    (leftmost, without overlaps: ``aba`` is in ``ababa`` once) finds the same occurrences in
+    a line whether it starts at that line or earlier. A chunk runs from a line start to a
+    line start, so it holds the occurrences of the whole text that start in it. A literal
+    with a line break (none that ``terms`` makes) is counted slice by slice.
+    """
+    found = text.find(literal)
+    if found < 0:
+        return [0] * len(starts)
+    if literal.splitlines() != [literal]:
+        return [text[start:end].count(literal) for start, end in zip(starts, ends, strict=True)]
+    # str.find, as str.count scans: several times faster than a regular expression's scan
+    at = []
+    step = len(literal)
+    while found >= 0:
+        at.append(found)
+        found = text.find(literal, found + step)
+    return list(map(sub, map(bisect_left, repeat(at), ends),
+                    map(bisect_left, repeat(at), starts)))

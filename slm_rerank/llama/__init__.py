@@ -1,0 +1,1 @@
+"""The managed llama-server: ``slm-rerank serve`` and the bundled binary and model."""

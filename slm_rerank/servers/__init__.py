@@ -1,0 +1,1 @@
+"""Long-lived front doors: the ``/v1/rerank`` HTTP server and the MCP server."""

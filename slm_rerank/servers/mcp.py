@@ -1,0 +1,301 @@
+"""`slm-rerank mcp`: the search as one MCP tool over stdio, for coding agents.
+
+Built on the official ``mcp`` SDK (``MCPServer``). The server keeps one plugin ``Host`` per
+root for its whole life, so a second call pays no plugin loading; each call runs the same
+``slm_rerank.search`` the CLI runs, in a worker thread (the model stage runs its own event
+loop, which cannot nest inside the server's).
+
+No ``from __future__ import annotations`` here: the SDK builds the tool's input schema from
+its annotations at run time, and they name types imported only when the server starts (so
+that every other command stays free of the SDK's import cost).
+"""
+
+import dataclasses
+import logging
+import os
+import sys
+import threading
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import click
+
+from slm_rerank.errors import ConfigError, SlmRerankError
+from slm_rerank.host import Host
+from slm_rerank.lexical.scope import GLOB_CHARS, resolve_root, shown
+from slm_rerank.report import Report, display_path, visible
+
+TOOL_NAME = "rerank_codebase"
+CALLER = "mcp"
+#: Libraries that log each HTTP request at INFO.
+_QUIET_LOGGERS = ("httpx", "httpcore")
+
+TOOL_DESCRIPTION = (
+    "Find where in a codebase the answer to a question lives: ranked file:line citations. "
+    "Candidates are found lexically (ripgrep/git), then a small language model judges the "
+    "best chunks; fast=true skips the model. Paths and globs are relative to root."
+)
+
+
+class ToolInputError(SlmRerankError):
+    """An argument the tool cannot use; the message names the parameter."""
+
+
+class _LazySession:
+    """A ModelSession started the first time a call needs the model."""
+
+    def __init__(self) -> None:
+        self._session: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._session is None:
+            from slm_rerank.model.session import ModelSession
+
+            self._session = ModelSession()
+        return getattr(self._session, name)
+
+
+@dataclasses.dataclass
+class RerankService:
+    """What the server keeps warm across calls: a Host per root, built from the same flags."""
+
+    default_root: Path
+    #: settings flags from the command line (``--host``, ``-e``), as the CLI passes them
+    flags: dict[str, Any] = dataclasses.field(default_factory=dict)
+    _hosts: dict[Path, Host] = dataclasses.field(default_factory=dict)
+    # Searches run one at a time: the pipeline and its caches were written for one run
+    # per process, and an agent waits for each answer anyway.
+    _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.default_root = self.default_root.resolve()
+
+    def host_for(self, root: Path) -> Host:
+        """The warm Host for ``root``: settings read once, plugins loaded and checked once."""
+        host = self._hosts.get(root)
+        if host is None:
+            host = Host.from_environment(start=root, flags=self.flags)
+            host.registry  # noqa: B018 - load the plugins now, so per-call copies share them
+            host.validate()
+            # one event loop and keep-alive client for every call (made on first use, so
+            # a server that only ever answers fast calls never starts them)
+            host.model_session = _LazySession()
+            self._hosts[root] = host
+        return host
+
+    def rerank(self, query: str, paths_or_globs: Sequence[str] = (), threshold: float = 0.65,
+               top_k: int = 5, fast: bool = False, root: str | None = None,
+               expand: bool = False, stubs: str | None = None, dirty: bool = False,
+               by_slice: bool = False) -> Report:
+        """Run one search; raises ``SlmRerankError`` with a one-line message on bad input."""
+        from slm_rerank.api import search
+        from slm_rerank.cli.commands import MAX_QUERY_BYTES, _too_long
+        from slm_rerank.config import check_value
+
+        # The CLI's cap: calls run one at a time, so one oversized query would hold up
+        # every call after it. (surrogatepass: a JSON string may hold a lone surrogate.)
+        if len(query.encode("utf-8", errors="surrogatepass")) > MAX_QUERY_BYTES:
+            raise ToolInputError(_too_long("parameter 'query'"))
+        if not query.strip():
+            raise ToolInputError("parameter 'query' is empty; ask a question, e.g. "
+                                 "'where are retries configured'")
+        folder = resolve_root(Path(root), self.default_root) if root else self.default_root
+        threshold = check_value("threshold", threshold, "parameter 'threshold'")
+        top_k = check_value("top_k", top_k, "parameter 'top_k'")
+        paths = [_inside_root(p, folder) for p in paths_or_globs]
+        with self._lock:
+            base = self.host_for(folder)
+            # A copy that shares the loaded plugins: the threshold is this call's alone.
+            host = dataclasses.replace(
+                base, settings=dataclasses.replace(base.settings, threshold=threshold))
+            return search(query, folder, paths=paths, top_k=top_k, fast=fast,
+                          caller=CALLER, host=host, expand=expand, stubs=stubs,
+                          dirty=dirty, by_slice=by_slice, root_name="root")
+
+
+def _inside_root(name: str, root: Path) -> str:
+    """``name`` as an absolute path under ``root``; one that leaves it is refused."""
+    if "\0" in name:
+        raise ToolInputError(f"path '{shown(name)}' holds a NUL byte; no file has such a name")
+    candidate = Path(name).expanduser()
+    full = candidate if candidate.is_absolute() else root / candidate
+    relative = os.path.relpath(os.path.abspath(full), root)
+    if relative == ".." or relative.startswith(".." + os.sep):
+        kind = "glob" if GLOB_CHARS & set(name) else "path"
+        raise ToolInputError(f"{kind} '{shown(name)}' is outside the root "
+                             f"{display_path(str(root))}; pass root to search another folder")
+    return str(full)
+
+
+def citations_text(report: Report) -> str:
+    """The ranked citations as an agent reads them: one ``file:line`` per line, grouped
+    under ``slice NAME:`` lines with ``by_slice``, then the ghost stubs if asked for.
+
+    Names, symbols, notes and server messages are the repository's or a server's words:
+    each is escaped (``visible``) so that none can start a line of its own or carry raw
+    control characters into what the agent reads; a stub keeps its newlines and tabs.
+    """
+    lines: list[str] = []
+
+    def add(line: str) -> None:
+        lines.append(visible(line))
+
+    if report.degraded:
+        add(f"degraded: {report.degraded.reason}")
+        add("(results below keep their lexical order: the model did not judge them all)")
+    for message in report.warnings:
+        add(f"warning: {message}")
+    if not report.results:
+        add(f"no results for {report.query!r} under {display_path(report.root)}")
+    groups = [(None, range(len(report.results)))] if report.slices is None else [
+        (g.name or "(outside any slice)", g.members) for g in report.slices]
+    for heading, members in groups:
+        if heading is not None:
+            add(f"slice {heading}:")
+        for index in members:
+            c = report.results[index]
+            where = f"{display_path(c.path)}:{c.start_line}"
+            detail = [f"lines {c.start_line}-{c.end_line}", f"score {c.score:.2f}"]
+            if c.symbol:
+                detail.insert(0, c.symbol)
+            if c.dirty:
+                detail.append(f"uncommitted: {c.dirty}")
+            add(f"{index + 1}. {where}  ({', '.join(detail)})")
+    for rank, c in enumerate(report.results, 1):
+        if c.stub is None:
+            continue
+        add("")
+        add(f"--- {rank}. {display_path(c.path)} (stub: {c.stub.kept_lines} of "
+            f"{c.stub.total_lines} lines kept, {c.stub.folded_lines} folded; line numbers "
+            "are the file's)")
+        if c.stub.note:
+            add(f"note: {c.stub.note}")
+        if c.stub.text:
+            lines.append(visible(c.stub.text.rstrip("\n"), keep_lines=True))
+    return "\n".join(lines)
+
+
+def build_server(service: RerankService) -> Any:
+    """An ``MCPServer`` with the one tool, bound to ``service``."""
+    import anyio
+    from mcp.server.mcpserver import MCPServer
+    from mcp.types import CallToolResult, TextContent
+    from pydantic import Field
+
+    from slm_rerank import __version__
+
+    server = MCPServer(name="slm-rerank", version=__version__,
+                       instructions="Call rerank_codebase to locate code that answers a "
+                                    "question; it returns ranked file:line citations.")
+    # The SDK logs at INFO to stderr, and httpx then reports every request to a model
+    # server there ("HTTP Request: GET .../api/version 404" from a probe), which an MCP
+    # client's log shows as if it were an error; what goes wrong reaches the agent in the
+    # result (degraded), so only their warnings are worth a line.
+    for name in _QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+    def error(message: str) -> CallToolResult:
+        return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+
+    async def rerank_codebase(
+        query: Annotated[str, Field(description="The question, e.g. 'where are retries "
+                                                "configured', or a pasted error or issue.")],
+        paths_or_globs: Annotated[list[str] | None, Field(
+            description="Only search these files, folders or globs (relative to root).")] = None,
+        threshold: Annotated[float, Field(
+            description="Drop model-judged results whose fused score is below this (0-1).",
+            ge=0.0, le=1.0, strict=True)] = 0.65,
+        top_k: Annotated[int, Field(description="Number of results.", ge=1, strict=True)] = 5,
+        stub: Annotated[bool, Field(description="Add a ghost stub of each result's file: "
+                                                "imports, declarations and signatures with "
+                                                "the cited code in full, other bodies "
+                                                "folded; true line numbers.",
+                                    strict=True)] = False,
+        skeleton: Annotated[bool, Field(description="Add each result file's skeleton alone "
+                                                    "(every body folded); instead of stub.",
+                                        strict=True)] = False,
+        dirty: Annotated[bool, Field(description="Lift files with uncommitted changes "
+                                                 "(modified, staged, untracked) that match "
+                                                 "the query.", strict=True)] = False,
+        by_slice: Annotated[bool, Field(description="Group the results by architectural "
+                                                    "slice (packages/x, services/x, src/x, "
+                                                    "...), best slice first.",
+                                        strict=True)] = False,
+        expand: Annotated[bool, Field(description="Ask the model for words the query lacks "
+                                                  "and search them at half weight (needs a "
+                                                  "model server; without one, a note).",
+                                      strict=True)] = False,
+        fast: Annotated[bool, Field(description="Lexical ranking only: no model server is "
+                                                "contacted (fast, always available).",
+                                          strict=True)] = False,
+        root: Annotated[str | None, Field(
+            description="Folder to search (default: the server's working directory).")] = None,
+    ) -> CallToolResult:
+        if stub and skeleton:
+            return error("parameters 'stub' and 'skeleton' exclude each other: stub keeps "
+                         "the cited code, skeleton folds every body; pass one")
+        stubs = "stub" if stub else "slice" if skeleton else None
+        try:
+            report = await anyio.to_thread.run_sync(
+                lambda: service.rerank(query, paths_or_globs or (), threshold, top_k, fast,
+                                       root, expand, stubs, dirty, by_slice))
+        except SlmRerankError as exc:
+            return error(str(exc))
+        except Exception as exc:  # a bug must cost one call, never the agent's server
+            traceback.print_exc(file=sys.stderr)
+            return error(f"internal error ({type(exc).__name__}: {exc}); the server is still "
+                         "running, please report this with the server's stderr")
+        return CallToolResult(content=[TextContent(type="text", text=citations_text(report))],
+                              structured_content=report.to_dict())
+
+    server.add_tool(rerank_codebase, name=TOOL_NAME, description=TOOL_DESCRIPTION)
+    return server
+
+
+def _check_flag(name: str) -> Any:
+    """A click callback running ``slm_rerank.model.discovery.NAME`` on the option's value."""
+    def callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+        if value is None:
+            return None
+        # imported here: discovery pulls in httpx, which the other commands may not need
+        from slm_rerank.model import discovery
+
+        try:
+            return getattr(discovery, name)(value)
+        except ConfigError as exc:
+            raise click.BadParameter(str(exc), ctx, param) from None
+    return callback
+
+
+def register(cli: click.Group) -> None:
+    """Add `mcp` to the command group."""
+
+    @cli.command()
+    @click.option("-e", "--base-url", "base_url", metavar="URL",
+                  callback=_check_flag("check_base_url"),
+                  help="Model server URL (default: SLM_ENDPOINT, then a scan of --host).")
+    @click.option("--host", metavar="HOST", callback=_check_flag("check_host"),
+                  help="Host to scan for a model server (default 127.0.0.1).")
+    @click.option("--local", "auto_serve", flag_value=True, default=None,
+                  help="With no model server running, start the bundled one (slm-rerank "
+                       "serve --background) at the first call that needs it.")
+    def mcp(base_url: str | None, host: str | None, auto_serve: bool | None) -> None:
+        """Serve the search as the MCP tool rerank_codebase over stdio."""
+        from slm_rerank.cli.terminal import fail
+
+        try:
+            import mcp.server.mcpserver  # noqa: F401
+        except ImportError as exc:
+            fail(f"the MCP SDK cannot be imported ({exc}); pip install 'mcp>=2'")
+        # --local too: the degraded note tells the agent's user to pass it
+        service = RerankService(Path.cwd(), {"base_url": base_url, "host": host,
+                                             "auto_serve": auto_serve})
+        try:
+            # Settings errors (a bad config file, SLM_ENDPOINT) stop the server at once,
+            # where the person registering it sees them, not at the agent's first call.
+            service.host_for(service.default_root)
+        except SlmRerankError as exc:
+            fail(str(exc))
+        build_server(service).run("stdio")

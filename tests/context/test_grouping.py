@@ -1,0 +1,151 @@
+"""--by-slice: results grouped by the vertical slice (packages/x, services/x, ...) holding them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from search_fixtures import cli, make_repo, search
+
+from slm_rerank.config import Settings
+from slm_rerank.context.grouping import group, slice_of
+
+ROOTS = Settings().slice_roots
+
+
+@pytest.mark.parametrize(("path", "expected"), [
+    ("packages/auth/src/login.py", "packages/auth"),
+    ("services/billing/api/handlers.go", "services/billing"),
+    ("apps/web/main.ts", "apps/web"),
+    ("features/cart/view.tsx", "features/cart"),
+    ("plugins/slm-rerank-git/slm_rerank_git/__init__.py", "plugins/slm-rerank-git"),
+    ("src/mypkg/core.py", "src/mypkg"),
+    # a root folder below another root: the inner one names the slice, with its whole path
+    ("src/features/auth/login.ts", "src/features/auth"),
+    ("web/packages/ui/button.ts", "web/packages/ui"),
+    # the outermost root wins over a root nested inside a slice
+    ("packages/auth/src/components/x.ts", "packages/auth"),
+    # directly inside a root, or outside every root: no slice
+    ("src/main.py", None),
+    ("packages/README.md", None),
+    ("lib/util.py", None),
+    ("setup.py", None),
+])
+def test_slice_of_finds_the_folder_under_the_outermost_slice_root(path: str,
+                                                                  expected: str | None) -> None:
+    assert slice_of(path, ROOTS) == expected
+
+
+def test_a_root_with_a_slash_is_a_path_from_the_searched_root() -> None:
+    roots = ["internal/handlers"]
+
+    assert slice_of("internal/handlers/users/get.go", roots) == "internal/handlers/users"
+    assert slice_of("x/internal/handlers/users/get.go", roots) is None
+
+
+def test_no_roots_means_no_slices() -> None:
+    assert slice_of("packages/auth/login.py", []) is None
+
+
+def test_groups_come_best_first_and_keep_their_members_in_rank_order() -> None:
+    groups = group(["a", "b", None, "a", "b"], [9.0, 8.0, 8.5, 7.0, 1.0])
+
+    assert [(g.name, g.members) for g in groups] == [("a", [0, 3]), (None, [2]),
+                                                     ("b", [1, 4])]
+
+
+MONOREPO: dict[str, str | bytes] = {
+    "packages/auth/login.py": "def login(token):\n    return check_token(token)\n",
+    "packages/auth/token.py": "def check_token(token):\n    return bool(token)\n",
+    "services/api/routes.py": "def route_login(token):\n    return token\n",
+    "scripts/token_tool.py": "token = 1\n",
+}
+
+
+@pytest.fixture
+def monorepo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "mono", MONOREPO)
+
+
+def test_search_by_slice_names_each_result_and_summarises_the_slices(monorepo: Path) -> None:
+    report = search(monorepo, "login token", by_slice=True)
+
+    by_path = {c.path: c.slice for c in report.results}
+    assert by_path["packages/auth/login.py"] == "packages/auth"
+    assert by_path["services/api/routes.py"] == "services/api"
+    assert by_path["scripts/token_tool.py"] is None
+    assert report.slices is not None
+    names = [g.name for g in report.slices]
+    assert set(names) == {"packages/auth", "services/api", None}
+    assert report.slices[0].best_score == max(c.score for c in report.results)
+    auth = next(g for g in report.slices if g.name == "packages/auth")
+    assert sorted(report.results[i].path for i in auth.members) == [
+        "packages/auth/login.py", "packages/auth/token.py"]
+
+
+def test_a_repository_without_slice_folders_forms_one_group(tmp_path: Path) -> None:
+    flat = make_repo(tmp_path / "flat", {"login.py": "def login(token): ...\n",
+                                         "lib/token.py": "token = 1\n"})
+
+    report = search(flat, "login token", by_slice=True)
+
+    assert report.slices is not None and len(report.slices) == 1
+    assert report.slices[0].name is None
+    assert report.slices[0].members == list(range(len(report.results)))
+
+
+def test_json_carries_slice_per_result_and_a_slices_summary(monorepo: Path) -> None:
+    doc = cli("--fast", "--by-slice", "--format", "json", "-q", "login token",
+              cwd=monorepo).json()
+
+    assert {r["path"]: r["slice"] for r in doc["results"]}["packages/auth/token.py"] \
+        == "packages/auth"
+    ranks = sorted(rank for s in doc["slices"] for rank in s["ranks"])
+    assert ranks == list(range(1, len(doc["results"]) + 1))
+    assert doc["slices"][0]["best_score"] == doc["results"][0]["score"]
+
+
+def test_without_by_slice_json_has_no_slices(monorepo: Path) -> None:
+    doc = cli("--fast", "--format", "json", "-q", "login token", cwd=monorepo).json()
+
+    assert doc["slices"] is None
+    assert all(r["slice"] is None for r in doc["results"])
+
+
+def test_piped_text_puts_each_slice_under_its_heading(monorepo: Path) -> None:
+    run = cli("--fast", "--by-slice", "-q", "login token", cwd=monorepo)
+
+    lines = run.stdout.splitlines()
+    assert run.returncode == 0, run.stderr
+    auth = lines.index("# slice: packages/auth")
+    assert lines[auth + 1].startswith("packages/auth/")
+    assert "# slice: (outside any slice)" in lines
+
+
+def test_slice_roots_come_from_the_repository_config(monorepo: Path) -> None:
+    (monorepo / ".slm-rerank.toml").write_text('slice_roots = ["scripts"]\n')
+
+    doc = cli("--fast", "--by-slice", "--format", "json", "-q", "login token",
+              cwd=monorepo).json()
+
+    assert {r["path"]: r["slice"] for r in doc["results"]}["packages/auth/login.py"] is None
+
+
+def test_a_bad_slice_roots_value_is_a_config_error_naming_the_key(monorepo: Path) -> None:
+    (monorepo / ".slm-rerank.toml").write_text('slice_roots = "packages"\n')
+
+    run = cli("--fast", "--by-slice", "-q", "login token", cwd=monorepo)
+
+    assert run.returncode != 0
+    assert "slice_roots" in run.stderr
+
+
+@pytest.mark.parametrize("root", ["", "/", ".", "..", "../x", "/abs/path", "a/../.."])
+def test_a_slice_root_naming_no_folder_under_the_root_is_a_config_error(
+        monorepo: Path, root: str) -> None:
+    (monorepo / ".slm-rerank.toml").write_text(f'slice_roots = ["packages", "{root}"]\n')
+
+    run = cli("--fast", "--by-slice", "-q", "login token", cwd=monorepo)
+
+    assert run.returncode == 1
+    assert "key 'slice_roots'" in run.stderr and "names no folder" in run.stderr

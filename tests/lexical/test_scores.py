@@ -1,0 +1,79 @@
+"""The lexical scores, computed with less work per file and chunk, are the same numbers
+(issue 9): counts per chunk from one scan of the file, a path's kind from one split."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from slm_rerank.lexical import slicing
+from slm_rerank.lexical.filetypes import (
+    is_changelog_path,
+    is_doc_path,
+    is_source_path,
+    is_test_path,
+    path_kind,
+)
+from slm_rerank.lexical.scores import LoweredText, _counts_per_chunk
+from slm_rerank.lexical.slice_cache import SliceCache
+from slm_rerank.lexical.slicing import Chunk, split_lines
+
+WORDS = ["retry", "aba", "abab", "ab", "x", "réessai", "重试", "🔁", "That", "thathat", " "]
+BREAKS = ["\n", "\r\n", "\r", "\x85", "\u2028", "\x0c", "\x1e"]
+
+
+def random_text(rng: random.Random) -> str:
+    return "".join(rng.choice(WORDS) + (rng.choice(BREAKS) if rng.random() < 0.3 else "")
+                   for _ in range(rng.randrange(0, 200)))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_counts_per_chunk_are_what_str_count_finds_in_each_chunks_slice(seed: int) -> None:
+    rng = random.Random(seed)
+    lowered = LoweredText.of(random_text(rng))
+    lines = lowered.line_count
+    last = len(lowered.offsets) - 1
+    bounds = []
+    for _ in range(30):  # overlapping, nested, empty and out-of-range chunks alike
+        start = rng.randrange(1, lines + 3)
+        bounds.append((start, rng.randrange(start, lines + 4)))
+    starts = [lowered.offsets[min(s - 1, last)] for s, _ in bounds]
+    ends = [lowered.offsets[min(e, last)] for _, e in bounds]
+    for literal in ["retry", "aba", "abab", "thathat", "that", "réessai", "重试", "🔁", "zzz",
+                    "y\nr", "y\r\nr", "aba\x85"]:
+        expected = [lowered.text[s:e].count(literal) for s, e in zip(starts, ends, strict=True)]
+        assert _counts_per_chunk(literal, lowered.text, starts, ends) == expected, literal
+
+
+def test_the_lowered_texts_line_count_is_the_texts() -> None:
+    for text in ["", "a", "a\n", "a\r\nb\rc\x85d\u2028e", "İstanbul\nΣΑΣ\n"]:
+        assert LoweredText.of(text).line_count == len(split_lines(text))
+
+
+@pytest.mark.parametrize("path", [
+    "src/app.py", "tests/test_app.py", "src/app_test.go", "docs/index.rst", "CHANGES.rst",
+    "docs/changelog.md", "requirements-dev.txt", "CMakeLists.txt", "static/jquery-3.5.1.js",
+    "setup.cfg", "examples/demo.py", "pkg/conftest.py", "README", "Makefile",
+])
+def test_a_paths_kind_is_the_first_test_that_holds(path: str) -> None:
+    expected = ("test" if is_test_path(path) else "changelog" if is_changelog_path(path)
+                else "doc" if is_doc_path(path) else "source" if is_source_path(path)
+                else "other")
+    assert path_kind(path) == expected
+
+
+def test_the_slice_cache_checks_an_entry_against_the_line_count_it_is_given(
+        tmp_path: Path) -> None:
+    # rank() hands over the count it worked out already; an entry reaching past it is a
+    # miss, sliced again and rewritten, as when the cache counts the lines itself.
+    cache = SliceCache(tmp_path / "chunks")
+    data = b"def f():\n    return 1\n"
+    key = slicing.content_key("m.py", data)
+    cache.put(key, [Chunk(1, 9, "f", ("f",))])
+
+    chunks = cache.slice("m.py", data, data.decode(), LoweredText.of(data.decode()).line_count)
+
+    assert chunks == [Chunk(1, 2, "f", ("f",))]
+    assert cache.get(key) == chunks

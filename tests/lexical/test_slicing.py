@@ -1,0 +1,229 @@
+"""Slicing files into chunks: ast for Python, tree-sitter for other languages, windows else."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from search_fixtures import make_repo, result_paths, search
+
+from slm_rerank.lexical import slicing
+from slm_rerank.lexical.slice_cache import SliceCache
+from slm_rerank.lexical.slicing import (
+    MAX_CHUNK_LINES,
+    WINDOW_LINES,
+    WINDOW_OVERLAP,
+    Chunk,
+    slice_text,
+)
+
+
+def chunks_of(name: str, text: str) -> list[Chunk]:
+    return slice_text(name, text.encode(), text)
+
+
+def symbols(chunks: list[Chunk]) -> list[str | None]:
+    return [c.symbol for c in chunks]
+
+
+def big_class(methods: int = 12, body_lines: int = 12) -> str:
+    """A class longer than one chunk, with ``methods`` methods."""
+    out = ["import os", "", "", "class Store:", '    """Keeps things."""', ""]
+    for i in range(methods):
+        out.append(f"    def method_{i}(self):")
+        out += [f"        x{j} = {j}" for j in range(body_lines)]
+        out.append("")
+    out += ["", "def helper():", "    return 1", ""]
+    return "\n".join(out)
+
+
+def test_a_python_function_is_one_chunk_named_after_it() -> None:
+    text = "import os\n\n\ndef backoff(n):\n    return 2 ** n\n"
+
+    chunks = chunks_of("retry.py", text)
+
+    assert Chunk(4, 5, "backoff", ("backoff",)) in chunks
+
+
+def test_a_decorated_function_chunk_starts_at_its_decorator() -> None:
+    text = "import functools\n\n\n@functools.cache\ndef backoff(n):\n    return n\n"
+
+    (chunk,) = [c for c in chunks_of("retry.py", text) if c.symbol == "backoff"]
+
+    assert (chunk.start_line, chunk.end_line) == (4, 6)
+
+
+def test_a_small_python_class_is_one_chunk() -> None:
+    text = "class Policy:\n    def retry(self):\n        return 1\n"
+
+    assert chunks_of("policy.py", text) == [Chunk(1, 3, "Policy", ("Policy",))]
+
+
+def test_a_large_python_class_is_sliced_into_class_dot_method_chunks() -> None:
+    text = big_class()
+    assert len(text.splitlines()) > MAX_CHUNK_LINES
+
+    chunks = chunks_of("store.py", text)
+
+    names = symbols(chunks)
+    assert names[0] is None  # the imports above the class
+    assert "Store" in names  # the class header and docstring
+    assert [f"Store.method_{i}" for i in range(12)] == [n for n in names if n and "." in n]
+    assert names[-1] == "helper"
+    method_0 = chunks[names.index("Store.method_0")]
+    assert text.splitlines()[method_0.start_line - 1].strip() == "def method_0(self):"
+    assert method_0.defines == ("method_0",)
+
+
+def test_python_with_a_syntax_error_falls_back_to_overlapping_line_windows() -> None:
+    text = "def broken(:\n" + "x = 1\n" * 150
+
+    chunks = chunks_of("broken.py", text)
+
+    assert all(c.symbol is None for c in chunks)
+    assert chunks[0] == Chunk(1, WINDOW_LINES)
+    assert chunks[1].start_line == WINDOW_LINES - WINDOW_OVERLAP + 1
+    assert chunks[-1].end_line == 151
+
+
+def test_a_file_of_unknown_kind_is_sliced_in_windows() -> None:
+    text = "".join(f"line {i}\n" for i in range(1, 201))
+
+    chunks = chunks_of("notes.txt", text)
+
+    assert len(chunks) > 1 and chunks[-1].end_line == 200
+    for before, after in zip(chunks, chunks[1:], strict=False):
+        assert after.start_line == before.end_line - WINDOW_OVERLAP + 1
+
+
+def test_an_empty_file_is_one_empty_chunk() -> None:
+    assert chunks_of("empty.py", "") == [Chunk(1, 1)]
+
+
+def test_the_tree_sitter_language_pack_is_installed() -> None:
+    from tree_sitter_language_pack import get_parser
+
+    for language in ("javascript", "typescript", "go"):
+        assert get_parser(language) is not None
+
+
+JS = """\
+import x from "x";
+
+function retryCall(n) {
+  return n;
+}
+
+class Client {
+  send() {
+    return retryCall(1);
+  }
+}
+"""
+
+TS = """\
+export function retryCall(n: number): number {
+  return n;
+}
+
+interface Options {
+  tries: number;
+}
+"""
+
+GO = """\
+package retry
+
+func Backoff(n int) int {
+\treturn n * 2
+}
+
+type Client struct {
+\ttries int
+}
+
+func (c *Client) Do() error {
+\treturn nil
+}
+"""
+
+
+def test_javascript_is_sliced_by_tree_sitter_with_function_and_class_names() -> None:
+    chunks = chunks_of("client.js", JS)
+
+    assert Chunk(3, 5, "retryCall", ("retryCall",)) in chunks
+    assert Chunk(7, 11, "Client", ("Client",)) in chunks
+
+
+def test_typescript_is_sliced_by_tree_sitter() -> None:
+    chunks = chunks_of("client.ts", TS)
+
+    assert Chunk(1, 3, "retryCall", ("retryCall",)) in chunks
+    assert Chunk(5, 7, "Options", ("Options",)) in chunks
+
+
+def test_go_is_sliced_by_tree_sitter_with_functions_methods_and_types() -> None:
+    chunks = chunks_of("retry.go", GO)
+
+    assert Chunk(3, 5, "Backoff", ("Backoff",)) in chunks
+    assert Chunk(7, 9, "Client", ("Client",)) in chunks
+    assert Chunk(11, 13, "Do", ("Do",)) in chunks
+
+
+def test_chunks_cover_every_line_of_a_long_javascript_function_in_windows() -> None:
+    body = "".join(f"  step{i}();\n" for i in range(200))
+    text = f"function longOne() {{\n{body}}}\n"
+
+    chunks = chunks_of("long.js", text)
+
+    assert len(chunks) > 1
+    assert all(c.symbol == "longOne" for c in chunks)
+    assert chunks[0].start_line == 1 and chunks[-1].end_line == 202
+    assert chunks[0].defines == ("longOne",) and chunks[1].defines == ()
+
+
+# --- the slice cache -----------------------------------------------------------------------
+
+
+def test_the_slice_cache_round_trips_chunks_by_content(tmp_path: Path) -> None:
+    cache = SliceCache(tmp_path / "chunks")
+    data = big_class().encode()
+
+    first = cache.slice("store.py", data, data.decode())
+    again = cache.get(slicing.content_key("store.py", data))
+
+    assert again == first
+    assert cache.get(slicing.content_key("store.py", data + b"\n# changed")) is None
+
+
+def test_search_writes_the_slice_cache_under_chunks_and_never_into_the_tree(
+        tmp_path: Path) -> None:
+    root = make_repo(tmp_path / "repo", {"pkg/retry.py": "def retry():\n    return 1\n",
+                                         "pkg/client.py": "from pkg.retry import retry\n"})
+    before = sorted(p.relative_to(root) for p in root.rglob("*") if ".git" not in p.parts)
+    cache = tmp_path / "cache"
+
+    search(root, "retry", cache=cache)
+
+    after = sorted(p.relative_to(root) for p in root.rglob("*") if ".git" not in p.parts)
+    assert after == before
+    written = [p for p in cache.rglob("*") if p.is_file()]
+    assert len(written) == 2
+    assert all(p.relative_to(cache).parts[0] == "chunks" for p in written)
+    assert all(p.suffix == ".json" for p in written)
+
+
+def test_a_second_search_reuses_cached_slices_instead_of_slicing_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = make_repo(tmp_path / "repo", {"pkg/retry.py": big_class().replace("helper", "retry")})
+    cache = tmp_path / "cache"
+    first = search(root, "retry", cache=cache)
+
+    def must_not_slice(*args: object) -> list[Chunk]:
+        raise AssertionError("sliced again although the content did not change")
+
+    monkeypatch.setattr(slicing, "slice_text", must_not_slice)
+    second = search(root, "retry", cache=cache)
+
+    assert result_paths(second) == result_paths(first) == ["pkg/retry.py"]
+    assert second.results[0].symbol == first.results[0].symbol == "retry"

@@ -1,0 +1,113 @@
+"""A search abandoned at its deadline leaves none of the tools it started running."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from search_fixtures import CLI
+
+from slm_rerank.lexical.matches import kill_tools, live_tools, start_tool
+
+
+def _running(pid: int) -> bool:
+    """True while ``pid`` is a process that has not ended (a zombie has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def _slow_rg(tmp_path: Path, pids: Path) -> str:
+    """A stand-in for rg that records its pid, then takes a minute (exec keeps the pid)."""
+    path = tmp_path / "slow-rg"
+    path.write_text(f"#!/bin/sh\necho $$ >> '{pids}'\nexec sleep 60\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path)
+
+
+def _recorded(pids: Path) -> list[int]:
+    return [int(line) for line in pids.read_text().split()] if pids.exists() else []
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_the_hook_past_its_deadline_kills_the_tools_the_search_started(
+        repo: Path, isolated_home: Path, tmp_path: Path) -> None:
+    pids = tmp_path / "rg.pids"
+    (repo / ".slm-rerank.toml").write_text('sources = ["ripgrep"]\n')
+    prompt = json.dumps({"prompt": "where is backoff defined", "cwd": str(repo)})
+    env = {**os.environ, "SLM_RERANK_RG": _slow_rg(tmp_path, pids)}
+    try:
+        # The deadline must pass while rg runs, so rg must have started by then: on a busy
+        # machine the hook's start-up alone can take a second, so the deadline doubles
+        # until the slow rg was reached (it sleeps a minute: any of these ends first).
+        for deadline_s in (1, 2, 4, 8, 16):
+            done = subprocess.run([str(CLI), "hook", "claude-prompt", "--deadline",
+                                   str(deadline_s)], input=prompt.encode(), cwd=repo,
+                                  env=env, capture_output=True, timeout=60)
+            assert done.returncode == 0
+            started = _recorded(pids)
+            if started:
+                break
+        assert started, "the slow rg never ran: the test proves nothing"
+        # Killed processes are reaped by whoever inherited them: give that a moment.
+        deadline = time.monotonic() + 10
+        while any(map(_running, started)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [pid for pid in started if _running(pid)] == []
+    finally:
+        for pid in _recorded(pids):
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_kill_tools_ends_every_live_tool_and_forgets_it() -> None:
+    procs = [start_tool(["sleep", "60"]) for _ in range(2)]
+    try:
+        assert {p.pid for p in procs} <= set(live_tools())
+        assert set(kill_tools()) >= {p.pid for p in procs}
+        assert all(p.poll() is not None for p in procs)
+        assert not {p.pid for p in procs} & set(live_tools())
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_the_git_sources_work_tree_probe_is_a_tool_kill_tools_ends(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    import slm_rerank_git
+
+    pids = tmp_path / "git.pids"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "git").symlink_to(_slow_rg(tmp_path, pids))  # the same slow stand-in
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    answers: list[str | None] = []
+    probe = threading.Thread(target=lambda: answers.append(slm_rerank_git.unavailable(tmp_path)),
+                             daemon=True)
+    probe.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not _recorded(pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _recorded(pids), "the slow git never ran: the test proves nothing"
+        kill_tools()
+        probe.join(timeout=30)
+        assert not probe.is_alive() and answers and "not inside a git work tree" in answers[0]
+        assert [pid for pid in _recorded(pids) if _running(pid)] == []
+    finally:
+        for pid in _recorded(pids):
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)

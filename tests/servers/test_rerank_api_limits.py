@@ -1,0 +1,170 @@
+"""serve-api's bounds at start-up and at the door: the API key file is read with a size
+cap and never waited on for ever; the listen queue holds as many connections as the
+server serves, so a burst of clients gets HTTP answers, not SYN retransmits and resets."""
+
+from __future__ import annotations
+
+import os
+import resource
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from search_fixtures import free_port
+
+from slm_rerank.config import Settings
+from slm_rerank.errors import ConfigError
+from slm_rerank.host import Host
+from slm_rerank.servers import rerank_api as rerank_server
+from slm_rerank.servers.rerank_api import ApiOptions, RerankService, make_server, read_api_key
+
+CLI = Path(sys.executable).parent / "slm-rerank"
+#: generous: a refused key file ends start-up in about a second
+BOUND = 60
+
+
+def _one_gigabyte_of_memory() -> None:
+    # Without a cap, reading /dev/zero would eat the shared machine's memory; with this
+    # limit the unfixed read dies of MemoryError instead.
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+
+def test_a_device_as_api_key_file_is_refused_naming_the_option_not_read_for_ever(
+        tmp_path: Path) -> None:
+    run = subprocess.run([str(CLI), "serve-api", "--port", str(free_port()),
+                          "--api-key-file", "/dev/zero"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=BOUND, stdin=subprocess.DEVNULL,
+                         preexec_fn=_one_gigabyte_of_memory)
+
+    assert run.returncode == 1, run.stderr
+    assert "--api-key-file /dev/zero is a device or socket, not a file holding a key" \
+        in run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def test_an_api_key_file_longer_than_any_key_is_refused(tmp_path: Path) -> None:
+    key_file = tmp_path / "key"
+    key_file.write_text("k" * (rerank_server.KEY_FILE_CAP + 1))
+
+    with pytest.raises(ConfigError, match=f"--api-key-file {key_file} is longer than"):
+        read_api_key(None, key_file)
+
+
+def test_an_api_key_from_a_pipe_is_read(tmp_path: Path) -> None:
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"k-from-a-pipe\n")
+    os.close(write_end)
+    try:
+        key = read_api_key(None, Path(f"/proc/self/fd/{read_end}"))
+    finally:
+        os.close(read_end)
+
+    assert key == "k-from-a-pipe"
+
+
+def test_a_pipe_that_never_delivers_the_key_is_an_error_within_its_deadline(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rerank_server, "KEY_PIPE_SECONDS", 0.5)
+    fifo = tmp_path / "key.fifo"
+    os.mkfifo(fifo)
+    holder = os.open(fifo, os.O_RDWR)  # a writer that never writes
+    outcome: list[BaseException | str | None] = []
+
+    def read() -> None:
+        try:
+            outcome.append(read_api_key(None, fifo))
+        except BaseException as exc:  # noqa: BLE001 - the thread hands it to the test
+            outcome.append(exc)
+
+    try:
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(timeout=BOUND)
+        assert not reader.is_alive(), "read_api_key blocked on a FIFO nobody writes"
+    finally:
+        os.close(holder)
+    assert isinstance(outcome[0], ConfigError)
+    assert "did not deliver the key within 0.5 s" in str(outcome[0])
+
+
+# --- the listen queue ----------------------------------------------------------------------
+
+
+def _connect_all(port: int, count: int) -> list[socket.socket]:
+    """``count`` non-blocking connects to ``port``, all started at once."""
+    socks = []
+    for _ in range(count):
+        sock = socket.socket()
+        sock.setblocking(False)
+        sock.connect_ex(("127.0.0.1", port))
+        socks.append(sock)
+    return socks
+
+
+def _established(sock: socket.socket) -> bool:
+    """True once the kernel finished the handshake (the connection sits in the queue)."""
+    import select
+
+    _, writable, _ = select.select([], [sock], [], 0)
+    return bool(writable) and sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0
+
+
+def _answer(sock: socket.socket) -> bytes:
+    """The whole HTTP answer to GET /health (headers and Content-Length body)."""
+    sock.setblocking(True)
+    sock.settimeout(BOUND)
+    sock.sendall(b"GET /health HTTP/1.1\r\nHost: test\r\n\r\n")
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(4096)
+        if not chunk:
+            return data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                  if line.lower().startswith(b"content-length:"))
+    while len(body) < length:
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        body += chunk
+    return head + b"\r\n\r\n" + body
+
+
+def test_a_burst_of_connections_fits_the_listen_queue_and_each_gets_an_http_answer(
+        ) -> None:
+    # A server that is listening but not yet accepting: every connection of the burst must
+    # finish its handshake in the listen queue. With a backlog of 5 the rest stayed in
+    # SYN-SENT, retransmitting, whatever the speed of the machine.
+    slots = 16
+    host = Host.with_plugins(Settings(score_cache=False))
+    service = RerankService(host, ApiOptions(port=free_port(), max_connections=slots))
+    server = make_server(service)
+    burst: list[socket.socket] = []
+    try:
+        burst = _connect_all(server.server_address[1], slots)
+        deadline = time.monotonic() + BOUND
+        while not all(_established(s) for s in burst) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        waiting = sum(not _established(s) for s in burst)
+
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        first = [_answer(s) for s in burst]  # each keeps its slot busy: keep-alive
+        extra = _connect_all(server.server_address[1], slots)
+        burst += extra
+        second = [_answer(s) for s in extra]
+    finally:
+        for sock in burst:
+            sock.close()
+        server.shutdown()
+        server.server_close()
+        service.close()
+
+    assert waiting == 0, f"{waiting} of {slots} connections never left SYN-SENT"
+    assert all(a.startswith(b"HTTP/1.1 200 ") for a in first), first
+    assert all(a.startswith(b"HTTP/1.1 503 ") and b'"type": "busy"' in a for a in second), \
+        second
