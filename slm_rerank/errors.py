@@ -55,3 +55,27 @@ class TransientError(EndpointError):
 
 class ContractError(EndpointError):
     """A server answered with something we cannot use (unparseable, missing logprobs)."""
+
+
+class ServeError(SlmRerankError):
+    """The managed server cannot be found, started, reached or stopped; says what to do."""
+
+
+class ToolInputError(SlmRerankError):
+    """An MCP tool argument the tool cannot use; the message names the parameter."""
+
+
+class ApiError(Exception):
+    """A ``serve-api`` request answered with an error status; ``message`` says what to change.
+
+    Not a ``SlmRerankError``: it never leaves the rerank server, which turns it into an HTTP
+    error body (``status``, ``kind``) for the client that sent the request.
+    """
+
+    def __init__(self, status: int, kind: str, message: str,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+        self.message = message
+        self.headers = headers or {}

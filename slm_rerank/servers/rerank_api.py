@@ -32,6 +32,8 @@ from typing import Any
 
 import click
 
+from slm_rerank.errors import ApiError
+
 #: the paths a rerank request may be posted to: Cohere v1 and Jina (/v1/rerank), the
 #: Cohere v2 SDK (/v2/rerank, where LangChain's CohereRerank posts), TEI/llama.cpp (/rerank)
 RERANK_PATHS = ("/v1/rerank", "/v2/rerank", "/rerank")
@@ -39,18 +41,6 @@ HEALTH_PATH = "/health"
 #: fields a client library may send that this server reads
 KNOWN_FIELDS = {"model", "query", "documents", "top_n", "return_documents"}
 DEGRADED_HEADER = "X-Slm-Rerank-Degraded"
-
-
-class ApiError(Exception):
-    """A request the server answers with an error status; ``message`` says what to change."""
-
-    def __init__(self, status: int, kind: str, message: str,
-                 headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.kind = kind
-        self.message = message
-        self.headers = headers or {}
 
 
 @dataclass

@@ -71,7 +71,8 @@ def test_the_wire_fixtures_were_recorded_from_this_server() -> None:
 
 def test_the_wire_fixtures_hold_every_request_the_recorder_sends(
         llama_server, monkeypatch: pytest.MonkeyPatch) -> None:
-    spec = importlib.util.spec_from_file_location("record_wire", HERE.parent / "model" / "record_wire.py")
+    recorder = HERE.parent / "model" / "record_wire.py"
+    spec = importlib.util.spec_from_file_location("record_wire", recorder)
     assert spec is not None and spec.loader is not None
     record_wire = importlib.util.module_from_spec(spec)
     # dataclasses look their module up in sys.modules
