@@ -2,7 +2,7 @@
 
 The folder is the user's (``cache_dir``, ``SLM_RERANK_CACHE_DIR`` or the platform's user
 cache dir), never a searched repository: a repository's own config cannot set it. It holds
-the slice cache (``lexical/slice_cache.py``), the score cache (``model/score_cache.py``),
+the chunk cache (``lexical/chunk_cache.py``), the score cache (``model/score_cache.py``),
 the usage log (``usage.py``) and the managed server's files (``llama/``).
 """
 

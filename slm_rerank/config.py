@@ -88,7 +88,7 @@ class Settings:
         [], "plugins not to load (entry-point or dist name)",
         why="can only keep installed code from loading, never add any")
     cache_dir: str = _setting(
-        "", "cache folder (usage log, slice cache), an absolute path; empty: the user cache "
+        "", "cache folder (usage log, chunk cache), an absolute path; empty: the user cache "
         "dir. Not settable from a repository's .slm-rerank.toml",
         env=("SLM_RERANK_CACHE_DIR",), repo=REPO_NO, why="where the tool writes")
     usage_log: bool = _setting(True, "append one line per query to usage.jsonl",

@@ -26,6 +26,8 @@ from slm_rerank.errors import (
     SlmRerankError,
 )
 from slm_rerank.host import Host
+from slm_rerank.lexical.chunk_cache import ChunkCache
+from slm_rerank.lexical.chunking import chunk_text, split_lines
 from slm_rerank.lexical.filetypes import SNIFF_BYTES, content_reason, size_reason
 from slm_rerank.lexical.scope import globs_matching_nothing
 from slm_rerank.lexical.scores import (
@@ -35,8 +37,6 @@ from slm_rerank.lexical.scores import (
     score_chunks,
     score_files,
 )
-from slm_rerank.lexical.slice_cache import SliceCache
-from slm_rerank.lexical.slicing import slice_text, split_lines
 from slm_rerank.lexical.terms import QueryTerms, Term, extract
 from slm_rerank.registrations import (
     CandidateSource,
@@ -328,7 +328,7 @@ _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXE
 
 def _read(root: Path, rel: str, limit: int) -> tuple[bytes | None, str | None]:
     """A candidate file's bytes, or why it was skipped (``read_regular``, then its content:
-    binary, minified and generated files are not worth slicing)."""
+    binary, minified and generated files are not worth chunking)."""
     data, reason = read_regular(root, rel, limit)
     if data is None:
         return None, reason
@@ -371,7 +371,7 @@ def read_regular(root: Path, rel: str, limit: int) -> tuple[bytes | None, str | 
 
 def candidates(evidence: list[FileEvidence], wanted: int = CANDIDATE_FILES
                ) -> list[FileEvidence]:
-    """The files worth slicing: the best ``wanted`` by evidence, and the best by path."""
+    """The files worth chunking: the best ``wanted`` by evidence, and the best by path."""
     chosen = {e.path: e for e in evidence[:max(wanted, CANDIDATE_FILES)]}
     by_path = sorted((e for e in evidence if e.path_score > 0),
                      key=lambda e: (-e.path_score, e.path))
@@ -384,7 +384,7 @@ def rank(request: SearchRequest, host: Host, gathered: Gathered, notes: list[str
     """Slice the candidate files and score every chunk lexically, best first."""
     from slm_rerank.lexical.scores import LoweredText
 
-    cache = SliceCache(request.cache_dir / "chunks") if request.cache_dir else None
+    cache = ChunkCache(request.cache_dir / "chunks") if request.cache_dir else None
     limit = host.settings.max_file_bytes
     scored: list[ScoredChunk] = []
     texts: dict[str, str] = {}
@@ -398,7 +398,7 @@ def rank(request: SearchRequest, host: Host, gathered: Gathered, notes: list[str
         text = data.decode("utf-8", "replace")
         lowered = LoweredText.of(text)  # once for both: the cache's check and the scores
         chunks = (cache.slice(ev.path, data, text, lowered.line_count) if cache
-                  else slice_text(ev.path, data, text))
+                  else chunk_text(ev.path, data, text))
         scored.extend(score_chunks(gathered.terms, gathered.stats, ev, chunks, text, lowered))
         texts[ev.path] = text
     scored.sort(key=lambda s: (-s.score, s.path, s.chunk.start_line))

@@ -25,7 +25,7 @@ from slm_rerank.cache_folder import cache_path, usable_folder
 from slm_rerank.config import check_value, shown
 from slm_rerank.documents import check_list
 from slm_rerank.host import Host
-from slm_rerank.lexical.slicing import split_lines
+from slm_rerank.lexical.chunking import split_lines
 from slm_rerank.lexical.terms import extract
 from slm_rerank.model.fusion import fuse_scores
 from slm_rerank.model.stage import Judgement, Passage, cut_lines, judge_async

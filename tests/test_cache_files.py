@@ -15,8 +15,8 @@ from search_fixtures import CLI, cli, make_repo
 
 from slm_rerank import safefile, usage
 from slm_rerank.errors import ConfigError
-from slm_rerank.lexical import slicing
-from slm_rerank.lexical.slice_cache import SliceCache
+from slm_rerank.lexical import chunking
+from slm_rerank.lexical.chunk_cache import ChunkCache
 from slm_rerank.model import score_cache
 from slm_rerank.model.score_cache import FILE_NAME, ScoreCache, ScoreKey
 
@@ -102,19 +102,19 @@ def test_stats_does_not_read_a_usage_log_through_a_symlink(tmp_path: Path) -> No
         usage.summarize(tmp_path)
 
 
-# --- the slice cache ----------------------------------------------------------------------
+# --- the chunk cache ----------------------------------------------------------------------
 
 def test_a_fifo_in_the_slice_cache_is_a_miss_without_hanging(tmp_path: Path) -> None:
     data = b"def beacon():\n    return 1\n"
-    cache_key = slicing.content_key("beacon.py", data)
+    cache_key = chunking.content_key("beacon.py", data)
     entry = tmp_path / "chunks" / cache_key[:2] / f"{cache_key}.json"
     entry.parent.mkdir(parents=True)
     os.mkfifo(entry)
     script = (
         "import sys; from pathlib import Path\n"
-        "from slm_rerank.lexical.slice_cache import SliceCache\n"
+        "from slm_rerank.lexical.chunk_cache import ChunkCache\n"
         "data = b'def beacon():\\n    return 1\\n'\n"
-        "chunks = SliceCache(Path(sys.argv[1])).slice('beacon.py', data, data.decode())\n"
+        "chunks = ChunkCache(Path(sys.argv[1])).slice('beacon.py', data, data.decode())\n"
         "print(chunks[0].symbol)\n")
 
     # a child process: the read blocked for ever, and a hung test must still end
@@ -127,8 +127,8 @@ def test_a_fifo_in_the_slice_cache_is_a_miss_without_hanging(tmp_path: Path) -> 
 
 def test_a_symlinked_slice_cache_entry_is_a_miss(tmp_path: Path) -> None:
     data = b"def beacon():\n    return 1\n"
-    cache = SliceCache(tmp_path / "chunks")
-    cache_key = slicing.content_key("beacon.py", data)
+    cache = ChunkCache(tmp_path / "chunks")
+    cache_key = chunking.content_key("beacon.py", data)
     elsewhere = tmp_path / "planted.json"
     elsewhere.write_text(json.dumps([[1, 2, "planted", ["planted"]]]))
     entry = cache._path(cache_key)
@@ -145,8 +145,8 @@ def test_a_symlinked_slice_cache_entry_is_a_miss(tmp_path: Path) -> None:
 
 def test_a_slice_cache_entry_above_the_cap_for_its_file_is_a_miss(tmp_path: Path) -> None:
     data = b"def beacon():\n    return 1\n"
-    cache = SliceCache(tmp_path / "chunks")
-    cache_key = slicing.content_key("beacon.py", data)
+    cache = ChunkCache(tmp_path / "chunks")
+    cache_key = chunking.content_key("beacon.py", data)
     entry = cache._path(cache_key)
     entry.parent.mkdir(parents=True)
     # a valid entry, padded to 1 MB, past anything an entry for a 27-byte file can be
@@ -161,7 +161,7 @@ def test_a_slice_cache_entry_above_the_cap_for_its_file_is_a_miss(tmp_path: Path
 
 
 def test_a_huge_sparse_slice_cache_entry_is_not_read(tmp_path: Path) -> None:
-    cache = SliceCache(tmp_path / "chunks")
+    cache = ChunkCache(tmp_path / "chunks")
     entry = cache._path("ab" * 32)
     entry.parent.mkdir(parents=True)
     with open(entry, "wb") as out:

@@ -12,8 +12,8 @@ import pytest
 from search_fixtures import CLI, cli
 
 from slm_rerank.cache_folder import CacheFolder, usable_folder
-from slm_rerank.lexical.slice_cache import SliceCache
-from slm_rerank.lexical.slicing import Chunk
+from slm_rerank.lexical.chunk_cache import ChunkCache
+from slm_rerank.lexical.chunking import Chunk
 
 
 def warnings(stderr: str) -> list[str]:
@@ -76,7 +76,7 @@ def test_fast_on_a_full_disk_answers_and_leaves_no_half_written_cache_files(
 
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip()
-    # the usage log says it could not be written; the slice cache only costs speed
+    # the usage log says it could not be written; the chunk cache only costs speed
     [line] = warnings(run.stderr)
     assert "usage.jsonl" in line
     assert list((isolated_home / "chunks").rglob("*.tmp")) == []
@@ -87,7 +87,7 @@ def test_a_slice_cache_write_that_fails_leaves_no_temporary_file(
     def no_space(*args: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device")
 
-    cache = SliceCache(tmp_path)
+    cache = ChunkCache(tmp_path)
     monkeypatch.setattr(json, "dump", no_space)
 
     cache.put("ab" + "0" * 62, [Chunk(1, 2, None, ())])

@@ -5,7 +5,7 @@ signature (decorators and multi-line parameter lists included), and the cited li
 each function or method body that is not cited folds to one line, and so does any long
 statement that holds no definition (a 200-line dict literal, a licence comment). With
 ``skeleton=True`` (``--slice``) the cited bodies fold too. Python is read with ``ast``, the
-languages of ``slicing.TREE_SITTER_LANGUAGES`` with tree-sitter; any other file, or a
+languages of ``chunking.TREE_SITTER_LANGUAGES`` with tree-sitter; any other file, or a
 Python file that does not parse, falls back to the cited lines with a few lines of context
 (``method="context"``), and ``note`` says so.
 
@@ -46,8 +46,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from slm_rerank.lexical.chunking import TREE_SITTER_LANGUAGES, _tree_sitter_parser
 from slm_rerank.lexical.filetypes import SNIFF_BYTES, size_reason
-from slm_rerank.lexical.slicing import TREE_SITTER_LANGUAGES, _tree_sitter_parser
 from slm_rerank.report import display_path
 
 #: The most source lines a stub shows; cited lines are the last to be cut.

@@ -1,4 +1,4 @@
-"""Which files are worth slicing: not binary, not huge, not generated; tests and docs told apart."""
+"""Which files are worth chunking: not binary, not huge, not generated; tests and docs apart."""
 
 from __future__ import annotations
 

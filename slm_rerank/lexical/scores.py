@@ -15,8 +15,8 @@ from functools import lru_cache
 from itertools import repeat
 from operator import sub
 
+from slm_rerank.lexical.chunking import Chunk, line_starts
 from slm_rerank.lexical.filetypes import path_kind
-from slm_rerank.lexical.slicing import Chunk, line_starts
 from slm_rerank.lexical.terms import QueryTerms, Term, light, searched_in_bodies, split_identifier
 from slm_rerank.registrations import SourceHits
 

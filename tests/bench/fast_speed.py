@@ -116,7 +116,7 @@ def side_by_side(query: str, root: Path, workers: list[Worker], repeat: int
                  ) -> dict[str, dict[str, float]]:
     """Medians over ``repeat`` interleaved rounds of rg and each worker (after a warm-up)."""
     for w in workers:
-        w.run(query, root)  # warm: the page cache, the slice cache, the worker's imports
+        w.run(query, root)  # warm: the page cache, the chunk cache, the worker's imports
     bare_rg(query, root)
     rg: list[float] = []
     runs: dict[str, list[dict[str, Any]]] = {w.name: [] for w in workers}

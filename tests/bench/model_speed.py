@@ -430,7 +430,7 @@ def latency(endpoint: Endpoint, root: Path, query: str, reps: int, top: int,
             raise SystemExit(f"{argv}: degraded: {report['degraded']}")
         return wall, report
 
-    # Warm-up: the slice cache, and the score cache for the warm variant.
+    # Warm-up: the chunk cache, and the score cache for the warm variant.
     run(commands["rerank, score cache warm"])
     walls: dict[str, list[float]] = {name: [] for name in commands}
     splits: dict[str, list[dict[str, float]]] = {name: [] for name in commands}

@@ -60,7 +60,7 @@ def main() -> int:
     if args.tree and args.query_file:
         query = [str(BIN / "slm-rerank"), "--query-file", str(args.query_file), "--fast",
                  "--root", str(args.tree), "--format", "json"]
-        peak_rss_mb(query)  # warm the slice cache first
+        peak_rss_mb(query)  # warm the chunk cache first
         print(f"peak RSS of a warm --fast query on {args.tree.name}: "
               f"{peak_rss_mb(query):.0f} MB")
     return 0

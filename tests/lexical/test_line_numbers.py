@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from search_fixtures import make_repo, search
 
-from slm_rerank.lexical.slicing import line_starts, slice_text, split_lines
+from slm_rerank.lexical.chunking import chunk_text, line_starts, split_lines
 
 #: characters str.splitlines() breaks at but ripgrep, git and ast do not
 NOT_NEWLINES = ["\f", "\x0b", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
@@ -29,7 +29,7 @@ def test_crlf_lines_lose_their_carriage_return() -> None:
 def test_a_window_slice_never_runs_past_the_last_line(odd: str) -> None:
     text = "".join(f"line {i}{odd}more\n" for i in range(300))
 
-    chunks = slice_text("notes.txt", text.encode(), text)
+    chunks = chunk_text("notes.txt", text.encode(), text)
 
     assert max(c.end_line for c in chunks) == 300
 

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from slm_rerank.lexical import slicing
+from slm_rerank.lexical import chunking
+from slm_rerank.lexical.chunk_cache import ChunkCache
+from slm_rerank.lexical.chunking import Chunk, split_lines
 from slm_rerank.lexical.filetypes import (
     is_changelog_path,
     is_doc_path,
@@ -17,8 +19,6 @@ from slm_rerank.lexical.filetypes import (
     path_kind,
 )
 from slm_rerank.lexical.scores import LoweredText, _counts_per_chunk
-from slm_rerank.lexical.slice_cache import SliceCache
-from slm_rerank.lexical.slicing import Chunk, split_lines
 
 WORDS = ["retry", "aba", "abab", "ab", "x", "réessai", "重试", "🔁", "That", "thathat", " "]
 BREAKS = ["\n", "\r\n", "\r", "\x85", "\u2028", "\x0c", "\x1e"]
@@ -68,9 +68,9 @@ def test_the_slice_cache_checks_an_entry_against_the_line_count_it_is_given(
         tmp_path: Path) -> None:
     # rank() hands over the count it worked out already; an entry reaching past it is a
     # miss, sliced again and rewritten, as when the cache counts the lines itself.
-    cache = SliceCache(tmp_path / "chunks")
+    cache = ChunkCache(tmp_path / "chunks")
     data = b"def f():\n    return 1\n"
-    key = slicing.content_key("m.py", data)
+    key = chunking.content_key("m.py", data)
     cache.put(key, [Chunk(1, 9, "f", ("f",))])
 
     chunks = cache.slice("m.py", data, data.decode(), LoweredText.of(data.decode()).line_count)

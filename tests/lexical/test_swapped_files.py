@@ -52,7 +52,7 @@ def test_a_symlink_to_a_device_is_skipped(tmp_path: Path) -> None:
 def test_a_search_whose_listed_files_turn_into_fifos_ends_and_notes_each_skip(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = tmp_path / "repo"
-    write_tree(root, {f"d/f{i}.py": "def write_slice_cache():\n    pass\n" for i in range(5)})
+    write_tree(root, {f"d/f{i}.py": "def write_chunk_cache():\n    pass\n" for i in range(5)})
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     fifos: list[Path] = []
     listed = pipeline.candidates
@@ -70,7 +70,7 @@ def test_a_search_whose_listed_files_turn_into_fifos_ends_and_notes_each_skip(
     monkeypatch.setattr(pipeline, "candidates", swap_then_list)
     reports: list[object] = []
     search = threading.Thread(
-        target=lambda: reports.append(slm_rerank.search("where is the slice cache written",
+        target=lambda: reports.append(slm_rerank.search("where is the chunk cache written",
                                                         root=root, top_k=50)),
         daemon=True)
     search.start()

@@ -89,8 +89,8 @@ def test_a_long_query_and_chunks_are_cut_to_fit_a_small_context() -> None:
 
 
 def test_the_head_takes_the_best_chunk_of_each_leading_file_first() -> None:
+    from slm_rerank.lexical.chunking import Chunk
     from slm_rerank.lexical.scores import ScoredChunk
-    from slm_rerank.lexical.slicing import Chunk
     from slm_rerank.pipeline import Ranked, head
 
     ranked = Ranked([ScoredChunk(path, Chunk(i + 1, i + 1), 10.0 - i, [])

@@ -7,19 +7,19 @@ from pathlib import Path
 import pytest
 from search_fixtures import make_repo, result_paths, search
 
-from slm_rerank.lexical import slicing
-from slm_rerank.lexical.slice_cache import SliceCache
-from slm_rerank.lexical.slicing import (
+from slm_rerank.lexical import chunking
+from slm_rerank.lexical.chunk_cache import ChunkCache
+from slm_rerank.lexical.chunking import (
     MAX_CHUNK_LINES,
     WINDOW_LINES,
     WINDOW_OVERLAP,
     Chunk,
-    slice_text,
+    chunk_text,
 )
 
 
 def chunks_of(name: str, text: str) -> list[Chunk]:
-    return slice_text(name, text.encode(), text)
+    return chunk_text(name, text.encode(), text)
 
 
 def symbols(chunks: list[Chunk]) -> list[str | None]:
@@ -182,18 +182,18 @@ def test_chunks_cover_every_line_of_a_long_javascript_function_in_windows() -> N
     assert chunks[0].defines == ("longOne",) and chunks[1].defines == ()
 
 
-# --- the slice cache -----------------------------------------------------------------------
+# --- the chunk cache -----------------------------------------------------------------------
 
 
 def test_the_slice_cache_round_trips_chunks_by_content(tmp_path: Path) -> None:
-    cache = SliceCache(tmp_path / "chunks")
+    cache = ChunkCache(tmp_path / "chunks")
     data = big_class().encode()
 
     first = cache.slice("store.py", data, data.decode())
-    again = cache.get(slicing.content_key("store.py", data))
+    again = cache.get(chunking.content_key("store.py", data))
 
     assert again == first
-    assert cache.get(slicing.content_key("store.py", data + b"\n# changed")) is None
+    assert cache.get(chunking.content_key("store.py", data + b"\n# changed")) is None
 
 
 def test_search_writes_the_slice_cache_under_chunks_and_never_into_the_tree(
@@ -222,7 +222,7 @@ def test_a_second_search_reuses_cached_slices_instead_of_slicing_again(
     def must_not_slice(*args: object) -> list[Chunk]:
         raise AssertionError("sliced again although the content did not change")
 
-    monkeypatch.setattr(slicing, "slice_text", must_not_slice)
+    monkeypatch.setattr(chunking, "chunk_text", must_not_slice)
     second = search(root, "retry", cache=cache)
 
     assert result_paths(second) == result_paths(first) == ["pkg/retry.py"]

@@ -1,4 +1,4 @@
-"""The slice cache: each file's chunk boundaries, keyed by its content, in the cache folder."""
+"""The chunk cache: each file's chunk boundaries, keyed by its content, in the cache folder."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from typing import Any
 
 from slm_rerank import safefile
 from slm_rerank.config import MAX_FILE_BYTES
-from slm_rerank.lexical import slicing
-from slm_rerank.lexical.slicing import Chunk
+from slm_rerank.lexical import chunking
+from slm_rerank.lexical.chunking import Chunk
 
 
 def entry_cap(file_bytes: int) -> int:
-    """The most bytes a slice cache entry for a file of ``file_bytes`` is read up to.
+    """The most bytes a chunk cache entry for a file of ``file_bytes`` is read up to.
 
     An entry is a list of [start, end, symbol, defines] rows: the numbers are line numbers
     and the names are copied from the file, so a real entry is a small fraction of the file
@@ -76,7 +76,7 @@ def _chunk(row: Any, line_count: int) -> Chunk | None:
     return Chunk(start, end, symbol, tuple(defines))
 
 
-class SliceCache:
+class ChunkCache:
     """Chunk boundaries by content hash, as small JSON files under ``<cache>/chunks/``.
 
     An entry that is not valid for the file it is asked for (wrong shape, or line numbers
@@ -131,11 +131,11 @@ class SliceCache:
     def slice(self, name: str, data: bytes, text: str, line_count: int | None = None
               ) -> list[Chunk]:
         """``line_count``: ``len(split_lines(text))``, when the caller has it already."""
-        key = slicing.content_key(name, data)
+        key = chunking.content_key(name, data)
         if line_count is None:
-            line_count = len(slicing.split_lines(text))
+            line_count = len(chunking.split_lines(text))
         chunks = self.get(key, line_count or 1, entry_cap(len(data)))
         if chunks is None:
-            chunks = slicing.slice_text(name, data, text)
+            chunks = chunking.chunk_text(name, data, text)
             self.put(key, chunks)
         return chunks

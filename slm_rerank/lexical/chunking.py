@@ -1,6 +1,6 @@
-"""Slices a file into chunks with line ranges and the symbol each chunk belongs to.
+"""Cuts a file into chunks with line ranges and the symbol each chunk belongs to.
 
-Python is sliced with the stdlib ``ast``; other languages with tree-sitter (through
+Python is chunked with the stdlib ``ast``; other languages with tree-sitter (through
 ``tree-sitter-language-pack``, when installed); anything else, or a file that does not
 parse, in overlapping line windows.
 """
@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import accumulate
 
-#: Bump when slicing changes, so that cached slices are not reused.
+#: Bump when chunking changes, so that cached chunk boundaries are not reused.
 SLICER_VERSION = "3"
 MAX_CHUNK_LINES = 120
 WINDOW_LINES = 60
@@ -69,7 +69,7 @@ def _python_defs(nodes: Iterable[ast.stmt]) -> tuple[list[_Def], dict[int, list[
     return defs, assigned
 
 
-def _slice_python(text: str, lines: list[str]) -> list[Chunk] | None:
+def _chunk_python(text: str, lines: list[str]) -> list[Chunk] | None:
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -121,7 +121,7 @@ def _ts_defs(node) -> list[_Def]:  # type: ignore[no-untyped-def]
     return defs
 
 
-def _slice_tree_sitter(data: bytes, language: str, lines: list[str]) -> list[Chunk] | None:
+def _chunk_tree_sitter(data: bytes, language: str, lines: list[str]) -> list[Chunk] | None:
     parser = _tree_sitter_parser(language)
     if parser is None:
         return None
@@ -211,21 +211,21 @@ def line_starts(text: str) -> list[int]:
     return starts
 
 
-def slice_text(name: str, data: bytes, text: str) -> list[Chunk]:
+def chunk_text(name: str, data: bytes, text: str) -> list[Chunk]:
     """Chunks of one file's content, by the best slicer for its kind."""
     lines = split_lines(text) or [""]
     suffix = os.path.splitext(name)[1].lower()
     chunks: list[Chunk] | None = None
     if suffix in (".py", ".pyi"):
-        chunks = _slice_python(text, lines)
+        chunks = _chunk_python(text, lines)
     elif suffix in TREE_SITTER_LANGUAGES:
-        chunks = _slice_tree_sitter(data, TREE_SITTER_LANGUAGES[suffix], lines)
+        chunks = _chunk_tree_sitter(data, TREE_SITTER_LANGUAGES[suffix], lines)
     if not chunks:
         chunks = _windows(1, len(lines), None)
     return chunks
 
 
-# --- the slice cache key ------------------------------------------------------------------
+# --- the chunk cache key ------------------------------------------------------------------
 
 
 def content_key(name: str, data: bytes) -> str:
