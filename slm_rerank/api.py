@@ -116,7 +116,8 @@ def search(
     )
     started_note = None
     if not fast:
-        from slm_rerank.llama import managed as serve
+        from slm_rerank.llama import local
+        from slm_rerank.llama.state import touch
         from slm_rerank.model.stage import pinned_urls
 
         # --local: with no server given (-e, SLM_ENDPOINT, an endpoints list, the [endpoints]
@@ -124,9 +125,9 @@ def search(
         if cache_dir is None:
             pass  # a managed server keeps its state there: none is started or touched
         elif settings.auto_serve and not settings.host and not pinned_urls(settings)[0]:
-            started_note = serve.ensure_local(cache_dir, settings.serve_idle, None)
+            started_note = local.ensure_local(cache_dir, settings.serve_idle, None)
         else:
-            serve.touch(cache_dir)  # a managed server found by the scan is in use too
+            touch(cache_dir)  # a managed server found by the scan is in use too
     report = run_search(request, host)
     if started_note:
         report.warnings.insert(0, started_note)

@@ -144,7 +144,7 @@ def llama_server_factory(tmp_path: Path) -> Iterator[Callable[..., LlamaServer]]
 def cache(isolated_home: Path) -> Iterator[Path]:
     """The isolated cache folder; a managed server (slm-rerank serve) left running is
     stopped after the test."""
-    from slm_rerank.llama import managed as serve
+    from slm_rerank.llama import control as serve
 
     yield isolated_home
     serve.stop(isolated_home)

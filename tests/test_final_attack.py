@@ -125,7 +125,7 @@ def test_mcp_takes_local_as_the_degraded_note_tells_its_user(
 ])
 def test_auto_serve_starts_nothing_when_the_config_pins_servers(
         repo: Path, monkeypatch: pytest.MonkeyPatch, config: str) -> None:
-    from slm_rerank.llama import managed as serve
+    from slm_rerank.llama import local as serve
 
     started: list[Path] = []
     monkeypatch.setattr(serve, "ensure_local",

@@ -41,14 +41,17 @@ def register(cli: click.Group) -> None:
         """Run llama-server with the bundled model (or --model-file) for reranking."""
         if ctx.invoked_subcommand is not None:
             return
-        from slm_rerank.llama import managed
+        from slm_rerank.errors import SlmRerankError
+        from slm_rerank.llama.control import start_background
+        from slm_rerank.llama.ports import check_bind, is_loopback
+        from slm_rerank.llama.supervisor import ServeOptions, serve_foreground
 
         # abspath, not resolve(): a symlink loop is check_gguf's clear error, not a traceback
-        options = managed.ServeOptions(Path(os.path.abspath(model_file)) if model_file
-                                       else None, bind, port, slots or 0, idle_timeout)
+        options = ServeOptions(Path(os.path.abspath(model_file)) if model_file
+                               else None, bind, port, slots or 0, idle_timeout)
         try:
-            managed.check_bind(bind)
-            if not managed.is_loopback(bind):
+            check_bind(bind)
+            if not is_loopback(bind):
                 warn(f"binding {bind}: anyone who can reach this address can use the model "
                      "server and read what it is sent; use 127.0.0.1 unless you mean it")
             cache_dir = _cache_dir()
@@ -57,11 +60,11 @@ def register(cli: click.Group) -> None:
                         "--slots", str(slots or 0), "--idle", str(idle_timeout)]
                 if options.model_file:
                     argv += ["--model-file", str(options.model_file)]
-                state = managed.start_background(options, cache_dir, argv, warn)
+                state = start_background(options, cache_dir, argv, warn)
                 emit(f"{state.url}\n")
                 return
-            code = managed.serve_foreground(options, cache_dir, warn)
-        except managed.SlmRerankError as exc:
+            code = serve_foreground(options, cache_dir, warn)
+        except SlmRerankError as exc:
             fail(str(exc))
             return
         sys.exit(code)
@@ -69,11 +72,12 @@ def register(cli: click.Group) -> None:
     @serve.command("status")
     def status() -> None:
         """Say whether the managed server runs, where, with which model (exit 3 if not)."""
-        from slm_rerank.llama import managed
+        from slm_rerank.errors import SlmRerankError
+        from slm_rerank.llama.control import status_text
 
         try:
-            up, text = managed.status_text(_cache_dir())
-        except managed.SlmRerankError as exc:
+            up, text = status_text(_cache_dir())
+        except SlmRerankError as exc:
             fail(str(exc))
             return
         emit(text + "\n")
@@ -83,11 +87,12 @@ def register(cli: click.Group) -> None:
     @serve.command("stop")
     def stop() -> None:
         """Stop the managed server."""
-        from slm_rerank.llama import managed
+        from slm_rerank.errors import SlmRerankError
+        from slm_rerank.llama import control
 
         try:
-            said = managed.stop(_cache_dir())
-        except managed.SlmRerankError as exc:
+            said = control.stop(_cache_dir())
+        except SlmRerankError as exc:
             fail(str(exc))
             return
         emit(said + "\n")

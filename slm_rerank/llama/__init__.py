@@ -1,1 +1,7 @@
-"""The managed llama-server: ``slm-rerank serve`` and the bundled binary and model."""
+"""The managed llama-server: ``slm-rerank serve``, ``--local`` and the bundled binary and model.
+
+Modules, lowest first: ``state`` (the files in ``<cache>/serve/``), ``ports`` (probing a
+port), ``bundled`` (the binary and the GGUF), ``processes`` (which pids are ours),
+``supervisor`` (running llama-server), ``control`` (start detached, status, stop),
+``local`` (``--local``), ``__main__`` (the detached supervisor's entry point).
+"""

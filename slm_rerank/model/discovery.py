@@ -241,13 +241,15 @@ def managed_url(cache_dir: Path, host: str = DEFAULT_HOST,
     misses although ``serve status`` reports it. A scan of another host (``--host``) wants
     that host's servers, so a managed server elsewhere is not offered to it.
     """
-    from slm_rerank.llama import managed as serve
+    from slm_rerank.llama import processes
+    from slm_rerank.llama.ports import is_loopback
+    from slm_rerank.llama.state import ServerState
 
-    found: list[serve.ServerState | None] = []
+    found: list[ServerState | None] = []
 
     def read() -> None:
         try:
-            found.append(serve.running(cache_dir))
+            found.append(processes.running(cache_dir))
         except (OSError, SlmRerankError):
             found.append(None)  # an unreadable record: serve status says what is wrong
 
@@ -259,7 +261,7 @@ def managed_url(cache_dir: Path, host: str = DEFAULT_HOST,
     state = found[0] if found else None
     if state is None:
         return None
-    same = state.host == host or (serve.is_loopback(state.host) and serve.is_loopback(host))
+    same = state.host == host or (is_loopback(state.host) and is_loopback(host))
     return state.url.rstrip("/") if same else None
 
 

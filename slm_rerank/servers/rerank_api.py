@@ -593,7 +593,7 @@ def register(cli: click.Group) -> None:
         from slm_rerank.cli.terminal import fail, warn
         from slm_rerank.errors import SlmRerankError
         from slm_rerank.host import Host
-        from slm_rerank.llama.managed import is_loopback
+        from slm_rerank.llama.ports import is_loopback
         from slm_rerank.model import progress
         from slm_rerank.model.stage import locate
 

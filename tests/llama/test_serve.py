@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from search_fixtures import CLI, REPO_FILES, cli, free_port, make_repo
 
-from slm_rerank.llama import managed as serve
+from slm_rerank.llama import ports, processes
 from slm_rerank.model.discovery import PORTS
 
 pytestmark = pytest.mark.bundled_server  # slm-rerank serve starts it
@@ -44,7 +44,7 @@ def test_background_start_status_reuse_and_stop(cache: Path, tmp_path: Path) -> 
     stopped = cli("serve", "stop", cwd=tmp_path, timeout=60)
 
     assert stopped.stdout.startswith("stopped")
-    assert not serve.healthy(f"http://127.0.0.1:{port}")
+    assert not ports.healthy(f"http://127.0.0.1:{port}")
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
     after = cli("serve", "status", cwd=tmp_path)
@@ -61,7 +61,7 @@ def test_an_idle_server_stops_itself(cache: Path, tmp_path: Path) -> None:
     while (cache / "serve" / "server.json").exists() and time.monotonic() < deadline:
         time.sleep(0.5)
 
-    assert serve.running(cache) is None
+    assert processes.running(cache) is None
     assert "no query for 2 s: stopping" in (cache / "serve" / "server.log").read_text()
     assert not (cache / "serve" / "server.json").exists()
 
@@ -133,7 +133,7 @@ def test_a_corrupt_gguf_fails_with_the_servers_own_words(cache: Path, tmp_path: 
     assert run.returncode == 1
     assert "the server stopped while starting" in run.stderr
     assert "server.log ends:" in run.stderr
-    assert serve.running(cache) is None
+    assert processes.running(cache) is None
 
 
 def test_binding_beyond_loopback_warns(cache: Path, tmp_path: Path) -> None:
@@ -144,7 +144,7 @@ def test_binding_beyond_loopback_warns(cache: Path, tmp_path: Path) -> None:
 
 
 def scan_range_is_free() -> bool:
-    return all(not serve._listening("127.0.0.1", port) for port in PORTS)
+    return all(not ports.listening("127.0.0.1", port) for port in PORTS)
 
 
 def test_local_starts_the_bundled_server_once_and_restarts_it_after_a_crash(
@@ -241,6 +241,6 @@ def test_two_local_queries_at_once_start_one_server(cache: Path, tmp_path: Path)
     assert len(started) == 1, [err for _, err in outs]
     assert all(json.loads(out)["model"]["endpoint"] == "http://127.0.0.1:8035"
                for out, _ in outs)
-    servers = subprocess.run(["pgrep", "-f", f"slm_rerank.llama.managed --cache-dir {cache}"],
+    servers = subprocess.run(["pgrep", "-f", f"slm_rerank.llama --cache-dir {cache}"],
                              capture_output=True, text=True).stdout.split()
     assert len(servers) == 1

