@@ -117,7 +117,7 @@ def search(
     started_note = None
     if not fast:
         from slm_rerank.llama import managed as serve
-        from slm_rerank.model.stage import pinned_urls
+        from slm_rerank.model.endpoints import pinned_urls
 
         # --local: with no server given (-e, SLM_ENDPOINT, an endpoints list, the [endpoints]
         # entry of --model) or to scan (--host), start ours; a pinned server is the one used.

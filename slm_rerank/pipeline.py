@@ -27,7 +27,7 @@ from slm_rerank.errors import (
 )
 from slm_rerank.host import Host
 from slm_rerank.lexical.chunk_cache import ChunkCache
-from slm_rerank.lexical.chunking import chunk_text, split_lines
+from slm_rerank.lexical.chunking import chunk_text
 from slm_rerank.lexical.filetypes import SNIFF_BYTES, content_reason, size_reason
 from slm_rerank.lexical.scope import globs_matching_nothing
 from slm_rerank.lexical.scores import (
@@ -57,7 +57,7 @@ from slm_rerank.report import (
 
 if TYPE_CHECKING:
     from slm_rerank.context.grouping import SliceGroup
-    from slm_rerank.model.stage import Judgement, Passage
+    from slm_rerank.model.stage import Judgement
 
 #: Files sliced and scored per query: the best by file evidence (at least this many, more
 #: when -k asks for more), plus the best by path alone.
@@ -425,23 +425,6 @@ def head(ranked: Ranked, size: int) -> list[int]:
     return (firsts + rest)[:size]
 
 
-def passages(ranked: Ranked, chosen: list[int], terms: QueryTerms, budget: int
-             ) -> list[Passage]:
-    """The chosen chunks (indices into ``ranked.chunks``) as the model will read them."""
-    from slm_rerank.model.stage import Passage, cut_lines
-
-    out = []
-    literals = terms.literals()
-    for i in chosen:
-        item = ranked.chunks[i]
-        lines = split_lines(ranked.texts[item.path])[item.chunk.start_line - 1:
-                                                     item.chunk.end_line]
-        code, cut = cut_lines(lines, literals, budget)
-        out.append(Passage(display_path(item.path), item.chunk.start_line,
-                           item.chunk.end_line, item.chunk.symbol, code, cut))
-    return out
-
-
 def fuse(ranked: Ranked, model_scores: dict[int, float] | None = None, weight: float = 1.0,
          lengths: dict[int, int] | None = None, exponent: float = 0.0,
          bounded: dict[int, str] | None = None) -> list[Fused]:
@@ -470,6 +453,7 @@ def score(request: SearchRequest, host: Host, settings: Settings, terms: QueryTe
     answer side was bounded for the verdicts that are bounds.
     """
     # Imported here: --fast never pays for the model stage's imports.
+    from slm_rerank.model.passages import head_passages
     from slm_rerank.model.stage import judge
 
     size = len(ranked.chunks) if settings.full else settings.rerank_top
@@ -479,7 +463,7 @@ def score(request: SearchRequest, host: Host, settings: Settings, terms: QueryTe
     if isinstance(multiplier, (int, float)) and multiplier > 0 and not settings.full:
         size = min(size, max(1, math.ceil(request.top_k * multiplier)))
     chosen = head(ranked, size)
-    read = passages(ranked, chosen, terms, settings.prompt_chars)
+    read = head_passages(ranked, chosen, terms, settings.prompt_chars)
     judgement = judge(request.query, read, host, settings, request.cache_dir)
     cut = sum(p.cut for p in read)
     if cut:

@@ -28,7 +28,8 @@ from slm_rerank.host import Host
 from slm_rerank.lexical.chunking import split_lines
 from slm_rerank.lexical.terms import extract
 from slm_rerank.model.fusion import fuse_scores
-from slm_rerank.model.stage import Judgement, Passage, cut_lines, judge_async
+from slm_rerank.model.passages import Passage, cut_lines
+from slm_rerank.model.stage import Judgement, judge_async
 from slm_rerank.pipeline import read_regular
 from slm_rerank.report import Citation, Report
 

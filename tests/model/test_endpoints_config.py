@@ -22,7 +22,7 @@ from slm_rerank.config import (
     user_config_path,
     write_setting,
 )
-from slm_rerank.model.stage import pinned_urls
+from slm_rerank.model.endpoints import pinned_urls
 
 
 def write_user_config(text: str) -> Path:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from slm_rerank.model.fusion import Z_CLIP, fuse_scores, logit, sigmoid, standardise
-from slm_rerank.model.stage import cut_lines
+from slm_rerank.model.passages import cut_lines
 
 
 def test_without_a_spread_lexical_scores_say_nothing() -> None:
@@ -68,7 +68,7 @@ def test_a_long_chunk_needs_a_surer_verdict_than_a_short_one() -> None:
 def test_a_long_query_and_chunks_are_cut_to_fit_a_small_context() -> None:
     from fake_plugins import RAW_PROFILE
 
-    from slm_rerank.model.stage import Passage, fit_context
+    from slm_rerank.model.passages import Passage, fit_context
     from slm_rerank.registrations import Endpoint
 
     code = "\n".join(f"line {i} " + "x" * 40 for i in range(100))
