@@ -118,7 +118,7 @@ def search(
     if not fast:
         from slm_rerank.llama import local
         from slm_rerank.llama.state import touch
-        from slm_rerank.model.stage import pinned_urls
+        from slm_rerank.model.endpoints import pinned_urls
 
         # --local: with no server given (-e, SLM_ENDPOINT, an endpoints list, the [endpoints]
         # entry of --model) or to scan (--host), start ours; a pinned server is the one used.

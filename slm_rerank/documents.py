@@ -169,7 +169,7 @@ def _fit(query: str, texts: Sequence[str], endpoint: Endpoint | None,
          ) -> tuple[str, list[str]]:
     """Query and texts cut to what one prompt may hold: ``prompt_chars`` per document, and
     within the server's context (a slot's) when it reports one."""
-    from slm_rerank.model.stage import fit_query
+    from slm_rerank.model.passages import fit_query
 
     asked, room = fit_query(query, endpoint, profile, notes)
     budget = prompt_chars if room is None else max(min(prompt_chars, room - len(asked)), 0)

@@ -3,68 +3,35 @@
     gather -> rank -> head -> score -> fuse -> select -> cite
 
 Each stage is a function over plain data; ``run_search`` composes them and is the only
-place that does. Scoping the user's path arguments against the working directory happens
-before, at the CLI/API edge (``scope.py``); the request arrives here already resolved.
+place that does. The stages' bodies live with their stage: gather and rank in
+``lexical/`` (``gather.py``, ``rank.py``), the model's judgement in ``model/`` (``stage.py``,
+fused and cut by ``fusion.apply_verdicts``), the lift of uncommitted files and the stubs
+in ``context/``; what is here binds a ``SearchRequest`` to them. Scoping the user's path
+arguments against the working directory happens before, at the CLI/API edge
+(``lexical/scope.py``); the request arrives here already resolved.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import stat
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from slm_rerank.config import Settings
-from slm_rerank.errors import (
-    ConfigError,
-    QueryError,
-    SearchError,
-    SlmRerankError,
-)
+from slm_rerank.errors import ConfigError, QueryError, SlmRerankError
 from slm_rerank.host import Host
-from slm_rerank.lexical.chunk_cache import ChunkCache
-from slm_rerank.lexical.chunking import chunk_text, split_lines
-from slm_rerank.lexical.filetypes import SNIFF_BYTES, content_reason, size_reason
-from slm_rerank.lexical.scope import globs_matching_nothing
-from slm_rerank.lexical.scores import (
-    FileEvidence,
-    ScoredChunk,
-    TermStats,
-    score_chunks,
-    score_files,
-)
+from slm_rerank.lexical.gather import Gathered, gather_files
+from slm_rerank.lexical.rank import Ranked, head, rank_chunks
+from slm_rerank.lexical.scores import ScoredChunk
 from slm_rerank.lexical.terms import QueryTerms, Term, extract
-from slm_rerank.registrations import (
-    CandidateSource,
-    Endpoint,
-    ExpandRequest,
-    ModelProfile,
-    SourceHits,
-    SourceQuery,
-)
-from slm_rerank.report import (
-    Citation,
-    Degraded,
-    ModelInfo,
-    Report,
-    Shortfall,
-    display_path,
-)
+from slm_rerank.registrations import Endpoint, ExpandRequest, ModelProfile
+from slm_rerank.report import Citation, Degraded, ModelInfo, Report, Shortfall, display_path
 
 if TYPE_CHECKING:
     from slm_rerank.context.grouping import SliceGroup
-    from slm_rerank.model.stage import Judgement, Passage
-
-#: Files sliced and scored per query: the best by file evidence (at least this many, more
-#: when -k asks for more), plus the best by path alone.
-CANDIDATE_FILES = 50
-PATH_CANDIDATES = 20
-#: Above this many explicit paths, the source searches the root and results are filtered.
-MAX_PATH_ARGS = 200
+    from slm_rerank.model.stage import Judgement
 
 
 @dataclass
@@ -97,28 +64,6 @@ class SearchRequest:
 
 
 @dataclass
-class Gathered:
-    """The candidates' evidence: which source ran, what it found, per-file scores."""
-
-    terms: QueryTerms
-    source: str
-    hits: SourceHits
-    stats: TermStats
-    evidence: list[FileEvidence]
-
-
-@dataclass
-class Ranked:
-    """Every sliced chunk with its tier-1 lexical score, best first."""
-
-    chunks: list[ScoredChunk]
-    #: path -> the file's decoded text, for the stages that need a chunk's code
-    texts: dict[str, str] = field(default_factory=dict)
-    #: candidate files with evidence that were not read (huge, minified, binary, ...)
-    skipped: int = 0
-
-
-@dataclass
 class Fused:
     """One chunk's place in the final order: its fused score and what it came from."""
 
@@ -127,32 +72,6 @@ class Fused:
     model_score: float | None = None
     #: the answer side the model left out of its top-K (its score is a bound), if any
     bounded: str | None = None
-
-
-def choose_source(host: Host, root: Path, notes: list[str]) -> CandidateSource:
-    """The first source in the ``sources`` setting that can search ``root``."""
-    available = host.registry.sources()
-    wanted = host.settings.sources
-    order = [n for n in wanted if n in available] + sorted(
-        (n for n in available if n not in wanted), key=lambda n: available[n].priority)
-    reasons = []
-    for name in order:
-        reason = available[name].unavailable(root)
-        if reason is None:
-            if reasons:
-                notes.append(f"source {name} used because {'; '.join(reasons)}")
-            return available[name]
-        reasons.append(f"{name}: {reason}")
-    if not available:
-        disabled = host.settings.disabled_plugins
-        if disabled:
-            raise SearchError(
-                "every candidate source is disabled (disabled_plugins = "
-                f"{disabled} from {host.settings.origins.get('disabled_plugins')}); "
-                "enable ripgrep or git")
-        raise SearchError("no candidate source is installed (pip install slm-rerank-ripgrep)")
-    raise SearchError(f"no candidate source can search {display_path(str(root))} "
-                      f"({'; '.join(reasons)})")
 
 
 # --- expand -------------------------------------------------------------------------------
@@ -230,55 +149,11 @@ def _expansion_model(request: SearchRequest, host: Host, notes: list[str]
 # --- gather -------------------------------------------------------------------------------
 
 
-def _sizes(root: Path, paths: Iterable[str]) -> dict[str, int]:
-    """Byte sizes of the files with body matches, for length normalisation."""
-    base = os.fsencode(root)
-    sizes = {}
-    for rel in paths:
-        try:
-            sizes[rel] = os.stat(os.path.join(base, os.fsencode(rel))).st_size
-        except OSError:
-            continue
-    return sizes
-
-
-def _within(path: str, restrict: set[str]) -> bool:
-    """True when ``path`` or one of its parent folders is in ``restrict``."""
-    return path in restrict or any(str(parent) in restrict
-                                   for parent in PurePosixPath(path).parents)
-
-
 def gather(request: SearchRequest, host: Host, terms: QueryTerms, notes: list[str]
            ) -> Gathered:
-    """Ask the first available source for the files in scope and their term counts."""
-    source = choose_source(host, request.root, notes)
-    paths, restrict = list(request.paths), set()
-    if len(paths) > MAX_PATH_ARGS:
-        restrict = {os.path.relpath(p, request.root) for p in paths}
-        paths = []
-    query = SourceQuery(root=request.root, terms=terms.literals(), paths=paths,
-                        globs=request.globs, max_filesize=host.settings.max_file_bytes,
-                        explain=request.explain)
-    try:
-        hits = source.search(query)
-    except SlmRerankError:
-        raise
-    except Exception as exc:
-        raise SearchError(f"candidate source '{source.name}' failed on "
-                          f"{display_path(str(request.root))}: "
-                          f"{type(exc).__name__}: {exc}") from exc
-    if restrict:
-        kept = [f for f in hits.files if _within(f, restrict)]
-        keep = set(kept)
-        hits = SourceHits(files=kept, skipped=hits.skipped,
-                          body_counts={p: c for p, c in hits.body_counts.items() if p in keep})
-    for path, why in sorted(hits.skipped.items()):
-        notes.append(f"skipped {display_path(path)}: {why}")
-    for glob in globs_matching_nothing(request.globs, hits.files):
-        notes.append(f"glob '{display_path(glob)}' matches no file")
-    stats = TermStats.from_hits(terms, hits)
-    evidence = score_files(terms, hits, stats, _sizes(request.root, hits.body_counts))
-    return Gathered(terms, source.name, hits, stats, evidence)
+    """The files in the request's scope and their evidence (``lexical/gather.py``)."""
+    return gather_files(host, request.root, terms, notes, paths=request.paths,
+                        globs=request.globs, explain=request.explain)
 
 
 # --- uncommitted work ---------------------------------------------------------------------
@@ -286,160 +161,25 @@ def gather(request: SearchRequest, host: Host, terms: QueryTerms, notes: list[st
 
 def prefer_dirty(request: SearchRequest, host: Host, gathered: Gathered, notes: list[str],
                  warnings: list[str]) -> dict[str, str]:
-    """Multiply the lexical score of each changed file with evidence by 1 + dirty_bonus.
+    """Lift the changed files with evidence by ``dirty_bonus`` (``context/dirty.py``);
+    path -> kind of every changed file under the root."""
+    from slm_rerank.context.dirty import lift_dirty
 
-    Scaling the file's kind factor scales its file score and every chunk's score alike,
-    and leaves a file without evidence at zero. Returns path -> kind for every changed
-    file under the root, for the report; outside git, a warning and nothing changes.
-    """
-    from slm_rerank.context.dirty import find_dirty
-
-    found = find_dirty(request.root)
-    if found.reason:
-        warnings.append(f"--dirty changes nothing: {found.reason}")
-        return {}
-    bonus = host.settings.dirty_bonus
-    lifted = []
-    for ev in gathered.evidence:
-        if ev.path in found.kinds and ev.score > 0:
-            ev.factor *= 1.0 + bonus
-            lifted.append(ev.path)
-    gathered.evidence.sort(key=lambda e: (-e.score, e.path))
-    counts: dict[str, int] = {}
-    for kind in found.kinds.values():
-        counts[kind] = counts.get(kind, 0) + 1
-    summary = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "none"
-    notes.append(f"--dirty: uncommitted files under the root: {summary}; "
-                 f"{len(lifted)} with evidence scored x{1.0 + bonus:g} (dirty_bonus = "
-                 f"{bonus:g}){': ' if lifted else ''}"
-                 f"{', '.join(display_path(p) for p in lifted[:10])}"
-                 f"{' ...' if len(lifted) > 10 else ''}")
-    return found.kinds
+    return lift_dirty(request.root, gathered.evidence, host.settings.dirty_bonus, notes,
+                      warnings)
 
 
 # --- rank ---------------------------------------------------------------------------------
 
 
-#: Opening never waits: a FIFO (or a device) put where a listed file was would otherwise
-#: block ``open`` until a writer came, and the search with it. Symlinks are still followed,
-#: as they always were: a link inside the repository to a file is read as that file.
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-
-
-def _read(root: Path, rel: str, limit: int) -> tuple[bytes | None, str | None]:
-    """A candidate file's bytes, or why it was skipped (``read_regular``, then its content:
-    binary, minified and generated files are not worth chunking)."""
-    data, reason = read_regular(root, rel, limit)
-    if data is None:
-        return None, reason
-    reason = content_reason(os.path.basename(rel), data[:SNIFF_BYTES], len(data))
-    return (None, reason) if reason else (data, None)
-
-
-def read_regular(root: Path, rel: str, limit: int) -> tuple[bytes | None, str | None]:
-    """The bytes of the regular file ``rel`` under ``root`` (at most ``limit``), or why not.
-
-    The file is judged by fstat of the descriptor opened, not by a stat of its name: a file
-    swapped for a FIFO, a socket or a device after the listing is skipped, never read.
-    """
-    full = os.path.join(os.fsencode(root), os.fsencode(rel))
-    try:
-        fd = os.open(full, _OPEN_FLAGS)
-        try:
-            status = os.fstat(fd)
-            if stat.S_ISDIR(status.st_mode):
-                return None, "a directory, not a file"
-            if not stat.S_ISREG(status.st_mode):
-                return None, "not a regular file (a pipe, socket or device)"
-            size = status.st_size
-            reason = size_reason(size, limit)
-            if reason:
-                return None, reason
-            with open(fd, "rb", closefd=False) as handle:
-                # read(n) allocates n bytes before reading: size it by the file, not the limit
-                data = handle.read(size + 1)
-                if len(data) > size:  # it grew since fstat
-                    data += handle.read(limit + 1 - len(data))
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        return None, f"unreadable ({exc.strerror or exc})"
-    if len(data) > limit:
-        return None, size_reason(len(data), limit)
-    return data, None
-
-
-def candidates(evidence: list[FileEvidence], wanted: int = CANDIDATE_FILES
-               ) -> list[FileEvidence]:
-    """The files worth chunking: the best ``wanted`` by evidence, and the best by path."""
-    chosen = {e.path: e for e in evidence[:max(wanted, CANDIDATE_FILES)]}
-    by_path = sorted((e for e in evidence if e.path_score > 0),
-                     key=lambda e: (-e.path_score, e.path))
-    for e in by_path[:PATH_CANDIDATES]:
-        chosen.setdefault(e.path, e)
-    return list(chosen.values())
-
-
 def rank(request: SearchRequest, host: Host, gathered: Gathered, notes: list[str]) -> Ranked:
-    """Slice the candidate files and score every chunk lexically, best first."""
-    from slm_rerank.lexical.scores import LoweredText
-
-    cache = ChunkCache(request.cache_dir / "chunks") if request.cache_dir else None
-    limit = host.settings.max_file_bytes
-    scored: list[ScoredChunk] = []
-    texts: dict[str, str] = {}
-    skipped = 0
-    for ev in candidates(gathered.evidence, request.top_k):
-        data, reason = _read(request.root, ev.path, limit)
-        if data is None:
-            notes.append(f"skipped {display_path(ev.path)}: {reason}")
-            skipped += 1
-            continue
-        text = data.decode("utf-8", "replace")
-        lowered = LoweredText.of(text)  # once for both: the cache's check and the scores
-        chunks = (cache.slice(ev.path, data, text, lowered.line_count) if cache
-                  else chunk_text(ev.path, data, text))
-        scored.extend(score_chunks(gathered.terms, gathered.stats, ev, chunks, text, lowered))
-        texts[ev.path] = text
-    scored.sort(key=lambda s: (-s.score, s.path, s.chunk.start_line))
-    return Ranked(scored, texts, skipped)
+    """Every chunk of the candidate files, scored lexically, best first
+    (``lexical/rank.py``)."""
+    return rank_chunks(request.root, gathered, notes, top_k=request.top_k,
+                       limit=host.settings.max_file_bytes, cache_dir=request.cache_dir)
 
 
 # --- head, score, fuse --------------------------------------------------------------------
-
-
-def head(ranked: Ranked, size: int) -> list[int]:
-    """The chunks a model judges, as indices into ``ranked.chunks``: file-diverse, so the
-    head holds as many files as it can.
-
-    The best chunk of each leading file comes first (in lexical order), then further chunks
-    of those files: a head taken in plain chunk order holds fewer distinct files, and the
-    model cannot lift a file it never sees (DESIGN.md, "Head selection").
-    """
-    firsts: list[int] = []
-    rest: list[int] = []
-    seen: set[str] = set()
-    for i, item in enumerate(ranked.chunks):
-        (rest if item.path in seen else firsts).append(i)
-        seen.add(item.path)
-    return (firsts + rest)[:size]
-
-
-def passages(ranked: Ranked, chosen: list[int], terms: QueryTerms, budget: int
-             ) -> list[Passage]:
-    """The chosen chunks (indices into ``ranked.chunks``) as the model will read them."""
-    from slm_rerank.model.stage import Passage, cut_lines
-
-    out = []
-    literals = terms.literals()
-    for i in chosen:
-        item = ranked.chunks[i]
-        lines = split_lines(ranked.texts[item.path])[item.chunk.start_line - 1:
-                                                     item.chunk.end_line]
-        code, cut = cut_lines(lines, literals, budget)
-        out.append(Passage(display_path(item.path), item.chunk.start_line,
-                           item.chunk.end_line, item.chunk.symbol, code, cut))
-    return out
 
 
 def fuse(ranked: Ranked, model_scores: dict[int, float] | None = None, weight: float = 1.0,
@@ -448,7 +188,9 @@ def fuse(ranked: Ranked, model_scores: dict[int, float] | None = None, weight: f
     """The final order. Without model scores it is the lexical order, unchanged.
 
     ``model_scores`` maps an index into ``ranked.chunks`` to a model's P(relevant); scored
-    chunks then rank by fused score above the unscored tail (``model/fusion.py``).
+    chunks then rank by fused score above the unscored tail (``model/fusion.py``). With
+    a weight of the caller's (the benches try several); a search fuses by the profile's
+    and cuts by the threshold in ``fusion.apply_verdicts``.
     """
     if not model_scores:
         return [Fused(item, item.score) for item in ranked.chunks]
@@ -460,16 +202,23 @@ def fuse(ranked: Ranked, model_scores: dict[int, float] | None = None, weight: f
                                  lengths, exponent)]
 
 
-def score(request: SearchRequest, host: Host, settings: Settings, terms: QueryTerms,
-          ranked: Ranked
-          ) -> tuple[Judgement, dict[int, float], dict[int, int], dict[int, str]]:
-    """Ask the model about the head.
+@dataclass
+class Scored:
+    """The model's judgement of the head, and where the head sits in the ranking."""
 
-    Returns the judgement, then by index into ``ranked.chunks``: the model's P(relevant),
-    the length (characters) of the text it read, for length normalisation, and which
-    answer side was bounded for the verdicts that are bounds.
-    """
+    judgement: Judgement
+    #: the head as indices into ``ranked.chunks``; the judgement's document j is chosen[j]
+    chosen: list[int]
+    #: characters of the text the model read, by the judgement's document index
+    lengths: dict[int, int]
+
+
+def judge_head(request: SearchRequest, host: Host, settings: Settings, terms: QueryTerms,
+               ranked: Ranked) -> Scored:
+    """Ask the model about the head: the first ``rerank_top`` chunks, file-diverse
+    (``lexical/rank.head``), as ``model/passages.py`` cuts them."""
     # Imported here: --fast never pays for the model stage's imports.
+    from slm_rerank.model.passages import head_passages
     from slm_rerank.model.stage import judge
 
     size = len(ranked.chunks) if settings.full else settings.rerank_top
@@ -479,7 +228,7 @@ def score(request: SearchRequest, host: Host, settings: Settings, terms: QueryTe
     if isinstance(multiplier, (int, float)) and multiplier > 0 and not settings.full:
         size = min(size, max(1, math.ceil(request.top_k * multiplier)))
     chosen = head(ranked, size)
-    read = passages(ranked, chosen, terms, settings.prompt_chars)
+    read = head_passages(ranked, chosen, terms, settings.prompt_chars)
     judgement = judge(request.query, read, host, settings, request.cache_dir)
     cut = sum(p.cut for p in read)
     if cut:
@@ -491,10 +240,23 @@ def score(request: SearchRequest, host: Host, settings: Settings, terms: QueryTe
             judgement.notes.append(f"{cut} of {judged} judged chunks were longer than "
                                    f"prompt_chars = {settings.prompt_chars}: the model read "
                                    "the part around their best-matching lines")
-    verdicts = {chosen[j]: v.probability for j, v in judgement.scores.items()}
-    bounded = {chosen[j]: v.bounded for j, v in judgement.scores.items() if v.bounded}
-    lengths = {chosen[j]: len(p.code) for j, p in enumerate(read)}
-    return judgement, verdicts, lengths, bounded
+    return Scored(judgement, chosen, {j: len(p.code) for j, p in enumerate(read)})
+
+
+def score(request: SearchRequest, host: Host, settings: Settings, terms: QueryTerms,
+          ranked: Ranked
+          ) -> tuple[Judgement, dict[int, float], dict[int, int], dict[int, str]]:
+    """Ask the model about the head, for a caller that fuses the verdicts itself (``fuse``).
+
+    Returns the judgement, then by index into ``ranked.chunks``: the model's P(relevant),
+    the length (characters) of the text it read, for length normalisation, and which
+    answer side was bounded for the verdicts that are bounds.
+    """
+    scored = judge_head(request, host, settings, terms, ranked)
+    chosen, verdicts = scored.chosen, scored.judgement.scores
+    return (scored.judgement, {chosen[j]: v.probability for j, v in verdicts.items()},
+            {chosen[j]: n for j, n in scored.lengths.items()},
+            {chosen[j]: v.bounded for j, v in verdicts.items() if v.bounded})
 
 
 # --- select, cite -------------------------------------------------------------------------
@@ -624,23 +386,25 @@ def run_search(request: SearchRequest, host: Host, settings: Settings | None = N
     fused = fuse(ranked)
     settings = settings or host.settings
     if not request.fast and ranked.chunks:
-        judgement, verdicts, lengths, bounded = score(request, host, settings, terms, ranked)
+        from slm_rerank.model.fusion import apply_verdicts
+
+        scored = judge_head(request, host, settings, terms, ranked)
+        judgement = scored.judgement
         notes.extend(judgement.notes)
         warnings.extend(judgement.warnings)  # unjudged chunks, a refused score cache
-        profile = judgement.profile.profile if judgement.profile else None
-        fused = fuse(ranked, verdicts, profile.judge_weight if profile else 1.0, lengths,
-                     profile.length_exponent if profile else 0.0, bounded)
+        verdicts = apply_verdicts([c.score for c in ranked.chunks], judgement,
+                                  settings.threshold, scored.lengths, at=scored.chosen)
+        if judgement.scores or not judgement.degraded:
+            # (a run that degraded before any verdict keeps the lexical scores as well)
+            fused = [Fused(ranked.chunks[f.index], f.score, f.model, f.bounded)
+                     for f in verdicts.kept]
         if judgement.degraded:
             degraded = Degraded(judgement.degraded)
-        else:
-            judged = [f for f in fused if f.model_score is not None]
-            fused = [f for f in judged if f.score >= settings.threshold]
-            judged_count = len(judged)
-            if len(fused) < len(judged):
-                best = max((f.score for f in judged), default=0.0)
-                dropped = (f"threshold {settings.threshold:g} dropped "
-                           f"{len(judged) - len(fused)} of {len(judged)} judged chunks "
-                           f"(best fused score {best:.2f}); lower it with --threshold")
+        judged_count = verdicts.judged
+        if verdicts.dropped:
+            dropped = (f"threshold {settings.threshold:g} dropped {verdicts.dropped} of "
+                       f"{verdicts.judged} judged chunks (best fused score "
+                       f"{verdicts.best:.2f}); lower it with --threshold")
         model = ModelInfo.of(judgement, settings.threshold if not degraded else None)
         timings["model_ms"] = judgement.model_ms
     selected = select(fused, request.top_k, request.chunks)

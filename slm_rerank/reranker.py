@@ -26,10 +26,11 @@ from slm_rerank.config import check_value, shown
 from slm_rerank.documents import check_list
 from slm_rerank.host import Host
 from slm_rerank.lexical.chunking import split_lines
+from slm_rerank.lexical.reading import read_regular
 from slm_rerank.lexical.terms import extract
-from slm_rerank.model.fusion import fuse_scores
-from slm_rerank.model.stage import Judgement, Passage, cut_lines, judge_async
-from slm_rerank.pipeline import read_regular
+from slm_rerank.model.fusion import apply_verdicts
+from slm_rerank.model.passages import Passage, cut_lines
+from slm_rerank.model.stage import Judgement, judge_async
 from slm_rerank.report import Citation, Report
 
 
@@ -117,8 +118,9 @@ class Reranker:
 
         ``candidates`` is a ``Report`` from ``slm_rerank.search`` (its files are read from
         its root), ``Citation``s (paths relative to the cwd or absolute) or ``Candidate``s
-        with their text. When the model could not judge them all, the unjudged keep their
-        lexical order below the judged ones and no threshold applies.
+        with their text. When the run degraded (a server fault), the unjudged keep their
+        lexical order below the judged ones and no threshold applies; otherwise only judged
+        candidates at or above it are returned, as a search keeps them.
 
         Raises ``TypeError`` for candidates that are not a list of ``Candidate`` or
         ``Citation`` (or a ``Report``), ``ValueError`` for an empty query, a ``top_k``
@@ -145,20 +147,14 @@ class Reranker:
         judgement = await judge_async(query, passages, self.host, settings, cache_dir)
         if folder and folder.warning:
             judgement.warnings.insert(0, folder.warning)
-        profile = judgement.profile.profile if judgement.profile else None
-        verdicts = {i: v.probability for i, v in judgement.scores.items()}
-        fused = fuse_scores([c.lexical_score for c in items], verdicts,
-                            profile.judge_weight if profile else 1.0,
-                            {i: len(p.code) for i, p in enumerate(passages)},
-                            profile.length_exponent if profile else 0.0)
         limit = settings.threshold if threshold is None else threshold
+        # the same fusion and threshold as a search (fusion.apply_verdicts)
+        verdicts = apply_verdicts([c.lexical_score for c in items], judgement, limit,
+                                  {i: len(p.code) for i, p in enumerate(passages)})
         results = []
-        for f in fused:
+        for f in verdicts.kept:
             c = items[f.index]
-            if judgement.degraded is None and f.score < limit:
-                continue
-            score = f.score if f.model is not None else 0.0
-            results.append(Reranked(c.path, c.start_line, c.end_line, c.symbol, score,
+            results.append(Reranked(c.path, c.start_line, c.end_line, c.symbol, f.score,
                                     f.model, c.lexical_score))
         return RerankResult(results[:top_k] if top_k else results, judgement)
 

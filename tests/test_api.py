@@ -10,7 +10,7 @@ from search_fixtures import cli
 
 import slm_rerank
 from slm_rerank.config import ConfigError
-from slm_rerank.pipeline import QueryError, SearchError
+from slm_rerank.errors import QueryError, SearchError
 
 
 def test_search_returns_ranked_citations(repo: Path) -> None:

@@ -350,7 +350,7 @@ def test_max_file_bytes_has_a_bound_for_everyone(tmp_path: Path) -> None:
 
 
 def test_a_file_is_read_without_allocating_the_whole_limit(tmp_path: Path) -> None:
-    from slm_rerank.pipeline import _read
+    from slm_rerank.lexical.reading import read_candidate as _read
 
     (tmp_path / "a.py").write_bytes(b"retry = 1\n")
 
@@ -359,7 +359,7 @@ def test_a_file_is_read_without_allocating_the_whole_limit(tmp_path: Path) -> No
 
 
 def test_a_growing_file_is_read_up_to_the_limit(tmp_path: Path) -> None:
-    from slm_rerank.pipeline import _read
+    from slm_rerank.lexical.reading import read_candidate as _read
 
     # /proc files report size 0 and still have content; one that grew since stat is alike
     assert _read(Path("/proc/self"), "status", 1_000_000)[0]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from search_fixtures import make_repo, result_paths, search
 
-from slm_rerank.pipeline import MAX_PATH_ARGS
+from slm_rerank.lexical.gather import MAX_PATH_ARGS
 
 
 def mentions(word: str, times: int) -> str:

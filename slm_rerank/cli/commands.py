@@ -390,7 +390,7 @@ def _check_as_read(key: str, value: Any, where: str) -> None:
             Host(settings).options_for(name)
         return
     from slm_rerank.model import discovery
-    from slm_rerank.model.stage import pinned_urls
+    from slm_rerank.model.endpoints import pinned_urls
 
     if key == "base_url":
         if value:

@@ -14,8 +14,12 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from slm_rerank.lexical.matches import stderr_excerpt
+
+if TYPE_CHECKING:
+    from slm_rerank.lexical.scores import FileEvidence
 
 #: How long git may take to answer; a wedged repository must not hang the search.
 GIT_SECONDS = 10.0
@@ -127,3 +131,36 @@ def _status(root: Path) -> DirtyFiles:
         return DirtyFiles(reason=f"git status failed in {root}: "
                                  f"{stderr_excerpt(status.stderr)}")
     return DirtyFiles(parse_status(status.stdout, prefix))
+
+
+def lift_dirty(root: Path, evidence: list[FileEvidence], bonus: float, notes: list[str],
+               warnings: list[str]) -> dict[str, str]:
+    """Multiply the lexical score of each changed file with evidence by 1 + dirty_bonus.
+
+    Scaling the file's kind factor scales its file score and every chunk's score alike,
+    and leaves a file without evidence at zero; ``evidence`` is sorted best first again.
+    Returns path -> kind for every changed file under the root, for the report; outside
+    git, a warning and nothing changes.
+    """
+    from slm_rerank.report import display_path
+
+    found = find_dirty(root)
+    if found.reason:
+        warnings.append(f"--dirty changes nothing: {found.reason}")
+        return {}
+    lifted = []
+    for ev in evidence:
+        if ev.path in found.kinds and ev.score > 0:
+            ev.factor *= 1.0 + bonus
+            lifted.append(ev.path)
+    evidence.sort(key=lambda e: (-e.score, e.path))
+    counts: dict[str, int] = {}
+    for kind in found.kinds.values():
+        counts[kind] = counts.get(kind, 0) + 1
+    summary = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "none"
+    notes.append(f"--dirty: uncommitted files under the root: {summary}; "
+                 f"{len(lifted)} with evidence scored x{1.0 + bonus:g} (dirty_bonus = "
+                 f"{bonus:g}){': ' if lifted else ''}"
+                 f"{', '.join(display_path(p) for p in lifted[:10])}"
+                 f"{' ...' if len(lifted) > 10 else ''}")
+    return found.kinds

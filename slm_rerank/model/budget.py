@@ -1,6 +1,6 @@
 """Prompts checked against the server's context by their real token count.
 
-``stage.fit_context`` sizes prompts by characters (``CHARS_PER_TOKEN``); that holds for
+``passages.fit_context`` sizes prompts by characters (``CHARS_PER_TOKEN``); that holds for
 code and prose, not for emoji, CJK Extension B or long hex, whose prompts overflow a small
 slot and are refused with HTTP 400. ``measure`` counts the tokens of the prompts that could
 be over (with the server's ``/tokenize``, at most once each) and shortens them until they
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from slm_rerank.errors import ContractError, TransientError
-from slm_rerank.model.stage import RESERVED_TOKENS, cut_lines
+from slm_rerank.model.passages import RESERVED_TOKENS, cut_lines
 from slm_rerank.registrations import Document, Endpoint, ModelProfile
 
 if TYPE_CHECKING:

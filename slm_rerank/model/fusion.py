@@ -15,14 +15,22 @@ The profile's ``length_exponent`` e damps that before fusion:
 ``logit(p) - e * ln(max(n, REFERENCE_CHARS) / REFERENCE_CHARS)`` for a chunk of n
 characters, so chunks up to the reference length are untouched and one eight times longer
 loses e * 2.08 logits (0.25 for Qwen's 0.12). The reported model score stays the raw one.
+
+``apply_verdicts`` is the one place the verdicts of a run meet the threshold: a search
+(``pipeline.run_search``) and ``Reranker.rerank`` both keep what it keeps.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from slm_rerank.model.stage import Judgement
 
 Z_CLIP = 3.0
 SPREAD_FLOOR = 3.0
@@ -64,6 +72,8 @@ class FusedScore:
     #: the model's own P(relevant), or None when the chunk was not scored
     model: float | None
     z: float | None
+    #: the answer side the model left out of its top-K (its ``model`` is a bound), if any
+    bounded: str | None = None
 
 
 def length_penalty(chars: int, exponent: float) -> float:
@@ -91,3 +101,50 @@ def fuse_scores(lexical: Sequence[float], model: Mapping[int, float], weight: fl
     head.sort(key=lambda f: (-f.score, f.index))
     tail = [FusedScore(i, 0.0, None, None) for i in range(len(lexical)) if i not in model]
     return head + tail
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """The fused order a result shows, and what the threshold cut from it."""
+
+    #: best first: the judged chunks at or above the threshold; when the run degraded,
+    #: every chunk (the judged by fused score, then the rest in lexical order)
+    kept: list[FusedScore]
+    #: how many chunks were judged, when the model's order is the result's; None when the
+    #: run degraded (no threshold applies then)
+    judged: int | None
+    #: how many judged chunks the threshold dropped
+    dropped: int = 0
+    #: the best fused score of a judged chunk (0.0 when none was judged)
+    best: float = 0.0
+
+
+def apply_verdicts(lexical: Sequence[float], judgement: Judgement, threshold: float,
+                   lengths: Mapping[int, int] | None = None,
+                   at: Sequence[int] | None = None) -> Verdicts:
+    """Fuse the judgement's verdicts with the ``lexical`` scores (best first) by its
+    profile's weight and length exponent, then keep what the threshold lets through.
+
+    ``judgement.scores`` and ``lengths`` (characters the model read) are keyed by the
+    judged document's index; ``at`` says where each sits in ``lexical`` (a search judges
+    the head of a longer ranking), None when document i is ``lexical[i]``. A run that
+    degraded keeps every chunk, the unjudged below the judged, since its verdicts are not
+    the whole story; otherwise only judged chunks at or above ``threshold`` are kept.
+    """
+    def where(i: int) -> int:
+        return at[i] if at is not None else i
+
+    profile = judgement.profile.profile if judgement.profile else None
+    model = {where(i): v.probability for i, v in judgement.scores.items()}
+    bounded = {where(i): v.bounded for i, v in judgement.scores.items() if v.bounded}
+    fused = [dataclasses.replace(f, bounded=bounded.get(f.index))
+             for f in fuse_scores(lexical, model,
+                                  profile.judge_weight if profile else 1.0,
+                                  {where(i): n for i, n in (lengths or {}).items()},
+                                  profile.length_exponent if profile else 0.0)]
+    judged = [f for f in fused if f.model is not None]
+    best = max((f.score for f in judged), default=0.0)
+    if judgement.degraded:
+        return Verdicts(fused, None, 0, best)
+    kept = [f for f in judged if f.score >= threshold]
+    return Verdicts(kept, len(judged), len(judged) - len(kept), best)

@@ -33,8 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from slm_rerank.host import Host
-from slm_rerank.model.stage import Passage, judge
-from slm_rerank.pipeline import SearchRequest, gather, head, passages, query_terms, rank
+from slm_rerank.model.passages import Passage
+from slm_rerank.model.passages import head_passages as passages
+from slm_rerank.model.stage import judge
+from slm_rerank.pipeline import SearchRequest, gather, head, query_terms, rank
 
 REPO = Path(__file__).resolve().parents[2]
 TREES = Path.home() / ".cache" / "slm-rerank-bench" / "trees"

@@ -54,10 +54,12 @@ import httpx
 from slm_rerank.host import Host
 from slm_rerank.model import discovery
 from slm_rerank.model.client import ModelClient
+from slm_rerank.model.passages import Passage
+from slm_rerank.model.passages import head_passages as passages
 from slm_rerank.model.profiles import choose_profile
 from slm_rerank.model.scoring import collect
-from slm_rerank.model.stage import Passage, judge
-from slm_rerank.pipeline import SearchRequest, gather, head, passages, query_terms, rank
+from slm_rerank.model.stage import judge
+from slm_rerank.pipeline import SearchRequest, gather, head, query_terms, rank
 from slm_rerank.registrations import Endpoint, ModelProfile, ScoreRequest
 
 REPO = Path(__file__).resolve().parents[2]

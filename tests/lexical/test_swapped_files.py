@@ -11,8 +11,8 @@ import pytest
 from search_fixtures import write_tree
 
 import slm_rerank
-from slm_rerank import pipeline
-from slm_rerank.pipeline import _read
+from slm_rerank.lexical import rank
+from slm_rerank.lexical.reading import read_candidate as _read
 
 
 def _release(fifos: list[Path]) -> None:
@@ -55,7 +55,7 @@ def test_a_search_whose_listed_files_turn_into_fifos_ends_and_notes_each_skip(
     write_tree(root, {f"d/f{i}.py": "def write_chunk_cache():\n    pass\n" for i in range(5)})
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     fifos: list[Path] = []
-    listed = pipeline.candidates
+    listed = rank.candidates
 
     def swap_then_list(*args: object, **kwargs: object) -> list[object]:
         # Between the sources' listing and the read: every candidate becomes a FIFO.
@@ -67,7 +67,7 @@ def test_a_search_whose_listed_files_turn_into_fifos_ends_and_notes_each_skip(
             fifos.append(path)
         return chosen  # type: ignore[return-value]
 
-    monkeypatch.setattr(pipeline, "candidates", swap_then_list)
+    monkeypatch.setattr(rank, "candidates", swap_then_list)
     reports: list[object] = []
     search = threading.Thread(
         target=lambda: reports.append(slm_rerank.search("where is the chunk cache written",

@@ -1,7 +1,7 @@
 """The `endpoints` setting: a list of servers of one model (or the profile table), and -e.
 
 A list spreads one query's chunks over several servers; `-e URL` given more than once is
-that list. Which URLs a query goes to is ``stage.pinned_urls``: the layers decide between
+that list. Which URLs a query goes to is ``endpoints.pinned_urls``: the layers decide between
 `base_url` and a list, and every URL is checked before any is asked.
 """
 
@@ -22,7 +22,7 @@ from slm_rerank.config import (
     user_config_path,
     write_setting,
 )
-from slm_rerank.model.stage import pinned_urls
+from slm_rerank.model.endpoints import pinned_urls
 
 
 def write_user_config(text: str) -> Path:

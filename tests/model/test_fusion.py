@@ -2,10 +2,32 @@
 
 from __future__ import annotations
 
-import pytest
+import dataclasses
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
-from slm_rerank.model.fusion import Z_CLIP, fuse_scores, logit, sigmoid, standardise
-from slm_rerank.model.stage import cut_lines
+import pytest
+import slm_rerank_ripgrep
+from fake_plugins import RAW_PROFILE
+from search_fixtures import make_repo
+
+import slm_rerank
+from slm_rerank.config import Settings
+from slm_rerank.errors import ContractError
+from slm_rerank.host import Host
+from slm_rerank.model.fusion import (
+    Z_CLIP,
+    apply_verdicts,
+    fuse_scores,
+    logit,
+    sigmoid,
+    standardise,
+)
+from slm_rerank.model.passages import cut_lines
+from slm_rerank.pipeline import SearchRequest, run_search
+from slm_rerank.registrations import DocumentScore, ModelProfile, Scorer, ScoreRequest
+from slm_rerank.reranker import Reranker
 
 
 def test_without_a_spread_lexical_scores_say_nothing() -> None:
@@ -68,7 +90,7 @@ def test_a_long_chunk_needs_a_surer_verdict_than_a_short_one() -> None:
 def test_a_long_query_and_chunks_are_cut_to_fit_a_small_context() -> None:
     from fake_plugins import RAW_PROFILE
 
-    from slm_rerank.model.stage import Passage, fit_context
+    from slm_rerank.model.passages import Passage, fit_context
     from slm_rerank.registrations import Endpoint
 
     code = "\n".join(f"line {i} " + "x" * 40 for i in range(100))
@@ -90,10 +112,114 @@ def test_a_long_query_and_chunks_are_cut_to_fit_a_small_context() -> None:
 
 def test_the_head_takes_the_best_chunk_of_each_leading_file_first() -> None:
     from slm_rerank.lexical.chunking import Chunk
+    from slm_rerank.lexical.rank import Ranked, head
     from slm_rerank.lexical.scores import ScoredChunk
-    from slm_rerank.pipeline import Ranked, head
 
     ranked = Ranked([ScoredChunk(path, Chunk(i + 1, i + 1), 10.0 - i, [])
                      for i, path in enumerate(["a.py", "a.py", "b.py", "c.py", "b.py"])])
     assert head(ranked, 4) == [0, 2, 3, 1]
     assert head(ranked, 16) == [0, 2, 3, 1, 4]
+
+
+# --- one fuse-and-threshold for both front doors ------------------------------------------
+
+#: the fixed verdict for each file's chunks; "glyphs.txt" is refused as too long instead
+FIXED = {"net/retry.py": 0.15, "net/client.py": 0.95, "net/policy.py": 0.7,
+         "docs/retry.md": 0.6, "ui/colour.py": 0.05}
+LONG = "\n".join(f"    step_{i} = retry_step({i})" for i in range(60))
+FRONT_DOOR_FILES = {
+    "net/retry.py": "def retry_backoff():\n    return backoff(retry)\n",
+    "net/client.py": f"def send():\n    retry()\n{LONG}\n",
+    "net/policy.py": "BACKOFF = 2\nRETRY = 3\n",
+    "docs/retry.md": "# Retry\n\nA retry waits with backoff.\n",
+    "ui/colour.py": "RED = 1  # no retry here\n",
+    "glyphs.txt": "retry backoff glyphs\n",
+}
+
+
+class FixedVerdicts:
+    """A scorer that needs no server: each file's chunks get ``FIXED``'s verdict, and a
+    chunk of glyphs.txt is refused with llama-server's recorded over-context message."""
+
+    @staticmethod
+    @slm_rerank.hookimpl
+    def register_scorers(register: Callable[[Scorer], None]) -> None:
+        wire = Path(__file__).resolve().parents[1] / "fixtures" / "wire"
+        recorded = json.loads((wire / "llamacpp-completion-too-long.json").read_text())
+        said = recorded["exchanges"][0]["response"]["error"]["message"]
+
+        async def score(request: ScoreRequest) -> AsyncIterator[DocumentScore]:
+            if any(d.metadata["path"] == "glyphs.txt" for d in request.documents):
+                raise ContractError("model server http://127.0.0.1:1/completion rejected "
+                                    f"the request with HTTP 400: {said}")
+            for i, document in enumerate(request.documents):
+                yield DocumentScore(i, FIXED[str(document.metadata["path"])])
+
+        register(Scorer("fixed", "fixed verdicts by file", score, needs_endpoint=False))
+
+    @staticmethod
+    @slm_rerank.hookimpl
+    def register_model_profiles(register: Callable[[ModelProfile], None]) -> None:
+        # a weight below 1 and a length exponent: a door that fused without the profile's
+        # would order and cut differently
+        register(dataclasses.replace(RAW_PROFILE, name="weighted", judge_weight=0.4,
+                                     length_exponent=0.3))
+
+
+@pytest.mark.parametrize("threshold", [0.0, 0.35])
+def test_a_search_and_the_reranker_keep_the_same_fused_order_and_threshold_cut(
+        tmp_path: Path, threshold: float) -> None:
+    repo = make_repo(tmp_path / "repo", FRONT_DOOR_FILES)
+    settings = dataclasses.replace(Settings(), scorer="fixed", model="weighted", full=True,
+                                   score_cache=False, threshold=threshold)
+    host = Host.with_plugins(settings, FixedVerdicts, slm_rerank_ripgrep)
+
+    def asked(fast: bool) -> SearchRequest:
+        return SearchRequest(query="retry backoff", root=repo.resolve(), fast=fast,
+                             chunks=True, top_k=100)
+
+    lexical = run_search(asked(fast=True), host)
+    searched = run_search(asked(fast=False), host)
+    reranked = Reranker(plugin_host=host).rerank_sync("retry backoff", lexical)
+
+    assert searched.degraded is None and reranked.degraded is None
+    by_search = [(c.path, c.start_line, c.end_line, round(c.score, 9))
+                 for c in searched.results]
+    by_reranker = [(r.path, r.start_line, r.end_line, round(r.score, 9)) for r in reranked]
+    assert by_search == by_reranker
+    # the case is one where fusion and the cut matter: the model's order is not the
+    # lexical one, and the refused chunk (no verdict) is in neither result
+    paths = [p for p, *_ in by_search]
+    assert paths != [c.path for c in lexical.results if c.path in paths]
+    assert "glyphs.txt" not in paths
+    if threshold:
+        assert 0 < len(paths) < len(FIXED), "the threshold should cut some judged chunks"
+    else:
+        assert sorted(paths) == sorted(FIXED)
+
+
+def test_apply_verdicts_places_the_heads_verdicts_in_the_ranking_and_cuts_below_threshold(
+        ) -> None:
+    from slm_rerank.model.stage import Judgement
+
+    # a head of two chunks, judged as documents 0 and 1, that sit at 2 and 0 of the ranking
+    judgement = Judgement(scores={0: DocumentScore(0, 0.99), 1: DocumentScore(1, 0.01,
+                                                                           bounded="yes")})
+
+    verdicts = apply_verdicts([9.0, 8.0, 7.0], judgement, 0.5, at=[2, 0])
+
+    assert [f.index for f in verdicts.kept] == [2]
+    assert (verdicts.judged, verdicts.dropped) == (2, 1)
+    assert verdicts.best == verdicts.kept[0].score
+
+
+def test_apply_verdicts_keeps_every_chunk_of_a_degraded_run_judged_first() -> None:
+    from slm_rerank.model.stage import Judgement
+
+    judgement = Judgement(scores={1: DocumentScore(1, 0.01, bounded="yes")},
+                          degraded="the server stopped answering")
+
+    verdicts = apply_verdicts([9.0, 8.0, 7.0], judgement, 0.99)
+
+    assert [(f.index, f.bounded) for f in verdicts.kept] == [(1, "yes"), (0, None), (2, None)]
+    assert verdicts.judged is None and verdicts.dropped == 0

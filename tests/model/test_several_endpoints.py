@@ -36,9 +36,10 @@ from slm_rerank.config import Settings
 from slm_rerank.errors import ContractError, TransientError
 from slm_rerank.host import Host
 from slm_rerank.model.client import ModelClient
+from slm_rerank.model.passages import Passage
 from slm_rerank.model.scoring import spread
 from slm_rerank.model.session import ModelSession
-from slm_rerank.model.stage import Passage, judge
+from slm_rerank.model.stage import judge
 from slm_rerank.registrations import (
     Document,
     DocumentScore,

@@ -1,0 +1,86 @@
+"""Rank: the candidate files chunked and every chunk scored lexically, best first, and the
+head of that ranking a model judges."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from slm_rerank.lexical.chunk_cache import ChunkCache
+from slm_rerank.lexical.chunking import chunk_text
+from slm_rerank.lexical.gather import Gathered
+from slm_rerank.lexical.reading import read_candidate
+from slm_rerank.lexical.scores import FileEvidence, LoweredText, ScoredChunk, score_chunks
+from slm_rerank.report import display_path
+
+#: Files chunked and scored per query: the best by file evidence (at least this many, more
+#: when -k asks for more), plus the best by path alone.
+CANDIDATE_FILES = 50
+PATH_CANDIDATES = 20
+
+
+@dataclass
+class Ranked:
+    """Every sliced chunk with its tier-1 lexical score, best first."""
+
+    chunks: list[ScoredChunk]
+    #: path -> the file's decoded text, for the stages that need a chunk's code
+    texts: dict[str, str] = field(default_factory=dict)
+    #: candidate files with evidence that were not read (huge, minified, binary, ...)
+    skipped: int = 0
+
+
+
+def candidates(evidence: list[FileEvidence], wanted: int = CANDIDATE_FILES
+               ) -> list[FileEvidence]:
+    """The files worth chunking: the best ``wanted`` by evidence, and the best by path."""
+    chosen = {e.path: e for e in evidence[:max(wanted, CANDIDATE_FILES)]}
+    by_path = sorted((e for e in evidence if e.path_score > 0),
+                     key=lambda e: (-e.path_score, e.path))
+    for e in by_path[:PATH_CANDIDATES]:
+        chosen.setdefault(e.path, e)
+    return list(chosen.values())
+
+
+def rank_chunks(root: Path, gathered: Gathered, notes: list[str], *, top_k: int,
+                limit: int, cache_dir: Path | None = None) -> Ranked:
+    """Chunk the candidate files and score every chunk lexically, best first.
+
+    ``top_k`` widens the candidate files when more results are asked for; a file over
+    ``limit`` bytes is skipped; ``cache_dir`` keeps the chunks of files seen before.
+    """
+    cache = ChunkCache(cache_dir / "chunks") if cache_dir else None
+    scored: list[ScoredChunk] = []
+    texts: dict[str, str] = {}
+    skipped = 0
+    for ev in candidates(gathered.evidence, top_k):
+        data, reason = read_candidate(root, ev.path, limit)
+        if data is None:
+            notes.append(f"skipped {display_path(ev.path)}: {reason}")
+            skipped += 1
+            continue
+        text = data.decode("utf-8", "replace")
+        lowered = LoweredText.of(text)  # once for both: the cache's check and the scores
+        chunks = (cache.slice(ev.path, data, text, lowered.line_count) if cache
+                  else chunk_text(ev.path, data, text))
+        scored.extend(score_chunks(gathered.terms, gathered.stats, ev, chunks, text, lowered))
+        texts[ev.path] = text
+    scored.sort(key=lambda s: (-s.score, s.path, s.chunk.start_line))
+    return Ranked(scored, texts, skipped)
+
+
+def head(ranked: Ranked, size: int) -> list[int]:
+    """The chunks a model judges, as indices into ``ranked.chunks``: file-diverse, so the
+    head holds as many files as it can.
+
+    The best chunk of each leading file comes first (in lexical order), then further chunks
+    of those files: a head taken in plain chunk order holds fewer distinct files, and the
+    model cannot lift a file it never sees (DESIGN.md, "Head selection").
+    """
+    firsts: list[int] = []
+    rest: list[int] = []
+    seen: set[str] = set()
+    for i, item in enumerate(ranked.chunks):
+        (rest if item.path in seen else firsts).append(i)
+        seen.add(item.path)
+    return (firsts + rest)[:size]
