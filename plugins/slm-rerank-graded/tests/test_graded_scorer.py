@@ -24,10 +24,8 @@ from slm_rerank_graded import (
 )
 from slm_rerank_graded.prompts import FEW_SHOT
 
-from slm_rerank.config import Settings
 from slm_rerank.errors import ConfigError, ContractError, TransientError
-from slm_rerank.host import Host
-from slm_rerank.model.client import ModelClient, NextToken, TokenChoice
+from slm_rerank.plugin_kit import ModelClient, NextToken, TokenChoice
 from slm_rerank.registrations import (
     Document,
     DocumentScore,
@@ -36,7 +34,7 @@ from slm_rerank.registrations import (
     ScoreRequest,
     Turn,
 )
-from slm_rerank.testing import ScorerContract
+from slm_rerank.testing import Host, ScorerContract, Settings
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 LLAMA = Endpoint("http://127.0.0.1:8033", kind="llama.cpp", model_id="test-model.gguf")

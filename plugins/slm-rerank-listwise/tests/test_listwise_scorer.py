@@ -16,8 +16,7 @@ import slm_rerank_listwise
 from slm_rerank_listwise import LISTWISE, prompt, score
 
 from slm_rerank.errors import ConfigError, TransientError
-from slm_rerank.model.client import ModelClient
-from slm_rerank.model.scoring import score_sync
+from slm_rerank.plugin_kit import ModelClient
 from slm_rerank.registrations import (
     Document,
     DocumentScore,
@@ -26,7 +25,7 @@ from slm_rerank.registrations import (
     ScoreRequest,
     Turn,
 )
-from slm_rerank.testing import ScorerContract
+from slm_rerank.testing import ScorerContract, score_sync
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 LLAMA = Endpoint("http://127.0.0.1:8033", kind="llama.cpp", model_id="test-model.gguf")
@@ -43,7 +42,7 @@ CHAT_PROFILE = ModelProfile(
 BASE_PROFILE = dataclasses.replace(CHAT_PROFILE, name="base", chat=(),
                                    completion="Q: {query}\nD: {document}\nRelevant:")
 
-# --- a stand-in for slm_rerank.model.client.ModelClient ----------------------------------
+# --- a stand-in for slm_rerank.plugin_kit.ModelClient ------------------------------------
 
 
 def candidates_in(text: str) -> list[str]:

@@ -16,8 +16,7 @@ import slm_rerank_yesno
 from slm_rerank_yesno import ANSWER_IDS, score
 
 from slm_rerank.errors import ConfigError, ContractError, TransientError
-from slm_rerank.model.client import ModelClient, NextToken, TokenChoice
-from slm_rerank.model.scoring import score_sync
+from slm_rerank.plugin_kit import ModelClient, NextToken, TokenChoice
 from slm_rerank.registrations import (
     Document,
     DocumentScore,
@@ -26,9 +25,9 @@ from slm_rerank.registrations import (
     ScoreRequest,
     Turn,
 )
-from slm_rerank.testing import ScorerContract
+from slm_rerank.testing import ScorerContract, score_sync
 
-# --- a stand-in for slm_rerank.model.client.ModelClient ----------------------------------
+# --- a stand-in for slm_rerank.plugin_kit.ModelClient ------------------------------------
 
 PROFILE = ModelProfile(
     "plain", "a plain layout for tests",
