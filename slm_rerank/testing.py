@@ -71,9 +71,9 @@ SAMPLE_ENDPOINT = Endpoint("http://127.0.0.1:8033", kind="llama.cpp",
 SAMPLE_CHAT_PROFILE = ModelProfile(
     "sample-it", "an instruction-tuned layout for tests",
     instruction="Answer yes or no.",
-    completion="<user>{instruction}\nQuery: {query}\nDocument: {document}</user><model>",
+    completion="<user>{instruction}\nQuery: {query}\nDocument: {document}<end>\n<model>\n",
     chat=(Turn("system", "{instruction}"), Turn("user", "Query: {query}\nDocument: {document}")),
-    yes_words=("yes", "Yes", " yes"), no_words=("no", "No", " no"))
+    yes_words=("yes", "Yes", " yes"), no_words=("no", "No", " no"), stop=("<end>",))
 #: a base family: a few-shot completion layout and no chat template
 SAMPLE_BASE_PROFILE = dataclasses.replace(
     SAMPLE_CHAT_PROFILE, name="sample-base", description="a base-model layout for tests",
