@@ -42,7 +42,8 @@ KINDS: dict[str, Kind] = {
     "scorer": Kind("scorer", "scorers", "ScorerContract",
                    "Use it with `slm-rerank -q QUERY --scorer ${name}`."),
     "expander": Kind("query expander", "query expanders", "QueryExpanderContract",
-                     'Turn it on with `expanders = ["${name}"]` in slm-rerank\'s config.'),
+                     "A search asks it when its request names it: "
+                     '`run_search(SearchRequest(..., expanders=["${name}"]), host)`.'),
 }
 
 #: a plugin's short name: lower-case words of letters and digits joined by single dashes
