@@ -48,7 +48,7 @@ KINDS: dict[str, Kind] = {
 
 #: a plugin's short name: lower-case words of letters and digits joined by single dashes
 NAME = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
-NAME_CHARS = 40
+NAME_CHARS = 24
 
 
 def check_name(name: str) -> str:
