@@ -10,6 +10,11 @@
 
 The base classes are not collected by pytest themselves (their names do not start with
 ``Test``); each subclass gets every test below.
+
+A plugin's tests import from here, too, what they need of the host to drive it (``Host``,
+``Settings``, ``run_search``, ``score_sync``, ...), and the shared samples (``SAMPLE_QUERY``,
+``SAMPLE_ENDPOINT``, ``SAMPLE_CHAT_PROFILE``, ``SAMPLE_BASE_PROFILE``): the host's own
+modules may move, these names stay.
 """
 
 from __future__ import annotations
@@ -24,7 +29,12 @@ from types import ModuleType
 from typing import Any, ClassVar
 
 from slm_rerank.config import Settings
+from slm_rerank.context.grouping import SliceGroup
 from slm_rerank.host import Host
+from slm_rerank.model.discovery import probe
+from slm_rerank.model.profiles import GENERIC, choose_profile
+from slm_rerank.model.scoring import ScoreOutcome, collect, score_sync
+from slm_rerank.pipeline import SearchRequest, run_search
 from slm_rerank.plugins import ENTRY_POINT_GROUP
 from slm_rerank.registrations import (
     Document,
@@ -33,9 +43,42 @@ from slm_rerank.registrations import (
     ModelProfile,
     ScoreRequest,
     SourceQuery,
+    Turn,
     WeightedTerm,
 )
 from slm_rerank.report import Citation, Report
+
+__all__ = [
+    # contract suites
+    "CandidateSourceContract", "ModelProfileContract", "OutputFormatterContract",
+    "PluginContract", "QueryExpanderContract", "ScorerContract",
+    # shared samples
+    "SAMPLE_BASE_PROFILE", "SAMPLE_CHAT_PROFILE", "SAMPLE_ENDPOINT", "SAMPLE_QUERY",
+    "sample_report",
+    # the host, as a plugin's tests drive it
+    "GENERIC", "Host", "ScoreOutcome", "SearchRequest", "Settings", "SliceGroup",
+    "choose_profile", "collect", "probe", "run_search", "score_sync",
+]
+
+# --- shared samples -----------------------------------------------------------------------
+
+#: the question the samples and contract suites ask
+SAMPLE_QUERY = "where are retries configured"
+#: a llama.cpp server that is never reached (a test gives the scorer a stand-in client)
+SAMPLE_ENDPOINT = Endpoint("http://127.0.0.1:8033", kind="llama.cpp",
+                           model_id="test-model.gguf")
+#: an instruction-tuned family: its chat template written out, and real chat turns
+SAMPLE_CHAT_PROFILE = ModelProfile(
+    "sample-it", "an instruction-tuned layout for tests",
+    instruction="Answer yes or no.",
+    completion="<user>{instruction}\nQuery: {query}\nDocument: {document}<end>\n<model>\n",
+    chat=(Turn("system", "{instruction}"), Turn("user", "Query: {query}\nDocument: {document}")),
+    yes_words=("yes", "Yes", " yes"), no_words=("no", "No", " no"), stop=("<end>",))
+#: a base family: a few-shot completion layout and no chat template
+SAMPLE_BASE_PROFILE = dataclasses.replace(
+    SAMPLE_CHAT_PROFILE, name="sample-base", description="a base-model layout for tests",
+    chat=(), completion="{instruction}\nQuery: x\nDocument: y\nRelevant: yes\n\n"
+                        "Query: {query}\nDocument: {document}\nRelevant:")
 
 
 class PluginContract:
@@ -78,8 +121,9 @@ class PluginContract:
 
 
 def sample_report() -> Report:
+    """A report of two citations, one of them with a pipe and an accent in its path."""
     return Report(
-        query="where are retries configured",
+        query=SAMPLE_QUERY,
         root="/repo",
         mode="fast",
         results=[
@@ -237,8 +281,6 @@ class ModelProfileContract(PluginContract):
             assert 0.0 <= profile.length_exponent < 1.0, name
 
     def test_claims_the_model_ids_it_says_it_claims(self) -> None:
-        from slm_rerank.model.profiles import choose_profile
-
         profiles = self.registered()
         for model_id, expected in self.claimed_ids.items():
             choice = choose_profile(profiles, model_id=model_id, fallback=None)
@@ -263,8 +305,6 @@ class ScorerContract(PluginContract):
             profile=self.profile, endpoint=self.endpoint, client=self.make_client())
 
     def test_one_probability_per_document(self) -> None:
-        from slm_rerank.model.scoring import score_sync
-
         for name, scorer in self.registered().items():
             request = self.score_request("retries", ["def retry(): ...", "colour = 'red'"])
             outcome = score_sync(scorer, request)  # checks index, range, duplicates
@@ -272,8 +312,6 @@ class ScorerContract(PluginContract):
             assert sorted(outcome.scores) == [0, 1], name
 
     def test_a_deadline_in_the_past_returns_without_scores(self) -> None:
-        from slm_rerank.model.scoring import score_sync
-
         for name, scorer in self.registered().items():
             request = dataclasses.replace(
                 self.score_request("retries", ["def retry(): ..."]),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import re
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from search_fixtures import cli
 
-from slm_rerank import hookspecs
+from slm_rerank import hookspecs, registrations
 from slm_rerank.plugins import BUILTIN_DISTRIBUTIONS
 
 if sys.version_info >= (3, 11):
@@ -47,6 +48,35 @@ def test_every_hook_is_in_the_reference_with_its_exact_signature() -> None:
     doc = (ROOT / "docs" / "plugin-hooks.md").read_text()
     missing = [signature(n) for n in hook_names() if f"`{signature(n)}`" not in doc]
     assert not missing, f"docs/plugin-hooks.md lacks: {missing}"
+
+
+def field_tables(doc: str) -> dict[str, list[str]]:
+    """Dataclass name -> the field names its table in the doc lists, in order."""
+    tables = {}
+    for name, body in re.findall(r"<!-- fields:(\w+) -->\n(.*?)<!-- /fields -->", doc,
+                                 flags=re.S):
+        assert name not in tables, f"two field tables for {name}"
+        # the first cell: `name`, `a`, `b` or `method(arg: T) -> R`
+        cells = re.findall(r"^\| (.+?) \|", body, flags=re.M)[2:]
+        tables[name] = [field for cell in cells
+                        for field in re.findall(r"`(\w+)(?:\(.*?\))?[^`]*`", cell)]
+    return tables
+
+
+def test_every_field_table_of_the_hook_reference_lists_its_dataclasses_fields() -> None:
+    doc = (ROOT / "docs" / "plugin-hooks.md").read_text()
+    tables = field_tables(doc)
+    assert {"CandidateSource", "ModelProfile", "ScoreRequest"} <= set(tables)
+    for name, documented in tables.items():
+        fields = [f.name for f in dataclasses.fields(getattr(registrations, name))]
+        assert sorted(documented) == sorted(fields), (
+            f"docs/plugin-hooks.md's table of {name} lists {documented}; it has {fields}")
+
+
+def test_every_table_of_fields_in_the_hook_reference_is_held_to_its_dataclass() -> None:
+    doc = (ROOT / "docs" / "plugin-hooks.md").read_text()
+    held = "".join(re.findall(r"<!-- fields:\w+ -->.*?<!-- /fields -->", doc, flags=re.S))
+    assert doc.count("| field | meaning |") == held.count("| field | meaning |")
 
 
 def documented_keys(section: str) -> list[str]:

@@ -130,9 +130,11 @@ def test_the_template_tests_pass_against_the_installed_template(
 
 def guide_rename_commands() -> str:
     """The shell block of the guide's step 1, exactly as a user would paste it."""
-    step = GUIDE.read_text().split("## 1. Copy the template", 1)[1].split("\n## ", 1)[0]
+    step = GUIDE.read_text().split("## From a checkout: copy the template", 1)[1].split(
+        "\n## ", 1)[0]
     blocks = re.findall(r"^```sh\n(.*?)^```", step, flags=re.M | re.S)
-    assert len(blocks) == 1, "step 1 of docs/writing-a-plugin.md holds one ```sh block"
+    assert len(blocks) == 1, ("'From a checkout' in docs/writing-a-plugin.md holds one "
+                              "```sh block")
     return blocks[0]
 
 

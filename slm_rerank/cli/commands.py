@@ -14,6 +14,7 @@ import click
 from slm_rerank import __version__
 from slm_rerank.cli import model_flags as model_commands
 from slm_rerank.cli.model_flags import model_options
+from slm_rerank.cli.new_plugin import new_plugin
 from slm_rerank.cli.terminal import emit, fail, visible, warn
 from slm_rerank.config import (
     KEYS,
@@ -261,17 +262,20 @@ def _no_formatter(settings: Settings, available: list[str]) -> None:
     )
 
 
-@cli.command()
+@cli.group(invoke_without_command=True)
 @click.option("--all", "show_all", is_flag=True,
               help="Include the built-ins: the plugins a bare install of slm-rerank brings.")
 @click.option("--format", "format_name", type=click.Choice(["text", "json"]), default="text")
-def plugins(show_all: bool, format_name: str) -> None:
+@click.pass_context
+def plugins(ctx: click.Context, show_all: bool, format_name: str) -> None:
     """List installed plugins: distribution, version, hooks and what each registers.
 
     Without --all, the plugins installed beside the host: a model family installed with
     `pip install slm-rerank slm-rerank-gemma` is listed, the sources, formats, judge and
-    generic profile slm-rerank itself depends on are not.
+    generic profile slm-rerank itself depends on are not. `plugins new` writes a new one.
     """
+    if ctx.invoked_subcommand is not None:
+        return
     try:
         host = Host.from_environment()
     except ConfigError as exc:
@@ -302,6 +306,9 @@ def plugins(show_all: bool, format_name: str) -> None:
         for hook, registered in row["registers"].items():
             lines.append(f"    {hook}: {', '.join(registered)}")
     emit("".join(line + "\n" for line in lines))
+
+
+plugins.add_command(new_plugin)
 
 
 @cli.group()

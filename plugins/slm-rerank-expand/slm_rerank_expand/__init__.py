@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import slm_rerank
 from slm_rerank.errors import ContractError, TransientError
-from slm_rerank.lexical.terms import STOP_WORDS, light, split_identifier, stem
+from slm_rerank.plugin_kit import STOP_WORDS, light, split_identifier, stem
 from slm_rerank.registrations import ExpandRequest, PluginOption, QueryExpander, WeightedTerm
 from slm_rerank_expand.cache import ExpansionCache, cache_key
 
@@ -158,7 +158,7 @@ def ask(request: ExpandRequest) -> str:
     # imported here: the plugin is loaded on every run, --fast too, which needs neither
     import asyncio
 
-    from slm_rerank.model.client import ModelClient
+    from slm_rerank.plugin_kit import ModelClient
 
     async def run() -> str:
         # the client's own bound is a backstop: the deadline below speaks first, and says

@@ -16,10 +16,8 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 import slm_rerank
-from slm_rerank.config import Settings
-from slm_rerank.host import Host
-from slm_rerank.pipeline import SearchRequest, run_search
 from slm_rerank.registrations import ExpandRequest, QueryExpander, WeightedTerm
+from slm_rerank.testing import Host, SearchRequest, Settings, run_search
 
 WIRE = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "wire"
 

@@ -118,7 +118,7 @@ def test_json_escapes_what_json_leaves_raw_and_keeps_the_name_exact(render) -> N
                                     slm_rerank_formatters.render_markdown])
 @pytest.mark.parametrize("tty", [False, True])
 def test_a_slice_name_cannot_forge_a_line_either(render, tty: bool) -> None:  # type: ignore[no-untyped-def]
-    from slm_rerank.context.grouping import SliceGroup
+    from slm_rerank.testing import SliceGroup
 
     report = odd_report("packages/a\nforged/x.py")
     report.slices = [SliceGroup("packages/a\nforged", [0], 1.0)]
@@ -131,7 +131,7 @@ def test_a_slice_name_cannot_forge_a_line_either(render, tty: bool) -> None:  # 
 
 def test_a_markdown_slice_heading_shows_a_pipe_as_it_is() -> None:
     # a heading is no table cell: `\|` there is shown with its backslash
-    from slm_rerank.context.grouping import SliceGroup
+    from slm_rerank.testing import SliceGroup
 
     report = odd_report("packages/pk|g/x.py")
     report.slices = [SliceGroup("packages/pk|g", [0], 1.0)]

@@ -48,7 +48,7 @@ from slm_rerank_graded.prompts import (
 )
 
 if TYPE_CHECKING:
-    from slm_rerank.model.client import ModelClient, NextToken
+    from slm_rerank.plugin_kit import ModelClient, NextToken
 
 __all__ = ["GRADED", "PromptParts", "default_prompt", "score", "set_prompt_builder"]
 
@@ -199,7 +199,7 @@ async def score(request: ScoreRequest) -> AsyncIterator[DocumentScore]:
     A document whose answer is no grade gets no verdict (the host keeps its lexical place).
     """
     # here, not at the top: loading the plugin must not cost a --fast search httpx
-    from slm_rerank.model.client import gather_all
+    from slm_rerank.plugin_kit import gather_all
 
     max_grade, size, top_k, instruction, layout = _settings(request)
     endpoint, client = _needs(request)

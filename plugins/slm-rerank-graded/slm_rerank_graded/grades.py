@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from slm_rerank.model.answers import TokenChoice
+from slm_rerank.plugin_kit import TokenChoice
 
 #: the first integer of an answer must start within this many characters of its first
 #: line (stripped): "7", "7/10", "Score: 7", "Relevance score: 7" pass; a sentence that

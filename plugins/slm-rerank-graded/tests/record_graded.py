@@ -26,7 +26,7 @@ import httpx
 from slm_rerank_gemma import GEMMA, GEMMA_BASE
 from slm_rerank_graded import GRADED, READABILITY
 
-from slm_rerank.model.client import ModelClient
+from slm_rerank.plugin_kit import ModelClient
 from slm_rerank.registrations import Document, Endpoint, ScoreRequest
 
 OUT = Path(__file__).resolve().parent / "fixtures"

@@ -24,35 +24,26 @@ from slm_rerank_graded import (
 )
 from slm_rerank_graded.prompts import FEW_SHOT
 
-from slm_rerank.config import Settings
 from slm_rerank.errors import ConfigError, ContractError, TransientError
-from slm_rerank.host import Host
-from slm_rerank.model.client import ModelClient, NextToken, TokenChoice
+from slm_rerank.plugin_kit import ModelClient, NextToken, TokenChoice
 from slm_rerank.registrations import (
     Document,
     DocumentScore,
     Endpoint,
     ModelProfile,
     ScoreRequest,
-    Turn,
 )
-from slm_rerank.testing import ScorerContract
+from slm_rerank.testing import (
+    SAMPLE_BASE_PROFILE,
+    SAMPLE_CHAT_PROFILE,
+    SAMPLE_ENDPOINT,
+    SAMPLE_QUERY,
+    Host,
+    ScorerContract,
+    Settings,
+)
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-LLAMA = Endpoint("http://127.0.0.1:8033", kind="llama.cpp", model_id="test-model.gguf")
-QUERY = "where are retries configured"
-
-# An instruction-tuned family (it has a chat layout) and a base one (it has none).
-CHAT_PROFILE = ModelProfile(
-    "it-model", "instruction-tuned, for tests",
-    instruction="Answer yes or no.",
-    completion="<user>{instruction}\nQuery: {query}\nDocument: {document}</user><model>",
-    chat=(Turn("user", "{instruction}\n{query}\n{document}"),),
-    yes_words=("yes",), no_words=("no",))
-BASE_PROFILE = dataclasses.replace(
-    CHAT_PROFILE, name="base-model", chat=(),
-    completion="{instruction}\nQuery: x\nDocument: y\nRelevant: yes\n\n"
-               "Query: {query}\nDocument: {document}\nRelevant:")
 
 
 def p(x: float) -> float:
@@ -109,8 +100,8 @@ def fresh_state() -> Iterator[None]:
 
 def request_for(*texts: str, client: object = None, **changes: Any) -> ScoreRequest:
     documents = [Document.of(str(i), t) for i, t in enumerate(texts)]
-    request = ScoreRequest(QUERY, documents, profile=BASE_PROFILE, endpoint=LLAMA,
-                           client=client or FakeClient())
+    request = ScoreRequest(SAMPLE_QUERY, documents, profile=SAMPLE_BASE_PROFILE,
+                           endpoint=SAMPLE_ENDPOINT, client=client or FakeClient())
     return dataclasses.replace(request, **changes)
 
 
@@ -125,7 +116,7 @@ class TestGradedScorer(ScorerContract):
     distribution = "slm-rerank-graded"
     names = {"graded"}
 
-    profile, endpoint, make_client = BASE_PROFILE, LLAMA, FakeClient
+    profile, endpoint, make_client = SAMPLE_BASE_PROFILE, SAMPLE_ENDPOINT, FakeClient
 
 
 def test_each_document_is_judged_alone_so_verdicts_may_be_cached() -> None:
@@ -254,16 +245,16 @@ def test_a_base_model_gets_the_two_shot_graded_layout_not_its_yes_no_examples() 
     assert prompt.startswith("Rate how relevant the Document is to the Query, from 0 "
                              "(unrelated) to 10")
     assert "Score: 9\n" in prompt and "Score: 0\n" in prompt and "Relevant:" not in prompt
-    assert prompt.endswith(f"Query: {QUERY}\nDocument:\ndef retry(): ...\nScore:")
+    assert prompt.endswith(f"Query: {SAMPLE_QUERY}\nDocument:\ndef retry(): ...\nScore:")
 
 
 def test_an_instruction_tuned_family_keeps_its_layout_with_the_graded_instruction() -> None:
     client = FakeClient()
-    verdicts(request_for("def retry(): ...", client=client, profile=CHAT_PROFILE))
+    verdicts(request_for("def retry(): ...", client=client, profile=SAMPLE_CHAT_PROFILE))
     assert client.calls[0][1] == (
         "<user>Rate how relevant the Document is to the Query, from 0 (unrelated) to 10 (it "
         "holds the answer, or the code or text the Query is about). Answer with the number "
-        f"only.\nQuery: {QUERY}\nDocument: def retry(): ...</user><model>")
+        f"only.\nQuery: {SAMPLE_QUERY}\nDocument: def retry(): ...<end>\n<model>\n")
 
 
 def test_without_a_profile_the_two_shot_layout_is_used() -> None:
@@ -276,7 +267,7 @@ def test_a_localised_instruction_from_config_goes_into_the_familys_layout() -> N
     german = ("Bewerte, wie relevant das Dokument für die Anfrage ist, von 0 (gar nicht) bis "
               "{max} (es enthält die Antwort). Antworte nur mit der Zahl.")
     client = FakeClient()
-    verdicts(request_for("x", client=client, profile=CHAT_PROFILE,
+    verdicts(request_for("x", client=client, profile=SAMPLE_CHAT_PROFILE,
                          options={"instruction": german, "max_grade": 5}))
     assert client.calls[0][1].startswith(
         "<user>Bewerte, wie relevant das Dokument für die Anfrage ist, von 0 (gar nicht) bis 5 "
@@ -289,7 +280,7 @@ def test_a_localised_layout_from_config_replaces_the_whole_prompt_in_one_pass() 
     verdicts(request_for("d = {'document': 1}  # {query}", client=client,
                          options={"instruction": "Bewerte von 0 bis {max}.", "layout": layout}))
     assert client.calls[0][1] == (
-        f"Bewerte von 0 bis 10.\n\nAnfrage: {QUERY}\nDokument:\n"
+        f"Bewerte von 0 bis 10.\n\nAnfrage: {SAMPLE_QUERY}\nDokument:\n"
         "d = {'document': 1}  # {query}\nNote (0-10):")
 
 
@@ -305,13 +296,13 @@ def test_a_prompt_builder_set_from_python_builds_every_prompt() -> None:
     client = FakeClient()
     verdicts(request_for("def retry(): ...", client=client))
     assert client.calls[0][1].startswith("Note de 0 à 10 la pertinence")
-    assert seen[0].profile is BASE_PROFILE and seen[0].document == "def retry(): ..."
+    assert seen[0].profile is SAMPLE_BASE_PROFILE and seen[0].document == "def retry(): ..."
     set_prompt_builder(None)
     assert default_prompt(seen[0]).endswith("\nScore:")
 
 
 def test_the_few_shot_examples_grade_on_the_configured_scale() -> None:
-    parts = PromptParts(QUERY, "x", 5, None, "Rate 0..5.")
+    parts = PromptParts(SAMPLE_QUERY, "x", 5, None, "Rate 0..5.")
     assert "Score: 4\n" in default_prompt(parts) and FEW_SHOT.count("{high}") == 1
 
 

@@ -16,7 +16,7 @@ from slm_rerank_graded.grades import (
     parse_grade,
 )
 
-from slm_rerank.model.client import TokenChoice
+from slm_rerank.plugin_kit import TokenChoice
 
 # --- the strict parser ---------------------------------------------------------------------
 

@@ -39,7 +39,7 @@ from slm_rerank_listwise import prompt, windows
 from slm_rerank_listwise.answer import Ranking, parse_ranking
 
 if TYPE_CHECKING:
-    from slm_rerank.model.client import ModelClient
+    from slm_rerank.plugin_kit import ModelClient
 
 DEFAULT_WINDOW = 20
 DEFAULT_STEP = 10

@@ -16,34 +16,26 @@ import slm_rerank_listwise
 from slm_rerank_listwise import LISTWISE, prompt, score
 
 from slm_rerank.errors import ConfigError, TransientError
-from slm_rerank.model.client import ModelClient
-from slm_rerank.model.scoring import score_sync
+from slm_rerank.plugin_kit import ModelClient
 from slm_rerank.registrations import (
     Document,
     DocumentScore,
     Endpoint,
-    ModelProfile,
     ScoreRequest,
-    Turn,
 )
-from slm_rerank.testing import ScorerContract
+from slm_rerank.testing import (
+    SAMPLE_BASE_PROFILE,
+    SAMPLE_CHAT_PROFILE,
+    SAMPLE_ENDPOINT,
+    SAMPLE_QUERY,
+    ScorerContract,
+    score_sync,
+)
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-LLAMA = Endpoint("http://127.0.0.1:8033", kind="llama.cpp", model_id="test-model.gguf")
-QUERY = "where are retries configured"
 
-# An instruction-tuned profile: its chat template written out as the completion layout.
-CHAT_PROFILE = ModelProfile(
-    "chatty", "an instruction-tuned layout for tests",
-    instruction="Answer yes or no.",
-    completion="<user>{instruction}\nQuery: {query}\n{document}<end>\n<model>\n",
-    chat=(Turn("user", "{instruction}\nQuery: {query}\n{document}"),),
-    yes_words=("yes",), no_words=("no",), stop=("<end>",))
-# A base-model profile: a few-shot yes/no layout, no chat turns.
-BASE_PROFILE = dataclasses.replace(CHAT_PROFILE, name="base", chat=(),
-                                   completion="Q: {query}\nD: {document}\nRelevant:")
 
-# --- a stand-in for slm_rerank.model.client.ModelClient ----------------------------------
+# --- a stand-in for slm_rerank.plugin_kit.ModelClient ------------------------------------
 
 
 def candidates_in(text: str) -> list[str]:
@@ -90,8 +82,8 @@ def answering(*answers: str) -> FakeClient:
 
 def request_for(*texts: str, client: object = None, **changes: object) -> ScoreRequest:
     documents = [Document.of(str(i), t) for i, t in enumerate(texts)]
-    request = ScoreRequest(QUERY, documents, profile=BASE_PROFILE, endpoint=LLAMA,
-                           client=client or FakeClient())
+    request = ScoreRequest(SAMPLE_QUERY, documents, profile=SAMPLE_BASE_PROFILE,
+                           endpoint=SAMPLE_ENDPOINT, client=client or FakeClient())
     return dataclasses.replace(request, **changes)
 
 
@@ -109,7 +101,7 @@ class TestListwiseScorer(ScorerContract):
     distribution = "slm-rerank-listwise"
     names = {"listwise"}
 
-    profile, endpoint, make_client = BASE_PROFILE, LLAMA, FakeClient
+    profile, endpoint, make_client = SAMPLE_BASE_PROFILE, SAMPLE_ENDPOINT, FakeClient
 
 
 def test_it_compares_documents_so_the_host_must_send_them_together() -> None:
@@ -156,7 +148,7 @@ def test_a_base_profile_gets_the_listwise_layout_with_numbered_candidates() -> N
     asyncio.run(verdicts(request_for("def retry(): ...", "RED = 1", client=client)))
     ((sent, max_tokens, stop),) = client.calls
     assert sent == prompt.BASE_LAYOUT.replace("{instruction}", prompt.INSTRUCTION).replace(
-        "{query}", QUERY).replace(
+        "{query}", SAMPLE_QUERY).replace(
         "{document}", "Candidate 0:\ndef retry(): ...\n\nCandidate 1:\nRED = 1") + " ["
     assert "Relevant:" not in sent  # the yes/no layout of a base profile is not used
     assert max_tokens == 4 * 2 + 8 and stop == ("\n",)
@@ -165,9 +157,9 @@ def test_a_base_profile_gets_the_listwise_layout_with_numbered_candidates() -> N
 def test_an_instruction_tuned_profile_keeps_its_chat_template_and_stop() -> None:
     client = FakeClient()
     asyncio.run(verdicts(request_for("def retry(): ...", "RED = 1", client=client,
-                                     profile=CHAT_PROFILE)))
+                                     profile=SAMPLE_CHAT_PROFILE)))
     ((sent, _, stop),) = client.calls
-    assert sent.startswith("<user>" + prompt.INSTRUCTION + "\nQuery: " + QUERY)
+    assert sent.startswith("<user>" + prompt.INSTRUCTION + "\nQuery: " + SAMPLE_QUERY)
     assert sent.endswith("Candidate 1:\nRED = 1<end>\n<model>\n[")
     assert stop == ("\n", "<end>")
 
@@ -189,7 +181,7 @@ def test_candidates_are_cut_to_doc_chars_at_a_line_end() -> None:
 
 def test_a_window_is_cut_to_fit_the_servers_context_by_the_estimate() -> None:
     client = FakeClient()
-    small = dataclasses.replace(LLAMA, context_tokens=1024)
+    small = dataclasses.replace(SAMPLE_ENDPOINT, context_tokens=1024)
     texts = ["File: a.py\n" + "retry = 1\n" * 200] * 8
     asyncio.run(verdicts(request_for(*texts, client=client, endpoint=small)))
     ((sent, max_tokens, _),) = client.calls
@@ -198,7 +190,7 @@ def test_a_window_is_cut_to_fit_the_servers_context_by_the_estimate() -> None:
 
 def test_a_window_is_cut_again_when_the_servers_tokenizer_counts_more_tokens() -> None:
     client = DenseTokenizer()
-    small = dataclasses.replace(LLAMA, context_tokens=1024)
+    small = dataclasses.replace(SAMPLE_ENDPOINT, context_tokens=1024)
     texts = ["File: a.py\n" + "retry = 1\n" * 200] * 8
     asyncio.run(verdicts(request_for(*texts, client=client, endpoint=small)))
     ((sent, max_tokens, _),) = client.calls
@@ -279,8 +271,8 @@ def test_a_server_fault_is_a_transient_error_naming_the_server_and_the_fallback(
 
     outcome = score_sync(LISTWISE, request_for("a", "b", client=Down()))
     assert outcome.scores == {} and outcome.fault == "transient"
-    assert outcome.stopped == (f"listwise: {LLAMA.base_url} failed on the answer: model server "
-                               "refused the connection; kept the input order")
+    assert outcome.stopped == (f"listwise: {SAMPLE_ENDPOINT.base_url} failed on the answer: "
+                               "model server refused the connection; kept the input order")
 
 
 def test_a_deadline_before_the_last_window_keeps_nothing() -> None:
@@ -368,7 +360,7 @@ def test_a_recorded_gemma_base_answer_copying_the_example_is_repaired(
 def test_a_recorded_counting_answer_degrades_to_the_input_order() -> None:
     # Without the worked example the base model counts "1, 2, 3, ..." until n_predict.
     client = replaying("gemma-270m-listwise-counting.json")
-    request = recorded_request("gemma-270m-listwise-counting.json", LLAMA, client)
+    request = recorded_request("gemma-270m-listwise-counting.json", SAMPLE_ENDPOINT, client)
     outcome = score_sync(LISTWISE, request)
     assert outcome.scores == {} and outcome.fault == "transient"
     assert "index 0 is missing and 4, 5, 6, 7, 8 out of range (0-3)" in (outcome.stopped or "")

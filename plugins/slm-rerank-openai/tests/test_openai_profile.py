@@ -2,8 +2,7 @@ from __future__ import annotations
 
 import slm_rerank_openai
 
-from slm_rerank.model.profiles import GENERIC, choose_profile
-from slm_rerank.testing import ModelProfileContract
+from slm_rerank.testing import GENERIC, ModelProfileContract, choose_profile
 
 
 class TestOpenaiProfile(ModelProfileContract):

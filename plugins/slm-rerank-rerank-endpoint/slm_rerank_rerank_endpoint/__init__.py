@@ -30,7 +30,7 @@ from typing import Any
 
 import slm_rerank
 from slm_rerank.errors import ConfigError, ContractError
-from slm_rerank.model.answers import endpoint_url
+from slm_rerank.plugin_kit import endpoint_url
 from slm_rerank.registrations import DocumentScore, PluginOption, Scorer, ScoreRequest
 from slm_rerank_rerank_endpoint.wire import (
     API_NAMES,

@@ -31,8 +31,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from slm_rerank.errors import ConfigError, ContractError
-from slm_rerank.model.answers import excerpt
-from slm_rerank.model.fusion import sigmoid
+from slm_rerank.plugin_kit import excerpt, sigmoid
 
 #: The values of the ``api`` option; "auto" picks one from the endpoint's URL.
 API_NAMES = ("auto", "llama.cpp", "vllm-rerank", "vllm-score", "cohere", "jina")

@@ -18,7 +18,7 @@ from pytest_httpserver import HTTPServer
 from search_fixtures import cli, isolate, load_plugins, make_repo, user_config
 from werkzeug import Request, Response
 
-from slm_rerank.model.discovery import probe
+from slm_rerank.testing import probe
 
 KEY = "jina_test_key"
 FILES = {

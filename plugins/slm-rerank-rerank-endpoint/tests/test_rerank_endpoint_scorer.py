@@ -26,11 +26,9 @@ from slm_rerank_rerank_endpoint.wire import choose_api
 from werkzeug import Request, Response
 
 from slm_rerank.errors import ConfigError, ContractError
-from slm_rerank.model.client import ModelClient
-from slm_rerank.model.fusion import sigmoid
-from slm_rerank.model.scoring import ScoreOutcome, collect
+from slm_rerank.plugin_kit import ModelClient, sigmoid
 from slm_rerank.registrations import Document, Endpoint, ScoreRequest
-from slm_rerank.testing import ScorerContract
+from slm_rerank.testing import ScoreOutcome, ScorerContract, collect
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 QUERY = "where are retries configured"

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import slm_rerank
 from slm_rerank.errors import SourceError
-from slm_rerank.lexical.filetypes import size_reason
-from slm_rerank.lexical.matches import (
+from slm_rerank.plugin_kit import (
     count_grouped_terms,
     listed_path,
     order_for_search,
+    size_reason,
     split_file_list,
     start_tool,
     stderr_excerpt,

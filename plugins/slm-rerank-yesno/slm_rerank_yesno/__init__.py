@@ -44,7 +44,7 @@ from slm_rerank.registrations import (
 )
 
 if TYPE_CHECKING:
-    from slm_rerank.model.client import ModelClient, NextToken, TokenChoice
+    from slm_rerank.plugin_kit import ModelClient, NextToken, TokenChoice
 
 DEFAULT_TOP_K = 20
 

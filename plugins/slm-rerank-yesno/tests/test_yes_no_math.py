@@ -7,7 +7,7 @@ import math
 import pytest
 from slm_rerank_yesno import AnswerIds, answer_ids_from, yes_no_verdict
 
-from slm_rerank.model.client import TokenChoice
+from slm_rerank.plugin_kit import TokenChoice
 
 YES_WORDS = ("yes", "Yes", " yes", " Yes", "YES")
 NO_WORDS = ("no", "No", " no", " No", "NO")

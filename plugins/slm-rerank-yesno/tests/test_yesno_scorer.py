@@ -16,26 +16,22 @@ import slm_rerank_yesno
 from slm_rerank_yesno import ANSWER_IDS, score
 
 from slm_rerank.errors import ConfigError, ContractError, TransientError
-from slm_rerank.model.client import ModelClient, NextToken, TokenChoice
-from slm_rerank.model.scoring import score_sync
+from slm_rerank.plugin_kit import ModelClient, NextToken, TokenChoice
 from slm_rerank.registrations import (
     Document,
     DocumentScore,
     Endpoint,
-    ModelProfile,
     ScoreRequest,
-    Turn,
 )
-from slm_rerank.testing import ScorerContract
+from slm_rerank.testing import (
+    SAMPLE_CHAT_PROFILE,
+    SAMPLE_ENDPOINT,
+    SAMPLE_QUERY,
+    ScorerContract,
+    score_sync,
+)
 
-# --- a stand-in for slm_rerank.model.client.ModelClient ----------------------------------
-
-PROFILE = ModelProfile(
-    "plain", "a plain layout for tests",
-    instruction="Answer yes or no: does the document answer the query?",
-    completion="{instruction}\nQuery: {query}\nDocument: {document}\nAnswer:",
-    chat=(Turn("system", "{instruction}"), Turn("user", "Query: {query}\nDocument: {document}")),
-    yes_words=("yes", "Yes", " yes"), no_words=("no", "No", " no"), stop=("\n",))
+# --- a stand-in for slm_rerank.plugin_kit.ModelClient ------------------------------------
 
 
 def leaning(prompt: str) -> tuple[TokenChoice, ...]:
@@ -77,7 +73,6 @@ class FakeClient:
 
 
 WIRE = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "wire"
-LLAMA = Endpoint("http://127.0.0.1:8033", kind="llama.cpp", model_id="test-model.gguf")
 
 
 @pytest.fixture(autouse=True)
@@ -88,10 +83,10 @@ def fresh_answer_ids() -> Iterator[None]:
     ANSWER_IDS.clear()
 
 
-def request_for(*texts: str, endpoint: Endpoint = LLAMA, client: object = None,
+def request_for(*texts: str, endpoint: Endpoint = SAMPLE_ENDPOINT, client: object = None,
                 **changes: object) -> ScoreRequest:
     documents = [Document.of(str(i), t) for i, t in enumerate(texts)]
-    request = ScoreRequest("where are retries configured", documents, profile=PROFILE,
+    request = ScoreRequest(SAMPLE_QUERY, documents, profile=SAMPLE_CHAT_PROFILE,
                            endpoint=endpoint, client=client or FakeClient())
     return dataclasses.replace(request, **changes)
 
@@ -105,7 +100,7 @@ class TestYesnoScorer(ScorerContract):
     distribution = "slm-rerank-yesno"
     names = {"yesno"}
 
-    profile, endpoint, make_client = PROFILE, LLAMA, FakeClient
+    profile, endpoint, make_client = SAMPLE_CHAT_PROFILE, SAMPLE_ENDPOINT, FakeClient
 
 
 def test_it_needs_an_endpoint() -> None:
@@ -123,7 +118,7 @@ def test_relevant_documents_score_above_irrelevant_ones() -> None:
 def test_completion_endpoints_get_the_profiles_completion_layout() -> None:
     client = FakeClient()
     asyncio.run(verdicts(request_for("def retry(): ...", client=client)))
-    assert client.calls == [("completion", [PROFILE.render_completion(
+    assert client.calls == [("completion", [SAMPLE_CHAT_PROFILE.render_completion(
         "where are retries configured", "def retry(): ...")])]
 
 
@@ -131,13 +126,13 @@ def test_chat_endpoints_get_the_profiles_chat_messages() -> None:
     client = FakeClient()
     chat = Endpoint("http://127.0.0.1:8080", kind="openai-chat", model_id="m")
     asyncio.run(verdicts(request_for("def retry(): ...", endpoint=chat, client=client)))
-    messages = PROFILE.render_chat("where are retries configured", "def retry(): ...")
+    messages = SAMPLE_CHAT_PROFILE.render_chat(SAMPLE_QUERY, "def retry(): ...")
     assert client.calls == [("chat", ["\n".join(m["content"] for m in messages)])]
 
 
 def test_a_chat_endpoint_with_a_profile_without_chat_layout_names_both() -> None:
     chat = Endpoint("http://127.0.0.1:8080", kind="openai-chat")
-    base = dataclasses.replace(PROFILE, name="base-model", chat=())
+    base = dataclasses.replace(SAMPLE_CHAT_PROFILE, name="base-model", chat=())
     with pytest.raises(ConfigError, match=r"http://127.0.0.1:8080.*'base-model'"):
         asyncio.run(verdicts(request_for("x", endpoint=chat, profile=base)))
 
@@ -149,7 +144,7 @@ def test_without_a_profile_it_says_what_is_missing() -> None:
 
 def test_prompts_go_in_batches_of_the_servers_slots_and_verdicts_keep_their_index() -> None:
     client = FakeClient()
-    two_slots = dataclasses.replace(LLAMA, slots=2)
+    two_slots = dataclasses.replace(SAMPLE_ENDPOINT, slots=2)
     texts = ["retry a", "b", "retry c", "d", "retry e"]
     scores = asyncio.run(verdicts(request_for(*texts, endpoint=two_slots, client=client)))
     assert [len(prompts) for _, prompts in client.calls] == [2, 2, 1]
@@ -198,10 +193,11 @@ def test_answer_words_are_tokenized_once_per_server_and_model() -> None:
                                     "no": [2152], "No": [3004], " no": [708]})
     asyncio.run(verdicts(request_for("a", client=client)))
     asyncio.run(verdicts(request_for("b", client=client)))
-    assert client.tokenized == [*PROFILE.yes_words, *PROFILE.no_words]
-    other = dataclasses.replace(LLAMA, model_id="another-model.gguf")
+    assert client.tokenized == [*SAMPLE_CHAT_PROFILE.yes_words, *SAMPLE_CHAT_PROFILE.no_words]
+    other = dataclasses.replace(SAMPLE_ENDPOINT, model_id="another-model.gguf")
     asyncio.run(verdicts(request_for("c", client=client, endpoint=other)))
-    assert len(client.tokenized) == 2 * len(PROFILE.yes_words + PROFILE.no_words)
+    answer_words = SAMPLE_CHAT_PROFILE.yes_words + SAMPLE_CHAT_PROFILE.no_words
+    assert len(client.tokenized) == 2 * len(answer_words)
 
 
 def test_ids_from_the_tokenizer_decide_over_token_text() -> None:
@@ -243,7 +239,7 @@ def test_fewer_answers_than_prompts_is_a_contract_error() -> None:
         async def next_token(self, endpoint, prompts, top_k=20, stop=()):  # type: ignore[no-untyped-def]
             return (await super().next_token(endpoint, prompts, top_k, stop))[:1]
 
-    two_slots = dataclasses.replace(LLAMA, slots=2)
+    two_slots = dataclasses.replace(SAMPLE_ENDPOINT, slots=2)
     with pytest.raises(ContractError, match="answered 1 times for 2 prompts"):
         asyncio.run(verdicts(request_for("a", "b", endpoint=two_slots, client=Short())))
 
@@ -298,7 +294,7 @@ def test_a_recorded_gemma_answer_with_leading_spaces_matches_space_words() -> No
     endpoint = Endpoint("http://lcp.test", kind="openai-completions",
                         model_id="gemma-3-270m-Q4_K_M.gguf")
     client = serving({"/v1/completions": "llama-cpp-python-v1-completions.json"})
-    base = dataclasses.replace(PROFILE, yes_words=(" yes",), no_words=(" no",))
+    base = dataclasses.replace(SAMPLE_CHAT_PROFILE, yes_words=(" yes",), no_words=(" no",))
     (verdict,) = asyncio.run(verdicts(request_for("x", endpoint=endpoint, client=client,
                                                   profile=base)))
     assert verdict.raw == pytest.approx(-0.84 - -1.02)
@@ -332,7 +328,8 @@ def test_recorded_llama_server_answers_are_matched_by_the_ids_it_tokenized() -> 
     endpoint = Endpoint("http://127.0.0.1:8033", kind="llama.cpp",
                         model_id="gemma-3-270m-q4_k_m.gguf", slots=2)
     client = replaying("llamacpp-completion-array.json", "llamacpp-tokenize.json")
-    base = dataclasses.replace(PROFILE, yes_words=(" yes", "yes"), no_words=(" no", "no"))
+    base = dataclasses.replace(SAMPLE_CHAT_PROFILE, yes_words=(" yes", "yes"),
+                               no_words=(" no", "no"))
     scores = asyncio.run(verdicts(request_for("def connect(): ...", "colour = 'red'",
                                               endpoint=endpoint, client=client, profile=base)))
     key = (endpoint.base_url, endpoint.model_id, base.yes_words, base.no_words)
