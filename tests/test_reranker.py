@@ -160,3 +160,8 @@ def test_rerank_sync_inside_an_event_loop_says_to_await_rerank() -> None:
         with pytest.raises(RuntimeError, match=r"inside a running event loop.*await "
                                                r"reranker\.rerank"):
             asyncio.run(inside_a_loop())
+
+
+def test_a_bad_setting_is_an_error_when_the_reranker_is_made() -> None:
+    with pytest.raises(ConfigError, match="threshold"):
+        slm_rerank.Reranker(threshold=3.0)
