@@ -25,3 +25,6 @@ from live_fixtures import (  # noqa: E402, F401
     llama_server_factory,
     pytest_collection_modifyitems,
 )
+
+# `slm-rerank serve-api` as a subprocess, for tests/servers and tests/live/servers alike.
+from serve_api_fixtures import serve_api  # noqa: E402, F401

@@ -7,7 +7,11 @@ import dataclasses
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
+import slm_rerank_openai
+
 import slm_rerank
+from slm_rerank.config import Settings
+from slm_rerank.host import Host
 from slm_rerank.registrations import (
     CandidateSource,
     DocumentScore,
@@ -98,3 +102,25 @@ class WrongType:
     @slm_rerank.hookimpl
     def register_scorers(self, register: Callable[[Scorer], None]) -> None:
         register("not a scorer")  # type: ignore[arg-type]
+
+
+class LengthJudge:
+    """P(relevant) from a document's length (longer is better), without a server; it
+    records the texts it was asked about."""
+
+    seen: list[str] = []
+
+    @staticmethod
+    @slm_rerank.hookimpl
+    def register_scorers(register: Callable[[Scorer], None]) -> None:
+        async def score(request: ScoreRequest) -> AsyncIterator[DocumentScore]:
+            LengthJudge.seen.extend([request.query, *(d.text for d in request.documents)])
+            for i, document in enumerate(request.documents):
+                yield DocumentScore(i, min(len(document.text) / 100, 1.0))
+
+        register(Scorer("length", "longer is better", score, needs_endpoint=False))
+
+
+def length_host() -> Host:
+    settings = dataclasses.replace(Settings(), scorer="length", score_cache=False)
+    return Host.with_plugins(settings, LengthJudge, slm_rerank_openai)

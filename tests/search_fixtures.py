@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -236,3 +237,23 @@ def linear_growth(work: Callable[[str], object], small: str, large: str) -> floa
         if ratios[-1] < 20:
             break
     return min(ratios)
+
+
+def run_at_once(work: Callable[[], object], threads: int = 16) -> list[BaseException]:
+    """Run ``work`` in ``threads`` threads released together; the exceptions they raised."""
+    gate = threading.Barrier(threads)
+    failures: list[BaseException] = []
+
+    def one() -> None:
+        gate.wait()
+        try:
+            work()
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            failures.append(exc)
+
+    workers = [threading.Thread(target=one) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return failures

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 from search_fixtures import cli
 
 import slm_rerank
-from slm_rerank.config import ConfigError
+from slm_rerank.config import ConfigError, user_config_path
 from slm_rerank.errors import QueryError, SearchError
 
 
@@ -85,3 +88,53 @@ def test_a_path_outside_the_root_names_the_parameter_of_whoever_asked(
 def test_arguments_of_the_wrong_type_are_a_type_error_naming_them(repo: Path, call, says) -> None:
     with pytest.raises(TypeError, match=says):
         call(repo)
+
+
+# --- inside a running event loop (MCP servers, notebooks) -----------------------------------
+
+
+@pytest.mark.parametrize("options", [
+    {"fast": False, "stubs": "stub", "dirty": True, "by_slice": True},
+    {"fast": True, "expand": True},
+])
+def test_search_that_needs_the_model_inside_an_event_loop_says_to_use_a_thread(
+        repo: Path, options: dict[str, Any]) -> None:
+    async def inside_a_loop() -> None:
+        slm_rerank.search("retry backoff", repo, **options)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "coroutine ... was never awaited" either
+        with pytest.raises(RuntimeError, match=r"inside a running event loop.*to_thread"):
+            asyncio.run(inside_a_loop())
+
+
+def test_a_fast_search_inside_an_event_loop_still_answers(repo: Path) -> None:
+    async def inside_a_loop() -> slm_rerank.Report:
+        return slm_rerank.search("retry backoff", repo, stubs="stub", dirty=True,
+                                 by_slice=True)
+
+    assert asyncio.run(inside_a_loop()).results
+
+
+# --- --local (auto_serve) beside pinned servers ----------------------------------------------
+
+
+@pytest.mark.parametrize("config", [
+    'auto_serve = true\nendpoints = ["http://127.0.0.1:9", "http://127.0.0.1:10"]\n',
+    'auto_serve = true\nmodel = "qwen"\n[endpoints]\nqwen = "http://127.0.0.1:9"\n',
+])
+def test_auto_serve_starts_nothing_when_the_config_pins_servers(
+        repo: Path, monkeypatch: pytest.MonkeyPatch, config: str) -> None:
+    from slm_rerank.llama import local as serve
+
+    started: list[Path] = []
+    monkeypatch.setattr(serve, "ensure_local",
+                        lambda cache_dir, *args, **kwargs: started.append(cache_dir))
+    path = user_config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(config)
+
+    report = slm_rerank.search("retry backoff", repo, fast=False)
+
+    assert started == []
+    assert report.degraded is not None and "127.0.0.1:9" in report.degraded.reason

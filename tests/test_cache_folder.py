@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from search_fixtures import CLI, cli
+from search_fixtures import CLI, cli, run_at_once
 
 from slm_rerank.cache_folder import CacheFolder, usable_folder
 from slm_rerank.lexical.chunk_cache import ChunkCache
@@ -93,3 +93,14 @@ def test_a_slice_cache_write_that_fails_leaves_no_temporary_file(
     cache.put("ab" + "0" * 62, [Chunk(1, 2, None, ())])
 
     assert list(tmp_path.rglob("*")) == [tmp_path / "ab"]
+
+
+def test_threads_proving_one_cache_folder_writable_do_not_trip_over_each_other(
+        tmp_path: Path) -> None:
+    from slm_rerank.cache_folder import ensure_writable
+
+    def prove() -> None:
+        for _ in range(200):
+            ensure_writable(tmp_path / "cache")
+
+    assert run_at_once(prove) == []

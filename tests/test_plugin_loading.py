@@ -7,6 +7,7 @@ import types
 
 import pluggy
 import pytest
+from search_fixtures import run_at_once
 
 import slm_rerank
 from slm_rerank.plugins import LOAD_PLUGINS_ENV, load_entry_points, make_manager
@@ -132,3 +133,15 @@ def test_a_misspelt_hook_is_a_loud_error(entry_points) -> None:
 
 def test_hookimpl_is_reexported_from_the_package() -> None:
     assert isinstance(slm_rerank.hookimpl, pluggy.HookimplMarker)
+
+
+def test_threads_sharing_a_host_all_see_the_installed_plugins() -> None:
+    from slm_rerank.host import Host
+
+    def first_look(host: Host, seen: list[list[str]]) -> None:
+        seen.append(sorted(host.registry.scorers()))
+
+    for _ in range(5):
+        host, seen = Host.from_environment(), []
+        assert run_at_once(lambda h=host, s=seen: first_look(h, s)) == []
+        assert all("yesno" in names for names in seen), seen

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -144,3 +146,22 @@ def test_a_citation_whose_file_is_over_max_file_bytes_is_an_error(
     with pytest.raises(FileNotFoundError, match=r"big\.py: huge"):
         reranker.rerank_sync("retry", [Citation("big.py", 1, 2, None, 0.5, 1.0)])
     assert not httpserver.log
+
+
+def test_rerank_sync_inside_an_event_loop_says_to_await_rerank() -> None:
+    reranker = slm_rerank.Reranker(base_url="http://127.0.0.1:9")
+
+    async def inside_a_loop() -> None:
+        reranker.rerank_sync("retry", [slm_rerank.Candidate("a.py", 1, 2, "def retry(): ...",
+                                                             lexical_score=1.0)])
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(RuntimeError, match=r"inside a running event loop.*await "
+                                               r"reranker\.rerank"):
+            asyncio.run(inside_a_loop())
+
+
+def test_a_bad_setting_is_an_error_when_the_reranker_is_made() -> None:
+    with pytest.raises(ConfigError, match="threshold"):
+        slm_rerank.Reranker(threshold=3.0)

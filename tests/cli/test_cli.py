@@ -14,6 +14,7 @@ from click.testing import CliRunner, Result
 from search_fixtures import install_plugin, load_plugins
 
 from slm_rerank.cli.commands import cli
+from slm_rerank.config import user_config_path
 from slm_rerank.plugins import BUILTIN_DISTRIBUTIONS, host_requirements
 
 BINARY = Path(sys.executable).parent / "slm-rerank"
@@ -286,3 +287,29 @@ def test_a_fast_search_imports_no_model_stage_machinery(repo: Path) -> None:
     done = subprocess.run([sys.executable, "-c", probe, str(repo)], capture_output=True,
                           text=True, timeout=60)
     assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr
+
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("base_url", "notaurl", "config set base_url: model server URL 'notaurl' is not an http(s)"),
+    ("endpoints", '["ftp://x"]', "model server URL 'ftp://x' is not an http(s) URL"),
+    ("endpoints", '["http://a:1", "http://a:1/v1"]', "http://a:1 is listed twice"),
+    ("endpoints", '{qwen = "notaurl"}', "model server URL 'notaurl' is not an http(s) URL"),
+    ("plugins", '{graded = {foo = 1}}', "[plugins.graded]: unknown key 'foo'"),
+    ("plugins", '{listwise = {window = "many"}}', "[plugins.listwise]: key 'window'"),
+    ("plugins", '{nosuch = {a = 1}}', "nothing named 'nosuch' is registered"),
+])
+def test_config_set_refuses_urls_and_plugin_options_that_would_fail_when_read(
+        key: str, value: str, message: str) -> None:
+    result = run("config", "set", key, value)
+
+    assert result.exit_code == 1, result.output
+    assert message in result.stderr
+    assert f"config set {key}" in result.stderr
+    assert not user_config_path().exists()
+
+
+def test_config_set_still_takes_good_urls_and_plugin_options() -> None:
+    assert run("config", "set", "endpoints", '["http://a:1", "http://b:2/v1"]').exit_code == 0
+    assert run("config", "set", "base_url", "http://gpu:8000").exit_code == 0
+    assert run("config", "set", "plugins", '{graded = {max_grade = 5}}').exit_code == 0
+    assert "max_grade = 5" in user_config_path().read_text()

@@ -178,3 +178,10 @@ def test_an_idle_open_stdin_pipe_does_not_hang_the_search(repo: Path) -> None:
     assert proc.returncode == 0, err
     assert "open pipe that sent nothing" in err
     assert json.loads(out)["results"]
+
+
+def test_fast_never_contacts_the_server(repo: Path) -> None:
+    run = cli("-q", "retry backoff", "--fast", "--format", "json", "-e", "http://127.0.0.1:9",
+              cwd=repo)
+    doc = json.loads(run.stdout)
+    assert run.returncode == 0 and doc["model"] is None and doc["degraded"] is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -12,8 +13,10 @@ from slm_rerank.context.dirty import find_dirty, parse_status
 
 
 def git(root: Path, *args: str) -> None:
+    # protocol.file.allow: `git submodule add` of a local folder is refused without it
     subprocess.run(["git", "-C", str(root), "-c", "user.email=t@example.com",
-                    "-c", "user.name=t", *args], check=True, capture_output=True)
+                    "-c", "user.name=t", "-c", "protocol.file.allow=always", *args],
+                   check=True, capture_output=True)
 
 
 def committed_repo(root: Path, files: dict[str, str | bytes]) -> Path:
@@ -168,3 +171,64 @@ def test_a_dirty_bonus_too_big_to_be_meaningful_is_refused(repo: Path, value: st
 
     assert run.returncode == 1
     assert "key 'dirty_bonus' must be at most 100" in run.stderr
+
+
+# --- what finding dirty files must not do, and submodules -------------------------------
+
+
+CLEAN = {"pkg/a.py": "def alpha():\n    return 1\n", "pkg/b.py": "def beta():\n    return 2\n"}
+
+
+def test_finding_dirty_files_does_not_write_the_repository_index(tmp_path):
+    # `git status` refreshes and rewrites .git/index under index.lock when file times moved:
+    # run beside the user's own `git commit`, that lock makes the commit fail.
+    repo = committed_repo(tmp_path / "repo", CLEAN)
+    for name in CLEAN:
+        later = (repo / name).stat().st_mtime + 100
+        os.utime(repo / name, (later, later))
+    index = repo / ".git" / "index"
+    before = (index.read_bytes(), index.stat().st_mtime_ns)
+
+    found = find_dirty(repo)
+
+    assert found.reason is None and found.kinds == {}
+    assert (index.read_bytes(), index.stat().st_mtime_ns) == before
+
+
+def test_git_dir_in_the_environment_does_not_point_dirty_at_another_repository(
+        tmp_path, monkeypatch):
+    repo = committed_repo(tmp_path / "repo", CLEAN)
+    other = committed_repo(tmp_path / "other", {"unrelated.txt": "hi\n"})
+    (repo / "pkg/b.py").write_text(CLEAN["pkg/b.py"] + "# edited\n")
+    monkeypatch.setenv("GIT_DIR", str(other / ".git"))
+    monkeypatch.setenv("GIT_INDEX_FILE", str(other / ".git" / "index"))
+
+    found = find_dirty(repo)
+
+    assert found.reason is None
+    assert found.kinds == {"pkg/b.py": "modified"}
+
+
+def test_files_changed_inside_a_submodule_are_found_under_its_path(tmp_path):
+    library = committed_repo(tmp_path / "library", CLEAN)
+    repo = committed_repo(tmp_path / "repo", {"top.py": "def top():\n    return 0\n"})
+    git(repo, "submodule", "add", "-q", str(library), "vendor/lib")
+    git(repo, "commit", "-qm", "add the submodule")
+    (repo / "vendor/lib/pkg/a.py").write_text(CLEAN["pkg/a.py"] + "# edited\n")
+    (repo / "vendor/lib/pkg/new.py").write_text("def gamma():\n    return 3\n")
+
+    found = find_dirty(repo)
+
+    assert found.reason is None
+    assert found.kinds == {"vendor/lib/pkg/a.py": "modified",
+                           "vendor/lib/pkg/new.py": "untracked"}
+
+
+def test_a_submodule_is_found_from_a_root_inside_the_superproject(tmp_path):
+    library = committed_repo(tmp_path / "library", CLEAN)
+    repo = committed_repo(tmp_path / "repo", {"top.py": "def top():\n    return 0\n"})
+    git(repo, "submodule", "add", "-q", str(library), "vendor/lib")
+    git(repo, "commit", "-qm", "add the submodule")
+    (repo / "vendor/lib/pkg/b.py").write_text(CLEAN["pkg/b.py"] + "# edited\n")
+
+    assert find_dirty(repo / "vendor").kinds == {"lib/pkg/b.py": "modified"}

@@ -149,3 +149,22 @@ def test_a_slice_root_naming_no_folder_under_the_root_is_a_config_error(
 
     assert run.returncode == 1
     assert "key 'slice_roots'" in run.stderr and "names no folder" in run.stderr
+
+
+# --- how a slice root is spelled ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("root", ["./internal/handlers", "internal/./handlers",
+                                  "internal//handlers", "x/../internal/handlers"])
+def test_a_slice_root_path_is_read_as_the_same_path_however_it_is_spelled(root: str) -> None:
+    assert slice_of("internal/handlers/users/get.go", [root]) == "internal/handlers/users"
+
+
+def test_a_dot_slash_root_is_anchored_at_the_searched_root() -> None:
+    assert slice_of("src/auth/login.py", ["./src"]) == "src/auth"
+    assert slice_of("web/src/auth/login.py", ["./src"]) is None
+
+
+@pytest.mark.parametrize("root", ["", "/", ".", "..", "../src", "src/../.."])
+def test_a_slice_root_that_names_no_folder_under_the_root_matches_nothing(root: str) -> None:
+    assert slice_of("src/auth/login.py", [root]) is None

@@ -7,8 +7,12 @@ from pathlib import Path
 
 import pytest
 from search_fixtures import RETRY, cli, make_repo, search
+from slm_rerank_formatters import render_markdown
 
 from slm_rerank import pipeline
+from slm_rerank.context.grouping import SliceGroup
+from slm_rerank.context.stubs import build_stub
+from slm_rerank.report import Citation, Report
 
 #: A module where the cited method has siblings to fold.
 SERVICE = """\
@@ -173,3 +177,30 @@ def test_escape_sequences_in_a_stubbed_files_code_are_shown_not_obeyed(
     assert not re.search("[\x1b\x07\u2028]", run.stdout), repr(run.stdout)
     assert 'banner = "\\x1b]0;pwned\\x07\\x1b[2J"' in run.stdout
     assert "# \\u2028- forged line" in run.stdout
+
+
+# --- markdown ---------------------------------------------------------------------------
+
+
+def stubbed_report(path: str, by_slice: bool = False) -> Report:
+    citation = Citation(path=path, start_line=1, end_line=2, symbol="init", score=1.0,
+                        lexical_score=1.0)
+    citation.stub = build_stub(path, "def init():\n    return 1\n", [(1, 2)])
+    slices = [SliceGroup(None, [0], 1.0)] if by_slice else None
+    return Report(query="init", root="/r", mode="fast", results=[citation], slices=slices)
+
+
+@pytest.mark.parametrize("path", ["pkg/__init__.py", "a*b*c.py", "x|y.py"])
+def test_markdown_names_a_stubbed_file_in_a_code_span_so_it_shows_as_written(path: str):
+    # Unquoted, `pkg/__init__.py` renders as "pkg/**init**.py" in bold.
+    out = render_markdown(stubbed_report(path))
+
+    heading = next(line for line in out.splitlines() if "stub:" in line)
+    assert f"`{path}:1-2`" in heading
+
+
+def test_markdown_does_not_show_the_files_outside_any_slice_as_a_slice_named_so():
+    out = render_markdown(stubbed_report("setup.py", by_slice=True))
+
+    assert "### outside any slice" in out
+    assert "`(outside any slice)`" not in out

@@ -6,6 +6,7 @@ import os
 import re
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -494,3 +495,65 @@ def test_stub_file_of_an_unknown_kind_falls_back_to_context(tmp_path):
 
     assert stub.method == "context"
     assert set(kept(stub)) == {24, 25, 26}
+
+
+# --- odd files ----------------------------------------------------------------------------
+
+
+def numbered(stub_text: str) -> dict[int, str]:
+    """Line number -> source line of each kept line of a stub."""
+    kept = (re.match(r"^ *(\d+)[> ] (.*)$", line, re.S) for line in stub_text.split("\n"))
+    return {int(m.group(1)): m.group(2) for m in kept if m}
+
+
+def test_a_lone_carriage_return_does_not_shift_the_python_folds():
+    # Python's parser ends a line at a lone CR; git, ripgrep and editors do not: for them
+    # line 1 is "# a\rb" and f starts on line 2, so its body is lines 3-5.
+    text = "# a\rb\ndef f():\n    a = 1\n    b = 2\n    return 3\n\ndef g():\n    pass\n"
+
+    stub = build_stub("m.py", text, [(7, 8)])
+
+    lines = numbered(stub.text)
+    assert lines[2] == "def f():"
+    assert 3 not in lines and "… (folded 3 lines)" in stub.text
+    assert lines[7] == "def g():"
+
+
+def test_a_very_long_line_is_cut_in_the_stub_and_the_note_says_so():
+    long_line = 'DATA = "' + "x" * 1_900_000 + '"'
+    text = "def load():\n    return 1\n\n" + long_line + "\n"
+
+    stub = build_stub("gen.py", text, [(1, 2)])
+
+    assert len(stub.text) < 5_000
+    assert "4  DATA = \"xxx" in stub.text
+    assert "1899" in stub.text  # how many characters were cut, in the fold-like marker
+    assert stub.note and "cut" in stub.note and "characters" in stub.note
+    assert stub.kept_lines + stub.folded_lines == stub.total_lines == 4
+
+
+def test_an_empty_file_has_no_lines_to_stub():
+    stub = build_stub("empty.py", "", [])
+
+    assert (stub.text, stub.kept_lines, stub.total_lines) == ("", 0, 0)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_stub_file_of_a_named_pipe_gives_a_note_instead_of_waiting_for_a_writer(tmp_path):
+    os.mkfifo(tmp_path / "pipe.py")
+    result: list[object] = []
+    reader = threading.Thread(target=lambda: result.append(
+        stub_file(tmp_path, "pipe.py", [(1, 1)])), daemon=True)
+
+    reader.start()
+    reader.join(timeout=10)
+    blocked = reader.is_alive()
+    if blocked:  # open the writing end so the stuck reader returns and the test can end
+        with open(tmp_path / "pipe.py", "wb"):
+            pass
+        reader.join(timeout=10)
+
+    assert not blocked, "stub_file waited for a writer on a named pipe"
+    stub = result[0]
+    assert stub.text == ""  # type: ignore[attr-defined]
+    assert "not a regular file" in stub.note  # type: ignore[attr-defined]

@@ -1,9 +1,23 @@
-"""Reading what `rg -o --null` and `git grep -o -z` print (outputs recorded from rg 14.1.0
-and git 2.39.5)."""
+"""Reading what `rg -o --null` and `git grep -o -z` print, and counting term matches from
+it cheaply and exactly (outputs recorded from rg 14.1.0 and git 2.39.5)."""
 
 from __future__ import annotations
 
-from slm_rerank.lexical.matches import count_terms, match_records, split_file_list, stderr_excerpt
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import slm_rerank_ripgrep
+
+from slm_rerank.lexical.matches import (
+    count_grouped_terms,
+    count_terms,
+    match_records,
+    split_file_list,
+    stderr_excerpt,
+)
+from slm_rerank.registrations import SourceQuery
 
 
 def test_a_path_holding_a_newline_or_a_carriage_return_is_one_record() -> None:
@@ -57,3 +71,111 @@ def test_a_tools_stderr_is_cut_to_one_line_of_a_few_messages() -> None:
     assert excerpt.startswith("rg: f0.py: Permission denied (os error 13) | rg: f1.py")
     assert excerpt.endswith("… and 9 more lines")
     assert stderr_excerpt(b"") == "(nothing on stderr)"
+
+
+# --- counting: rg's grouped output (--heading), and the ripgrep source on odd names ---------
+
+# Recorded from rg 14.1.0 (`rg -o -i -F --null --with-filename --heading --binary -e retries
+# -e retry`), once in its parallel order and once with `--sort path`, over a tree whose file
+# names hold newlines, a carriage return and a byte that is not UTF-8, with a binary file
+# and a file whose NUL byte comes after many matches.
+
+
+NOTICE_LATE = b'./late.txt: binary file matches (found "\\0" byte around offset 300000)\n'
+
+
+NOTICE_BIN = b'./lib/cache.bin: binary file matches (found "\\0" byte around offset 10)\n'
+
+
+WARNING_LATE = (b'./late.txt: WARNING: stopped searching binary file after match '
+                b'(found "\\0" byte around offset 300000)\n')
+
+
+PARALLEL = (b"./two\n\nlines.py\0Retry\nretry\n\n"
+            b"./c\rr.py\0RETRY\n\n"
+            + NOTICE_BIN + b"\n"
+            + b"./bad\xffname.py\0retries\n\n"
+            + b"./late.txt\0" + b"retry\n" * 3 + NOTICE_LATE)
+
+
+SORTED = (b"./bad\xffname.py\0retries\n\n"
+          b"./c\rr.py\0RETRY\n\n"
+          b"./late.txt\0" + b"retry\n" * 3 + NOTICE_LATE + NOTICE_BIN + b"\n"
+          b"./two\n\nlines.py\0Retry\nretry\n")
+
+
+EXPECTED = {
+    "two\n\nlines.py": {"retry": 2},
+    "c\rr.py": {"retry": 1},
+    "bad\udcffname.py": {"retries": 1},
+    "late.txt": {"retry": 3},
+}
+
+
+@pytest.mark.parametrize("output", [PARALLEL, SORTED], ids=["parallel", "sorted"])
+def test_grouped_output_counts_each_files_matches_whatever_its_name_holds(output: bytes
+                                                                          ) -> None:
+    assert count_grouped_terms(output, ["retry", "retries"]) == EXPECTED
+
+
+def test_grouped_output_skips_notices_before_the_first_path_and_warnings_among_matches(
+        ) -> None:
+    output = (NOTICE_BIN + b"\n" + b"./late.txt\0retry\nRetry\n" + WARNING_LATE + b"\n"
+              + b"./a.py\0retry\n")
+    assert count_grouped_terms(output, ["retry"]) == {"late.txt": {"retry": 2},
+                                                      "a.py": {"retry": 1}}
+
+
+def test_a_notice_line_does_not_count_for_a_term_it_happens_to_contain() -> None:
+    output = b"./a.py\0binary\n" + NOTICE_BIN.replace(b"./lib/cache.bin", b"./binary.bin")
+    assert count_grouped_terms(output, ["binary"]) == {"a.py": {"binary": 1}}
+
+
+def test_grouped_output_without_matches_counts_nothing() -> None:
+    assert count_grouped_terms(b"", ["retry"]) == {}
+    assert count_grouped_terms(NOTICE_BIN, ["retry"]) == {}
+
+
+def test_record_output_gives_the_same_counts_with_or_without_a_path_holding_a_newline(
+        ) -> None:
+    # One record a line is counted line by line; a path with a newline in it breaks that,
+    # and the records are then read one by one: the counts must not depend on which.
+    plain = b"src/a.py\0Retry\nsrc/a.py\0retry\n" + WARNING_LATE + b"./b.py\0retries\n"
+    odd = plain + b"two\n\nlines.py\0RETRY\n"
+    assert count_terms(plain, ["retry", "retries"]) == {
+        "src/a.py": {"retry": 2}, "b.py": {"retries": 1}}
+    assert count_terms(odd, ["retry", "retries"]) == {
+        "src/a.py": {"retry": 2}, "b.py": {"retries": 1},
+        "two\n\nlines.py": {"retry": 1}}
+
+
+def test_the_ripgrep_source_counts_a_tree_with_odd_names_and_binary_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SLM_RERANK_RG", raising=False)
+    root = tmp_path / "repo"
+    files = {
+        b"two\n\nlines.py": b"Retry retry\n",
+        b"bad\xffname.py": b"retries\n",
+        b"c\rr.py": b"RETRY\n",
+        b"none.py": b"nothing\n",
+        b"lib/cache.bin": b"retry = 1\n\0\0\0 compiled\n",
+        # rg meets the NUL byte only after it printed the matches before it
+        b"late.txt": b"retry\n" * 50_000 + b"\0retry\n",
+    }
+    for name, data in files.items():
+        path = root / os.fsdecode(name)  # surrogateescape: a name need not be UTF-8
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+
+    for explain in (False, True):
+        hits = slm_rerank_ripgrep.search(SourceQuery(root=root.resolve(),
+                                                     terms=["retry", "retries"],
+                                                     explain=explain))
+        late = hits.body_counts.pop("late.txt")
+        assert hits.body_counts == {"two\n\nlines.py": {"retry": 2}, "c\rr.py": {"retry": 1},
+                                    "bad\udcffname.py": {"retries": 1}}
+        assert 0 < late["retry"] <= 50_001
+        if explain:
+            assert hits.skipped == {"lib/cache.bin": "binary (NUL byte)",
+                                    "late.txt": "binary (NUL byte)"}

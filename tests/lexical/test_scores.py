@@ -1,5 +1,5 @@
-"""The lexical scores, computed with less work per file and chunk, are the same numbers
-(issue 9): counts per chunk from one scan of the file, a path's kind from one split."""
+"""The lexical scores, computed with less work per file and chunk, are the same numbers:
+counts per chunk from one scan of the file, a path's kind from one split."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Finding model servers: what a probe makes of each server kind, the scan, the environment.
 
-Fakes answer with payloads kept in tests/fixtures/wire/; the last tests probe and scan a
-real llama-server.
+Fakes answer with payloads kept in tests/fixtures/wire/; tests/live/model/test_discovery.py
+probes and scans a real llama-server.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import httpx
 import pytest
 from misbehaving_servers import misbehaving_server
 from pytest_httpserver import HTTPServer
-from search_fixtures import REPO_FILES, cli, free_port, make_repo
+from search_fixtures import cli
 
 from slm_rerank.errors import ConfigError
 from slm_rerank.model import discovery
@@ -288,52 +288,7 @@ def test_a_bad_base_url_is_a_config_error_naming_it(url: str):
         check_base_url(url)
 
 
-# --- a real llama-server -------------------------------------------------------------------
-
-
-def test_probe_of_a_real_llama_server_gives_its_kind_model_slots_and_context(
-        llama_server: Any):
-    found = probe(llama_server.base_url)
-
-    assert found.endpoint == Endpoint(llama_server.base_url, "llama.cpp", llama_server.model_id,
-                                      llama_server.slots,
-                                      context_tokens=llama_server.ctx_per_slot)
-
-
-def test_scan_finds_a_real_llama_server_among_closed_ports(llama_server: Any):
-    port = int(llama_server.base_url.rsplit(":", 1)[1])
-    ports = [*closed_ports(3), port]
-
-    probes = asyncio.run(discovery.scan("127.0.0.1", ports))
-
-    assert [p.reason for p in probes[:3]] == ["refused"] * 3
-    assert probes[3].endpoint is not None and probes[3].endpoint.kind == "llama.cpp"
-    assert probes[3].endpoint.slots == llama_server.slots
-
-
 # --- the managed server, wherever it listens -------------------------------------------------
-
-
-@pytest.mark.bundled_server
-def test_a_managed_server_on_a_port_outside_the_scan_is_found_by_local_and_endpoints(
-        cache: Path, tmp_path: Path):
-    port = free_port()  # outside 8033-8040: a scan of those ports alone misses it
-    repo = make_repo(tmp_path / "repo", REPO_FILES)
-    started = cli("serve", "--background", "--port", str(port), cwd=tmp_path, timeout=240)
-    assert started.returncode == 0, started.stderr
-    url = f"http://127.0.0.1:{port}"
-
-    run = cli("--local", "--format", "json", "--rerank-top", "1", "-q", "retry backoff",
-              cwd=repo, timeout=240)
-    listed = cli("endpoints", "--format", "json", cwd=tmp_path, timeout=60)
-
-    assert run.returncode == 0, run.stderr
-    assert run.json()["model"]["endpoint"] == url
-    assert "pass --local" not in run.stdout + run.stderr
-    rows = {row["url"]: row for row in json.loads(listed.stdout)}
-    assert rows[url]["kind"] == "llama.cpp"
-    assert cli("endpoints", cwd=tmp_path, timeout=60).stdout.startswith(
-        f"{url}  llama.cpp")  # listed first, and marked as the managed one
 
 
 def test_a_managed_server_record_that_hangs_is_given_up_within_the_deadline(

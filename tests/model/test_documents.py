@@ -1,4 +1,5 @@
-"""The documents API: any documents, any scorer, the caller's objects back with signals."""
+"""The documents API: any documents, any scorer, the caller's objects back with signals;
+what a careless caller passes is judged with a warning or refused saying what to pass."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 import pytest
 import slm_rerank_openai
+from fake_plugins import LengthJudge, length_host
 
 import slm_rerank
 from slm_rerank.config import Settings
@@ -158,24 +160,6 @@ def test_inside_a_running_loop_the_sync_call_says_to_await(tmp_path: Path) -> No
     asyncio.run(main())
 
 
-def test_the_real_server_judges_plain_documents_with_the_yes_no_scorer(
-        llama_server: Any, tmp_path: Path) -> None:
-    docs = ["To rotate an API key, open Settings > Security and press Rotate.",
-            "Our office is closed on public holidays.",
-            {"id": "k", "text": "API keys expire after 90 days unless rotated."}]
-
-    result = slm_rerank.rerank_documents("how do I rotate an API key?", docs,
-                                         base_url=llama_server.base_url, cache=False)
-
-    assert result.degraded is None, result.degraded
-    assert result.endpoint == llama_server.base_url and result.scorer == "yesno"
-    assert result.profile == "gemma-base"
-    assert sorted(r.index for r in result) == [0, 1, 2]
-    assert all(r.score is not None and 0.0 < r.score < 1.0 for r in result)
-    assert [r.score for r in result] == sorted((r.score for r in result), reverse=True)
-    assert next(r for r in result if r.id == "k").document is docs[2]
-
-
 class WeightedJudge:
     """A cacheable scorer with a setting that changes its verdicts."""
 
@@ -237,3 +221,60 @@ def test_a_document_with_a_lone_surrogate_hashes() -> None:
     from slm_rerank.registrations import Document
 
     assert Document.of("1", "broken \ud800 text").content_hash
+
+
+# --- odd input (a judge of document length) ---------------------------------------------
+
+
+def test_lone_surrogates_in_documents_or_query_are_judged_as_replacement_characters() -> None:
+    LengthJudge.seen = []
+    # json.loads('"\\ud800"') makes such strings: what a JSON body or a bad decode hands over
+    docs = ["ab\ud800cd", "plain", "\ud83d\ude00 a pair split in a str"]
+
+    result = slm_rerank.rerank_documents("key\udfff", docs, host=length_host())
+
+    assert len(result) == 3 and all(r.score is not None for r in result)
+    assert {id(r.document) for r in result} == {id(d) for d in docs}  # the caller's own
+    assert "ab\ufffdcd" in LengthJudge.seen and "key\ufffd" in LengthJudge.seen
+    assert "\U0001f600 a pair split in a str" in LengthJudge.seen
+    assert any(w.startswith("2 of 3 documents held UTF-16 surrogates") for w in
+               result.warnings), result.warnings
+    assert any(w.startswith("the query held UTF-16 surrogates") for w in result.warnings)
+
+
+def test_a_document_cut_to_fit_the_prompt_is_a_warning_of_the_result() -> None:
+    result = slm_rerank.rerank_documents("q", ["x" * 10_000_000, "short"], host=length_host())
+
+    assert len(result) == 2
+    assert any(w.startswith("1 of 2 documents were cut to their first") for w in
+               result.warnings), result.warnings
+
+
+def test_top_n_true_is_refused_not_read_as_one() -> None:
+    with pytest.raises(ValueError, match="top_n must be a positive integer, not True"):
+        slm_rerank.rerank_documents("q", ["a", "b"], top_n=True, host=length_host())
+
+
+def test_metadata_that_is_not_a_mapping_does_not_hide_the_document() -> None:
+    docs = [{"text": "a", "metadata": ["tag"]}, {"text": "bb", "metadata": None},
+            {"text": "ccc", "metadata": {"id": "m-3"}}]
+
+    result = slm_rerank.rerank_documents("q", docs, host=length_host())
+
+    assert sorted(r.id for r in result) == ["0", "1", "m-3"]
+
+
+def test_a_generator_of_documents_is_refused_with_what_to_pass() -> None:
+    with pytest.raises(TypeError, match=r"not generator; pass list\(documents\)"):
+        slm_rerank.rerank_documents("q", (d for d in ["a"]), host=length_host())
+
+
+def test_an_upstream_score_of_any_real_number_type_is_kept_and_nan_is_none() -> None:
+    from fractions import Fraction  # a numbers.Real that is no float, as numpy's float32
+
+    docs = [{"text": "a", "score": Fraction(9, 10)}, {"text": "bb", "score": float("nan")},
+            {"text": "ccc", "score": True}]
+
+    result = slm_rerank.rerank_documents("q", docs, host=length_host())
+
+    assert {r.index: r.upstream_score for r in result} == {0: 0.9, 1: None, 2: None}

@@ -1,7 +1,7 @@
 """A short generation from the model client, and query expansion against a real server.
 
 Fakes answer with payloads recorded from a real llama-server (tests/fixtures/wire/), with
-the generated text replaced; the last tests ask the real llama-server.
+the generated text replaced; tests/live/model/test_expand_model.py asks the real one.
 """
 
 from __future__ import annotations
@@ -172,37 +172,3 @@ def test_the_expansion_deadline_is_the_runs_timeout(tmp_path: Path) -> None:
     short, long = seen
     assert 0 < short <= 0.5  # a short --timeout is not stretched to a fixed allowance
     assert 50 < long <= 100.0  # nor a long one cut to it
-
-
-# --- the real server ----------------------------------------------------------------------
-
-
-#: How long a request to the shared real server may take before a test calls it hung. The
-#: tests below are about what the server answers, not how fast: on two busy cores the
-#: shared server may still be finishing requests an earlier test abandoned at its deadline,
-#: and 8 tokens then take several seconds (a fixed 5 s failed on a busy machine).
-REAL_SERVER_SECONDS = 120.0
-
-
-def test_real_llama_cpp_generates_a_short_line(llama_server: Any) -> None:
-    endpoint = Endpoint(llama_server.base_url, "llama.cpp", llama_server.model_id)
-    text = generate(endpoint, "Colours: red, green,", max_tokens=8,
-                    timeout=REAL_SERVER_SECONDS)
-    assert text.strip() and "\n" not in text
-
-
-def test_real_expansion_adds_model_words_at_half_weight(
-        llama_server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # about what expansion adds, not how fast: --timeout is the run's, and generous
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "cache.py").write_text("def invalidate(cache):\n    cache.clear()\n")
-    host = Host.from_environment(start=repo, flags={"base_url": llama_server.base_url,
-                                                    "cache_dir": str(tmp_path / "cache"),
-                                                    "timeout": REAL_SERVER_SECONDS})
-    report = slm_rerank.search("how is the cache invalidated", repo, fast=True, host=host,
-                               expand=True, caller="test")
-    added = [n for n in report.notes if n.startswith("expander llm")]
-    assert added and "failed" not in added[0], report.notes
-    assert [c.path for c in report.results][:1] == ["cache.py"]
-    assert (tmp_path / "cache" / "expansions.json").is_file()

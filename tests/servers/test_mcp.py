@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
 import pytest
+from click.testing import CliRunner, Result
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from pytest_httpserver import HTTPServer
 from search_fixtures import CLI, REPO_FILES, make_repo
 
+from slm_rerank.cli.commands import cli
 from slm_rerank.host import Host
 from slm_rerank.servers import mcp as mcp_server
 
@@ -330,3 +332,31 @@ def test_registering_the_mcp_command_imports_neither_the_sdk_nor_httpx() -> None
                           check=True)
 
     assert done.stdout.strip() == "[]"
+
+
+def run(*args: str, **kwargs) -> Result:  # type: ignore[no-untyped-def]
+    """`slm-rerank ARGS` in this process, for what the command does before it serves."""
+    return CliRunner().invoke(cli, list(args), **kwargs)
+
+
+def test_mcp_takes_local_as_the_degraded_note_tells_its_user(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from slm_rerank.servers import mcp as mcp_server
+
+    served: list[mcp_server.RerankService] = []
+
+    class NotServed:
+        def run(self, transport: str) -> None:
+            pass
+
+    def build(service: mcp_server.RerankService) -> NotServed:
+        served.append(service)
+        return NotServed()
+
+    monkeypatch.setattr(mcp_server, "build_server", build)
+    monkeypatch.chdir(repo)
+
+    result = run("mcp", "--local")
+
+    assert result.exit_code == 0, result.output
+    assert served[0].host_for(served[0].default_root).settings.auto_serve is True

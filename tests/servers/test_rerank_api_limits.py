@@ -1,9 +1,13 @@
 """serve-api's bounds at start-up and at the door: the API key file is read with a size
 cap and never waited on for ever; the listen queue holds as many connections as the
-server serves, so a burst of clients gets HTTP answers, not SYN retransmits and resets."""
+server serves, so a burst of clients gets HTTP answers, not SYN retransmits and resets.
+What a hostile client sends (a request trickled a byte at a time, arrays nested 100k deep,
+lone surrogates) gets a ranking that says what it changed or an error that says what to
+fix; never a traceback, a hang or a silent guess."""
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import socket
@@ -11,9 +15,12 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import pytest
+from fake_plugins import length_host
 from search_fixtures import free_port
 
 from slm_rerank.config import Settings
@@ -168,3 +175,142 @@ def test_a_burst_of_connections_fits_the_listen_queue_and_each_gets_an_http_answ
     assert all(a.startswith(b"HTTP/1.1 200 ") for a in first), first
     assert all(a.startswith(b"HTTP/1.1 503 ") and b'"type": "busy"' in a for a in second), \
         second
+
+
+# --- hostile clients (in-process, the length judge) --------------------------------------
+
+
+@pytest.fixture
+def api(in_process_api: Callable[..., tuple[str, int]]) -> Callable[..., tuple[str, int]]:
+    """serve-api in this process with the length judge; ``start(**options)`` -> (url, port)."""
+    return lambda **options: in_process_api(length_host(), **options)
+
+
+def rerank_bytes(body: bytes) -> bytes:
+    return (b"POST /v1/rerank HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(body)) + body
+
+
+def trickle(port: int, head: bytes, tail: bytes, pause: float) -> tuple[int, bytes]:
+    """Send ``head`` at once and ``tail`` one byte per ``pause`` s, as slowloris does;
+    how many bytes of ``tail`` went out before the server answered or hung up, and the
+    answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(head)
+        for sent, byte in enumerate(tail):
+            try:
+                sock.sendall(bytes([byte]))
+            except OSError:
+                return sent, b""
+            # the server answered (or closed) without waiting for the rest
+            sock.setblocking(False)
+            try:
+                answer = sock.recv(4096)
+                sock.setblocking(True)
+                return sent, answer
+            except BlockingIOError:
+                sock.setblocking(True)
+            time.sleep(pause)
+        return len(tail), sock.recv(4096)
+
+
+def test_a_request_trickled_a_byte_at_a_time_is_cut_off_not_served_for_ever(
+        api: Callable[..., tuple[str, int]]) -> None:
+    _, port = api(request_seconds=1.0)
+    request = rerank_bytes(json.dumps({"query": "q", "documents": ["a" * 40]}).encode())
+    head, body = request.split(b"\r\n\r\n", 1)
+
+    sent_headers, _ = trickle(port, b"", head, pause=0.1)  # 120 bytes: 12 s if let be
+    sent_body, answer = trickle(port, head + b"\r\n\r\n", body, pause=0.1)
+
+    assert sent_headers < len(head)  # the server hung up part-way through the headers
+    assert sent_body < len(body)
+    assert answer.startswith(b"HTTP/1.1 408") and b"was not received in time" in answer
+
+
+def test_a_kept_alive_connection_may_idle_between_requests_longer_than_a_request_may_take(
+        api: Callable[..., tuple[str, int]]) -> None:
+    url, _ = api(request_seconds=0.5)
+
+    with httpx.Client(timeout=10) as client:
+        first = client.post(url + "/v1/rerank", json={"query": "q", "documents": ["a"]})
+        time.sleep(1.0)
+        second = client.post(url + "/v1/rerank", json={"query": "q", "documents": ["b"]})
+
+    assert (first.status_code, second.status_code) == (200, 200), second.text
+
+
+def test_a_deeply_nested_body_is_a_400_not_an_internal_error(
+        api: Callable[..., tuple[str, int]]) -> None:
+    url, _ = api()
+
+    response = httpx.post(url + "/v1/rerank", content=b'{"query": "q", "documents": ['
+                          + b"[" * 100_000 + b"]" * 100_000 + b"]}",
+                          headers={"Content-Type": "application/json"})
+
+    assert response.status_code == 400, response.text
+    assert "nests arrays or objects too deeply" in response.json()["message"]
+
+
+def test_lone_surrogates_in_a_request_are_judged_not_a_500(
+        api: Callable[..., tuple[str, int]]) -> None:
+    url, _ = api()
+
+    response = httpx.post(url + "/v1/rerank", content=b'{"query": "q\\ud800", "documents": '
+                          b'["a\\udfffb", "c"], "return_documents": true}',
+                          headers={"Content-Type": "application/json"})
+
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert sorted(r["index"] for r in body["results"]) == [0, 1]
+    assert any("surrogates" in w for w in body["meta"]["warnings"])
+
+
+def test_a_document_cut_to_fit_the_prompt_is_named_in_the_answers_warnings(
+        api: Callable[..., tuple[str, int]]) -> None:
+    url, _ = api()
+
+    response = httpx.post(url + "/v1/rerank", json={"query": "q",
+                                                    "documents": ["x" * 1_000_000, "y"]})
+
+    assert response.status_code == 200, response.text
+    assert any(w.startswith("1 of 2 documents were cut to their first")
+               for w in response.json()["meta"]["warnings"])
+
+
+def test_an_api_key_no_client_could_send_is_refused_at_start(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "key").write_text("clé-secrète\n", encoding="utf-8")
+    monkeypatch.setenv("RERANK_KEY", "two\nlines")
+
+    with pytest.raises(ConfigError, match="--api-key-file .*non-ASCII"):
+        read_api_key(None, tmp_path / "key")
+    with pytest.raises(ConfigError, match="--api-key-env RERANK_KEY: .*printable ASCII"):
+        read_api_key("RERANK_KEY", None)
+
+
+def test_connections_beyond_max_connections_are_answered_503_and_closed(
+        api: Callable[..., tuple[str, int]]) -> None:
+    url, port = api(max_connections=2)
+    idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
+    try:
+        time.sleep(0.3)  # both are being served (their threads wait for a request line)
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as third:
+            third.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            answer = third.recv(65536)
+    finally:
+        for conn in idle:
+            conn.close()
+
+    assert answer.startswith(b"HTTP/1.1 503")
+    assert b"too many open connections (max_connections = 2)" in answer
+    # once the idle ones are gone, the server answers again
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as again:
+            again.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            if again.recv(65536).startswith(b"HTTP/1.1 200"):
+                break
+        time.sleep(0.2)
+    else:
+        raise AssertionError(f"{url} did not answer /health once the idle connections closed")

@@ -18,7 +18,7 @@ import httpx
 import pytest
 from search_fixtures import cli, load_plugins, make_repo
 
-FIXTURES = (Path(__file__).resolve().parents[2] / "plugins" / "slm-rerank-rerank-endpoint"
+FIXTURES = (Path(__file__).resolve().parents[3] / "plugins" / "slm-rerank-rerank-endpoint"
             / "tests" / "fixtures")
 FILES = {
     "net/retry.py": "def retry_backoff(attempt):\n    return 2 ** attempt\n",

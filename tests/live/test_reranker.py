@@ -9,7 +9,6 @@ import pytest
 from search_fixtures import make_repo
 
 import slm_rerank
-from slm_rerank.errors import ConfigError
 from slm_rerank.report import Report
 
 FILES = {
@@ -56,8 +55,3 @@ def test_a_dead_server_degrades_and_keeps_the_lexical_order(report, llama_server
     assert result.degraded is not None and server.base_url in result.degraded
     assert [r.path for r in result] == [c.path for c in report.results]
     assert all(r.model_score is None for r in result)
-
-
-def test_a_bad_setting_is_an_error_when_the_reranker_is_made() -> None:
-    with pytest.raises(ConfigError, match="threshold"):
-        slm_rerank.Reranker(threshold=3.0)

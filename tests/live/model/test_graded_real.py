@@ -17,7 +17,7 @@ FILES = {
     "net/client.py": "from net.retry import retry_backoff\n\ndef get(url):\n    return url\n",
     "ui/colour.py": "RED = 'red'\n",
 }
-RECORDED = (Path(__file__).resolve().parents[2] / "plugins" / "slm-rerank-graded" / "tests"
+RECORDED = (Path(__file__).resolve().parents[3] / "plugins" / "slm-rerank-graded" / "tests"
             / "fixtures" / "llamacpp-graded-logprobs.json")
 
 

@@ -18,7 +18,7 @@ from search_fixtures import cli, load_plugins, make_repo, user_config
 from slm_rerank_listwise import prompt
 from slm_rerank_listwise.answer import parse_ranking
 
-FIXTURES = (Path(__file__).resolve().parents[2] / "plugins" / "slm-rerank-listwise" / "tests"
+FIXTURES = (Path(__file__).resolve().parents[3] / "plugins" / "slm-rerank-listwise" / "tests"
             / "fixtures")
 FILES = {
     "net/retry.py": "def retry_backoff(attempt):\n    return 2 ** attempt\n",

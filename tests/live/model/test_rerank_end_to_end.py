@@ -68,13 +68,6 @@ def test_a_killed_server_degrades_to_the_lexical_order(small_repo: Path,
     assert all(r["model_score"] is None for r in doc["results"])
 
 
-def test_fast_never_contacts_the_server(small_repo: Path) -> None:
-    run = cli("-q", "retry backoff", "--fast", "--format", "json", "-e", "http://127.0.0.1:9",
-              cwd=small_repo)
-    doc = json.loads(run.stdout)
-    assert run.returncode == 0 and doc["model"] is None and doc["degraded"] is None
-
-
 def test_an_unknown_model_profile_is_a_one_line_error(small_repo: Path, llama_server) -> None:  # type: ignore[no-untyped-def]
     run = cli("-q", "retry", "-e", llama_server.base_url, "--model", "nosuch", cwd=small_repo)
     assert run.returncode == 1
