@@ -28,7 +28,7 @@ ifneq ($(LLAMA_SERVER),skip)
 endif
 	touch $@
 
-# With LLAMA_SERVER=skip the tests that need a llama-server skip, saying so (tests/live_fixtures.py).
+# With LLAMA_SERVER=skip the tests that need a llama-server skip, saying so (tests/live/conftest.py).
 TEST_ENV := $(if $(filter skip,$(LLAMA_SERVER)),SLM_RERANK_WITHOUT_LLAMA_SERVER=1)
 
 test: install

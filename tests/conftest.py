@@ -17,14 +17,6 @@ def repo(tmp_path: Path) -> Path:
     """A small git repository (``search_fixtures.REPO_FILES``): retry code and its neighbours."""
     return make_repo(tmp_path / "repo", REPO_FILES)
 
-# The real llama-server fixtures (and the LLAMA_SERVER=skip rule), for every test folder.
-from live_fixtures import (  # noqa: E402, F401
-    cache,
-    in_process_api,
-    llama_server,
-    llama_server_factory,
-    pytest_collection_modifyitems,
-)
-
-# `slm-rerank serve-api` as a subprocess, for tests/servers and tests/live/servers alike.
-from serve_api_fixtures import serve_api  # noqa: E402, F401
+# `slm-rerank serve-api` as a subprocess or in process, for tests/servers and
+# tests/live/servers alike.
+from serve_api_fixtures import in_process_api, serve_api  # noqa: E402, F401

@@ -76,3 +76,32 @@ def serve_api(tmp_path: Path) -> Iterator[Callable[..., ApiServer]]:
 def post(server: ApiServer, body: Any, path: str = "/v1/rerank", **kwargs: Any
          ) -> httpx.Response:
     return httpx.post(server.url + path, json=body, timeout=300, **kwargs)
+
+
+@pytest.fixture
+def in_process_api() -> Iterator[Callable[..., tuple[str, int]]]:
+    """``start(host, **options)`` runs serve-api's HTTP server in this process for ``host``
+    with ``ApiOptions(**options)`` on a free port outside the scanned range, and returns
+    (url, port); every server started is shut down after the test."""
+    import threading
+
+    from slm_rerank.servers.rerank_api import ApiOptions, RerankService, make_server
+
+    running: list[tuple[Any, RerankService]] = []
+
+    def start(host: Any, **options: Any) -> tuple[str, int]:
+        service = RerankService(host, ApiOptions(port=free_port(), **options))
+        server = make_server(service)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        running.append((server, service))
+        port = server.server_address[1]
+        return f"http://127.0.0.1:{port}", port
+
+    try:
+        yield start
+    finally:
+        for server, service in running:
+            server.shutdown()
+            server.server_close()
+            service.close()
+

@@ -1,7 +1,7 @@
 """Start, probe and stop a local llama.cpp ``llama-server``; find what ``install.py`` installed.
 
 Standard library only: ``install.py`` uses it for its smoke test before anything else is
-installed, and the model-stage tests (``tests/live_fixtures.py``) load it by path.
+installed, and the model-stage tests (``tests/live/conftest.py``) load it by path.
 """
 
 from __future__ import annotations

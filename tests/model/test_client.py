@@ -1,7 +1,7 @@
 """The model client: one token's top-K logprobs from every server kind, faults as our errors.
 
 Fakes answer with payloads kept in tests/fixtures/wire/ (WIRE.md's shapes; the llama.cpp
-ones recorded from a real llama-server by tests/live_fixtures.py), and check the request
+ones recorded from a real llama-server by tests/model/record_wire.py), and check the request
 body we send. tests/live/model/test_client.py asks a real llama-server.
 """
 

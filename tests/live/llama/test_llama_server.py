@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from llamaserver import BINARY_ENV, GGUF_ENV, LlamaServerError, find_installed, http_json
 
-HERE = Path(__file__).resolve().parent
-WIRE = HERE.parent / "fixtures" / "wire"
+TESTS = Path(__file__).resolve().parents[2]
+WIRE = TESTS / "fixtures" / "wire"
 RECORDED = sorted(path for path in WIRE.glob("llamacpp-*.json")
                   if json.loads(path.read_text()).get("recorded_with", {}).get("recorded_by")
                   == "tests/model/record_wire.py")
@@ -71,7 +71,7 @@ def test_the_wire_fixtures_were_recorded_from_this_server() -> None:
 
 def test_the_wire_fixtures_hold_every_request_the_recorder_sends(
         llama_server, monkeypatch: pytest.MonkeyPatch) -> None:
-    recorder = HERE.parent / "model" / "record_wire.py"
+    recorder = TESTS / "model" / "record_wire.py"
     spec = importlib.util.spec_from_file_location("record_wire", recorder)
     assert spec is not None and spec.loader is not None
     record_wire = importlib.util.module_from_spec(spec)

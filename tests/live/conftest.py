@@ -16,19 +16,18 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 # The helper the install script's smoke test uses; contrib/ is not a package.
-_HELPER = Path(__file__).resolve().parents[1] / "contrib" / "llama-server" / "llamaserver.py"
+_HELPER = Path(__file__).resolve().parents[2] / "contrib" / "llama-server" / "llamaserver.py"
 _spec = importlib.util.spec_from_file_location("llamaserver", _HELPER)
 assert _spec is not None and _spec.loader is not None, _HELPER
 llamaserver = importlib.util.module_from_spec(_spec)
 sys.modules.setdefault("llamaserver", llamaserver)
 _spec.loader.exec_module(llamaserver)
 
-WIRE_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "wire"
+WIRE_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "wire"
 
 # Four slots of 2048 tokens: a head of short chunks scored concurrently, with room for a
 # ~1k-token prompt. -c is the whole KV cache, split evenly over the slots in this build.
@@ -148,34 +147,3 @@ def cache(isolated_home: Path) -> Iterator[Path]:
 
     yield isolated_home
     serve.stop(isolated_home)
-
-
-@pytest.fixture
-def in_process_api() -> Iterator[Callable[..., tuple[str, int]]]:
-    """``start(host, **options)`` runs serve-api's HTTP server in this process for ``host``
-    with ``ApiOptions(**options)`` on a free port outside the scanned range, and returns
-    (url, port); every server started is shut down after the test."""
-    import threading
-
-    from search_fixtures import free_port
-
-    from slm_rerank.servers.rerank_api import ApiOptions, RerankService, make_server
-
-    running: list[tuple[Any, RerankService]] = []
-
-    def start(host: Any, **options: Any) -> tuple[str, int]:
-        service = RerankService(host, ApiOptions(port=free_port(), **options))
-        server = make_server(service)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        running.append((server, service))
-        port = server.server_address[1]
-        return f"http://127.0.0.1:{port}", port
-
-    try:
-        yield start
-    finally:
-        for server, service in running:
-            server.shutdown()
-            server.server_close()
-            service.close()
-
