@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 import time
@@ -17,9 +16,9 @@ from pathlib import Path
 
 from slm_rerank import usage
 from slm_rerank.cache_folder import cache_path, usable_folder
-from slm_rerank.config import check_value
 from slm_rerank.host import Host
 from slm_rerank.lexical.scope import resolve_root, resolve_scope
+from slm_rerank.overrides import apply_overrides, overrides
 from slm_rerank.pipeline import SearchRequest, run_search
 from slm_rerank.report import Report
 
@@ -96,13 +95,10 @@ def search(
     started = time.perf_counter()
     cwd = Path.cwd()
     root_path = resolve_root(Path(root), cwd) if root is not None else None
-    flags = {"top_k": top_k, "chunks": chunks}
+    given = overrides(top_k=top_k, chunks=chunks)
     if host is None:
-        host = Host.from_environment(start=root_path or cwd, flags=flags)
-    settings = host.settings
-    overrides = {k: check_value(k, v, "argument") for k, v in flags.items() if v is not None}
-    if overrides:
-        settings = dataclasses.replace(settings, **overrides)
+        host = Host.from_environment(start=root_path or cwd, flags=given)
+    settings = apply_overrides(host.settings, given, "argument")
     host.validate()
     folder = usable_folder(cache_path(settings))
     cache_dir = folder.path
