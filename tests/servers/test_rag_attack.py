@@ -20,7 +20,7 @@ from slm_rerank.config import Settings
 from slm_rerank.errors import ConfigError
 from slm_rerank.host import Host
 from slm_rerank.registrations import DocumentScore, Scorer, ScoreRequest
-from slm_rerank.servers.rerank_api import read_api_key
+from slm_rerank.servers.api_key import read_api_key
 
 
 class LengthJudge:
