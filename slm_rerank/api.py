@@ -77,7 +77,8 @@ def search(
     contacts the model server even when ``fast``.
 
     ``stubs="stub"`` gives each result a ghost stub of its file (``citation.stub``: the
-    skeleton with the cited chunk in full), ``stubs="slice"`` the skeleton alone. ``dirty``
+    skeleton with the cited chunk in full), ``stubs="skeleton"`` the skeleton alone (the
+    old name ``"slice"`` is taken for a release). ``dirty``
     lifts files with uncommitted changes (``--dirty``); ``by_slice`` fills each citation's
     ``slice`` and ``report.slices`` (``--by-slice``). ``root_name`` is how the caller's
     user sets the root, for the error a path outside it gets (the MCP tool's ``root``).
@@ -88,8 +89,10 @@ def search(
         # a str is a sequence too: its characters were searched as paths one by one
         if isinstance(given, (str, bytes)) or not all(isinstance(p, str) for p in given):
             raise TypeError(f"search({name}=...) must be a list of str, not {given!r}")
-    if stubs not in (None, "stub", "slice"):
-        raise ValueError(f"stubs must be None, 'stub' or 'slice', not {stubs!r}")
+    if stubs not in (None, "stub", "skeleton", "slice"):
+        raise ValueError(f"stubs must be None, 'stub' or 'skeleton', not {stubs!r}")
+    if stubs == "skeleton":
+        stubs = "slice"  # the pipeline's name for it (SearchRequest.stubs)
     if (not fast or expand) and (host is None or host.model_session is None):
         _refuse_running_loop()
     started = time.perf_counter()

@@ -140,8 +140,10 @@ def _exists(name: str) -> bool:
 @click.option("-v", "--verbose", is_flag=True, help="Explain skipped files and sources on stderr.")
 @click.option("--stub", is_flag=True,
               help="After the results, a skeleton of each file with the cited code in full.")
-@click.option("--slice", "skeleton", is_flag=True,
+@click.option("--skeleton", is_flag=True,
               help="After the results, the skeleton of each file alone (every body folded).")
+# the old name of --skeleton, kept hidden for a release: "slice" is --by-slice's word now
+@click.option("--slice", "old_skeleton", is_flag=True, hidden=True)
 @click.option("--by-slice", is_flag=True,
               help="Group the results by architectural slice (packages/x, services/x, ...).")
 @click.option("--dirty", is_flag=True,
@@ -149,14 +151,18 @@ def _exists(name: str) -> bool:
 @model_options
 def search(query: str | None, query_file: str | None, paths: tuple[str, ...], root: Path | None,
            fast: bool, top_k: int | None, chunks: bool | None, format_name: str | None,
-           caller: str | None, verbose: bool, stub: bool, skeleton: bool, by_slice: bool,
-           dirty: bool, **model_flags: Any) -> None:
+           caller: str | None, verbose: bool, stub: bool, skeleton: bool,
+           old_skeleton: bool, by_slice: bool, dirty: bool, **model_flags: Any) -> None:
     """Rank the places in a repository that answer QUERY (the default command)."""
     from slm_rerank.api import search as run
     from slm_rerank.pipeline import QueryError
 
+    if old_skeleton:
+        warn("--slice is now called --skeleton (slice means --by-slice's groups); the old "
+             "name goes in a later release")
+        skeleton = True
     if stub and skeleton:
-        raise click.UsageError("give either --stub (skeleton and cited code) or --slice "
+        raise click.UsageError("give either --stub (skeleton and cited code) or --skeleton "
                                "(skeleton alone), not both")
     text = _read_query(query, query_file)
     if not text.strip():
@@ -173,7 +179,7 @@ def search(query: str | None, query_file: str | None, paths: tuple[str, ...], ro
             text, root, paths=paths, fast=fast, host=host,
             piped_paths=[] if query_file == "-" else _stdin_paths(),
             caller=caller or os.environ.get("SLM_RERANK_CALLER", "cli"), explain=verbose,
-            expand=expand, stubs="stub" if stub else "slice" if skeleton else None,
+            expand=expand, stubs="stub" if stub else "skeleton" if skeleton else None,
             dirty=dirty, by_slice=by_slice, root_name="--root",
         )
     except QueryError as exc:

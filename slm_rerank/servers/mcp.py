@@ -230,7 +230,7 @@ def build_server(service: RerankService) -> Any:
         if stub and skeleton:
             return error("parameters 'stub' and 'skeleton' exclude each other: stub keeps "
                          "the cited code, skeleton folds every body; pass one")
-        stubs = "stub" if stub else "slice" if skeleton else None
+        stubs = "stub" if stub else "skeleton" if skeleton else None
         try:
             report = await anyio.to_thread.run_sync(
                 lambda: service.rerank(query, paths_or_globs or (), threshold, top_k, fast,
