@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from slm_rerank.cli.terminal import emit, fail, warn
+from slm_rerank.errors import SlmRerankError
 
 
 def _cache_dir() -> Path:
@@ -58,7 +59,7 @@ def serve(ctx: click.Context, model_file: Path | None, bind: str, port: int,
             emit(f"{state.url}\n")
             return
         code = managed.serve_foreground(options, cache_dir, warn)
-    except managed.SlmRerankError as exc:
+    except SlmRerankError as exc:
         fail(str(exc))
         return
     sys.exit(code)
@@ -71,7 +72,7 @@ def status() -> None:
 
     try:
         up, text = managed.status_text(_cache_dir())
-    except managed.SlmRerankError as exc:
+    except SlmRerankError as exc:
         fail(str(exc))
         return
     emit(text + "\n")
@@ -86,7 +87,7 @@ def stop() -> None:
 
     try:
         said = managed.stop(_cache_dir())
-    except managed.SlmRerankError as exc:
+    except SlmRerankError as exc:
         fail(str(exc))
         return
     emit(said + "\n")
