@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 import time
@@ -17,9 +16,9 @@ from pathlib import Path
 
 from slm_rerank import usage
 from slm_rerank.cache_folder import cache_path, usable_folder
-from slm_rerank.config import check_value
 from slm_rerank.host import Host
 from slm_rerank.lexical.scope import resolve_root, resolve_scope
+from slm_rerank.overrides import apply_overrides, overrides
 from slm_rerank.pipeline import SearchRequest, run_search
 from slm_rerank.report import Report
 
@@ -78,7 +77,8 @@ def search(
     contacts the model server even when ``fast``.
 
     ``stubs="stub"`` gives each result a ghost stub of its file (``citation.stub``: the
-    skeleton with the cited chunk in full), ``stubs="slice"`` the skeleton alone. ``dirty``
+    skeleton with the cited chunk in full), ``stubs="skeleton"`` the skeleton alone (the
+    old name ``"slice"`` is taken for a release). ``dirty``
     lifts files with uncommitted changes (``--dirty``); ``by_slice`` fills each citation's
     ``slice`` and ``report.slices`` (``--by-slice``). ``root_name`` is how the caller's
     user sets the root, for the error a path outside it gets (the MCP tool's ``root``).
@@ -89,20 +89,19 @@ def search(
         # a str is a sequence too: its characters were searched as paths one by one
         if isinstance(given, (str, bytes)) or not all(isinstance(p, str) for p in given):
             raise TypeError(f"search({name}=...) must be a list of str, not {given!r}")
-    if stubs not in (None, "stub", "slice"):
-        raise ValueError(f"stubs must be None, 'stub' or 'slice', not {stubs!r}")
+    if stubs not in (None, "stub", "skeleton", "slice"):
+        raise ValueError(f"stubs must be None, 'stub' or 'skeleton', not {stubs!r}")
+    if stubs == "slice":
+        stubs = "skeleton"  # the old name, taken for a release
     if (not fast or expand) and (host is None or host.model_session is None):
         _refuse_running_loop()
     started = time.perf_counter()
     cwd = Path.cwd()
     root_path = resolve_root(Path(root), cwd) if root is not None else None
-    flags = {"top_k": top_k, "chunks": chunks}
+    given = overrides(top_k=top_k, chunks=chunks)
     if host is None:
-        host = Host.from_environment(start=root_path or cwd, flags=flags)
-    settings = host.settings
-    overrides = {k: check_value(k, v, "argument") for k, v in flags.items() if v is not None}
-    if overrides:
-        settings = dataclasses.replace(settings, **overrides)
+        host = Host.from_environment(start=root_path or cwd, flags=given)
+    settings = apply_overrides(host.settings, given, "argument")
     host.validate()
     folder = usable_folder(cache_path(settings))
     cache_dir = folder.path

@@ -438,27 +438,3 @@ def main(deadline_option: str | None, force_fast: bool) -> None:
         kill_tools(close=True)
         os._exit(0)
     sys.exit(0)
-
-
-def register(cli: Any) -> None:
-    """Add `hook claude-prompt` to the command group."""
-    import click
-
-    @cli.group()
-    def hook() -> None:
-        """Hooks for coding agents (Claude Code)."""
-
-    @hook.command("claude-prompt")
-    # a string, read leniently: a typo in settings.json must not block the user's prompt
-    @click.option("--deadline", default=None, metavar="SECONDS",
-                  help=f"Give up and print nothing after this long (default: "
-                       f"${DEADLINE_ENV}, else {DEFAULT_DEADLINE:g}).")
-    @click.option("--fast", "force_fast", is_flag=True,
-                  help="Lexical ranking only, even when a model server is configured.")
-    def claude_prompt(deadline: str | None, force_fast: bool) -> None:
-        """Claude Code UserPromptSubmit hook: JSON on stdin, context for code questions.
-
-        Prints file:line places as additionalContext when the prompt is a code question,
-        nothing otherwise; always exits 0.
-        """
-        main(deadline, force_fast)

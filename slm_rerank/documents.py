@@ -24,7 +24,6 @@ output can be passed here as it is (each ``Fused`` item's upstream score is kept
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import math
 import numbers
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -33,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from slm_rerank.cache_folder import cache_path, usable_folder
-from slm_rerank.config import check_value
 from slm_rerank.host import Host
+from slm_rerank.overrides import apply_overrides, overrides
 from slm_rerank.registrations import Document, Endpoint, ModelProfile
 
 #: The keys (or attributes) a document's text is read from, in this order.
@@ -217,11 +216,9 @@ async def arerank_documents(
     ids = [(id or document_id)(d, i) for i, d in enumerate(documents)]
     _check_each(ids, "id")
     plugins = host or Host.from_environment(start=Path.cwd())
-    flags = {"scorer": scorer, "base_url": base_url, "model": model, "timeout": timeout,
-             "score_cache": cache}
-    given = {k: check_value(k, v, f"rerank_documents({k}=...)") for k, v in flags.items()
-             if v is not None}
-    settings = dataclasses.replace(plugins.settings, **given)
+    given = overrides(scorer=scorer, base_url=base_url, model=model, timeout=timeout,
+                      cache=cache)
+    settings = apply_overrides(plugins.settings, given, "rerank_documents({key}=...)")
     plugins.validate()
     out = DocumentsResult([], scorer=settings.scorer, warnings=warnings)
     if not documents:

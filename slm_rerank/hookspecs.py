@@ -1,11 +1,12 @@
 """The hooks a slm-rerank plugin may implement.
 
-Every hook is a registry hook: it receives a ``register`` callback and calls it once per
-thing it provides; the return value is ignored. Hooks are called with keyword arguments,
-so an implementation may accept fewer arguments than the spec; new arguments are only ever
-added at the end. Each hook is called once per run, lazily, the first time the host needs
-that family. A name registered twice (by one plugin or two) is an error naming both
-plugins; raising inside a hook is an error naming the plugin.
+Every hook but ``register_commands`` is a registry hook: it receives a ``register``
+callback and calls it once per thing it provides; the return value is ignored. Hooks are
+called with keyword arguments, so an implementation may accept fewer arguments than the
+spec; new arguments are only ever added at the end. Each hook is called once per run,
+lazily, the first time the host needs that family. A name registered twice (by one plugin
+or two) is an error naming both plugins; raising inside a hook is an error naming the
+plugin.
 
 The type ``register`` accepts is the family's contract (``slm_rerank.registrations``); the
 host reads it from the annotation below, so a new family is one hookspec plus one
@@ -15,6 +16,7 @@ dataclass.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import pluggy
 
@@ -25,6 +27,9 @@ from slm_rerank.registrations import (
     QueryExpander,
     Scorer,
 )
+
+if TYPE_CHECKING:  # click is the command line's: the Python API does not import it
+    import click
 
 PROJECT = "slm_rerank"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -89,4 +94,19 @@ def register_output_formatters(register: Callable[[OutputFormatter], None]) -> N
 
     :param register: call ``register(OutputFormatter(...))`` once per format.
         ``render(report, tty=...)`` returns the whole text to write to stdout.
+    """
+
+
+# --- the command line ---------------------------------------------------------------------
+
+
+@hookspec
+def register_commands(cli: click.Group) -> None:
+    """Add commands to `slm-rerank` (not a registry hook: it is handed a click group).
+
+    :param cli: a ``click.Group``; add commands to it with ``@cli.command()``,
+        ``@cli.group()`` or ``cli.add_command(...)``, and each becomes ``slm-rerank NAME``.
+        Asked when a command name is not a built-in one and for ``--help``, never for a
+        plain search. A name slm-rerank or another plugin already has is left out with a
+        warning naming the plugin; so are the commands of a hook that raises.
     """

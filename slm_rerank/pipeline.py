@@ -55,7 +55,7 @@ class SearchRequest:
     notes: list[str] = field(default_factory=list)
     #: explain every skipped file (``-v``), even where finding them costs the source work
     explain: bool = False
-    #: ghost stubs of the results' files: "stub" (cited chunk in full) or "slice" (skeleton)
+    #: ghost stubs of the results' files: "stub" (cited chunk in full) or "skeleton"
     stubs: str | None = None
     #: lift files with uncommitted changes (``--dirty``)
     dirty: bool = False
@@ -415,7 +415,7 @@ def run_search(request: SearchRequest, host: Host, settings: Settings | None = N
     citations = cite(selected, dirty)
     if request.stubs:
         mark = clock()
-        attach_stubs(citations, selected, ranked, request.root, request.stubs == "slice",
+        attach_stubs(citations, selected, ranked, request.root, request.stubs == "skeleton",
                      host.settings.max_file_bytes)
         timings["stubs_ms"] = (clock() - mark) * 1000
     slices = None

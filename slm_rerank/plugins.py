@@ -167,7 +167,9 @@ T = TypeVar("T")
 def _families() -> dict[str, type]:
     out: dict[str, type] = {}
     for name, fn in inspect.getmembers(hookspecs, inspect.isfunction):
-        if hasattr(fn, f"{hookspecs.PROJECT}_spec"):
+        # register_commands(cli) adds commands, not things to a registry: no family
+        if hasattr(fn, f"{hookspecs.PROJECT}_spec") and "register" in inspect.signature(
+                fn).parameters:
             callback = get_type_hints(fn)["register"]
             out[name] = get_args(callback)[0][0]
     return out

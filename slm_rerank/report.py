@@ -63,7 +63,7 @@ class Citation:
     #: "yes", "no" or "both" when the model's answer left that side out of its top-K, so
     #: ``model_score`` is a bound rather than a measurement
     bounded: str | None = None
-    #: the file's ghost stub (``--stub``/``--slice``): a ``slm_rerank.context.stubs.Stub``
+    #: the file's ghost stub (``--stub``/``--skeleton``): a ``slm_rerank.context.stubs.Stub``
     stub: Any = None
     #: the architectural slice holding the file (``--by-slice``), None outside any
     slice: str | None = None

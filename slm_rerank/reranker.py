@@ -14,7 +14,6 @@ an event loop); ``rerank_sync`` is its twin for scripts.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import math
 import numbers
 from collections.abc import Sequence
@@ -31,6 +30,7 @@ from slm_rerank.lexical.terms import extract
 from slm_rerank.model.fusion import apply_verdicts
 from slm_rerank.model.passages import Passage, cut_lines
 from slm_rerank.model.stage import Judgement, judge_async
+from slm_rerank.overrides import apply_overrides, overrides
 from slm_rerank.report import Citation, Report
 
 
@@ -103,12 +103,10 @@ class Reranker:
                  host: str | None = None, scorer: str | None = None,
                  threshold: float | None = None, timeout: float | None = None,
                  cache: bool | None = None, plugin_host: Host | None = None) -> None:
-        flags = {"model": model, "base_url": base_url, "host": host, "scorer": scorer,
-                 "threshold": threshold, "timeout": timeout, "score_cache": cache}
+        given = overrides(model=model, base_url=base_url, host=host, scorer=scorer,
+                          threshold=threshold, timeout=timeout, cache=cache)
         self.host = plugin_host or Host.from_environment(start=Path.cwd())
-        given = {k: check_value(k, v, f"Reranker({k}=...)") for k, v in flags.items()
-                 if v is not None}
-        self.settings = dataclasses.replace(self.host.settings, **given)
+        self.settings = apply_overrides(self.host.settings, given, "Reranker({key}=...)")
         self.host.validate()
 
     async def rerank(self, query: str, candidates: Report | Sequence[Candidate | Citation],

@@ -63,8 +63,21 @@ def test_search_gives_stubs_slices_and_dirty_kinds_as_the_docs_show(repo: Path) 
 
 
 def test_search_refuses_an_unknown_stub_kind(repo: Path) -> None:
-    with pytest.raises(ValueError, match="stubs must be None, 'stub' or 'slice'"):
+    with pytest.raises(ValueError, match="stubs must be None, 'stub' or 'skeleton', not"):
         slm_rerank.search("retry", root=repo, stubs="full")
+
+
+def test_stubs_skeleton_folds_every_body_and_the_old_name_slice_still_does(
+        tmp_path: Path) -> None:
+    (tmp_path / "store.py").write_text(
+        "import json\n\n\ndef save_checkpoint(state):\n    json.dumps(state)\n    return 1\n")
+
+    skeleton, old, stub = (slm_rerank.search("save checkpoint", root=tmp_path, top_k=1,
+                                             stubs=kind).results[0].stub
+                           for kind in ("skeleton", "slice", "stub"))
+
+    assert skeleton == old
+    assert "json.dumps(state)" in stub.text and "json.dumps(state)" not in skeleton.text
 
 
 def test_a_path_outside_the_root_names_the_parameter_of_whoever_asked(

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from slm_rerank.cli.terminal import emit, fail, warn
+from slm_rerank.errors import SlmRerankError
 
 
 def _cache_dir() -> Path:
@@ -18,81 +19,77 @@ def _cache_dir() -> Path:
     return ensure_writable(cache_path(load_settings()))
 
 
-def register(cli: click.Group) -> None:
-    """Add the `serve` group to the command group."""
+@click.group(invoke_without_command=True)
+@click.option("--model-file", type=click.Path(path_type=Path), metavar="PATH",
+              help="A GGUF model to serve (default: the bundled Gemma 3 270M).")
+@click.option("--bind", default="127.0.0.1", show_default=True, metavar="ADDRESS",
+              help="Address to listen on; anything but loopback exposes your code's "
+                   "model server to the network.")
+@click.option("--port", type=click.IntRange(1, 65535), default=8035, show_default=True,
+              help="Port (8033-8040 are scanned by queries).")
+@click.option("--slots", type=click.IntRange(min=1), default=None,
+              help="Requests served at once (default: one per CPU core, at most 4).")
+@click.option("--idle-timeout", type=click.FloatRange(min=0), default=0.0,
+              help="Stop after this many seconds without a query (default 0: never).")
+@click.option("--background", is_flag=True,
+              help="Detach: pid file and log in the cache folder; see serve status/stop.")
+@click.pass_context
+def serve(ctx: click.Context, model_file: Path | None, bind: str, port: int,
+          slots: int | None, idle_timeout: float, background: bool) -> None:
+    """Run llama-server with the bundled model (or --model-file) for reranking."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from slm_rerank.llama.control import start_background
+    from slm_rerank.llama.ports import check_bind, is_loopback
+    from slm_rerank.llama.supervisor import ServeOptions, serve_foreground
 
-    @cli.group(invoke_without_command=True)
-    @click.option("--model-file", type=click.Path(path_type=Path), metavar="PATH",
-                  help="A GGUF model to serve (default: the bundled Gemma 3 270M).")
-    @click.option("--bind", default="127.0.0.1", show_default=True, metavar="ADDRESS",
-                  help="Address to listen on; anything but loopback exposes your code's "
-                       "model server to the network.")
-    @click.option("--port", type=click.IntRange(1, 65535), default=8035, show_default=True,
-                  help="Port (8033-8040 are scanned by queries).")
-    @click.option("--slots", type=click.IntRange(min=1), default=None,
-                  help="Requests served at once (default: one per CPU core, at most 4).")
-    @click.option("--idle-timeout", type=click.FloatRange(min=0), default=0.0,
-                  help="Stop after this many seconds without a query (default 0: never).")
-    @click.option("--background", is_flag=True,
-                  help="Detach: pid file and log in the cache folder; see serve status/stop.")
-    @click.pass_context
-    def serve(ctx: click.Context, model_file: Path | None, bind: str, port: int,
-              slots: int | None, idle_timeout: float, background: bool) -> None:
-        """Run llama-server with the bundled model (or --model-file) for reranking."""
-        if ctx.invoked_subcommand is not None:
+    # abspath, not resolve(): a symlink loop is check_gguf's clear error, not a traceback
+    options = ServeOptions(Path(os.path.abspath(model_file)) if model_file
+                           else None, bind, port, slots or 0, idle_timeout)
+    try:
+        check_bind(bind)
+        if not is_loopback(bind):
+            warn(f"binding {bind}: anyone who can reach this address can use the model "
+                 "server and read what it is sent; use 127.0.0.1 unless you mean it")
+        cache_dir = _cache_dir()
+        if background:
+            argv = ["--cache-dir", str(cache_dir), "--bind", bind, "--port", str(port),
+                    "--slots", str(slots or 0), "--idle", str(idle_timeout)]
+            if options.model_file:
+                argv += ["--model-file", str(options.model_file)]
+            state = start_background(options, cache_dir, argv, warn)
+            emit(f"{state.url}\n")
             return
-        from slm_rerank.errors import SlmRerankError
-        from slm_rerank.llama.control import start_background
-        from slm_rerank.llama.ports import check_bind, is_loopback
-        from slm_rerank.llama.supervisor import ServeOptions, serve_foreground
+        code = serve_foreground(options, cache_dir, warn)
+    except SlmRerankError as exc:
+        fail(str(exc))
+        return
+    sys.exit(code)
 
-        # abspath, not resolve(): a symlink loop is check_gguf's clear error, not a traceback
-        options = ServeOptions(Path(os.path.abspath(model_file)) if model_file
-                               else None, bind, port, slots or 0, idle_timeout)
-        try:
-            check_bind(bind)
-            if not is_loopback(bind):
-                warn(f"binding {bind}: anyone who can reach this address can use the model "
-                     "server and read what it is sent; use 127.0.0.1 unless you mean it")
-            cache_dir = _cache_dir()
-            if background:
-                argv = ["--cache-dir", str(cache_dir), "--bind", bind, "--port", str(port),
-                        "--slots", str(slots or 0), "--idle", str(idle_timeout)]
-                if options.model_file:
-                    argv += ["--model-file", str(options.model_file)]
-                state = start_background(options, cache_dir, argv, warn)
-                emit(f"{state.url}\n")
-                return
-            code = serve_foreground(options, cache_dir, warn)
-        except SlmRerankError as exc:
-            fail(str(exc))
-            return
-        sys.exit(code)
 
-    @serve.command("status")
-    def status() -> None:
-        """Say whether the managed server runs, where, with which model (exit 3 if not)."""
-        from slm_rerank.errors import SlmRerankError
-        from slm_rerank.llama.control import status_text
+@serve.command("status")
+def status() -> None:
+    """Say whether the managed server runs, where, with which model (exit 3 if not)."""
+    from slm_rerank.llama.control import status_text
 
-        try:
-            up, text = status_text(_cache_dir())
-        except SlmRerankError as exc:
-            fail(str(exc))
-            return
-        emit(text + "\n")
-        if not up:
-            sys.exit(3)
+    try:
+        up, text = status_text(_cache_dir())
+    except SlmRerankError as exc:
+        fail(str(exc))
+        return
+    emit(text + "\n")
+    if not up:
+        sys.exit(3)
 
-    @serve.command("stop")
-    def stop() -> None:
-        """Stop the managed server."""
-        from slm_rerank.errors import SlmRerankError
-        from slm_rerank.llama import control
 
-        try:
-            said = control.stop(_cache_dir())
-        except SlmRerankError as exc:
-            fail(str(exc))
-            return
-        emit(said + "\n")
+@serve.command("stop")
+def stop() -> None:
+    """Stop the managed server."""
+    from slm_rerank.llama import control
+
+    try:
+        said = control.stop(_cache_dir())
+    except SlmRerankError as exc:
+        fail(str(exc))
+        return
+    emit(said + "\n")

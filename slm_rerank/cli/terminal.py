@@ -9,7 +9,12 @@ import click
 
 from slm_rerank.report import visible
 
-__all__ = ["emit", "fail", "quiet_stdout", "visible", "warn"]
+__all__ = ["emit", "fail", "quiet_stdout", "text_or_json", "visible", "warn"]
+
+#: ``--format text|json`` of the commands whose output is a table or its JSON document
+#: (the search's ``--format NAME`` picks an installed formatter instead).
+text_or_json = click.option("--format", "format_name", type=click.Choice(["text", "json"]),
+                            default="text")
 
 
 def warn(message: str) -> None:

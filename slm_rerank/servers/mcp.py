@@ -1,4 +1,4 @@
-"""`slm-rerank mcp`: the search as one MCP tool over stdio, for coding agents.
+"""The search as one MCP tool over stdio, for coding agents (`slm-rerank mcp`, cli/mcp.py).
 
 Built on the official ``mcp`` SDK (``MCPServer``). The server keeps one plugin ``Host`` per
 root for its whole life, so a second call pays no plugin loading; each call runs the same
@@ -20,9 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
-
-from slm_rerank.errors import ConfigError, SlmRerankError, ToolInputError
+from slm_rerank.errors import SlmRerankError, ToolInputError
 from slm_rerank.host import Host
 from slm_rerank.lexical.scope import GLOB_CHARS, resolve_root, shown
 from slm_rerank.report import Report, display_path, visible
@@ -58,7 +56,7 @@ class RerankService:
     """What the server keeps warm across calls: a Host per root, built from the same flags."""
 
     default_root: Path
-    #: settings flags from the command line (``--host``, ``-e``), as the CLI passes them
+    #: settings the command line overrides (``--host``, ``-e``), from ``overrides``
     flags: dict[str, Any] = dataclasses.field(default_factory=dict)
     _hosts: dict[Path, Host] = dataclasses.field(default_factory=dict)
     # Searches run one at a time: the pipeline and its caches were written for one run
@@ -87,13 +85,13 @@ class RerankService:
                by_slice: bool = False) -> Report:
         """Run one search; raises ``SlmRerankError`` with a one-line message on bad input."""
         from slm_rerank.api import search
-        from slm_rerank.cli.commands import MAX_QUERY_BYTES, _too_long
         from slm_rerank.config import check_value
+        from slm_rerank.query_limit import MAX_QUERY_BYTES, too_long
 
         # The CLI's cap: calls run one at a time, so one oversized query would hold up
         # every call after it. (surrogatepass: a JSON string may hold a lone surrogate.)
         if len(query.encode("utf-8", errors="surrogatepass")) > MAX_QUERY_BYTES:
-            raise ToolInputError(_too_long("parameter 'query'"))
+            raise ToolInputError(too_long("parameter 'query'"))
         if not query.strip():
             raise ToolInputError("parameter 'query' is empty; ask a question, e.g. "
                                  "'where are retries configured'")
@@ -232,7 +230,7 @@ def build_server(service: RerankService) -> Any:
         if stub and skeleton:
             return error("parameters 'stub' and 'skeleton' exclude each other: stub keeps "
                          "the cited code, skeleton folds every body; pass one")
-        stubs = "stub" if stub else "slice" if skeleton else None
+        stubs = "stub" if stub else "skeleton" if skeleton else None
         try:
             report = await anyio.to_thread.run_sync(
                 lambda: service.rerank(query, paths_or_globs or (), threshold, top_k, fast,
@@ -248,50 +246,3 @@ def build_server(service: RerankService) -> Any:
 
     server.add_tool(rerank_codebase, name=TOOL_NAME, description=TOOL_DESCRIPTION)
     return server
-
-
-def _check_flag(name: str) -> Any:
-    """A click callback running ``slm_rerank.model.discovery.NAME`` on the option's value."""
-    def callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-        if value is None:
-            return None
-        # imported here: discovery pulls in httpx, which the other commands may not need
-        from slm_rerank.model import discovery
-
-        try:
-            return getattr(discovery, name)(value)
-        except ConfigError as exc:
-            raise click.BadParameter(str(exc), ctx, param) from None
-    return callback
-
-
-def register(cli: click.Group) -> None:
-    """Add `mcp` to the command group."""
-
-    @cli.command()
-    @click.option("-e", "--base-url", "base_url", metavar="URL",
-                  callback=_check_flag("check_base_url"),
-                  help="Model server URL (default: SLM_ENDPOINT, then a scan of --host).")
-    @click.option("--host", metavar="HOST", callback=_check_flag("check_host"),
-                  help="Host to scan for a model server (default 127.0.0.1).")
-    @click.option("--local", "auto_serve", flag_value=True, default=None,
-                  help="With no model server running, start the bundled one (slm-rerank "
-                       "serve --background) at the first call that needs it.")
-    def mcp(base_url: str | None, host: str | None, auto_serve: bool | None) -> None:
-        """Serve the search as the MCP tool rerank_codebase over stdio."""
-        from slm_rerank.cli.terminal import fail
-
-        try:
-            import mcp.server.mcpserver  # noqa: F401
-        except ImportError as exc:
-            fail(f"the MCP SDK cannot be imported ({exc}); pip install 'mcp>=2'")
-        # --local too: the degraded note tells the agent's user to pass it
-        service = RerankService(Path.cwd(), {"base_url": base_url, "host": host,
-                                             "auto_serve": auto_serve})
-        try:
-            # Settings errors (a bad config file, SLM_ENDPOINT) stop the server at once,
-            # where the person registering it sees them, not at the agent's first call.
-            service.host_for(service.default_root)
-        except SlmRerankError as exc:
-            fail(str(exc))
-        build_server(service).run("stdio")

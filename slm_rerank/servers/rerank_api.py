@@ -1,4 +1,4 @@
-"""`slm-rerank serve-api`: a rerank HTTP endpoint (Cohere/Jina shapes) in front of any judge.
+"""A rerank HTTP endpoint (Cohere/Jina shapes) in front of any judge (`slm-rerank serve-api`).
 
 A user with only an instruct model in llama-server or Ollama gets ``POST /v1/rerank`` that
 LangChain, LlamaIndex and other rerank clients can call; docs/rerank-server.md is the user
@@ -18,19 +18,14 @@ import contextlib
 import hmac
 import io
 import json
-import os
 import re
-import signal
 import sys
 import threading
 import time
 import traceback
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-
-import click
 
 from slm_rerank.errors import ApiError
 
@@ -453,199 +448,3 @@ def make_server(service: RerankService) -> Any:
                 self.slots.release()
 
     return CappedServer((service.options.bind, service.options.port), handler)
-
-
-#: The longest API key file read: a key is a few dozen characters; more is the wrong file.
-KEY_FILE_CAP = 4096
-#: Seconds a pipe given as --api-key-file (``<(pass show key)``) has to deliver the key.
-KEY_PIPE_SECONDS = 10.0
-
-
-def _read_key_file(path: Path) -> bytes:
-    """The bytes of ``--api-key-file``: a regular file, or a pipe that delivers in time.
-
-    Bounded in size (KEY_FILE_CAP) and, for a pipe, in time: ``/dev/zero`` was read for
-    ever, and opening or reading a FIFO nobody writes blocked start-up without end. A pipe
-    is allowed because ``--api-key-file <(pass show rerank)`` keeps the key off the disk.
-    """
-    import select
-    import stat
-
-    from slm_rerank.errors import ConfigError
-
-    where = f"--api-key-file {path}"
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as exc:
-        raise ConfigError(f"{where}: cannot read it ({exc.strerror or exc})") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise ConfigError(f"{where} is a directory; give the file that holds the key")
-        if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
-            raise ConfigError(f"{where} is a device or socket, not a file holding a key; "
-                              "give a file (or a pipe such as <(pass show KEY))")
-        data = b""
-        deadline = time.monotonic() + KEY_PIPE_SECONDS
-        while len(data) <= KEY_FILE_CAP:
-            if stat.S_ISFIFO(mode):
-                left = deadline - time.monotonic()
-                if left <= 0 or not select.select([fd], [], [], left)[0]:
-                    raise ConfigError(f"{where}: the pipe did not deliver the key within "
-                                      f"{KEY_PIPE_SECONDS:g} s")
-            try:
-                chunk = os.read(fd, KEY_FILE_CAP + 1 - len(data))
-            except BlockingIOError:
-                continue
-            if not chunk:
-                break
-            data += chunk
-    except OSError as exc:
-        raise ConfigError(f"{where}: cannot read it ({exc.strerror or exc})") from None
-    finally:
-        os.close(fd)
-    if len(data) > KEY_FILE_CAP:
-        raise ConfigError(f"{where} is longer than {KEY_FILE_CAP} bytes, which no API key "
-                          "is; is it the right file? Put only the key in it")
-    return data
-
-
-def read_api_key(env_name: str | None, key_file: Path | None) -> str | None:
-    """The API key from the named environment variable or file; never from the command
-    line, where ``ps`` would show it to every user of the machine."""
-    from slm_rerank.errors import ConfigError
-
-    if env_name and key_file:
-        raise ConfigError("--api-key-env and --api-key-file both given; pass one")
-    if env_name:
-        key = os.environ.get(env_name, "").strip()
-        where = f"--api-key-env {env_name}"
-        if not key:
-            raise ConfigError(f"{where}: that environment variable is unset or empty; "
-                              "export the key in it")
-    elif key_file:
-        where = f"--api-key-file {key_file}"
-        try:
-            key = _read_key_file(key_file).decode("utf-8").strip()
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"{where}: cannot read it ({exc})") from None
-        if not key:
-            raise ConfigError(f"{where}: the file is empty; put the key in it")
-    else:
-        return None
-    # An HTTP header carries ASCII: a client cannot send a key with other characters (or a
-    # line break inside it), so the server would refuse every request.
-    if not all(" " < c < "\x7f" for c in key):
-        raise ConfigError(f"{where}: the key holds spaces, control or non-ASCII characters, "
-                          "which no client can send in an Authorization header; use "
-                          "printable ASCII (e.g. `openssl rand -hex 32`)")
-    return key
-
-
-def _size(ctx: click.Context, param: click.Parameter, value: str) -> int:
-    try:
-        return parse_size(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), ctx, param) from None
-
-
-def register(cli: click.Group) -> None:
-    """Add `serve-api` to the command group."""
-
-    @cli.command("serve-api")
-    @click.option("--bind", default="127.0.0.1", show_default=True, metavar="ADDRESS",
-                  help="Address to listen on; anything but loopback lets the network in "
-                       "(then set an API key).")
-    @click.option("--port", type=click.IntRange(1, 65535), default=8090, show_default=True)
-    @click.option("-e", "--base-url", "base_url", metavar="URL",
-                  help="Model server URL (default: SLM_ENDPOINT, config, then a scan of "
-                       "ports 8033-8040).")
-    @click.option("--host", metavar="HOST", help="Host to scan for a model server.")
-    @click.option("--model", metavar="NAME", help="Model profile to use (default: the one "
-                                                  "that claims the server's model).")
-    @click.option("--scorer", metavar="NAME", help="How documents are judged (default: "
-                                                   "the scorer setting, yesno).")
-    @click.option("--timeout", type=click.FloatRange(min=0.1), metavar="S",
-                  help="Seconds one request may spend judging before it degrades.")
-    @click.option("--no-cache", is_flag=True, help="Do not reuse or store model scores.")
-    @click.option("--api-key-env", metavar="VAR",
-                  help="Require 'Authorization: Bearer KEY', KEY read from this variable.")
-    @click.option("--api-key-file", type=click.Path(path_type=Path), metavar="PATH",
-                  help="Require 'Authorization: Bearer KEY', KEY read from this file.")
-    @click.option("--max-documents", type=click.IntRange(min=1), default=1000,
-                  show_default=True, help="Most documents one request may send.")
-    @click.option("--max-bytes", default="5MB", show_default=True, callback=_size,
-                  help="Largest request body (bytes; K and M suffixes).")
-    @click.option("--parallel", type=click.IntRange(min=1), default=1, show_default=True,
-                  help="Requests judged at once (the others wait for a turn).")
-    @click.option("--max-connections", type=click.IntRange(min=1), default=64,
-                  show_default=True,
-                  help="Open connections served at once; more are answered 503.")
-    @click.option("--no-partial", is_flag=True,
-                  help="Answer 503 instead of a marked partial ranking when the model "
-                       "server fails part-way.")
-    def serve_api(bind: str, port: int, base_url: str | None, host: str | None,
-                  model: str | None, scorer: str | None, timeout: float | None,
-                  no_cache: bool, api_key_env: str | None, api_key_file: Path | None,
-                  max_documents: int, max_bytes: int, parallel: int,
-                  max_connections: int, no_partial: bool) -> None:
-        """Serve POST /v1/rerank (Cohere/Jina shapes) backed by the model server."""
-        from slm_rerank.cli.terminal import fail, warn
-        from slm_rerank.errors import SlmRerankError
-        from slm_rerank.host import Host
-        from slm_rerank.llama.ports import is_loopback
-        from slm_rerank.model import progress
-        from slm_rerank.model.stage import locate
-
-        progress.QUIET = True  # one request's bar would land in the middle of the access log
-        flags = {"base_url": base_url, "host": host, "model": model, "scorer": scorer,
-                 "timeout": timeout, "score_cache": False if no_cache else None}
-        try:
-            key = read_api_key(api_key_env, api_key_file)
-            plugins = Host.from_environment(start=Path.cwd(), flags=flags)
-            plugins.validate()
-            scorers = plugins.registry.scorers()
-            if plugins.settings.scorer not in scorers:
-                fail(f"scorer {plugins.settings.scorer!r} is not installed (installed: "
-                     f"{', '.join(sorted(scorers)) or 'none'}); pip install slm-rerank-yesno")
-        except SlmRerankError as exc:
-            fail(str(exc))
-            return
-        options = ApiOptions(bind, port, key, max_documents, max_bytes, parallel, no_partial,
-                             max_connections=max_connections)
-        if not is_loopback(bind) and key is None:
-            warn(f"binding {bind} without an API key: anyone who can reach it can use the "
-                 "model server; set --api-key-env or --api-key-file")
-        service = RerankService(plugins, options)
-        try:
-            server = make_server(service)
-        except OSError as exc:
-            service.close()
-            fail(f"cannot listen on {bind}:{port} ({exc.strerror or exc}); pick another "
-                 "--port or --bind")
-            return
-        try:
-            found = locate(plugins, plugins.settings)
-        except SlmRerankError as exc:
-            found = None
-            warn(f"the model server is not usable: {exc}")
-        if found is not None and found.endpoint is not None:
-            warn(f"model server {found.endpoint.base_url} ({found.endpoint.model_id})")
-        elif found is not None:
-            warn(f"no model server yet ({found.degraded}); requests get 503 until one "
-                 "answers")
-        where = f"[{bind}]" if ":" in bind else bind
-        warn(f"rerank API on http://{where}:{server.server_address[1]}/v1/rerank "
-             f"(scorer {plugins.settings.scorer}"
-             f"{', API key required' if key else ''}); Ctrl-C stops it")
-        def stop(signum: int, frame: Any) -> None:
-            raise KeyboardInterrupt  # leave serve_forever; the finally below cleans up
-
-        signal.signal(signal.SIGTERM, stop)
-        try:
-            server.serve_forever()
-        except KeyboardInterrupt:
-            pass
-        finally:
-            server.server_close()
-            service.close()

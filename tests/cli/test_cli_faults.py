@@ -18,8 +18,9 @@ from click.testing import CliRunner
 from search_fixtures import CLI, cli, make_repo
 
 from slm_rerank import usage
-from slm_rerank.cli.commands import MAX_QUERY_BYTES, STDIN_WAIT_SECONDS
 from slm_rerank.cli.commands import cli as cli_group
+from slm_rerank.cli.search import STDIN_WAIT_SECONDS
+from slm_rerank.query_limit import MAX_QUERY_BYTES
 from slm_rerank.report import Citation, Report
 
 

@@ -213,7 +213,7 @@ def test_a_path_that_leaves_the_root_through_a_symlink_names_the_root_parameter(
 
 def test_a_query_longer_than_the_cli_limit_is_an_error_result_and_the_next_call_is_answered(
         repo: Path) -> None:
-    from slm_rerank.cli.commands import MAX_QUERY_BYTES
+    from slm_rerank.query_limit import MAX_QUERY_BYTES
 
     async def work(session: ClientSession) -> list[Any]:
         return [await session.call_tool(TOOL, arguments) for arguments in (
@@ -231,7 +231,7 @@ def test_a_query_longer_than_the_cli_limit_is_an_error_result_and_the_next_call_
 
 
 def test_a_query_of_a_pasted_hex_dump_up_to_the_limit_is_answered(repo: Path) -> None:
-    from slm_rerank.cli.commands import MAX_QUERY_BYTES
+    from slm_rerank.query_limit import MAX_QUERY_BYTES
 
     # one run of word characters, the shape that took minutes before terms were linear
     dump = ("0123456789abcdef" * (MAX_QUERY_BYTES // 16))[:MAX_QUERY_BYTES - len("retry ")]
@@ -326,7 +326,7 @@ def test_registering_the_mcp_command_imports_neither_the_sdk_nor_httpx() -> None
     import sys
 
     # every command registers `mcp`: its import cost must not land on `slm-rerank -q`
-    code = ("import sys, click, slm_rerank.servers.mcp as m; m.register(click.Group()); "
+    code = ("import sys, slm_rerank.cli.commands, slm_rerank.servers.mcp; "
             "print(sorted(n for n in ('mcp', 'pydantic', 'httpx') if n in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)

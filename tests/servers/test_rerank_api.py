@@ -27,11 +27,11 @@ from slm_rerank.documents import DocumentsResult, RankedDocument
 from slm_rerank.errors import ConfigError, TransientError
 from slm_rerank.host import Host
 from slm_rerank.registrations import DocumentScore, Scorer, ScoreRequest
+from slm_rerank.servers.api_key import read_api_key
 from slm_rerank.servers.rerank_api import (
     DEGRADED_HEADER,
     RerankRequest,
     parse_size,
-    read_api_key,
     shape_response,
 )
 

@@ -26,8 +26,9 @@ from search_fixtures import free_port
 from slm_rerank.config import Settings
 from slm_rerank.errors import ConfigError
 from slm_rerank.host import Host
-from slm_rerank.servers import rerank_api as rerank_server
-from slm_rerank.servers.rerank_api import ApiOptions, RerankService, make_server, read_api_key
+from slm_rerank.servers import api_key
+from slm_rerank.servers.api_key import read_api_key
+from slm_rerank.servers.rerank_api import ApiOptions, RerankService, make_server
 
 CLI = Path(sys.executable).parent / "slm-rerank"
 #: generous: a refused key file ends start-up in about a second
@@ -55,7 +56,7 @@ def test_a_device_as_api_key_file_is_refused_naming_the_option_not_read_for_ever
 
 def test_an_api_key_file_longer_than_any_key_is_refused(tmp_path: Path) -> None:
     key_file = tmp_path / "key"
-    key_file.write_text("k" * (rerank_server.KEY_FILE_CAP + 1))
+    key_file.write_text("k" * (api_key.KEY_FILE_CAP + 1))
 
     with pytest.raises(ConfigError, match=f"--api-key-file {key_file} is longer than"):
         read_api_key(None, key_file)
@@ -75,7 +76,7 @@ def test_an_api_key_from_a_pipe_is_read(tmp_path: Path) -> None:
 
 def test_a_pipe_that_never_delivers_the_key_is_an_error_within_its_deadline(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(rerank_server, "KEY_PIPE_SECONDS", 0.5)
+    monkeypatch.setattr(api_key, "KEY_PIPE_SECONDS", 0.5)
     fifo = tmp_path / "key.fifo"
     os.mkfifo(fifo)
     holder = os.open(fifo, os.O_RDWR)  # a writer that never writes

@@ -1,0 +1,38 @@
+"""`slm-rerank mcp`: the search as the MCP tool rerank_codebase over stdio.
+
+The server itself is ``slm_rerank.servers.mcp`` (no click there); this is its command line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from slm_rerank.cli.model_flags import model_options
+from slm_rerank.cli.terminal import fail
+from slm_rerank.overrides import overrides
+
+
+@click.command()
+@model_options(only=("base_url", "host", "local"))
+def mcp(**flags: Any) -> None:
+    """Serve the search as the MCP tool rerank_codebase over stdio."""
+    try:
+        import mcp.server.mcpserver  # noqa: F401
+    except ImportError as exc:
+        fail(f"the MCP SDK cannot be imported ({exc}); pip install 'mcp>=2'")
+    from slm_rerank.errors import SlmRerankError
+    from slm_rerank.model.endpoints import pinned_urls
+    from slm_rerank.servers.mcp import RerankService, build_server
+
+    # --local too: the degraded note tells the agent's user to pass it
+    service = RerankService(Path.cwd(), overrides(**flags))
+    try:
+        # Settings errors (a bad config file, SLM_ENDPOINT, -e) stop the server at once,
+        # where the person registering it sees them, not at the agent's first call.
+        pinned_urls(service.host_for(service.default_root).settings)
+    except SlmRerankError as exc:
+        fail(str(exc))
+    build_server(service).run("stdio")

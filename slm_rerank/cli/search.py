@@ -1,0 +1,223 @@
+"""`slm-rerank search` (the default command): the query, the files in scope, the results."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from slm_rerank.cli.model_flags import model_options
+from slm_rerank.cli.terminal import emit, fail, warn
+from slm_rerank.config import Settings
+from slm_rerank.errors import SlmRerankError
+from slm_rerank.host import Host
+from slm_rerank.overrides import overrides
+from slm_rerank.query_limit import MAX_QUERY_BYTES, QUERY_LIMIT, too_long
+
+#: How long an open pipe on stdin may stay silent before it is taken to have said all it will.
+STDIN_WAIT_SECONDS = 2.0
+
+
+def _read_query_file(query_file: str) -> str:
+    """At most MAX_QUERY_BYTES from ``query_file`` ('-': stdin), decoded with replacement."""
+    try:
+        if query_file == "-":
+            data = sys.stdin.buffer.read(MAX_QUERY_BYTES + 1)
+        else:
+            with open(query_file, "rb") as handle:
+                data = handle.read(MAX_QUERY_BYTES + 1)
+    except OSError as exc:
+        raise click.BadParameter(f"cannot read {query_file}: {exc.strerror}",
+                                 param_hint="--query-file") from None
+    if len(data) > MAX_QUERY_BYTES:
+        where = "the query on stdin" if query_file == "-" else query_file
+        raise click.BadParameter(too_long(where), param_hint="--query-file")
+    return data.decode("utf-8", errors="replace")
+
+
+def _read_query(query: str | None, query_file: str | None) -> str:
+    if query is not None and query_file is not None:
+        raise click.UsageError("give either -q/--query or --query-file, not both")
+    if query_file is not None:
+        return _read_query_file(query_file)
+    if query is None:
+        raise click.UsageError("no query: pass -q TEXT or --query-file PATH")
+    raw = query.encode("utf-8", errors="surrogateescape")
+    if len(raw) > MAX_QUERY_BYTES:
+        raise click.BadParameter(too_long("the query"), param_hint="-q/--query")
+    # Bytes argv could not decode mean nothing as words: replace them, as in a query file.
+    return raw.decode("utf-8", errors="replace")
+
+
+def _lines(data: bytes) -> str:
+    count = len(data.splitlines())
+    return f"{count} line" if count == 1 else f"{count} lines"
+
+
+def _read_pipe(fd: int) -> bytes:
+    """Everything an open pipe sends until EOF, or until it stays silent STDIN_WAIT_SECONDS.
+
+    A caller may leave stdin open (an agent's shell, a service), idle or after a few lines:
+    never hang on it. Each read waits at most STDIN_WAIT_SECONDS; on a silence what arrived is
+    used, up to its last complete line, and one warning says so.
+    """
+    import select
+
+    chunks: list[bytes] = []
+    while True:
+        readable, _, _ = select.select([fd], [], [], STDIN_WAIT_SECONDS)
+        if not readable:
+            break
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+    data = b"".join(chunks)
+    if not data:
+        warn(f"stdin is an open pipe that sent nothing in {STDIN_WAIT_SECONDS:.0f} s; "
+             f"searching without a file list")
+        return data
+    # A name cut off mid-write could widen the search ("src/app.py" arriving as "src").
+    complete, _, partial = data.rpartition(b"\n")
+    dropped = f"; dropped the unfinished last line {os.fsdecode(partial)!r}" if partial else ""
+    warn(f"stdin is an open pipe that went silent for {STDIN_WAIT_SECONDS:.0f} s without "
+         f"closing; using the {_lines(complete)} it sent{dropped}")
+    return complete
+
+
+def _stdin_paths() -> list[str]:
+    """File names piped on stdin (`git ls-files | slm-rerank -q ...`); `path:line` -> path."""
+    try:
+        fd = sys.stdin.fileno()
+        mode = os.fstat(fd).st_mode
+    except (OSError, ValueError, AttributeError):
+        return []
+    if stat.S_ISFIFO(mode):
+        data = _read_pipe(fd)
+    elif stat.S_ISREG(mode):
+        data = sys.stdin.buffer.read()
+    else:
+        return []
+    paths = []
+    # Names are bytes on disk: decode them as the file system does, so any name round-trips.
+    for line in os.fsdecode(data).splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        head, sep, tail = line.partition(":")
+        if sep and tail.split(":", 1)[0].isdigit() and not _exists(line):
+            line = head
+        paths.append(line)
+    return paths
+
+
+def _exists(name: str) -> bool:
+    """Whether a piped name is a file; a name the OS cannot even look up is not."""
+    try:
+        return Path(name).exists()
+    except (OSError, ValueError):
+        return False
+
+
+@click.command()
+@click.option("-q", "--query",
+              help=f"The question, e.g. 'where are retries configured' (at most {QUERY_LIMIT}).")
+@click.option("--query-file", metavar="PATH",
+              help=f"Read the query from a file ('-' for stdin; at most {QUERY_LIMIT}).")
+@click.argument("paths", nargs=-1)
+@click.option("--root", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Repository to search (default: the one holding the current directory).")
+@click.option("--fast", is_flag=True, help="Lexical ranking only; no model server is contacted.")
+@click.option("-k", "--top-k", "top_k", type=click.IntRange(min=1), help="Number of results.")
+@click.option("--chunks/--files", "chunks", default=None,
+              help="List chunks instead of one result per file.")
+@click.option("--format", "format_name", metavar="NAME", help="Output format (text, json, ...).")
+@click.option("--caller", default=None, help="Who is asking, for the usage log (default: cli).")
+@click.option("-v", "--verbose", is_flag=True, help="Explain skipped files and sources on stderr.")
+@click.option("--stub", is_flag=True,
+              help="After the results, a skeleton of each file with the cited code in full.")
+@click.option("--skeleton", is_flag=True,
+              help="After the results, the skeleton of each file alone (every body folded).")
+# the old name of --skeleton, kept hidden for a release: "slice" is --by-slice's word now
+@click.option("--slice", "old_skeleton", is_flag=True, hidden=True)
+@click.option("--by-slice", is_flag=True,
+              help="Group the results by architectural slice (packages/x, services/x, ...).")
+@click.option("--dirty", is_flag=True,
+              help="Lift files with uncommitted changes (modified, staged, untracked).")
+@model_options
+def search(query: str | None, query_file: str | None, paths: tuple[str, ...], root: Path | None,
+           fast: bool, top_k: int | None, chunks: bool | None, format_name: str | None,
+           caller: str | None, verbose: bool, stub: bool, skeleton: bool,
+           old_skeleton: bool, by_slice: bool, dirty: bool, **model_flags: Any) -> None:
+    """Rank the places in a repository that answer QUERY (the default command)."""
+    from slm_rerank.api import search as run
+    from slm_rerank.pipeline import QueryError
+
+    if old_skeleton:
+        warn("--slice is now called --skeleton (slice means --by-slice's groups); the old "
+             "name goes in a later release")
+        skeleton = True
+    if stub and skeleton:
+        raise click.UsageError("give either --stub (skeleton and cited code) or --skeleton "
+                               "(skeleton alone), not both")
+    text = _read_query(query, query_file)
+    if not text.strip():
+        raise click.UsageError("the query is empty")
+    expand = bool(model_flags.pop("expand", None))  # a request, not a setting
+    flags = overrides(top_k=top_k, chunks=chunks, format=format_name, **model_flags)
+    try:
+        host = Host.from_environment(start=root or Path.cwd(), flags=flags)
+        settings = host.settings
+        formatters = host.registry.formatters()
+        if settings.format not in formatters:
+            _no_formatter(settings, sorted(formatters))
+        report = run(
+            text, root, paths=paths, fast=fast, host=host,
+            piped_paths=[] if query_file == "-" else _stdin_paths(),
+            caller=caller or os.environ.get("SLM_RERANK_CALLER", "cli"), explain=verbose,
+            expand=expand, stubs="stub" if stub else "skeleton" if skeleton else None,
+            dirty=dirty, by_slice=by_slice, root_name="--root",
+        )
+    except QueryError as exc:
+        raise click.UsageError(str(exc)) from None
+    except SlmRerankError as exc:  # config, plugins, sources, a server's broken answer
+        fail(str(exc))
+        return
+    for note in report.notes if verbose else []:
+        warn(note)
+    for message in report.warnings:
+        warn(message)
+    if report.degraded:
+        warn(f"degraded: {report.degraded.reason}")
+    if report.shortfall:
+        short = report.shortfall
+        warn(f"{short.shown} of {short.asked} results: {short.reason}")
+    output = formatters[settings.format].render(report, tty=sys.stdout.isatty())
+    emit(output if output.endswith("\n") or not output else output + "\n")
+
+
+#: The plugin that ships text, json, jsonl and markdown: its entry-point and distribution name.
+_BUILTIN_FORMATTERS = ("formatters", "slm-rerank-formatters")
+
+
+def _no_formatter(settings: Settings, available: list[str]) -> None:
+    """Stop with the reason ``settings.format`` has no formatter, and what to change."""
+    disabled = [name for name in settings.disabled_plugins if name in _BUILTIN_FORMATTERS]
+    if disabled:
+        fix = (f"remove '{disabled[0]}' from disabled_plugins "
+               f"(set in {settings.origins['disabled_plugins']})")
+        if available:
+            fix += f" or pick an installed format: {', '.join(available)}"
+        fail(f"no output formatter for format '{settings.format}': the built-in formatters "
+             f"plugin (slm-rerank-formatters) is disabled; {fix}")
+    if not available:
+        fail(f"no output formatter is installed (format '{settings.format}'); install the "
+             f"built-in ones with 'pip install slm-rerank-formatters'")
+    raise click.UsageError(
+        f"unknown format '{settings.format}' (from {settings.origins['format']}); "
+        f"available: {', '.join(available)}"
+    )

@@ -1,0 +1,47 @@
+"""What a caller sets for one run (a flag, a keyword argument), as the settings keys it sets.
+
+The CLI's flags, ``serve-api``, ``mcp``, ``search()``, ``Reranker`` and ``rerank_documents``
+all name their values as their users write them (``cache``, ``--local``); this is the one
+place that says which setting each one overrides. Free of click: the Python API uses it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from slm_rerank.config import Settings, check_value
+
+
+def overrides(*, model: str | None = None, base_url: str | None = None,
+              endpoints: list[str] | None = None, host: str | None = None,
+              api: str | None = None, local: bool | None = None, scorer: str | None = None,
+              rerank_top: int | None = None, full: bool | None = None,
+              threshold: float | None = None, timeout: float | None = None,
+              cache: bool | None = None, top_k: int | None = None, chunks: bool | None = None,
+              format: str | None = None) -> dict[str, Any]:
+    """The settings these values override, by settings key; None means "not given".
+
+    ``local`` is ``--local`` (``auto_serve``), ``cache`` is ``--no-cache`` or ``cache=``
+    (``score_cache``), ``endpoints`` is ``-e`` given more than once. What is left out is
+    decided by the settings layers (config files, environment, defaults).
+    """
+    given = {
+        "model": model, "base_url": base_url, "endpoints": endpoints, "host": host,
+        "api": api, "auto_serve": local, "scorer": scorer, "rerank_top": rerank_top,
+        "full": full, "threshold": threshold, "timeout": timeout, "score_cache": cache,
+        "top_k": top_k, "chunks": chunks, "format": format,
+    }
+    return {key: value for key, value in given.items() if value is not None}
+
+
+def apply_overrides(settings: Settings, given: Mapping[str, Any], where: str) -> Settings:
+    """A copy of ``settings`` with ``given`` (from ``overrides``) put in, each value checked.
+
+    A value a setting cannot take is a ``ConfigError`` naming ``where`` (``{key}`` in it is
+    the settings key, as in ``"Reranker({key}=...)"``), the key and what it accepts.
+    """
+    checked = {key: check_value(key, value, where.format(key=key))
+               for key, value in given.items()}
+    return dataclasses.replace(settings, **checked)
