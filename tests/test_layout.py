@@ -68,3 +68,24 @@ def test_every_module_in_a_mirror_folder_is_a_test_module_or_a_named_helper() ->
                     if not path.name.startswith("test_")
                     and path.name not in {"conftest.py", "record_wire.py"})
     assert strays == []
+
+
+#: The most lines a module of the host may have: past it, a module does more than one job.
+MAX_MODULE_LINES = 500
+
+
+def test_no_module_of_the_host_is_over_the_line_limit() -> None:
+    sizes = {str(path.relative_to(SOURCE.parent)): len(path.read_text(encoding="utf-8")
+                                                       .splitlines())
+             for path in SOURCE.rglob("*.py")}
+    assert len(sizes) > 40  # the glob found the package
+    over = {name: lines for name, lines in sizes.items() if lines > MAX_MODULE_LINES}
+    assert over == {}, f"split these by job: {over}"
+
+
+def test_the_source_folders_are_the_stages_the_readme_names() -> None:
+    readme = (SOURCE.parent / "README.md").read_text(encoding="utf-8")
+    packages = sorted(p.parent.name for p in SOURCE.glob("*/__init__.py"))
+    assert packages == ["cli", "context", "lexical", "llama", "model", "servers"]
+    for name in packages:
+        assert f"| `slm_rerank/{name}/` |" in readme, f"README's layout table lacks {name}/"
