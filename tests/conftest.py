@@ -19,4 +19,6 @@ def repo(tmp_path: Path) -> Path:
 
 # `slm-rerank serve-api` as a subprocess or in process, for tests/servers and
 # tests/live/servers alike.
+# Extra threaded HTTP servers beside pytest-httpserver's, for the model-stage tests.
+from model_helpers import servers  # noqa: E402, F401
 from serve_api_fixtures import in_process_api, serve_api  # noqa: E402, F401

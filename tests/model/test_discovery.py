@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 import time
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from misbehaving_servers import misbehaving_server
+from model_helpers import closed_ports, probe
 from pytest_httpserver import HTTPServer
 from search_fixtures import cli
 
@@ -41,27 +41,8 @@ def recorded(name: str, index: int = 0) -> Any:
     return wire(name)["exchanges"][index]["response"]
 
 
-def probe(base_url: str, **kwargs: Any) -> Probe:
-    async def main() -> Probe:
-        async with httpx.AsyncClient() as http:
-            return await discovery.probe(http, base_url, **kwargs)
-    return asyncio.run(main())
-
-
 def base(httpserver: HTTPServer) -> str:
     return httpserver.url_for("/").rstrip("/")
-
-
-def closed_ports(count: int) -> list[int]:
-    """Ports nothing listens on: bound, read, released."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 def not_found(httpserver: HTTPServer, *paths: str) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from misbehaving_servers import misbehaving_server
+from model_helpers import generate
 from pytest_httpserver import HTTPServer
 from search_fixtures import cli
 
@@ -38,15 +39,6 @@ def sources() -> list[Any]:
 def recorded(name: str) -> Any:
     data = json.loads((WIRE / name).read_text(encoding="utf-8"))
     return copy.deepcopy(data["exchanges"][0]["response"])
-
-
-def generate(endpoint: Endpoint, prompt: str = "Words:", max_tokens: int = 16,
-             stop: tuple[str, ...] = ("\n",), timeout: float = 5) -> str:
-    async def run() -> str:
-        async with ModelClient(timeout=timeout) as client:
-            return await client.generate(endpoint, prompt, max_tokens, stop)
-
-    return asyncio.run(run())
 
 
 def test_llama_cpp_generates_greedily_up_to_n_predict(httpserver: HTTPServer) -> None:

@@ -22,12 +22,13 @@ import copy
 import dataclasses
 import json
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import slm_rerank_openai
+from model_helpers import PASSAGES, judged
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
@@ -35,7 +36,6 @@ import slm_rerank
 from slm_rerank.config import Settings
 from slm_rerank.errors import ContractError, TransientError
 from slm_rerank.host import Host
-from slm_rerank.model.passages import Passage
 from slm_rerank.model.scoring import spread
 from slm_rerank.model.session import ModelSession
 from slm_rerank.model.stage import judge
@@ -245,40 +245,6 @@ class FakeVllm:
             choice["index"] = i
             template["choices"].append(choice)
         return Response(json.dumps(template), content_type="application/json")
-
-
-@pytest.fixture
-def servers() -> Iterator[Callable[[], HTTPServer]]:
-    """Start extra threaded HTTP servers (beside ``httpserver``); all stop at the end."""
-    started: list[HTTPServer] = []
-
-    def start() -> HTTPServer:
-        server = HTTPServer(threaded=True)
-        server.start()
-        started.append(server)
-        return server
-
-    try:
-        yield start
-    finally:
-        for server in started:
-            server.clear()
-            if server.is_running():
-                server.stop()
-
-
-PASSAGES = [Passage(f"net/mod{i}.py", 1, 3, None,
-                    "def retry_backoff():\n    return 2" if i % 2 == 0
-                    else "def render_page():\n    return 1")
-            for i in range(8)]
-
-
-def judged(tmp_path: Path, urls: list[str], passages: list[Passage] = PASSAGES,
-           **flags: Any) -> Any:
-    host = Host.from_environment(start=tmp_path, flags={"endpoints": urls,
-                                                        "score_cache": False, **flags})
-    settings: Settings = host.settings
-    return judge("where are retries configured", passages, host, settings, None)
 
 
 def test_two_vllm_servers_share_the_chunks_in_batched_prompt_lists(

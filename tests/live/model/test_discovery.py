@@ -5,38 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
+from model_helpers import closed_ports, probe
 from search_fixtures import REPO_FILES, cli, free_port, make_repo
 
 from slm_rerank.model import discovery
-from slm_rerank.model.discovery import (
-    Probe,
-)
 from slm_rerank.registrations import Endpoint
-
-
-def probe(base_url: str, **kwargs: Any) -> Probe:
-    async def main() -> Probe:
-        async with httpx.AsyncClient() as http:
-            return await discovery.probe(http, base_url, **kwargs)
-    return asyncio.run(main())
-
-
-def closed_ports(count: int) -> list[int]:
-    """Ports nothing listens on: bound, read, released."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 def test_probe_of_a_real_llama_server_gives_its_kind_model_slots_and_context(

@@ -2,26 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
+from model_helpers import generate
 
 import slm_rerank
 from slm_rerank.host import Host
-from slm_rerank.model.client import ModelClient
 from slm_rerank.registrations import Endpoint
-
-
-def generate(endpoint: Endpoint, prompt: str = "Words:", max_tokens: int = 16,
-             stop: tuple[str, ...] = ("\n",), timeout: float = 5) -> str:
-    async def run() -> str:
-        async with ModelClient(timeout=timeout) as client:
-            return await client.generate(endpoint, prompt, max_tokens, stop)
-
-    return asyncio.run(run())
-
 
 #: How long a request to the shared real server may take before a test calls it hung. The
 #: tests below are about what the server answers, not how fast: on two busy cores the

@@ -3,55 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from model_helpers import PASSAGES, judged
 from pytest_httpserver import HTTPServer
 
-from slm_rerank.config import Settings
-from slm_rerank.host import Host
 from slm_rerank.model.client import ModelClient
-from slm_rerank.model.stage import Passage, judge
 from slm_rerank.registrations import (
     Endpoint,
 )
-
-
-@pytest.fixture
-def servers() -> Iterator[Callable[[], HTTPServer]]:
-    """Start extra threaded HTTP servers (beside ``httpserver``); all stop at the end."""
-    started: list[HTTPServer] = []
-
-    def start() -> HTTPServer:
-        server = HTTPServer(threaded=True)
-        server.start()
-        started.append(server)
-        return server
-
-    try:
-        yield start
-    finally:
-        for server in started:
-            server.clear()
-            if server.is_running():
-                server.stop()
-
-
-PASSAGES = [Passage(f"net/mod{i}.py", 1, 3, None,
-                    "def retry_backoff():\n    return 2" if i % 2 == 0
-                    else "def render_page():\n    return 1")
-            for i in range(8)]
-
-
-def judged(tmp_path: Path, urls: list[str], passages: list[Passage] = PASSAGES,
-           **flags: Any) -> Any:
-    host = Host.from_environment(start=tmp_path, flags={"endpoints": urls,
-                                                        "score_cache": False, **flags})
-    settings: Settings = host.settings
-    return judge("where are retries configured", passages, host, settings, None)
-
 
 #: few chunks: the real model takes a fraction of a second for each, two cores for all
 SHORT = PASSAGES[:5]
