@@ -58,6 +58,12 @@ def check_name(name: str) -> str:
         raise click.BadParameter(f"{name!r} is the distribution's name; give the plugin's "
                                  f"short name (e.g. {short!r}: it becomes slm-rerank-{short})",
                                  param_hint="NAME")
+    from slm_rerank.plugins import BUILTIN_DISTRIBUTIONS
+
+    if f"slm-rerank-{name}" in BUILTIN_DISTRIBUTIONS:
+        raise click.BadParameter(f"{name!r} is a plugin slm-rerank ships (slm-rerank-{name}): "
+                                 "installing yours would replace it; choose another NAME",
+                                 param_hint="NAME")
     if not NAME.fullmatch(name) or len(name) > NAME_CHARS:
         raise click.BadParameter(
             f"{name!r} must be lower-case letters and digits, words joined by single dashes, "
@@ -106,6 +112,9 @@ def write(kind: str, name: str, parent: Path) -> Path:
     # half-written plugin under the name.
     staging = Path(tempfile.mkdtemp(prefix=f".slm-rerank-{name}-", dir=parent))
     try:
+        umask = os.umask(0o022)
+        os.umask(umask)
+        staging.chmod(0o777 & ~umask)  # mkdtemp's 0o700 would keep the plugin from the others
         for relative, text in render(kind, name).items():
             path = staging / relative
             path.parent.mkdir(parents=True, exist_ok=True)
