@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -157,6 +158,6 @@ def new_plugin(kind: str, name: str, parent: Path) -> None:
     emit(f"wrote {target}/ (the {values['noun']} '{name}'):\n"
          + "".join(f"  {relative}\n" for relative in render(kind, name))
          + "next:\n"
-         f"  pip install -e '{target}[test]'\n"
+         f"  pip install -e {shlex.quote(f'{target}[test]')}\n"
          f"  slm-rerank plugins               # lists {name}\n"
-         f"  pytest {target / 'tests'}\n")
+         f"  pytest {shlex.quote(str(target / 'tests'))}\n")

@@ -256,3 +256,19 @@ def test_the_folder_written_is_as_open_as_the_umask_makes_a_new_folder(tmp_path:
     (tmp_path / "plain").mkdir()
     written = (tmp_path / f"slm-rerank-{NAMES['scorer']}").stat().st_mode & 0o777
     assert written == (tmp_path / "plain").stat().st_mode & 0o777  # not mkdtemp's 0o700
+
+
+@pytest.mark.parametrize("folder", ["my plugins", "it's"])
+def test_the_commands_it_suggests_are_quoted_for_the_shell(folder: str, tmp_path: Path) -> None:
+    import shlex
+
+    (tmp_path / folder).mkdir()
+    done = generate("scorer", tmp_path / folder)
+
+    assert done.returncode == 0, done.stderr
+    target = tmp_path / folder / f"slm-rerank-{NAMES['scorer']}"
+    lines = done.stdout.splitlines()
+    install = next(line for line in lines if line.strip().startswith("pip install"))
+    test = next(line for line in lines if line.strip().startswith("pytest"))
+    assert shlex.split(install) == ["pip", "install", "-e", f"{target}[test]"]
+    assert shlex.split(test) == ["pytest", str(target / "tests")]
