@@ -192,13 +192,20 @@ class AddsANonCommand:
         cli.commands["bogus"] = 42  # type: ignore[assignment]
 
 
+class AddsACommandUnderNoName:
+    @slm_rerank.hookimpl
+    def register_commands(self, cli: click.Group) -> None:
+        cli.commands[None] = click.Command("bogus")  # type: ignore[index]
+
+
 class ExitsWhileAddingCommands:
     @slm_rerank.hookimpl
     def register_commands(self, cli: click.Group) -> None:
         raise SystemExit(3)
 
 
-@pytest.mark.parametrize("plugin", [AddsANonCommand(), ExitsWhileAddingCommands()])
+@pytest.mark.parametrize("plugin", [AddsANonCommand(), AddsACommandUnderNoName(),
+                                    ExitsWhileAddingCommands()])
 def test_a_plugin_adding_a_non_command_or_exiting_is_left_out_and_help_still_runs(
         plugin: object) -> None:
     group = group_with(plugin, Hello())

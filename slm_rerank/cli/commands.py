@@ -84,9 +84,9 @@ def plugin_commands(pm: pluggy.PluginManager, taken: Iterable[str]) -> dict[str,
                  f"{type(exc).__name__}: {exc}")
             continue
         for name, command in group.commands.items():
-            if not isinstance(command, click.Command):
-                warn(f"plugin '{plugin}' adds {type(command).__name__} {name!r}, "
-                     "which is not a click command; it is left out")
+            if not isinstance(command, click.Command) or not isinstance(name, str):
+                warn(f"plugin '{plugin}' adds {type(command).__name__} {name!r}, which is not "
+                     "a click command under a name; it is left out")
             elif name in builtin:
                 warn(f"plugin '{plugin}' adds a command '{name}', which slm-rerank already "
                      "has; it is left out (the plugin must name it otherwise)")
