@@ -7,6 +7,7 @@ what to type next.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shlex
@@ -108,6 +109,8 @@ def write(kind: str, name: str, parent: Path) -> Path:
     target = parent / f"slm-rerank-{name}"
     if os.path.lexists(target):
         raise FileExistsError(target)
+    if os.path.lexists(parent) and not parent.is_dir():  # mkdir's FileExistsError misleads
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(parent))
     parent.mkdir(parents=True, exist_ok=True)
     # Written beside the target and renamed into place: an interrupted run leaves no
     # half-written plugin under the name.

@@ -272,3 +272,14 @@ def test_the_commands_it_suggests_are_quoted_for_the_shell(folder: str, tmp_path
     test = next(line for line in lines if line.strip().startswith("pytest"))
     assert shlex.split(install) == ["pip", "install", "-e", f"{target}[test]"]
     assert shlex.split(test) == ["pytest", str(target / "tests")]
+
+
+def test_a_dir_that_is_a_dangling_symlink_is_no_folder_not_an_existing_plugin(
+        tmp_path: Path) -> None:
+    (tmp_path / "plugins").symlink_to(tmp_path / "gone")
+
+    done = cli("plugins", "new", "scorer", "mine", "--dir", "plugins", cwd=tmp_path)
+
+    assert done.returncode == 1
+    assert "already exists" not in done.stderr and "Not a directory" in done.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["plugins"]
