@@ -184,3 +184,37 @@ def test_a_broken_config_leaves_the_plugin_commands_out_and_the_builtins_say_why
 
     assert listed.exit_code == 0 and "hello" not in listed.stdout
     assert shown.exit_code == 1 and "invalid TOML" in shown.stderr  # the command's own words
+
+
+class AddsANonCommand:
+    @slm_rerank.hookimpl
+    def register_commands(self, cli: click.Group) -> None:
+        cli.commands["bogus"] = 42  # type: ignore[assignment]
+
+
+class AddsACommandUnderNoName:
+    @slm_rerank.hookimpl
+    def register_commands(self, cli: click.Group) -> None:
+        cli.commands[None] = click.Command("bogus")  # type: ignore[index]
+
+
+class ExitsWhileAddingCommands:
+    @slm_rerank.hookimpl
+    def register_commands(self, cli: click.Group) -> None:
+        raise SystemExit(3)
+
+
+@pytest.mark.parametrize("plugin", [AddsANonCommand(), AddsACommandUnderNoName(),
+                                    ExitsWhileAddingCommands()])
+def test_a_plugin_adding_a_non_command_or_exiting_is_left_out_and_help_still_runs(
+        plugin: object) -> None:
+    group = group_with(plugin, Hello())
+
+    listed = run(group, "--help")
+    called = run(group, "bogus")
+
+    assert listed.exit_code == 0, listed.output
+    assert "Traceback" not in listed.output and "search" in listed.stdout
+    assert "hello" in listed.stdout and "bogus" not in listed.stdout
+    assert f"plugin '{type(plugin).__name__.lower()}'" in listed.stderr
+    assert not isinstance(called.exception, (AttributeError, TypeError))

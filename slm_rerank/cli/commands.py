@@ -79,12 +79,15 @@ def plugin_commands(pm: pluggy.PluginManager, taken: Iterable[str]) -> dict[str,
         group = click.Group("slm-rerank")
         try:
             impl.function(**({"cli": group} if "cli" in impl.argnames else {}))
-        except Exception as exc:  # a broken plugin must not take the built-in commands down
+        except (Exception, SystemExit) as exc:  # a broken plugin must not take the built-ins down
             warn(f"plugin '{plugin}' raised while adding its commands, which are left out: "
                  f"{type(exc).__name__}: {exc}")
             continue
         for name, command in group.commands.items():
-            if name in builtin:
+            if not isinstance(command, click.Command) or not isinstance(name, str):
+                warn(f"plugin '{plugin}' adds {type(command).__name__} {name!r}, which is not "
+                     "a click command under a name; it is left out")
+            elif name in builtin:
                 warn(f"plugin '{plugin}' adds a command '{name}', which slm-rerank already "
                      "has; it is left out (the plugin must name it otherwise)")
             elif name in found:

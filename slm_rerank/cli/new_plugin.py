@@ -7,8 +7,10 @@ what to type next.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import shlex
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -58,6 +60,12 @@ def check_name(name: str) -> str:
         raise click.BadParameter(f"{name!r} is the distribution's name; give the plugin's "
                                  f"short name (e.g. {short!r}: it becomes slm-rerank-{short})",
                                  param_hint="NAME")
+    from slm_rerank.plugins import BUILTIN_DISTRIBUTIONS
+
+    if f"slm-rerank-{name}" in BUILTIN_DISTRIBUTIONS:
+        raise click.BadParameter(f"{name!r} is a plugin slm-rerank ships (slm-rerank-{name}): "
+                                 "installing yours would replace it; choose another NAME",
+                                 param_hint="NAME")
     if not NAME.fullmatch(name) or len(name) > NAME_CHARS:
         raise click.BadParameter(
             f"{name!r} must be lower-case letters and digits, words joined by single dashes, "
@@ -101,11 +109,16 @@ def write(kind: str, name: str, parent: Path) -> Path:
     target = parent / f"slm-rerank-{name}"
     if os.path.lexists(target):
         raise FileExistsError(target)
+    if os.path.lexists(parent) and not parent.is_dir():  # mkdir's FileExistsError misleads
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(parent))
     parent.mkdir(parents=True, exist_ok=True)
     # Written beside the target and renamed into place: an interrupted run leaves no
     # half-written plugin under the name.
     staging = Path(tempfile.mkdtemp(prefix=f".slm-rerank-{name}-", dir=parent))
     try:
+        umask = os.umask(0o022)
+        os.umask(umask)
+        staging.chmod(0o777 & ~umask)  # mkdtemp's 0o700 would keep the plugin from the others
         for relative, text in render(kind, name).items():
             path = staging / relative
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -148,6 +161,6 @@ def new_plugin(kind: str, name: str, parent: Path) -> None:
     emit(f"wrote {target}/ (the {values['noun']} '{name}'):\n"
          + "".join(f"  {relative}\n" for relative in render(kind, name))
          + "next:\n"
-         f"  pip install -e '{target}[test]'\n"
+         f"  pip install -e {shlex.quote(f'{target}[test]')}\n"
          f"  slm-rerank plugins               # lists {name}\n"
-         f"  pytest {target / 'tests'}\n")
+         f"  pytest {shlex.quote(str(target / 'tests'))}\n")

@@ -292,7 +292,7 @@ def check_host(host: str, origin: str | None = None) -> str:
     text = host.strip()
     if text.startswith("[") and text.endswith("]"):
         text = text[1:-1]  # [::1], as written in a URL
-    if not text or any(c.isspace() or c in "/@[]?#" for c in text):
+    if not text or any(c.isspace() or not c.isprintable() or c in "/@[]?#" for c in text):
         raise ConfigError(f"{where}host {host!r} is not a host name or address; give one "
                           "like 127.0.0.1, ::1 or gpu-box (a server's URL goes to -e URL)")
     if ":" in text:

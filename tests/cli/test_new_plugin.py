@@ -236,3 +236,50 @@ def test_a_generated_profile_claims_the_model_ids_that_hold_its_name(
     assert done.returncode == 0, done.stderr
     (row,) = json.loads(done.stdout)
     assert row["profile"] == "my-profile", row
+
+
+@pytest.mark.parametrize("name", ["gemma", "rerank-endpoint", "formatters"])
+def test_the_name_of_a_plugin_slm_rerank_ships_is_refused(name: str, tmp_path: Path) -> None:
+    # its distribution and package would be slm-rerank-NAME and slm_rerank_NAME: installing
+    # it would replace the shipped plugin
+    done = generate("profile", tmp_path, name)
+
+    assert done.returncode == 2, done.stderr
+    assert f"slm-rerank-{name}" in done.stderr and "ships" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_folder_written_is_as_open_as_the_umask_makes_a_new_folder(tmp_path: Path) -> None:
+    done = generate("scorer", tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    (tmp_path / "plain").mkdir()
+    written = (tmp_path / f"slm-rerank-{NAMES['scorer']}").stat().st_mode & 0o777
+    assert written == (tmp_path / "plain").stat().st_mode & 0o777  # not mkdtemp's 0o700
+
+
+@pytest.mark.parametrize("folder", ["my plugins", "it's"])
+def test_the_commands_it_suggests_are_quoted_for_the_shell(folder: str, tmp_path: Path) -> None:
+    import shlex
+
+    (tmp_path / folder).mkdir()
+    done = generate("scorer", tmp_path / folder)
+
+    assert done.returncode == 0, done.stderr
+    target = tmp_path / folder / f"slm-rerank-{NAMES['scorer']}"
+    lines = done.stdout.splitlines()
+    install = next(line for line in lines if line.strip().startswith("pip install"))
+    test = next(line for line in lines if line.strip().startswith("pytest"))
+    assert shlex.split(install) == ["pip", "install", "-e", f"{target}[test]"]
+    assert shlex.split(test) == ["pytest", str(target / "tests")]
+
+
+def test_a_dir_that_is_a_dangling_symlink_is_no_folder_not_an_existing_plugin(
+        tmp_path: Path) -> None:
+    (tmp_path / "plugins").symlink_to(tmp_path / "gone")
+
+    done = cli("plugins", "new", "scorer", "mine", "--dir", "plugins", cwd=tmp_path)
+
+    assert done.returncode == 1
+    assert "already exists" not in done.stderr and "Not a directory" in done.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["plugins"]

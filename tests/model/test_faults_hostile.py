@@ -471,3 +471,13 @@ def test_endpoints_probes_every_e_given_not_only_the_last(isolated_home: Path,
     assert result.exit_code == 0, result.output
     assert [(row["url"], row["kind"]) for row in json.loads(result.output)] == [
         ("http://127.0.0.1:9", None), (good, "llama.cpp")]
+
+
+@pytest.mark.parametrize("host", ["gpu\x07box", "gpu\x1bbox", "gpu\x7fbox", "gpu\u200bbox"])
+def test_a_host_with_a_control_or_invisible_character_is_a_usage_error(isolated_home: Path,
+                                                                       host: str):
+    result = run_cli("endpoints", "--host", host)
+
+    assert result.exit_code == 2, result.output
+    assert "--host" in result.output and "not a host name" in result.output
+    assert "\x07" not in result.output and "\x1b" not in result.output
