@@ -128,6 +128,25 @@ def test_a_plain_search_does_not_ask_the_plugins_for_commands(repo) -> None:  # 
     assert asked == []
 
 
+def test_a_search_whose_first_argument_is_a_path_does_not_ask_the_plugins(
+        repo, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    # `slm-rerank src -q retry`: src is the search's path; asking the plugins would let a
+    # plugin's hook print before the JSON, slow the search, or take the search for its own
+    asked: list[bool] = []
+
+    def plugins() -> pluggy.PluginManager | None:
+        asked.append(True)
+        return None
+
+    monkeypatch.chdir(repo)
+    folder = next(p.name for p in sorted(repo.iterdir()) if p.is_dir() and p.name != ".git")
+    result = CliRunner().invoke(make_cli(plugins=plugins), [folder, "-q", "retry", "--fast"])
+
+    assert result.exit_code == 0, result.output
+    assert asked == []
+    assert folder in result.output
+
+
 def test_register_commands_is_no_registry_family() -> None:
     assert "register_commands" not in FAMILIES
     assert set(FAMILIES) == {"register_candidate_sources", "register_query_expanders",

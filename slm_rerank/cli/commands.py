@@ -7,6 +7,7 @@ command name is not a built-in one (or for ``--help``), so a search pays nothing
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -119,7 +120,13 @@ class SlmRerankGroup(click.Group):
         if word in self.commands or word in _GROUP_OPTIONS:
             return True
         # an option is the search's; only a bare word can name a plugin's command
-        return not word.startswith("-") and word in self.plugin_commands(ctx)
+        if word.startswith("-"):
+            return False
+        # a word that names a file or folder here is the search's path (`slm-rerank src -q
+        # ...`): the plugins are not asked, so a plain search never runs their hooks
+        if os.path.lexists(word):
+            return False
+        return word in self.plugin_commands(ctx)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if not args or not self._names_a_command(ctx, args[0]):
