@@ -21,6 +21,7 @@ from string import Template
 import click
 
 from slm_rerank.cli.terminal import emit, fail
+from slm_rerank.report import visible
 
 
 @dataclass(frozen=True)
@@ -158,9 +159,10 @@ def new_plugin(kind: str, name: str, parent: Path) -> None:
         fail(f"cannot write {parent / f'slm-rerank-{name}'}: {exc.strerror or exc}")
         return
     values = fields(kind, name)
-    emit(f"wrote {target}/ (the {values['noun']} '{name}'):\n"
-         + "".join(f"  {relative}\n" for relative in render(kind, name))
-         + "next:\n"
-         f"  pip install -e {shlex.quote(f'{target}[test]')}\n"
-         f"  slm-rerank plugins               # lists {name}\n"
-         f"  pytest {shlex.quote(str(target / 'tests'))}\n")
+    # --dir is the user's, but may hold any character: shown escaped, never raw
+    emit(visible(f"wrote {target}/ (the {values['noun']} '{name}'):\n"
+                 + "".join(f"  {relative}\n" for relative in render(kind, name))
+                 + "next:\n"
+                 f"  pip install -e {shlex.quote(f'{target}[test]')}\n"
+                 f"  slm-rerank plugins               # lists {name}\n"
+                 f"  pytest {shlex.quote(str(target / 'tests'))}\n", keep_lines=True))

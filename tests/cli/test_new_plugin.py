@@ -283,3 +283,15 @@ def test_a_dir_that_is_a_dangling_symlink_is_no_folder_not_an_existing_plugin(
     assert done.returncode == 1
     assert "already exists" not in done.stderr and "Not a directory" in done.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["plugins"]
+
+
+def test_a_dir_with_a_control_character_is_shown_escaped_not_raw(tmp_path: Path) -> None:
+    folder = tmp_path / "z\x1b[2J"
+    folder.mkdir()
+
+    done = generate("scorer", folder)
+
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout
+    assert "z\\x1b[2J" in done.stdout
+    assert (folder / f"slm-rerank-{NAMES['scorer']}").is_dir()
