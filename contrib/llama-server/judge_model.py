@@ -43,11 +43,18 @@ class JudgeModelError(Exception):
 
 
 def default_dest() -> Path:
-    """``$SLM_RERANK_CACHE_DIR/models``, else the user cache folder's ``slm-rerank/models``."""
-    if os.environ.get("SLM_RERANK_CACHE_DIR"):
-        return Path(os.environ["SLM_RERANK_CACHE_DIR"]).expanduser() / "models"
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "slm-rerank" / "models"
+    """``models/`` in slm-rerank's cache folder, as a search finds it (``cache_dir``,
+    ``$SLM_RERANK_CACHE_DIR``, the platform's user cache); without slm-rerank installed,
+    ``$SLM_RERANK_CACHE_DIR/models`` or ``$XDG_CACHE_HOME/slm-rerank/models``."""
+    try:
+        from slm_rerank.cache_folder import cache_path
+        from slm_rerank.config import load_settings
+    except ImportError:  # run with a Python that lacks slm-rerank: the Linux defaults
+        if os.environ.get("SLM_RERANK_CACHE_DIR"):
+            return Path(os.environ["SLM_RERANK_CACHE_DIR"]).expanduser() / "models"
+        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        return Path(base) / "slm-rerank" / "models"
+    return cache_path(load_settings()) / "models"
 
 
 def part_member(n: int) -> str:

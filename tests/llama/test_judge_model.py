@@ -96,3 +96,13 @@ def test_the_default_folder_is_the_user_cache_never_the_checkout(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("SLM_RERANK_CACHE_DIR", str(tmp_path / "cache"))
     assert judge_model.default_dest() == tmp_path / "cache" / "models"
+
+
+def test_the_default_folder_follows_the_users_cache_dir_setting(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from search_fixtures import user_config
+
+    monkeypatch.delenv("SLM_RERANK_CACHE_DIR", raising=False)
+    user_config().write_text(f'cache_dir = "{tmp_path / "elsewhere"}"\n')
+
+    assert judge_model.default_dest() == tmp_path / "elsewhere" / "models"
