@@ -130,8 +130,10 @@ class Settings:
                                minimum=1, repo=REPO_LOWER, why="spends the model server")
     full: bool = _setting(False, "judge every kept chunk, not only the head (--full)",
                           repo=REPO_LOWER, why="spends the model server")
-    threshold: float = _setting(0.65, "fused scores below this are dropped (--threshold)",
-                                minimum=0.0, maximum=1.0, why="ranking: which results are kept")
+    threshold: float | None = _setting(
+        None, "a judged chunk whose P(relevant), the judge's own score, is below this is "
+        "dropped (--threshold); unset: the judge reorders and drops nothing",
+        minimum=0.0, maximum=1.0, why="ranking: which results are kept")
     timeout: float = _setting(60.0, "seconds the model stage may take before it keeps what it "
                               "has and degrades (--timeout)", minimum=0.1, repo=REPO_LOWER,
                               why="a deadline")

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from slm_rerank.config import Settings
 from slm_rerank.errors import ConfigError, QueryError, SlmRerankError
 from slm_rerank.host import Host
+from slm_rerank.lexical.filetypes import path_kind
 from slm_rerank.lexical.gather import Gathered, gather_files
 from slm_rerank.lexical.rank import Ranked, head, rank_chunks
 from slm_rerank.lexical.scores import ScoredChunk
@@ -72,6 +73,8 @@ class Fused:
     model_score: float | None = None
     #: the answer side the model left out of its top-K (its score is a bound), if any
     bounded: str | None = None
+    #: the file-kind prior fusion added (``lexical.scores.kind_prior``); None when unjudged
+    prior: float | None = None
 
 
 # --- expand -------------------------------------------------------------------------------
@@ -184,7 +187,8 @@ def rank(request: SearchRequest, host: Host, gathered: Gathered, notes: list[str
 
 def fuse(ranked: Ranked, model_scores: dict[int, float] | None = None, weight: float = 1.0,
          lengths: dict[int, int] | None = None, exponent: float = 0.0,
-         bounded: dict[int, str] | None = None) -> list[Fused]:
+         bounded: dict[int, str] | None = None,
+         priors: dict[int, float] | None = None) -> list[Fused]:
     """The final order. Without model scores it is the lexical order, unchanged.
 
     ``model_scores`` maps an index into ``ranked.chunks`` to a model's P(relevant); scored
@@ -197,9 +201,16 @@ def fuse(ranked: Ranked, model_scores: dict[int, float] | None = None, weight: f
     from slm_rerank.model.fusion import fuse_scores
 
     bounded = bounded or {}
-    return [Fused(ranked.chunks[f.index], f.score, f.model, bounded.get(f.index))
+    return [Fused(ranked.chunks[f.index], f.score, f.model, bounded.get(f.index), f.prior)
             for f in fuse_scores([c.score for c in ranked.chunks], model_scores, weight,
-                                 lengths, exponent)]
+                                 lengths, exponent, priors)]
+
+
+def kind_priors(ranked: Ranked, indices: list[int], terms: QueryTerms) -> dict[int, float]:
+    """The file-kind prior (logits) of each of ``indices`` (into ``ranked.chunks``)."""
+    from slm_rerank.lexical.scores import kind_prior
+
+    return {i: kind_prior(ranked.chunks[i].path, terms) for i in indices}
 
 
 @dataclass
@@ -218,6 +229,7 @@ def judge_head(request: SearchRequest, host: Host, settings: Settings, terms: Qu
     """Ask the model about the head: the first ``rerank_top`` chunks, file-diverse
     (``lexical/rank.head``), as ``model/passages.py`` cuts them."""
     # Imported here: --fast never pays for the model stage's imports.
+    from slm_rerank.model.intent import query_intent
     from slm_rerank.model.passages import head_passages
     from slm_rerank.model.stage import judge
 
@@ -229,7 +241,8 @@ def judge_head(request: SearchRequest, host: Host, settings: Settings, terms: Qu
         size = min(size, max(1, math.ceil(request.top_k * multiplier)))
     chosen = head(ranked, size)
     read = head_passages(ranked, chosen, terms, settings.prompt_chars)
-    judgement = judge(request.query, read, host, settings, request.cache_dir)
+    judgement = judge(request.query, read, host, settings, request.cache_dir,
+                      query_intent(request.query, terms))
     cut = sum(p.cut for p in read)
     if cut:
         # Of the chunks the model gave a verdict on: a run that degraded before judging any
@@ -277,23 +290,18 @@ def select(fused: list[Fused], top_k: int, chunks: bool) -> list[Fused]:
     return chosen
 
 
-def fewer(ranked: Ranked, shown: int, top_k: int, chunks: bool, judged: int | None,
-          dropped: str | None) -> Shortfall | None:
+def fewer(ranked: Ranked, shown: int, top_k: int, chunks: bool, dropped: str | None
+          ) -> Shortfall | None:
     """Why ``shown`` results are fewer than the ``top_k`` asked for; None when they are not.
 
-    ``judged`` is how many chunks the model judged when its order is the result's (only
-    judged chunks are shown then), ``dropped`` what the threshold dropped.
+    ``dropped`` is what the threshold dropped. The model's head never limits a result: the
+    chunks it did not judge follow in lexical order.
     """
     if shown >= top_k:
         return None
     if dropped:
         return Shortfall(top_k, shown, "threshold", dropped)
     found = len(ranked.chunks) if chunks else len({c.path for c in ranked.chunks})
-    if judged is not None and judged < len(ranked.chunks):
-        where = "" if chunks else f", from {shown} file{'' if shown == 1 else 's'}"
-        return Shortfall(top_k, shown, "head",
-                         f"the model judged only the first {judged} chunks{where}; raise "
-                         "--rerank-top or pass --full to judge more")
     unit = ("chunk" if chunks else "file") + ("" if found == 1 else "s")
     if not found:
         reason = "no file in scope matches the query"
@@ -314,7 +322,8 @@ def cite(selected: list[Fused], dirty: dict[str, str] | None = None) -> list[Cit
         path=display_path(e.item.path), start_line=e.item.chunk.start_line,
         end_line=e.item.chunk.end_line, symbol=e.item.chunk.symbol, score=e.score,
         lexical_score=e.item.score, model_score=e.model_score, matched_terms=e.item.matched,
-        bounded=e.bounded, dirty=dirty.get(e.item.path),
+        bounded=e.bounded, dirty=dirty.get(e.item.path), kind=path_kind(e.item.path),
+        prior=e.prior,
     ) for e in selected]
 
 
@@ -381,7 +390,6 @@ def run_search(request: SearchRequest, host: Host, settings: Settings | None = N
     timings["rank_ms"] = (clock() - mark) * 1000
 
     degraded, model = None, None
-    judged_count: int | None = None  # set when the model's order is the result's
     dropped: str | None = None  # what the threshold dropped, if anything
     fused = fuse(ranked)
     settings = settings or host.settings
@@ -392,24 +400,31 @@ def run_search(request: SearchRequest, host: Host, settings: Settings | None = N
         judgement = scored.judgement
         notes.extend(judgement.notes)
         warnings.extend(judgement.warnings)  # unjudged chunks, a refused score cache
+        priors = kind_priors(ranked, scored.chosen, terms)
         verdicts = apply_verdicts([c.score for c in ranked.chunks], judgement,
-                                  settings.threshold, scored.lengths, at=scored.chosen)
+                                  settings.threshold, scored.lengths, at=scored.chosen,
+                                  priors=priors)
         if judgement.scores or not judgement.degraded:
             # (a run that degraded before any verdict keeps the lexical scores as well)
-            fused = [Fused(ranked.chunks[f.index], f.score, f.model, f.bounded)
+            fused = [Fused(ranked.chunks[f.index], f.score, f.model, f.bounded, f.prior)
                      for f in verdicts.kept]
         if judgement.degraded:
             degraded = Degraded(judgement.degraded)
-        judged_count = verdicts.judged
+        lowered = sorted({(path_kind(ranked.chunks[i].path), round(priors[i], 2))
+                          for j, i in enumerate(scored.chosen)
+                          if j in judgement.scores and priors[i] < 0})
+        if lowered:
+            notes.append("file-kind prior: judged chunks of " + ", ".join(
+                f"{kind} files {prior:+.2f}" for kind, prior in lowered) +
+                " logits (the query did not ask for them)")
         if verdicts.dropped:
             dropped = (f"threshold {settings.threshold:g} dropped {verdicts.dropped} of "
-                       f"{verdicts.judged} judged chunks (best fused score "
-                       f"{verdicts.best:.2f}); lower it with --threshold")
+                       f"{verdicts.judged} judged chunks (the judge's best P(relevant) "
+                       f"{verdicts.best:.2f}); lower it with --threshold, or leave it unset")
         model = ModelInfo.of(judgement, settings.threshold if not degraded else None)
         timings["model_ms"] = judgement.model_ms
     selected = select(fused, request.top_k, request.chunks)
-    shortfall = fewer(ranked, len(selected), request.top_k, request.chunks, judged_count,
-                      dropped)
+    shortfall = fewer(ranked, len(selected), request.top_k, request.chunks, dropped)
     if dropped and shortfall is None:
         notes.append(dropped)  # as many results as asked for: -v alone says it
     citations = cite(selected, dirty)

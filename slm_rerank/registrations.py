@@ -6,6 +6,7 @@ dataclasses, tuples and callables, no host internals.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -186,6 +187,12 @@ class Turn:
     content: str
 
 
+#: the intents of a code query a profile may word a question for (``ModelProfile.intents``;
+#: ``slm_rerank/model/intent.py`` says how a query's is decided): a bug report or task, a
+#: question of where or how, a request for tests, a request for docs
+INTENTS = ("change", "locate", "tests", "docs")
+
+
 @dataclass(frozen=True)
 class ModelProfile:
     """How to talk to one model family: prompt layouts, answer words, which ids it claims.
@@ -219,6 +226,17 @@ class ModelProfile:
     #: 1.0 for an instruction-tuned judge; lower for a weak (base) model.
     judge_weight: float = 1.0
     options: tuple[PluginOption, ...] = ()
+    #: the instruction to use for each intent of a code query (``model/intent.py``:
+    #: "change", "locate", "tests", "docs"), as (intent, instruction) pairs; an intent not
+    #: listed, and every documents-API query, keeps ``instruction``
+    intents: tuple[tuple[str, str], ...] = ()
+
+    def for_intent(self, intent: str | None) -> ModelProfile:
+        """This profile asking the question of ``intent`` (itself when it words none)."""
+        wording = dict(self.intents).get(intent or "")
+        if wording is None or wording == self.instruction:
+            return self
+        return dataclasses.replace(self, instruction=wording)
 
     def render_completion(self, query: str, document: str) -> str:
         """The raw prompt for a completion endpoint."""

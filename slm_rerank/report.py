@@ -69,6 +69,11 @@ class Citation:
     slice: str | None = None
     #: "modified", "staged", "untracked" or "deleted" when ``--dirty`` found the file changed
     dirty: str | None = None
+    #: the file's kind as the lexical stage reads its path: "source", "test", "doc",
+    #: "changelog" or "other"
+    kind: str | None = None
+    #: the file-kind prior (logits) fusion added to its model verdict; None when not judged
+    prior: float | None = None
 
     @property
     def location(self) -> str:
@@ -89,7 +94,7 @@ class Shortfall:
 
     asked: int
     shown: int
-    #: "threshold", "head" (the model judged only the first chunks) or "matches"
+    #: "threshold" (the judge's P(relevant) was below --threshold) or "matches"
     cause: str
     #: one sentence, as stderr says it
     reason: str
@@ -122,6 +127,10 @@ class ModelInfo:
     threshold: float | None = None
     #: every server the chunks went to (one, or several with an ``endpoints`` list)
     endpoints: list[EndpointInfo] = field(default_factory=list)
+    #: the query's intent, which chose the question the judge was asked (``model/intent.py``),
+    #: and why; None when the profile asks one question whatever the intent
+    intent: str | None = None
+    intent_reason: str | None = None
 
     @classmethod
     def of(cls, judgement: Any, threshold: float | None) -> ModelInfo:
@@ -135,6 +144,8 @@ class ModelInfo:
             cache_hits=judgement.cache_hits, threshold=threshold,
             endpoints=[EndpointInfo(u.url, u.scored, u.failed)
                        for u in getattr(judgement, "uses", [])],
+            intent=judgement.intent.kind if getattr(judgement, "intent", None) else None,
+            intent_reason=judgement.intent.why if getattr(judgement, "intent", None) else None,
         )
 
 
@@ -181,6 +192,8 @@ class Report:
                     "stub": _stub_dict(c.stub),
                     "slice": c.slice,
                     "dirty": c.dirty,
+                    "kind": c.kind,
+                    "prior": None if c.prior is None else round(c.prior, 4),
                 }
                 for rank, c in enumerate(self.results, 1)
             ],

@@ -25,9 +25,12 @@ from slm_rerank.config import check_value, shown
 from slm_rerank.documents import check_list
 from slm_rerank.host import Host
 from slm_rerank.lexical.chunking import split_lines
+from slm_rerank.lexical.filetypes import path_kind
 from slm_rerank.lexical.reading import read_regular
+from slm_rerank.lexical.scores import kind_prior
 from slm_rerank.lexical.terms import extract
 from slm_rerank.model.fusion import apply_verdicts
+from slm_rerank.model.intent import query_intent
 from slm_rerank.model.passages import Passage, cut_lines
 from slm_rerank.model.stage import Judgement, judge_async
 from slm_rerank.overrides import apply_overrides, overrides
@@ -133,22 +136,32 @@ class Reranker:
         if threshold is not None:
             threshold = check_value("threshold", threshold, "rerank(threshold=...)")
         settings = self.settings
+        # Citations (a search's results) are code: the judge gets the question of the
+        # query's intent and fusion the file-kind prior, as in the search; Candidates may
+        # be any text (a RAG pipeline's documents), judged by the profile's one question.
         items = _as_candidates(candidates, settings.max_file_bytes)
+        code = isinstance(candidates, Report) or (
+            bool(items) and all(isinstance(c, Citation) for c in candidates))
         folder = usable_folder(cache_path(settings)) if settings.score_cache else None
         cache_dir = folder.path if folder else None
         # A long candidate is cut around the lines with the query's search terms, as in a
         # search: every word of the query, tried on every line, took minutes for a pasted log.
-        literals = extract(query).literals()
+        terms = extract(query)
+        literals = terms.literals()
         passages = [Passage(c.path, c.start_line, c.end_line, c.symbol,
-                            *cut_lines(c.text.splitlines(), literals, settings.prompt_chars))
+                            *cut_lines(c.text.splitlines(), literals, settings.prompt_chars),
+                            kind=path_kind(c.path) if code else None)
                     for c in items]
-        judgement = await judge_async(query, passages, self.host, settings, cache_dir)
+        judgement = await judge_async(query, passages, self.host, settings, cache_dir,
+                                      query_intent(query, terms) if code else None)
         if folder and folder.warning:
             judgement.warnings.insert(0, folder.warning)
         limit = settings.threshold if threshold is None else threshold
         # the same fusion and threshold as a search (fusion.apply_verdicts)
         verdicts = apply_verdicts([c.lexical_score for c in items], judgement, limit,
-                                  {i: len(p.code) for i, p in enumerate(passages)})
+                                  {i: len(p.code) for i, p in enumerate(passages)},
+                                  priors={i: kind_prior(c.path, terms)
+                                          for i, c in enumerate(items)} if code else None)
         results = []
         for f in verdicts.kept:
             c = items[f.index]

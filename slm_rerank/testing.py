@@ -261,6 +261,17 @@ class ModelProfileContract(PluginContract):
                 assert text.index(query) < text.index(document), name
                 assert {m["role"] for m in messages} <= {"system", "user", "assistant"}, name
 
+    def test_intent_wordings_are_known_intents_and_reach_the_prompt(self) -> None:
+        from slm_rerank.registrations import INTENTS
+
+        for name, profile in self.registered().items():
+            worded = dict(profile.intents)
+            assert len(worded) == len(profile.intents), (name, "an intent worded twice")
+            for intent, instruction in worded.items():
+                assert intent in INTENTS, (name, intent, INTENTS)
+                assert instruction.strip(), (name, intent)
+                assert instruction in profile.for_intent(intent).render_completion("q", "d")
+
     def test_answer_words_are_distinct(self) -> None:
         for name, profile in self.registered().items():
             assert profile.yes_words and profile.no_words, name

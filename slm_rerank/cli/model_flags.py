@@ -51,7 +51,8 @@ def _flags() -> dict[str, Decorator]:
             help="Judge every kept chunk, not only the head."),
         "threshold": click.option(
             "--threshold", type=click.FloatRange(0.0, 1.0), callback=_finite,
-            help="Drop results whose fused score is below this (default 0.65)."),
+            help="Drop judged results whose P(relevant), the judge's own score, is below "
+                 "this (default: unset, nothing is dropped)."),
         "timeout": click.option(
             "--timeout", type=click.FloatRange(min=0.1), callback=_finite,
             help="Seconds the model may take for one search or request; then what was "

@@ -96,6 +96,13 @@ def kind_factor(path: str, terms: QueryTerms) -> float:
     return 1.0
 
 
+def kind_prior(path: str, terms: QueryTerms) -> float:
+    """The file-kind prior fusion adds to a judged chunk's logit: ln of ``kind_factor``, so
+    0 for source (and for a test or doc page the query asks for), -0.69 for a test, -0.92
+    for a doc page or data file, -1.61 for a changelog."""
+    return math.log(kind_factor(path, terms))
+
+
 @dataclass
 class TermStats:
     """Rarity of each term over the files in scope."""

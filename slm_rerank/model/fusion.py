@@ -1,14 +1,18 @@
 """Fusion: the model's verdict on the head, combined with the lexical evidence.
 
-    logit(final) = w * logit(p_model) + z
+    logit(final) = w * logit(p_model) + z + prior
 
 ``z`` is the chunk's tier-1 lexical score standardised over the scored chunks: the scores
 are put on a 0-100 scale (100 = the best candidate), their spread is floored at
 ``SPREAD_FLOOR`` points (a narrower spread is noise, not evidence) and ``z`` is clipped to
 +-``Z_CLIP``. ``w`` is the judge's weight (``ModelProfile.judge_weight``): 1 lets an
 instruction-tuned judge overrule the lexical order; a weak base model gets less, so its
-verdict nudges the order instead of replacing it. Scored chunks rank above unscored ones;
-the unscored tail keeps its lexical order below the head.
+verdict nudges the order instead of replacing it. ``prior`` is what the lexical stage
+knows of the file's kind (``lexical.scores.kind_prior``: a test, doc page, changelog or
+data file the query did not ask for starts below source), so a judge's yes to a test that
+shares the query's words does not silently undo that. Judged chunks rank above unjudged
+ones; the unjudged tail keeps its lexical order below the head and is never dropped, so an
+answer with a model holds every result ``--fast`` would have shown.
 
 Length normalisation: a longer chunk gives a model more text to find a reason to say yes.
 The profile's ``length_exponent`` e damps that before fusion:
@@ -16,8 +20,12 @@ The profile's ``length_exponent`` e damps that before fusion:
 characters, so chunks up to the reference length are untouched and one eight times longer
 loses e * 2.08 logits (0.25 for Qwen's 0.12). The reported model score stays the raw one.
 
-``apply_verdicts`` is the one place the verdicts of a run meet the threshold: a search
-(``pipeline.run_search``) and ``Reranker.rerank`` both keep what it keeps.
+The threshold is on the judge's own scale: a judged chunk whose P(relevant) is below it is
+dropped. It is unset by default, so no judge cuts results unless the user asks for a cut
+(``--threshold``): a fused score is mostly the lexical z, and cutting by it dropped chunks
+the judge had said yes to. ``apply_verdicts`` is the one place the verdicts of a run meet
+the threshold: a search (``pipeline.run_search``) and ``Reranker.rerank`` both keep what
+it keeps.
 """
 
 from __future__ import annotations
@@ -74,6 +82,8 @@ class FusedScore:
     z: float | None
     #: the answer side the model left out of its top-K (its ``model`` is a bound), if any
     bounded: str | None = None
+    #: the file-kind prior added to the fused logit (0.0 for source), None when unscored
+    prior: float | None = None
 
 
 def length_penalty(chars: int, exponent: float) -> float:
@@ -82,21 +92,24 @@ def length_penalty(chars: int, exponent: float) -> float:
 
 
 def fuse_scores(lexical: Sequence[float], model: Mapping[int, float], weight: float,
-                lengths: Mapping[int, int] | None = None, exponent: float = 0.0
-                ) -> list[FusedScore]:
+                lengths: Mapping[int, int] | None = None, exponent: float = 0.0,
+                priors: Mapping[int, float] | None = None) -> list[FusedScore]:
     """The final order of chunks ``0..len(lexical)-1`` (lexical order, best first).
 
-    ``model`` maps a chunk's index to the model's P(relevant). Returns every chunk: the
-    scored ones by fused score, then the unscored ones in their lexical order.
+    ``model`` maps a chunk's index to the model's P(relevant), ``priors`` (optional) a
+    chunk's file-kind prior in logits (``lexical.scores.kind_prior``). Returns every chunk:
+    the scored ones by fused score, then the unscored ones in their lexical order.
     """
     scored = sorted(model)
     zs = dict(zip(scored, standardise([lexical[i] for i in scored]), strict=True))
     lengths = lengths or {}
+    priors = priors or {}
 
     def judged(i: int) -> float:
         return logit(model[i]) - length_penalty(lengths.get(i, 0), exponent)
 
-    head = [FusedScore(i, sigmoid(weight * judged(i) + zs[i]), model[i], zs[i])
+    head = [FusedScore(i, sigmoid(weight * judged(i) + zs[i] + priors.get(i, 0.0)),
+                       model[i], zs[i], prior=priors.get(i, 0.0))
             for i in scored]
     head.sort(key=lambda f: (-f.score, f.index))
     tail = [FusedScore(i, 0.0, None, None) for i in range(len(lexical)) if i not in model]
@@ -107,29 +120,31 @@ def fuse_scores(lexical: Sequence[float], model: Mapping[int, float], weight: fl
 class Verdicts:
     """The fused order a result shows, and what the threshold cut from it."""
 
-    #: best first: the judged chunks at or above the threshold; when the run degraded,
-    #: every chunk (the judged by fused score, then the rest in lexical order)
+    #: best first: the judged chunks by fused score (those the threshold let through, when
+    #: one is set), then every unjudged chunk in lexical order
     kept: list[FusedScore]
-    #: how many chunks were judged, when the model's order is the result's; None when the
-    #: run degraded (no threshold applies then)
+    #: how many chunks were judged; None when the run degraded (no threshold applies then)
     judged: int | None
     #: how many judged chunks the threshold dropped
     dropped: int = 0
-    #: the best fused score of a judged chunk (0.0 when none was judged)
+    #: the judge's highest P(relevant) (0.0 when none was judged)
     best: float = 0.0
 
 
-def apply_verdicts(lexical: Sequence[float], judgement: Judgement, threshold: float,
+def apply_verdicts(lexical: Sequence[float], judgement: Judgement, threshold: float | None,
                    lengths: Mapping[int, int] | None = None,
-                   at: Sequence[int] | None = None) -> Verdicts:
+                   at: Sequence[int] | None = None,
+                   priors: Mapping[int, float] | None = None) -> Verdicts:
     """Fuse the judgement's verdicts with the ``lexical`` scores (best first) by its
-    profile's weight and length exponent, then keep what the threshold lets through.
+    profile's weight and length exponent, then drop the judged chunks the threshold cuts.
 
     ``judgement.scores`` and ``lengths`` (characters the model read) are keyed by the
     judged document's index; ``at`` says where each sits in ``lexical`` (a search judges
-    the head of a longer ranking), None when document i is ``lexical[i]``. A run that
-    degraded keeps every chunk, the unjudged below the judged, since its verdicts are not
-    the whole story; otherwise only judged chunks at or above ``threshold`` are kept.
+    the head of a longer ranking), None when document i is ``lexical[i]``; ``priors`` (the
+    file-kind prior in logits) is keyed like ``lexical``. Every unjudged chunk is kept,
+    below the judged ones. ``threshold`` is on the judge's scale, P(relevant): a judged
+    chunk below it is dropped, unless the run degraded (its verdicts are not the whole
+    story); None drops nothing.
     """
     def where(i: int) -> int:
         return at[i] if at is not None else i
@@ -141,10 +156,11 @@ def apply_verdicts(lexical: Sequence[float], judgement: Judgement, threshold: fl
              for f in fuse_scores(lexical, model,
                                   profile.judge_weight if profile else 1.0,
                                   {where(i): n for i, n in (lengths or {}).items()},
-                                  profile.length_exponent if profile else 0.0)]
+                                  profile.length_exponent if profile else 0.0, priors)]
     judged = [f for f in fused if f.model is not None]
-    best = max((f.score for f in judged), default=0.0)
+    tail = [f for f in fused if f.model is None]
+    best = max((f.model for f in judged if f.model is not None), default=0.0)
     if judgement.degraded:
         return Verdicts(fused, None, 0, best)
-    kept = [f for f in judged if f.score >= threshold]
-    return Verdicts(kept, len(judged), len(judged) - len(kept), best)
+    kept = [f for f in judged if threshold is None or (f.model or 0.0) >= threshold]
+    return Verdicts(kept + tail, len(judged), len(judged) - len(kept), best)

@@ -22,8 +22,11 @@ if TYPE_CHECKING:
 CHARS_PER_TOKEN = 3.0
 #: tokens kept free in a request for the answer and the chat template's own tokens
 RESERVED_TOKENS = 32
-#: characters kept for the "File: path:lines (symbol)" line when fitting a context
-HEADER_CHARS = 120
+#: characters kept for the "File: path:lines (symbol)" and "Kind:" lines when fitting a context
+HEADER_CHARS = 150
+#: how a passage names its file's kind to the judge, by ``lexical.filetypes.path_kind``
+KIND_WORDS = {"source": "source code", "test": "test code", "doc": "documentation",
+              "changelog": "changelog", "other": "configuration or data"}
 
 
 @dataclass(frozen=True)
@@ -37,12 +40,17 @@ class Passage:
     #: the chunk's lines, already cut to the prompt budget
     code: str
     cut: bool = False
+    #: the lexical stage's kind of the file (``lexical.filetypes.path_kind``), or None
+    kind: str | None = None
 
     def document(self, index: int) -> Document:
-        """The chunk as a scorer gets it: a ``File: path:lines (symbol)`` line, then its
-        code; the metadata says where it is from, for the warnings that name it."""
+        """The chunk as a scorer gets it: a ``File: path:lines (symbol)`` line, a ``Kind:``
+        line when the file's kind is known, then its code; the metadata says where it is
+        from, for the warnings that name it."""
         where = f"{self.path}:{self.start_line}-{self.end_line}"
         head = f"File: {where}" + (f" ({self.symbol})" if self.symbol else "")
+        if self.kind in KIND_WORDS:
+            head += f"\nKind: {KIND_WORDS[self.kind]}"
         return Document.of(str(index), f"{head}\n{self.code}", path=self.path,
                            start_line=self.start_line, end_line=self.end_line,
                            symbol=self.symbol, cut=self.cut)
@@ -82,6 +90,7 @@ def head_passages(ranked: Ranked, chosen: list[int], terms: QueryTerms, budget: 
     """The chosen chunks (indices into ``ranked.chunks``) as the model will read them, each
     cut to ``budget`` characters (``prompt_chars``) around its best lines."""
     from slm_rerank.lexical.chunking import split_lines
+    from slm_rerank.lexical.filetypes import path_kind
     from slm_rerank.report import display_path
 
     out = []
@@ -92,7 +101,8 @@ def head_passages(ranked: Ranked, chosen: list[int], terms: QueryTerms, budget: 
                                                      item.chunk.end_line]
         code, cut = cut_lines(lines, literals, budget)
         out.append(Passage(display_path(item.path), item.chunk.start_line,
-                           item.chunk.end_line, item.chunk.symbol, code, cut))
+                           item.chunk.end_line, item.chunk.symbol, code, cut,
+                           path_kind(item.path)))
     return out
 
 

@@ -25,6 +25,7 @@ from slm_rerank.config import Settings
 from slm_rerank.errors import ConfigError, TransientError
 from slm_rerank.host import Host
 from slm_rerank.model.endpoints import choose_endpoints
+from slm_rerank.model.intent import Intent
 from slm_rerank.model.passages import Passage, fit_context
 from slm_rerank.model.profiles import ProfileChoice, choose_profile
 from slm_rerank.model.progress import Progress
@@ -71,6 +72,9 @@ class Judgement:
     #: how the judged text differs from what was given (chunks shortened after their
     #: tokens were counted), for the documents API to pass on; also in ``notes``
     shortened: list[str] = field(default_factory=list)
+    #: what the judge was asked, by the query's intent (``model/intent.py``); None for the
+    #: documents API and for a profile that words one question for every intent
+    intent: Intent | None = None
 
 
 # --- judging ------------------------------------------------------------------------------
@@ -113,19 +117,22 @@ Prepare = Callable[[Endpoint | None, ModelProfile | None, list[str]],
 
 
 async def judge_async(query: str, passages: Sequence[Passage], host: Host, settings: Settings,
-                      cache_dir: Path | None) -> Judgement:
-    """Judge code chunks: each is shown with its ``File: path:lines`` line, cut to fit."""
+                      cache_dir: Path | None, intent: Intent | None = None) -> Judgement:
+    """Judge code chunks: each is shown with its ``File: path:lines`` line, cut to fit,
+    with the question of the query's ``intent`` where the profile words one."""
     def prepare(narrowest: Endpoint | None, profile: ModelProfile | None,
                 notes: list[str]) -> tuple[str, list[Document]]:
         asked, fitted = fit_context(query, passages, narrowest, profile, notes)
         return asked, [p.document(i) for i, p in enumerate(fitted)]
 
-    return await judge_documents_async(query, prepare, host, settings, cache_dir)
+    return await judge_documents_async(query, prepare, host, settings, cache_dir,
+                                       intent=intent)
 
 
 async def judge_documents_async(query: str, prepare: Prepare, host: Host, settings: Settings,
                                 cache_dir: Path | None, noun: str = "chunks",
-                                unjudged: str = "keep their lexical order") -> Judgement:
+                                unjudged: str = "keep their lexical order",
+                                intent: Intent | None = None) -> Judgement:
     """Find the server, choose profile and scorer, and judge what ``prepare`` gives.
 
     A scorer whose verdicts depend on one document alone (``per_document``) is answered
@@ -161,6 +168,13 @@ async def judge_documents_async(query: str, prepare: Prepare, host: Host, settin
         if judgement.profile is not None:
             judgement.notes.append(f"profile {judgement.profile.profile.name}: "
                                    f"{judgement.profile.reason}; scorer {scorer.name}")
+        if profile is not None and intent is not None:
+            asking = profile.for_intent(intent.kind)
+            if asking is not profile:
+                profile = asking
+                judgement.profile = ProfileChoice(asking, judgement.profile.reason)
+                judgement.intent = intent
+                judgement.notes.append(f"intent {intent.kind}: {intent.why}")
         # Every server may get any chunk: fit the one with the smallest context.
         narrowest = min(endpoints, key=lambda e: e.context_tokens or math.inf, default=None)
         asked, documents = prepare(narrowest, profile, judgement.notes)
@@ -272,14 +286,14 @@ def _skipped_warning(skipped: dict[int, str], documents: Sequence[Document], nou
 
 
 def judge(query: str, passages: Sequence[Passage], host: Host, settings: Settings,
-          cache_dir: Path | None) -> Judgement:
+          cache_dir: Path | None, intent: Intent | None = None) -> Judgement:
     """``judge_async`` for callers without an event loop; a transient fault degrades.
 
     On the host's model session when it has one (warm client, known endpoint), else in a
     loop of its own.
     """
     session = host.model_session
-    coroutine = judge_async(query, passages, host, settings, cache_dir)
+    coroutine = judge_async(query, passages, host, settings, cache_dir, intent)
     try:
         judgement = session.run(coroutine) if session else asyncio.run(coroutine)
     except TransientError as exc:

@@ -79,7 +79,8 @@ class RerankService:
             self._hosts[root] = host
         return host
 
-    def rerank(self, query: str, paths_or_globs: Sequence[str] = (), threshold: float = 0.65,
+    def rerank(self, query: str, paths_or_globs: Sequence[str] = (),
+               threshold: float | None = None,
                top_k: int = 5, fast: bool = False, root: str | None = None,
                expand: bool = False, stubs: str | None = None, dirty: bool = False,
                by_slice: bool = False) -> Report:
@@ -96,14 +97,18 @@ class RerankService:
             raise ToolInputError("parameter 'query' is empty; ask a question, e.g. "
                                  "'where are retries configured'")
         folder = resolve_root(Path(root), self.default_root) if root else self.default_root
-        threshold = check_value("threshold", threshold, "parameter 'threshold'")
+        if threshold is not None:
+            threshold = check_value("threshold", threshold, "parameter 'threshold'")
         top_k = check_value("top_k", top_k, "parameter 'top_k'")
         paths = [_inside_root(p, folder) for p in paths_or_globs]
         with self._lock:
             base = self.host_for(folder)
-            # A copy that shares the loaded plugins: the threshold is this call's alone.
-            host = dataclasses.replace(
-                base, settings=dataclasses.replace(base.settings, threshold=threshold))
+            # A copy that shares the loaded plugins: the threshold is this call's alone
+            # (unset, the user's configured one holds).
+            if threshold is not None:
+                base = dataclasses.replace(
+                    base, settings=dataclasses.replace(base.settings, threshold=threshold))
+            host = base
             return search(query, folder, paths=paths, top_k=top_k, fast=fast,
                           caller=CALLER, host=host, expand=expand, stubs=stubs,
                           dirty=dirty, by_slice=by_slice, root_name="root")
@@ -198,9 +203,10 @@ def build_server(service: RerankService) -> Any:
                                                 "configured', or a pasted error or issue.")],
         paths_or_globs: Annotated[list[str] | None, Field(
             description="Only search these files, folders or globs (relative to root).")] = None,
-        threshold: Annotated[float, Field(
-            description="Drop model-judged results whose fused score is below this (0-1).",
-            ge=0.0, le=1.0, strict=True)] = 0.65,
+        threshold: Annotated[float | None, Field(
+            description="Drop model-judged results whose P(relevant), the judge's own "
+                        "score, is below this (0-1); unset: nothing is dropped.",
+            ge=0.0, le=1.0, strict=True)] = None,
         top_k: Annotated[int, Field(description="Number of results.", ge=1, strict=True)] = 5,
         stub: Annotated[bool, Field(description="Add a ghost stub of each result's file: "
                                                 "imports, declarations and signatures with "

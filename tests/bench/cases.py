@@ -133,12 +133,25 @@ def add_case_options(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return ap
 
 
-def spread_sample(cases: Path, trees: Path, n: int) -> list[Case]:
-    """``n`` cases whose trees are materialized, spread evenly over the file's order.
+SPLITS = ("dev", "held-out", "all")
+
+
+def split_of(case_id: str) -> str:
+    """``dev`` (where a weight or a prompt may be chosen) or ``held-out`` (where it is then
+    reported): fixed by a hash of the case id, so no choice of ours decides it."""
+    import hashlib
+
+    return "dev" if hashlib.sha256(case_id.encode()).digest()[0] % 2 == 0 else "held-out"
+
+
+def spread_sample(cases: Path, trees: Path, n: int, split: str = "all") -> list[Case]:
+    """``n`` cases whose trees are materialized (of ``split``), spread evenly over the
+    file's order.
 
     Exits with a message when no tree is materialized: there is nothing to measure.
     """
-    ready = [c for c in load_cases(cases) if tree_ready(c.tree(trees))]
+    ready = [c for c in load_cases(cases) if tree_ready(c.tree(trees))
+             and split in ("all", split_of(c.id))]
     if not ready:
         raise SystemExit(f"no materialized trees under {trees}; see ../shared/bench/README.md")
     step = max(1, len(ready) // n)

@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from cases import MODES, add_case_options, file_order, spread_sample
+from cases import MODES, SPLITS, add_case_options, file_order, spread_sample
 from metrics import hit_at, mean
 
 from slm_rerank.cache_folder import cache_path, ensure_writable
@@ -50,16 +50,19 @@ def main() -> int:
     ap.add_argument("--model", help="model profile (default: the one claiming the model id)")
     ap.add_argument("--sample", type=int, default=24, help="cases, spread evenly")
     ap.add_argument("--rerank-top", type=int, default=16)
+    ap.add_argument("--prompt-chars", type=int, help="passage budget (default: the setting)")
+    ap.add_argument("--split", choices=SPLITS, default="all",
+                    help="dev cases (choose weights there), held-out (report there), all")
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--json", type=Path, help="write per-case ranks here")
     args = ap.parse_args()
 
     flags = {"base_url": args.endpoint, "model": args.model, "rerank_top": args.rerank_top,
-             "timeout": 600.0}
+             "timeout": 600.0, "prompt_chars": args.prompt_chars}
     settings = load_settings(flags=flags)
     host = Host(settings)
     cache = ensure_writable(cache_path(settings))
-    sample = spread_sample(args.cases, args.trees, args.sample)
+    sample = spread_sample(args.cases, args.trees, args.sample, args.split)
     modes = args.modes.split(",")
     rows: list[dict] = []
     started = time.perf_counter()
@@ -82,7 +85,15 @@ def main() -> int:
             head_files = {ranked.chunks[i].path for i in head(ranked, settings.rerank_top)}
             row = {"id": case.id, "repo": case.repo, "mode": mode,
                    "head_recall": bool(head_files & set(case.gold_files)),
-                   "scored": len(verdicts), "orders": {}}
+                   "scored": len(verdicts), "orders": {},
+                   "intent": judgement.intent.kind if judgement.intent else None,
+                   "seconds": judgement.model_ms / 1000, "sent": judgement.sent,
+                   # what fusion needs, to try other fusions offline: the first chunks in
+                   # lexical order (path, score) and the judged ones' verdicts and lengths
+                   "chunks": [[c.path, c.score] for c in ranked.chunks[:300]],
+                   "verdicts": {str(i): p for i, p in verdicts.items()},
+                   "lengths": {str(i): n for i, n in lengths.items()},
+                   "gold": list(case.gold_files)}
             row["orders"]["lexical"] = file_order(fuse(ranked))
             # the model alone: the head by raw P(relevant), then the lexical tail
             alone = sorted(verdicts, key=lambda i: (-verdicts[i], i))
@@ -97,8 +108,8 @@ def main() -> int:
               file=sys.stderr)
 
     gold = {c.id: c.gold_files for c in sample}
-    print(f"\n{len(sample)} cases (spread evenly over those with a tree), head "
-          f"{settings.rerank_top}, "
+    print(f"\n{len(sample)} cases ({args.split}, spread evenly over those with a tree), head "
+          f"{settings.rerank_top}, prompt_chars {settings.prompt_chars}, "
           f"profile weight {profile_weight}, {time.perf_counter() - started:.0f} s\n")
     print("| mode | order | Hit@1 | Hit@5 | Hit@10 |\n| --- | --- | ---: | ---: | ---: |")
     for mode in modes:

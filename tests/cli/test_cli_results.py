@@ -58,13 +58,14 @@ class Constant:
         register(Scorer("constant", "one verdict for all", score, needs_endpoint=False))
 
 
-def judged_search(repo: Path, probability: float, top_k: int = 10, **settings: Any) -> Report:
-    """An in-process search whose chunks the ``Constant`` scorer judges."""
+def judged_search(repo: Path, probability: float, top_k: int = 10, fast: bool = False,
+                  **settings: Any) -> Report:
+    """An in-process search whose chunks the ``Constant`` scorer judges (none: ``fast``)."""
     Constant.probability = probability
     options = {"scorer": "constant", "score_cache": False, **settings}
     host = Host.with_plugins(dataclasses.replace(Settings(), **options), slm_rerank_ripgrep,
                              Constant, slm_rerank_openai)
-    return run_search(SearchRequest(query="retry backoff", root=repo.resolve(), fast=False,
+    return run_search(SearchRequest(query="retry backoff", root=repo.resolve(), fast=fast,
                                     top_k=top_k), host)
 
 
@@ -127,22 +128,25 @@ def test_a_threshold_that_drops_results_says_so_without_v(tmp_path: Path) -> Non
     assert report.results == []
     short = report.shortfall
     assert short is not None and (short.asked, short.shown, short.cause) == (10, 0, "threshold")
-    assert short.reason.startswith("threshold 0.5 dropped 5 of 5 judged chunks (best fused "
-                                   "score ")
-    assert short.reason.endswith("lower it with --threshold")
+    assert short.reason.startswith("threshold 0.5 dropped 5 of 5 judged chunks (the judge's "
+                                   "best P(relevant) 0.00)")
+    assert short.reason.endswith("lower it with --threshold, or leave it unset")
     assert not any("dropped" in note for note in report.notes)  # said once, not twice
 
 
-def test_a_head_smaller_than_k_says_the_model_judged_only_its_first_chunks(
+def test_a_head_smaller_than_k_keeps_the_unjudged_files_after_the_judged_ones(
         tmp_path: Path) -> None:
     repo = repo_of(tmp_path, 5)
+    fast = judged_search(repo, 0.9, fast=True)
 
     report = judged_search(repo, 0.9, threshold=0.0, rerank_top=2)
 
-    assert len(report.results) == 2
-    assert report.shortfall is not None and report.shortfall.cause == "head"
-    assert report.shortfall.reason == ("the model judged only the first 2 chunks, from 2 files; "
-                                       "raise --rerank-top or pass --full to judge more")
+    # as many results as --fast gives: the model's head reorders, it never shortens
+    assert len(report.results) == len(fast.results) == 5
+    assert [r.model_score is not None for r in report.results] == [True] * 2 + [False] * 3
+    assert ({r.path for r in report.results[2:]}
+            == {r.path for r in fast.results} - {r.path for r in report.results[:2]})
+    assert report.shortfall is not None and report.shortfall.cause == "matches"
 
 
 def test_the_cli_says_a_threshold_shortfall_in_one_line_without_v(

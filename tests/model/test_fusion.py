@@ -188,14 +188,18 @@ def test_a_search_and_the_reranker_keep_the_same_fused_order_and_threshold_cut(
     by_reranker = [(r.path, r.start_line, r.end_line, round(r.score, 9)) for r in reranked]
     assert by_search == by_reranker
     # the case is one where fusion and the cut matter: the model's order is not the
-    # lexical one, and the refused chunk (no verdict) is in neither result
+    # lexical one; the refused chunk (no verdict) is kept in both, after the judged ones
     paths = [p for p, *_ in by_search]
-    assert paths != [c.path for c in lexical.results if c.path in paths]
-    assert "glyphs.txt" not in paths
+    assert paths[-1] == "glyphs.txt" and searched.results[-1].model_score is None
+    judged = paths[:-1]
+    assert judged != [c.path for c in lexical.results if c.path in judged]
     if threshold:
-        assert 0 < len(paths) < len(FIXED), "the threshold should cut some judged chunks"
+        assert 0 < len(judged) < len(FIXED), "the threshold should cut some judged chunks"
+        # on the judge's own scale, not the fused score
+        assert all(c.model_score is not None and c.model_score >= threshold
+                   for c in searched.results[:-1])
     else:
-        assert sorted(paths) == sorted(FIXED)
+        assert sorted(judged) == sorted(FIXED)
 
 
 def test_apply_verdicts_places_the_heads_verdicts_in_the_ranking_and_cuts_below_threshold(
@@ -208,9 +212,47 @@ def test_apply_verdicts_places_the_heads_verdicts_in_the_ranking_and_cuts_below_
 
     verdicts = apply_verdicts([9.0, 8.0, 7.0], judgement, 0.5, at=[2, 0])
 
-    assert [f.index for f in verdicts.kept] == [2]
+    # the judged chunk the judge said no to is cut; the unjudged one (1) is kept after
+    assert [f.index for f in verdicts.kept] == [2, 1]
+    assert verdicts.kept[1].model is None
     assert (verdicts.judged, verdicts.dropped) == (2, 1)
-    assert verdicts.best == verdicts.kept[0].score
+    assert verdicts.best == 0.99
+
+
+def test_the_threshold_is_on_the_judges_scale_not_the_fused_score() -> None:
+    from slm_rerank.model.stage import Judgement
+
+    # the judge says yes (0.7) to a chunk the lexical order puts last: its fused score
+    # sinks below 0.65 with the lexical z, and it must still be kept at a threshold of 0.65
+    judgement = Judgement(scores={0: DocumentScore(0, 0.2), 1: DocumentScore(1, 0.9),
+                                  2: DocumentScore(2, 0.7)})
+
+    verdicts = apply_verdicts([100.0, 95.0, 1.0], judgement, 0.65)
+
+    kept = {f.index: f for f in verdicts.kept}
+    assert set(kept) == {1, 2}
+    assert kept[2].score < 0.65 <= (kept[2].model or 0)
+
+
+def test_no_threshold_drops_nothing_and_keeps_the_unjudged_tail_in_lexical_order() -> None:
+    from slm_rerank.model.stage import Judgement
+
+    judgement = Judgement(scores={0: DocumentScore(0, 0.01), 1: DocumentScore(1, 0.99)})
+
+    verdicts = apply_verdicts([9.0, 8.0, 7.0, 6.0], judgement, None)
+
+    assert [f.index for f in verdicts.kept] == [1, 0, 2, 3]
+    assert verdicts.dropped == 0
+
+
+def test_the_file_kind_prior_keeps_a_test_below_source_the_judge_likes_as_much() -> None:
+    from slm_rerank.model.fusion import fuse_scores
+
+    # equal lexical scores and equal verdicts: only the prior of chunk 0 (a test) differs
+    fused = fuse_scores([50.0, 50.0], {0: 0.8, 1: 0.8}, 1.0, priors={0: -0.69, 1: 0.0})
+
+    assert [f.index for f in fused] == [1, 0]
+    assert fused[1].prior == -0.69 and fused[0].prior == 0.0
 
 
 def test_apply_verdicts_keeps_every_chunk_of_a_degraded_run_judged_first() -> None:

@@ -147,7 +147,9 @@ def test_a_chunk_refused_as_too_long_is_named_in_the_search_warnings(tmp_path: P
 
     assert report.degraded is None
     assert any("were not judged (b.txt:1-1)" in w for w in report.warnings), report.warnings
-    assert [r.path for r in report.results] == ["a.py"]
+    # the refused chunk has no verdict, and stays after the judged one with none invented
+    assert [(r.path, r.model_score is None) for r in report.results] == [("a.py", False),
+                                                                        ("b.txt", True)]
 
 
 def test_a_refused_chunks_file_name_reaches_the_warning_without_control_characters(

@@ -21,6 +21,24 @@ from slm_rerank.registrations import ModelProfile, Turn
 INSTRUCTION = ("Judge whether the Document helps answer the Query: it holds the answer, or "
                "the code or text the Query is about. Answer only \"yes\" or \"no\".")
 
+ANSWER = " Answer only \"yes\" or \"no\"."
+
+# The question each intent of a code query asks (slm_rerank/model/intent.py). A small judge
+# asked whether a chunk "helps" says yes to every test and doc page that shares the query's
+# words; asked whether this is the code to edit, or the code that does it, it can tell.
+INTENTS = (
+    ("change", "The Query reports a bug or asks for a change in a code base. Judge whether "
+               "the Document is the code that must be edited to fix or implement what the "
+               "Query describes." + ANSWER),
+    ("locate", "The Query asks where something is done in a code base. Judge whether the "
+               "Document is the code that implements or defines what the Query asks "
+               "about." + ANSWER),
+    ("tests", "The Query asks about the tests of a code base. Judge whether the Document is "
+              "a test of what the Query describes." + ANSWER),
+    ("docs", "The Query asks about the documentation of a code base. Judge whether the "
+             "Document documents what the Query describes." + ANSWER),
+)
+
 USER = "Query: {query}\n\nDocument:\n{document}"
 
 CHATML = ("<|im_start|>system\n{instruction}<|im_end|>\n"
@@ -50,6 +68,7 @@ QWEN = ModelProfile(
     stop=("<|im_end|>",),
     length_exponent=0.12,
     judge_weight=1.0,
+    intents=INTENTS,
 )
 
 QWEN_THINK = ModelProfile(
@@ -69,6 +88,7 @@ QWEN_THINK = ModelProfile(
     stop=("<|im_end|>",),
     length_exponent=0.12,
     judge_weight=1.0,
+    intents=INTENTS,
 )
 
 RERANKER_SYSTEM = ("Judge whether the Document meets the requirements based on the Query and "
