@@ -90,7 +90,8 @@ def main() -> int:
                    "seconds": judgement.model_ms / 1000, "sent": judgement.sent,
                    # what fusion needs, to try other fusions offline: the first chunks in
                    # lexical order (path, score) and the judged ones' verdicts and lengths
-                   "chunks": [[c.path, c.score] for c in ranked.chunks[:300]],
+                   "chunks": [[c.path, c.score] for c in
+                              ranked.chunks[:max(300, max(verdicts, default=0) + 1)]],
                    "verdicts": {str(i): p for i, p in verdicts.items()},
                    "lengths": {str(i): n for i, n in lengths.items()},
                    "gold": list(case.gold_files)}
@@ -104,6 +105,8 @@ def main() -> int:
                 row["orders"][f"fused w={w}"] = file_order(
                     fuse(ranked, verdicts, w, lengths, exponent))
             rows.append(row)
+        if args.json:  # after every case: a long run stopped early keeps what it measured
+            args.json.write_text(json.dumps(rows, indent=1))
         print(f"[{n}/{len(sample)}] {case.id} ({time.perf_counter() - started:.0f} s)",
               file=sys.stderr)
 
@@ -120,8 +123,6 @@ def main() -> int:
             print(f"| {mode} | {order} | {hits[0]:.1f} | {hits[1]:.1f} | {hits[2]:.1f} |")
         recall = 100 * mean(float(r["head_recall"]) for r in mode_rows)
         print(f"| {mode} | head file recall | | {recall:.1f} | |")
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
     return 0
 
 
