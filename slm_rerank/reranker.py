@@ -115,13 +115,14 @@ class Reranker:
     async def rerank(self, query: str, candidates: Report | Sequence[Candidate | Citation],
                      *, threshold: float | None = None, top_k: int | None = None
                      ) -> RerankResult:
-        """Judge every candidate and return them by fused score, above ``threshold``.
+        """Judge every candidate and return them by fused score.
 
         ``candidates`` is a ``Report`` from ``slm_rerank.search`` (its files are read from
         its root), ``Citation``s (paths relative to the cwd or absolute) or ``Candidate``s
-        with their text. When the run degraded (a server fault), the unjudged keep their
-        lexical order below the judged ones and no threshold applies; otherwise only judged
-        candidates at or above it are returned, as a search keeps them.
+        with their text. A Report or Citations are code: the query's intent and the
+        file-kind prior apply as in a search. ``threshold`` (the judge's P(relevant)) drops
+        the judged candidates below it, unless the run degraded (a server fault); the
+        unjudged keep their given order below the judged ones, as a search keeps them.
 
         Raises ``TypeError`` for candidates that are not a list of ``Candidate`` or
         ``Citation`` (or a ``Report``), ``ValueError`` for an empty query, a ``top_k``
