@@ -41,6 +41,16 @@ _QUESTION = re.compile(r"^\s*(?:where|how|what|which|who|is\s+there|are\s+there|
                        r"show\s+me|find)\b", re.IGNORECASE)
 #: a query this long, over several lines, is a pasted issue rather than a question
 _ISSUE_CHARS = 300
+#: tests asked for as the thing to find ("tests for X", "where are the tests of X", "add a
+#: test"), not a query that only mentions them (a test runner's own issue says "test" in
+#: every line)
+_ASKS_TESTS = re.compile(
+    r"\b(?:tests?|test\s+cases?|unit\s+tests?)\s+(?:for|of|that|which|covering|about)\b|"
+    r"\b(?:where|which|find|show|add|write|missing)\b(?:\W+\w+){0,3}?\W+(?:unit\s+)?"
+    r"tests?\b", re.IGNORECASE)
+#: documentation asked for by name; "docstring", "typo" or "changelog" alone are about code
+_ASKS_DOCS = re.compile(r"\b(?:docs?|documentation|documented|readme|tutorial|user\s+guide)\b",
+                        re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -53,12 +63,14 @@ class Intent:
 
 def query_intent(query: str, terms: QueryTerms) -> Intent:
     """The intent of a code query (see the module docstring); decided in this order:
-    tests or docs asked for, a traceback, a pasted issue, a question without words of a
-    failure, words of a failure or a change, else ``locate``."""
-    if terms.about_tests:
-        return Intent("tests", "the query asks about tests")
-    if terms.about_docs:
-        return Intent("docs", "the query asks about documentation")
+    tests or docs asked for in its first line (not merely named: "docstring" is code, and a
+    test runner's issues say "test" throughout), a traceback, a pasted issue, a question
+    without words of a failure, words of a failure or a change, else ``locate``."""
+    headline = query.strip().splitlines()[0] if query.strip() else ""
+    if terms.about_tests and _ASKS_TESTS.search(headline):
+        return Intent("tests", "the query asks for tests")
+    if terms.about_docs and _ASKS_DOCS.search(headline):
+        return Intent("docs", "the query asks for documentation")
     if _TRACEBACK.search(query):
         return Intent("change", "the query holds a traceback or error line")
     if len(query) > _ISSUE_CHARS and "\n" in query.strip():

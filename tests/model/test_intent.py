@@ -34,7 +34,12 @@ from slm_rerank.testing import SAMPLE_CHAT_PROFILE
     ("Title of an issue\n\n" + "The value comes out shifted by one when the input is large. "
      * 6, "change"),
     ("where are the tests for the retry policy", "tests"),
+    ("add a unit test for the parser", "tests"),
     ("which docs describe the config file", "docs"),
+    # named, not asked for: the code is what is wanted
+    ("napoleon renders the docstring default wrongly", "change"),
+    ("the test report headline drops a bracket", "locate"),
+    ("fix the fixture teardown order", "change"),
 ])
 def test_each_kind_of_query_gets_its_intent(query: str, kind: str) -> None:
     intent = query_intent(query, extract(query))
