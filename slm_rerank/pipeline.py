@@ -403,7 +403,7 @@ def run_search(request: SearchRequest, host: Host, settings: Settings | None = N
         priors = kind_priors(ranked, scored.chosen, terms)
         verdicts = apply_verdicts([c.score for c in ranked.chunks], judgement,
                                   settings.threshold, scored.lengths, at=scored.chosen,
-                                  priors=priors)
+                                  priors=priors, query=request.query)
         if judgement.scores or not judgement.degraded:
             # (a run that degraded before any verdict keeps the lexical scores as well)
             fused = [Fused(ranked.chunks[f.index], f.score, f.model, f.bounded, f.prior)
@@ -422,6 +422,14 @@ def run_search(request: SearchRequest, host: Host, settings: Settings | None = N
                        f"{verdicts.judged} judged chunks (the judge's best P(relevant) "
                        f"{verdicts.best:.2f}); lower it with --threshold, or leave it unset")
         model = ModelInfo.of(judgement, settings.threshold if not degraded else None)
+        if judgement.profile is not None:
+            from slm_rerank.model.fusion import judge_weight
+
+            model.judge_weight = judge_weight(judgement.profile.profile, request.query)
+            notes.append(f"judge weight {model.judge_weight:g}" + (
+                " (a one-line query: the profile's short_query_weight)"
+                if judgement.profile.profile.short_query_weight == model.judge_weight
+                and model.judge_weight != judgement.profile.profile.judge_weight else ""))
         timings["model_ms"] = judgement.model_ms
     selected = select(fused, request.top_k, request.chunks)
     shortfall = fewer(ranked, len(selected), request.top_k, request.chunks, dropped)

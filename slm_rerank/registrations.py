@@ -225,6 +225,10 @@ class ModelProfile:
     #: how far the model's verdict may move the lexical order: w in logit = w*logit(p) + z.
     #: 1.0 for an instruction-tuned judge; lower for a weak (base) model.
     judge_weight: float = 1.0
+    #: the weight for a short query (one line: a title, a question) when it was measured to
+    #: differ from ``judge_weight`` (a small judge knows less from a title than from a whole
+    #: issue); None: ``judge_weight`` for every query
+    short_query_weight: float | None = None
     options: tuple[PluginOption, ...] = ()
     #: the instruction to use for each intent of a code query (``model/intent.py``:
     #: "change", "locate", "tests", "docs"), as (intent, instruction) pairs; an intent not

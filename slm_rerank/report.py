@@ -127,6 +127,8 @@ class ModelInfo:
     threshold: float | None = None
     #: every server the chunks went to (one, or several with an ``endpoints`` list)
     endpoints: list[EndpointInfo] = field(default_factory=list)
+    #: how far the judge's verdicts moved the lexical order (``fusion.judge_weight``)
+    judge_weight: float | None = None
     #: the query's intent, which chose the question the judge was asked (``model/intent.py``),
     #: and why; None when the profile asks one question whatever the intent
     intent: str | None = None

@@ -162,7 +162,8 @@ class Reranker:
         verdicts = apply_verdicts([c.lexical_score for c in items], judgement, limit,
                                   {i: len(p.code) for i, p in enumerate(passages)},
                                   priors={i: kind_prior(c.path, terms)
-                                          for i, c in enumerate(items)} if code else None)
+                                          for i, c in enumerate(items)} if code else None,
+                                  query=query)
         results = []
         for f in verdicts.kept:
             c = items[f.index]

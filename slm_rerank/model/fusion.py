@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from slm_rerank.model.stage import Judgement
+    from slm_rerank.registrations import ModelProfile
 
 Z_CLIP = 3.0
 SPREAD_FLOOR = 3.0
@@ -131,10 +132,24 @@ class Verdicts:
     best: float = 0.0
 
 
+def judge_weight(profile: ModelProfile | None, query: str | None) -> float:
+    """The weight of a profile's verdicts for ``query``: its ``short_query_weight`` for a
+    one-line query when it has one, else its ``judge_weight`` (1.0 without a profile)."""
+    from slm_rerank.model.intent import reads_as_issue
+
+    if profile is None:
+        return 1.0
+    if (profile.short_query_weight is not None and query is not None
+            and not reads_as_issue(query)):
+        return profile.short_query_weight
+    return profile.judge_weight
+
+
 def apply_verdicts(lexical: Sequence[float], judgement: Judgement, threshold: float | None,
                    lengths: Mapping[int, int] | None = None,
                    at: Sequence[int] | None = None,
-                   priors: Mapping[int, float] | None = None) -> Verdicts:
+                   priors: Mapping[int, float] | None = None,
+                   query: str | None = None) -> Verdicts:
     """Fuse the judgement's verdicts with the ``lexical`` scores (best first) by its
     profile's weight and length exponent, then drop the judged chunks the threshold cuts.
 
@@ -144,7 +159,7 @@ def apply_verdicts(lexical: Sequence[float], judgement: Judgement, threshold: fl
     file-kind prior in logits) is keyed like ``lexical``. Every unjudged chunk is kept,
     below the judged ones. ``threshold`` is on the judge's scale, P(relevant): a judged
     chunk below it is dropped, unless the run degraded (its verdicts are not the whole
-    story); None drops nothing.
+    story); None drops nothing. ``query`` chooses the weight (``judge_weight``).
     """
     def where(i: int) -> int:
         return at[i] if at is not None else i
@@ -153,8 +168,7 @@ def apply_verdicts(lexical: Sequence[float], judgement: Judgement, threshold: fl
     model = {where(i): v.probability for i, v in judgement.scores.items()}
     bounded = {where(i): v.bounded for i, v in judgement.scores.items() if v.bounded}
     fused = [dataclasses.replace(f, bounded=bounded.get(f.index))
-             for f in fuse_scores(lexical, model,
-                                  profile.judge_weight if profile else 1.0,
+             for f in fuse_scores(lexical, model, judge_weight(profile, query),
                                   {where(i): n for i, n in (lengths or {}).items()},
                                   profile.length_exponent if profile else 0.0, priors)]
     judged = [f for f in fused if f.model is not None]

@@ -53,6 +53,12 @@ _ASKS_DOCS = re.compile(r"\b(?:docs?|documentation|documented|readme|tutorial|us
                         re.IGNORECASE)
 
 
+def reads_as_issue(query: str) -> bool:
+    """A pasted issue or report (several lines, longer than a question) rather than a
+    one-line query."""
+    return len(query) > _ISSUE_CHARS and "\n" in query.strip()
+
+
 @dataclass(frozen=True)
 class Intent:
     """One query's intent and the evidence for it, in words for ``-v`` and JSON."""
@@ -73,7 +79,7 @@ def query_intent(query: str, terms: QueryTerms) -> Intent:
         return Intent("docs", "the query asks for documentation")
     if _TRACEBACK.search(query):
         return Intent("change", "the query holds a traceback or error line")
-    if len(query) > _ISSUE_CHARS and "\n" in query.strip():
+    if reads_as_issue(query):
         return Intent("change", "the query reads as a whole issue (several lines)")
     words = _CHANGE_WORDS.search(query)
     if _QUESTION.match(query) and not words:

@@ -5,11 +5,12 @@ model server.
     python tests/bench/expand_rescue.py -e http://127.0.0.1:8039 --sample 60 --limit 20
 
 For each sampled case and query mode it runs ``--fast`` twice, without and with the
-``llm`` expander (plugin slm-rerank-expand) (the model is asked once per query for words the query lacks). A case
-is "not located" when no gold file is in the first five files without expansion: those
-are the cases expansion exists for. It reports, over them, how many expansion rescued
-(a gold file enters the top 5) and, over all sampled cases, how many it hurt (a gold file
-in the top 5 drops out), the words added, and the seconds a call took.
+``llm`` expander (plugin slm-rerank-expand: the model is asked once per query for words
+the query lacks). A case is "not located" when no gold file is in the first five files
+without expansion: those are the cases expansion exists for. It reports, over them, how
+many expansion rescued (a gold file enters the top 5) and, over the located cases, how
+many it hurt (a gold file in the top 5 drops out), how many top 5s changed, and the
+median seconds of the expanded search.
 """
 
 from __future__ import annotations

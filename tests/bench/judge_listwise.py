@@ -70,8 +70,8 @@ _post = ModelClient._post
 
 
 async def _metered_post(self: ModelClient, endpoint: Any, path: str, body: dict[str, Any],
-                        missing_ok: bool = False) -> Any:
-    answer = await _post(self, endpoint, path, body, missing_ok)
+                        *args: Any, **kwargs: Any) -> Any:
+    answer = await _post(self, endpoint, path, body, *args, **kwargs)
     if path in ("/completion", "/v1/completions"):
         METER.record(path, answer)
     return answer

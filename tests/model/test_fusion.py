@@ -25,6 +25,7 @@ from slm_rerank.model.fusion import (
     standardise,
 )
 from slm_rerank.model.passages import cut_lines
+from slm_rerank.model.profiles import ProfileChoice
 from slm_rerank.pipeline import SearchRequest, run_search
 from slm_rerank.registrations import DocumentScore, ModelProfile, Scorer, ScoreRequest
 from slm_rerank.reranker import Reranker
@@ -265,3 +266,31 @@ def test_apply_verdicts_keeps_every_chunk_of_a_degraded_run_judged_first() -> No
 
     assert [(f.index, f.bounded) for f in verdicts.kept] == [(1, "yes"), (0, None), (2, None)]
     assert verdicts.judged is None and verdicts.dropped == 0
+
+
+def test_a_profile_with_a_short_query_weight_uses_it_for_one_line_queries_only() -> None:
+    from slm_rerank.model.fusion import judge_weight
+
+    profile = dataclasses.replace(RAW_PROFILE, judge_weight=1.0, short_query_weight=0.1)
+    issue = "Title of the issue\n\n" + "What happened, at length, with the steps. " * 10
+
+    assert judge_weight(profile, "where are redirects resolved") == 0.1
+    assert judge_weight(profile, issue) == 1.0
+    assert judge_weight(dataclasses.replace(profile, short_query_weight=None),
+                        "where are redirects resolved") == 1.0
+    assert judge_weight(None, "anything") == 1.0
+
+
+def test_a_title_moves_the_order_less_than_a_whole_issue_with_the_same_verdicts() -> None:
+    from slm_rerank.model.stage import Judgement
+
+    profile = dataclasses.replace(RAW_PROFILE, judge_weight=1.0, short_query_weight=0.1)
+    judgement = Judgement(scores={0: DocumentScore(0, 0.3), 1: DocumentScore(1, 0.95)},
+                          profile=ProfileChoice(profile, "asked for"))
+    issue = "Title of the issue\n\n" + "What happened, at length, with the steps. " * 10
+
+    title = apply_verdicts([100.0, 80.0], judgement, None, query="retry backoff fails")
+    whole = apply_verdicts([100.0, 80.0], judgement, None, query=issue)
+
+    assert [f.index for f in title.kept] == [0, 1]
+    assert [f.index for f in whole.kept] == [1, 0]
