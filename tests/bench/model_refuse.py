@@ -83,9 +83,9 @@ def table(rows: list[dict], texts: dict[tuple[str, str], str], weights: tuple[fl
             lines.append("| " + " | ".join(cells) + " |" if markdown else "  ".join(cells))
         recall = 100 * mean(float(r["head_recall"]) for r in mine)
         seconds = sorted(r.get("seconds", 0.0) for r in mine)
-        lines.append(f"{'| ' if markdown else ''}{mode} head file recall {recall:.1f}, "
-                     f"median model seconds {seconds[len(seconds) // 2]:.0f}"
-                     f"{' |' if markdown else ''}")
+        cells = [mode, "head file recall (Hit@5 column); median model seconds (MRR column)",
+                 str(len(mine)), "", f"{recall:.1f}", "", f"{seconds[len(seconds) // 2]:.0f}"]
+        lines.append("| " + " | ".join(cells) + " |" if markdown else "  ".join(cells))
     return "\n".join(lines)
 
 
