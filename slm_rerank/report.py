@@ -122,6 +122,9 @@ class ModelInfo:
     threshold: float | None = None
     #: every server the chunks went to (one, or several with an ``endpoints`` list)
     endpoints: list[EndpointInfo] = field(default_factory=list)
+    #: the profile's ``judge_weight`` and where it was measured ("" never: say so)
+    judge_weight: float | None = None
+    weight_measured: str | None = None
 
     @classmethod
     def of(cls, judgement: Any, threshold: float | None) -> ModelInfo:
@@ -135,6 +138,8 @@ class ModelInfo:
             cache_hits=judgement.cache_hits, threshold=threshold,
             endpoints=[EndpointInfo(u.url, u.scored, u.failed)
                        for u in getattr(judgement, "uses", [])],
+            judge_weight=profile.profile.judge_weight if profile else None,
+            weight_measured=profile.profile.weight_measured if profile else None,
         )
 
 
