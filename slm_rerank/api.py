@@ -124,7 +124,8 @@ def search(
         if cache_dir is None:
             pass  # a managed server keeps its state there: none is started or touched
         elif settings.auto_serve and not settings.host and not pinned_urls(settings)[0]:
-            started_note = local.ensure_local(cache_dir, settings.serve_idle, None)
+            started_note = local.ensure_local(cache_dir, settings.serve_idle, None,
+                                              serve_model=settings.serve_model)
         else:
             touch(cache_dir)  # a managed server found by the scan is in use too
     report = run_search(request, host)

@@ -28,6 +28,9 @@ MAX_DIRTY_BONUS = 100.0
 #: into memory (and decoded, and lowered), so the limit sizes the process.
 MAX_FILE_BYTES = 50_000_000
 
+#: What ``serve_model`` names: the bundled test model, or the judge fetched on request.
+SERVE_MODELS = ("bundled", "judge")
+
 #: Longest value echoed back in an error message; a 30 MB value is cut, not printed.
 SHOWN_CHARS = 80
 
@@ -155,6 +158,11 @@ class Settings:
         900.0, "seconds without a query after which a server started by --local or "
         "auto_serve stops itself (0: never)", minimum=0.0, repo=REPO_NO,
         why="how long a process lives")
+    serve_model: str = _setting(
+        "bundled", "the model --local and auto_serve start: bundled (Gemma 3 270M, a plumbing "
+        "test that does not rank well) or judge (Qwen2.5-Coder-1.5B-Instruct from the cache "
+        "folder, fetched only by slm-rerank serve --judge --fetch)", repo=REPO_NO,
+        why="chooses the model file a process loads")
     hook_deadline: float = _setting(5.0, "seconds the Claude Code prompt hook may take; then "
                                     "it prints nothing (--deadline, "
                                     "SLM_RERANK_HOOK_DEADLINE)", minimum=0.001,
@@ -278,6 +286,9 @@ def check_value(key: str, value: Any, where: str) -> Any:
         raise ConfigError(f"{where}: key 'cache_dir' must be an absolute path, got "
                           f"{shown(value)}: a relative folder would land wherever the "
                           "command runs, often inside the searched repository")
+    if key == "serve_model" and value not in SERVE_MODELS:
+        raise ConfigError(f"{where}: key 'serve_model' must be one of "
+                          f"{', '.join(SERVE_MODELS)}, got {shown(value)}")
     if key == "api" and value is not None and value not in SERVER_KINDS:
         raise ConfigError(f"{where}: key 'api' must be one of {', '.join(SERVER_KINDS)}, "
                           f"got {shown(value)}")

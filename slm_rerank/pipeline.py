@@ -425,11 +425,11 @@ def run_search(request: SearchRequest, host: Host, settings: Settings | None = N
         if judgement.profile is not None:
             from slm_rerank.model.fusion import judge_weight
 
-            model.judge_weight = judge_weight(judgement.profile.profile, request.query)
-            notes.append(f"judge weight {model.judge_weight:g}" + (
-                " (a one-line query: the profile's short_query_weight)"
-                if judgement.profile.profile.short_query_weight == model.judge_weight
-                and model.judge_weight != judgement.profile.profile.judge_weight else ""))
+            used = judge_weight(judgement.profile.profile, request.query)
+            if used != model.judge_weight:
+                notes.append(f"judge weight {used:g} for a one-line query (the profile's "
+                             f"short_query_weight; {model.judge_weight:g} for a whole issue)")
+            model.judge_weight = used
         timings["model_ms"] = judgement.model_ms
     selected = select(fused, request.top_k, request.chunks)
     shortfall = fewer(ranked, len(selected), request.top_k, request.chunks, dropped)

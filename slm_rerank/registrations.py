@@ -208,6 +208,11 @@ class ModelProfile:
     server reports. When several profiles claim one id, the longest matched text wins (the
     most specific claim: ``gemma-3.*-it`` beats ``gemma``); an equal-length tie between two
     profiles is an error naming both, resolved with ``--model``.
+
+    ``judge_weight`` says how far the verdict may move the lexical order; ``weight_measured``
+    says where that weight was measured (e.g. ``"docs/benchmarks.md, judge weight:
+    Qwen2.5-Coder-1.5B-Instruct"``), empty when it never was: ``slm-rerank plugins``,
+    ``endpoints`` and a search's ``-v`` and JSON show "not measured" beside such a weight.
     """
 
     noun: ClassVar[str] = "model profile"
@@ -241,6 +246,8 @@ class ModelProfile:
         if wording is None or wording == self.instruction:
             return self
         return dataclasses.replace(self, instruction=wording)
+    #: where ``judge_weight`` was measured (a benchmark table and its case set); empty: never
+    weight_measured: str = ""
 
     def render_completion(self, query: str, document: str) -> str:
         """The raw prompt for a completion endpoint."""

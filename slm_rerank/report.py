@@ -127,8 +127,11 @@ class ModelInfo:
     threshold: float | None = None
     #: every server the chunks went to (one, or several with an ``endpoints`` list)
     endpoints: list[EndpointInfo] = field(default_factory=list)
-    #: how far the judge's verdicts moved the lexical order (``fusion.judge_weight``)
+    #: how far the judge's verdicts moved the lexical order (``fusion.judge_weight``: the
+    #: profile's ``judge_weight``, or its ``short_query_weight`` for a one-line query), and
+    #: where the profile's weight was measured ("" never: say so)
     judge_weight: float | None = None
+    weight_measured: str | None = None
     #: the query's intent, which chose the question the judge was asked (``model/intent.py``),
     #: and why; None when the profile asks one question whatever the intent
     intent: str | None = None
@@ -148,6 +151,8 @@ class ModelInfo:
                        for u in getattr(judgement, "uses", [])],
             intent=judgement.intent.kind if getattr(judgement, "intent", None) else None,
             intent_reason=judgement.intent.why if getattr(judgement, "intent", None) else None,
+            judge_weight=profile.profile.judge_weight if profile else None,
+            weight_measured=profile.profile.weight_measured if profile else None,
         )
 
 

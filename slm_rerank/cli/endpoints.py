@@ -21,7 +21,7 @@ def endpoints(format_name: str, **flags: Any) -> None:
     from slm_rerank.errors import ConfigError, SlmRerankError
     from slm_rerank.host import Host
     from slm_rerank.model import discovery
-    from slm_rerank.model.profiles import choose_profile
+    from slm_rerank.model.profiles import choose_profile, weight_text
 
     try:
         given = overrides(**flags)
@@ -55,6 +55,8 @@ def endpoints(format_name: str, **flags: Any) -> None:
                 "slots": p.endpoint.slots if p.endpoint else None,
                 "profile": choice.profile.name if choice else None,
                 "reason": reason,
+                "judge_weight": choice.profile.judge_weight if choice else None,
+                "weight_measured": choice.profile.weight_measured if choice else None,
             })
     except SlmRerankError as exc:
         fail(str(exc))
@@ -65,7 +67,8 @@ def endpoints(format_name: str, **flags: Any) -> None:
     lines = []
     for row in rows:
         if row["kind"]:
-            profile = row["profile"] or f"none ({row['reason']})"
+            profile = (f"{row['profile']} ({weight_text(profiles[row['profile']])})"
+                       if row["profile"] else f"none ({row['reason']})")
             lines.append(f"{row['url']}  {row['kind']}  {row['model_id']}  "
                          f"profile {profile}  {row['slots']} slots"
                          + ("  (managed: slm-rerank serve status)"

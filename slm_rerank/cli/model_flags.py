@@ -38,8 +38,9 @@ def _flags() -> dict[str, Decorator]:
                  "messages)."),
         "local": click.option(
             "--local", "local", flag_value=True, default=None,
-            help="With no model server running, start the bundled one (slm-rerank serve "
-                 "--background) when one is needed; it stops after serve_idle s."),
+            help="With no model server running, start the managed one (slm-rerank serve "
+                 "--background) when one is needed: the model serve_model names, bundled "
+                 "or judge; it stops after serve_idle s."),
         "scorer": click.option(
             "--scorer", metavar="NAME",
             help="How each chunk or document is judged (default: the scorer setting, yesno)."),

@@ -9,6 +9,7 @@ import click
 from slm_rerank.cli.terminal import emit, fail, text_or_json, visible
 from slm_rerank.errors import ConfigError, RegistrationError
 from slm_rerank.host import Host
+from slm_rerank.model.profiles import weight_text
 
 
 @click.group(invoke_without_command=True)
@@ -32,6 +33,7 @@ def plugins(ctx: click.Context, show_all: bool, format_name: str) -> None:
         return
     try:
         names = host.registry.names_by_plugin()
+        profiles = host.registry.profiles()
     except RegistrationError as exc:
         fail(str(exc))
         return
@@ -43,6 +45,12 @@ def plugins(ctx: click.Context, show_all: bool, format_name: str) -> None:
             "name": info.name, "distribution": info.distribution, "version": info.version,
             "builtin": info.builtin, "hooks": info.hooks,
             "registers": names.get(info.name, {}), "error": info.error,
+            # a weight nobody measured must say so where a user picks a model
+            "judge_weights": {
+                name: {"judge_weight": profiles[name].judge_weight,
+                       "weight_measured": profiles[name].weight_measured}
+                for name in names.get(info.name, {}).get("register_model_profiles", [])
+                if name in profiles},
         })
     if format_name == "json":
         emit(json.dumps(rows, indent=2) + "\n")
@@ -54,4 +62,6 @@ def plugins(ctx: click.Context, show_all: bool, format_name: str) -> None:
         lines.append(f"{row['name']}  {row['distribution']} {row['version']}{status}")
         for hook, registered in row["registers"].items():
             lines.append(f"    {hook}: {', '.join(registered)}")
+        for name in row["judge_weights"]:
+            lines.append(f"      {name}: {visible(weight_text(profiles[name]))}")
     emit("".join(line + "\n" for line in lines))

