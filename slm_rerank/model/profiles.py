@@ -58,4 +58,6 @@ def weight_text(profile: ModelProfile) -> str:
     """
     where = profile.weight_measured.strip()
     said = f"measured: {where}" if where else "not measured"
-    return f"judge weight {float(profile.judge_weight)!r}, {said}"
+    short = ("" if profile.short_query_weight is None else
+             f" ({float(profile.short_query_weight)!r} for a one-line query)")
+    return f"judge weight {float(profile.judge_weight)!r}{short}, {said}"

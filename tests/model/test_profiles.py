@@ -9,6 +9,7 @@ from typing import Any
 
 from click.testing import CliRunner, Result
 from pytest_httpserver import HTTPServer
+from slm_rerank_qwen import QWEN
 
 from slm_rerank.cli.commands import cli
 from slm_rerank.model.profiles import weight_text
@@ -61,18 +62,24 @@ def test_endpoints_shows_the_chosen_profiles_weight_and_that_it_was_not_measured
     (row,) = json.loads(run("endpoints", "-e", url, "--format", "json").output)
 
     assert text.exit_code == 0, text.output
-    assert "profile qwen (judge weight 1.0, not measured)" in text.output
-    assert (row["profile"], row["judge_weight"], row["weight_measured"]) == ("qwen", 1.0, "")
+    assert ("profile qwen (judge weight 1.0 (0.1 for a one-line query), measured: "
+            "docs/benchmarks.md" in text.output)
+    assert (row["profile"], row["judge_weight"], row["weight_measured"]) == (
+        "qwen", 1.0, QWEN.weight_measured)
 
 
 def test_plugins_shows_each_profiles_weight_and_whether_it_was_measured() -> None:
     text = run("plugins").output
     rows = json.loads(run("plugins", "--format", "json").output)
 
-    assert "      qwen: judge weight 1.0, not measured\n" in text
-    assert "      gemma-base: judge weight 0.1, not measured\n" in text
+    # qwen-think claims Qwen3 models nobody here has run; the two measured ones say where
+    assert "      qwen-think: judge weight 1.0, not measured\n" in text
+    assert "      lfm: judge weight 1.0, not measured\n" in text
+    assert "      qwen: judge weight 1.0 (0.1 for a one-line query), measured: docs/" in text
+    assert "      gemma-base: judge weight 0.1, measured: docs/benchmarks.md" in text
     qwen = next(r for r in rows if r["name"] == "qwen")
-    assert qwen["judge_weights"]["qwen"] == {"judge_weight": 1.0, "weight_measured": ""}
+    assert qwen["judge_weights"]["qwen-think"] == {"judge_weight": 1.0, "weight_measured": ""}
+    assert qwen["judge_weights"]["qwen"]["weight_measured"] == QWEN.weight_measured
     sources = next(r for r in json.loads(run("plugins", "--all", "--format", "json").output)
                    if r["name"] == "ripgrep")
     assert sources["judge_weights"] == {}
@@ -87,6 +94,11 @@ def test_a_search_names_the_profiles_weight_in_json_and_verbose(
 
     assert done.exit_code == 0, done.output
     model = json.loads(done.stdout)["model"]
+    # a one-line query: the profile's short_query_weight, and where it was measured
     assert (model["profile"], model["judge_weight"], model["weight_measured"]) == (
-        "qwen", 1.0, "")
-    assert "profile qwen:" in done.stderr and "judge weight 1.0, not measured" in done.stderr
+        "qwen", 0.1, QWEN.weight_measured)
+    assert QWEN.weight_measured.startswith("docs/benchmarks.md")
+    assert "profile qwen:" in done.stderr
+    assert ("judge weight 1.0 (0.1 for a one-line query), measured: docs/benchmarks.md"
+            in done.stderr)
+    assert "judge weight 0.1 for a one-line query" in done.stderr
