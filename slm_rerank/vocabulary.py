@@ -80,12 +80,14 @@ class Vocabulary:
     complete: bool = True
 
     def lookup(self, word: str) -> tuple[int, int] | None:
-        """``(files, flags)`` for ``word`` or a form of it (plural, -ing, -ed), or None."""
+        """``(files, flags)`` for ``word`` and its forms (plural, -ing, -ed) together: the
+        most files any form is in, and every kind any form has; None when none is here."""
+        files, kinds = -1, 0
         for form in forms(word):
             found = self.words.get(form)
             if found is not None:
-                return found
-        return None
+                files, kinds = max(files, found[0]), kinds | found[1]
+        return (files, kinds) if files >= 0 else None
 
 
 def forms(word: str) -> list[str]:
