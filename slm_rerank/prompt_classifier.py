@@ -72,7 +72,8 @@ _LOCATE = re.compile(
 )
 #: verbs that ask for work on code: with a named thing they make the prompt about code
 _CODE_WORK = re.compile(
-    r"^\s*(?:please |can you |could you )?(?:fix|refactor|rename|implement|add|remove|delete|"
+    r"^\s*(?:(?:now|then|so|next|also|please|can you|could you),? )*"
+    r"(?:fix|refactor|rename|implement|add|remove|delete|"
     r"move|extract|inline|write|explain|debug|optimi[sz]e|rewrite|change|make|find|look at|"
     r"check)\b", re.IGNORECASE)
 #: the prompt is about process, the session or a tool, not this codebase's code
@@ -251,13 +252,12 @@ MAX_FILE_SHARE = 0.25
 
 def plain_words(text: str) -> list[str]:
     """The prompt's content words: lower-cased, no stop words, no words of asking."""
-    seen: list[str] = []
+    seen: dict[str, None] = {}  # ordered, and each look-up constant time
     for match in _PLAIN_WORD.finditer(text):
         word = match.group().lower()
-        if len(word) >= 3 and word not in STOP_WORDS and word not in _ASKING \
-                and word not in seen:
-            seen.append(word)
-    return seen
+        if len(word) >= 3 and word not in STOP_WORDS and word not in _ASKING:
+            seen[word] = None
+    return list(seen)
 
 
 def by_vocabulary(prompt: str, vocabulary: Vocabulary) -> Decision:
