@@ -122,8 +122,8 @@ _SOCIAL = re.compile(
     re.IGNORECASE)
 #: Questions about the conversation itself: what was said, done or decided in it
 _SESSION = re.compile(
-    r"\b(?:you|we|I) (?:just |already )?(?:said|mentioned|suggested|listed|meant|wrote|"
-    r"decided|proposed|showed|gave|asked|told)\b"
+    r"\b(?:you|we) (?:just |already )?(?:said|mentioned|suggested|listed|meant|wrote|"
+    r"decided|proposed|showed|gave|told)\b|\bI (?:just )?(?:said|meant)\b"
     r"|\bdid (?:you|we)\b"
     r"|\byour (?:\w+ )?(?:answer|reply|response|message|suggestion|explanation|summary|"
     r"plan|advice)s?\b"
