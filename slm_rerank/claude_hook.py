@@ -177,11 +177,15 @@ def _by_repository(prompt: str, cwd: Path, host: Any, seconds: float) -> Decisio
     from slm_rerank import vocabulary
     from slm_rerank.cache_folder import cache_path
 
+    started = time.perf_counter()
     try:
         loaded = vocabulary.load(cwd, cache_path(host.settings), seconds)
     except vocabulary.OutOfTime:
         return Decision(False, "repository vocabulary not read in time (kept for next time)")
-    return by_vocabulary(prompt, loaded.vocabulary)
+    judged = by_vocabulary(prompt, loaded.vocabulary)
+    took = (time.perf_counter() - started) * 1000
+    return dataclasses.replace(judged, evidence=f"{judged.evidence}; vocabulary "
+                               f"{'cached' if loaded.cached else 'built'} in {took:.0f} ms")
 
 
 def run(data: bytes, deadline: float, force_fast: bool = False) -> Outcome:
