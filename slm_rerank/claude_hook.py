@@ -14,7 +14,6 @@ import dataclasses
 import json
 import math
 import os
-import re
 import sys
 import threading
 import time
@@ -24,7 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from slm_rerank.errors import ConfigError
+from slm_rerank.prompt_classifier import QUERY_CHARS, Decision, by_vocabulary, classify
 from slm_rerank.report import visible
+
+__all__ = ["CALLER", "DEFAULT_DEADLINE", "DEADLINE_ENV", "Decision", "Outcome", "classify",
+           "deadline_from", "main", "render", "run"]
 
 #: default time the hook may take from reading stdin to printing, in seconds
 DEFAULT_DEADLINE = 5.0
@@ -32,152 +35,11 @@ DEADLINE_ENV = "SLM_RERANK_HOOK_DEADLINE"
 CALLER = "claude-code-hook"
 #: places listed in the context: enough to point the way, short enough to read at a glance
 TOP_K = 5
-#: the longest prompt searched; a pasted log beyond this adds only noise and time
-QUERY_CHARS = 4000
+#: the share of the time left that reading the repository's vocabulary may take: a cold
+#: read of a large tree must leave the search its time (what it read is kept for next time)
+VOCABULARY_SHARE = 0.5
 #: the most stdin read: a prompt with a long paste fits; a runaway writer stops here
 MAX_STDIN_BYTES = 2_000_000
-
-# --- the classifier -------------------------------------------------------------------------
-# Each rule names a kind of evidence that the prompt is about this codebase's code. They are
-# general shapes of code talk, not phrases of any particular prompt.
-
-_FENCE = re.compile(r"```|~~~")
-_ERROR = re.compile(
-    r"Traceback \(most recent call last\)"
-    r"|\b[A-Z]\w*(?:Error|Exception|Warning)\b"            # TypeError, NullPointerException
-    # [ \t], not \s, after ^: \s crosses newlines, so each of a run of blank lines started a
-    # rescan of the rest (16,000 newlines took 19 s, before the hook's deadline applies)
-    r"|^[ \t]*(?:error|panic|fatal|FAILED)(?:\[\w+\])?[:!]|^[ \t]*npm ERR!"  # compilers
-    r"|\bsegmentation fault\b|\bstack trace\b|\bcore dumped\b"
-    r"|^[ \t]+at [\w.$<>]+\(|^[ \t]+File \"[^\"]+\", line \d+",  # JS/Java, Python frames
-    re.MULTILINE | re.IGNORECASE,
-)
-_SOURCE_EXT = (
-    "py|pyi|js|jsx|ts|tsx|mjs|cjs|go|rs|java|kt|kts|scala|c|h|cc|cpp|cxx|hpp|hh|cs|rb|php|"
-    "swift|m|mm|lua|pl|sh|bash|zsh|sql|vue|svelte|ex|exs|erl|hs|ml|clj|dart|r|jl|zig|nim|"
-    "toml|ya?ml|json|ini|cfg|proto|graphql|gradle|cmake|mk"
-)
-_PATH = re.compile(
-    rf"(?<![\w/.-])(?:[\w.-]+/)*[\w-]+\.(?:{_SOURCE_EXT})(?::\d+)?(?![\w/])"
-    r"|(?<![\w/])(?:src|lib|app|pkg|cmd|tests?|internal)/[\w./-]+",
-    re.IGNORECASE,
-)
-_SNAKE = re.compile(r"\b_?[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
-_SCREAMING = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
-_CAMEL = re.compile(r"\b(?:[A-Z][a-z0-9]+){2,}\w*\b|\b[a-z]+(?:[A-Z][a-z0-9]+)+\b")
-_DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?:\(\))?")
-_CALL = re.compile(r"\b[A-Za-z_]\w*\((?:[^()\s]*|[^()]{0,40})\)")
-_BACKTICKS = re.compile(r"`[^`\n]+`")
-_FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]+")
-#: questions that ask where code is or how it behaves
-_LOCATE = re.compile(
-    r"\b(?:where(?:'s| is| are| do| does| did)?\b"
-    r"|which (?:file|files|module|function|class|method|package|component|plugin|part)"
-    r"|how (?:(?:does|do|is|are) (?:the |a |an |our |this |we )?|(?:the|our|this) )"
-    r"[\w -]{2,40}"
-    r"(?:work|works|handled?|computed?|built|parsed?|decides?|decided|implemented|picked?"
-    r"|chosen|registered?|configured|loaded|called|turned|stored|read|written|handle|"
-    r"register|pick)"
-    r"|what (?:calls|uses|handles|sets|reads|writes|parses|happens (?:in|when|if))"
-    r"|who calls|is there (?:a|an|any) (?:\w+ )?(?:test|function|helper|class|code|logic)"
-    r"|(?:defined|implemented|declared|initiali[sz]ed|instantiated|registered) (?:in|at|by)?)",
-    re.IGNORECASE,
-)
-#: verbs that ask for work on code: with a named thing they make the prompt about code
-_CODE_WORK = re.compile(
-    r"^\s*(?:please |can you |could you )?(?:fix|refactor|rename|implement|add|remove|delete|"
-    r"move|extract|inline|write|explain|debug|optimi[sz]e|rewrite|change|make|find|look at|"
-    r"check)\b", re.IGNORECASE)
-#: the prompt is about process, the session or a tool, not this codebase's code
-_PROCESS = re.compile(
-    r"^\s*(?:please |ok(?:ay)?,? |now |then |can you |could you |let'?s )?"
-    r"(?:commit|push|pull|merge|rebase|squash|amend|stash|cherry-pick|tag|bump|release|"
-    r"deploy|publish|install|re-?run|run|make|open|revert|undo|continue|proceed|go ahead|"
-    r"stop|thanks?|thank you|ty|lgtm|yes|yep|no|nope|sure|great|perfect|nice|cool|hmm|"
-    r"good (?:morning|night|job)|summari[sz]e|draft|write (?:a|the) (?:commit|changelog|"
-    r"email|message|pr|release))\b"
-    r"|^\s*/\w+"                                           # a slash command
-    r"|\b(?:status|ci|pipeline|build|job|pr|pull request) (?:pass|passed|green|red|fail)"
-    r"|\bhow does (?:git|docker|npm|pip|make|bash|ssh|k8s|kubectl) \w+",
-    re.IGNORECASE,
-)
-#: words that name parts of a program: with a code-work verb, or with words that describe
-#: behaviour, they make a prompt about the code even without an identifier in it
-_CODE_NOUN = re.compile(
-    r"\b(?:functions?|methods?|class(?:es)?|modules?|constants?|variables?|tests?|api|"
-    r"endpoints?|parsers?|formatters?|scorers?|cache|handlers?|schema|types?|structs?|"
-    r"interfaces?|fields?|arguments?|parameters?|flags?|regex|callbacks?|plugins?|"
-    r"tokenizer|lookup|loop|query|queries|config|settings|enum|decorators?|imports?|"
-    r"exceptions?|codebase|code)\b", re.IGNORECASE)
-#: words that describe what code does wrong or how it behaves
-_BEHAVIOUR = re.compile(
-    r"\b(?:wrong(?:ly)?|broken|breaks|fails?|crash(?:es)?|doesn'?t|isn'?t|never|always|"
-    r"instead of|is called|gets called|returns?|throws?|raises?|leaks?|hangs?|ignores?|"
-    r"escapes?|drops?|skips?)\b", re.IGNORECASE)
-_WORDS_ONLY = re.compile(r"[A-Za-z']+")
-#: snake_case words that are plain English (not identifiers) in prose
-_PROSE_SNAKE = frozenset({"e_g", "i_e"})
-
-
-@dataclass
-class Decision:
-    """Whether a prompt is a code question, and the rule that said so."""
-
-    code: bool
-    reason: str
-
-
-def _symbols(text: str) -> list[str]:
-    found = [m.group() for m in _SNAKE.finditer(text) if m.group() not in _PROSE_SNAKE]
-    found += [m.group() for m in _SCREAMING.finditer(text)]
-    found += [m.group() for m in _CAMEL.finditer(text)]
-    found += [m.group() for m in _CALL.finditer(text)]
-    # dotted names, but not a sentence end glued to the next word or an abbreviation
-    found += [m.group() for m in _DOTTED.finditer(text)
-              if not re.fullmatch(r"(?:[a-z]\.)+[a-z]?", m.group(), re.IGNORECASE)]
-    return found
-
-
-def _strong_symbol(text: str) -> bool:
-    """A call or a dotted name: code even after a process verb ("make Host.validate() ...")."""
-    return any(m.group().endswith(")") or "." in m.group() and not re.fullmatch(
-        r"(?:[a-z]\.)+[a-z]?", m.group(), re.IGNORECASE)
-        for m in (*_CALL.finditer(text), *_DOTTED.finditer(text)))
-
-
-def classify(prompt: str) -> Decision:
-    """Decide whether ``prompt`` asks about code in the repository (then context helps).
-
-    Strong evidence (a code fence, error text) wins over everything; a prompt that opens
-    with a process, session or tool verb (commit, run the tests, thanks) is silent unless it
-    carries such evidence; otherwise a source path, a code-form symbol, a flag in backticks or
-    a question that locates code makes it a code question.
-    """
-    text = prompt.strip()
-    if not text:
-        return Decision(False, "empty prompt")
-    if _FENCE.search(text):
-        return Decision(True, "code fence")
-    if _ERROR.search(text):
-        return Decision(True, "error text")
-    if _PROCESS.search(text) and not _strong_symbol(text):
-        return Decision(False, "process, status or tool request")
-    if _PATH.search(text):
-        return Decision(True, "source path")
-    if _BACKTICKS.search(text):
-        return Decision(True, "code span")
-    if _symbols(text):
-        return Decision(True, "code-form symbol")
-    if _LOCATE.search(text):
-        return Decision(True, "question that locates code")
-    if _CODE_WORK.search(text) and (_FLAG.search(text) or _CODE_NOUN.search(text)):
-        return Decision(True, "work on a named part of the code")
-    if _CODE_NOUN.search(text) and _BEHAVIOUR.search(text):
-        return Decision(True, "behaviour of a part of the code")
-    if len(_WORDS_ONLY.findall(text)) <= 3:
-        return Decision(False, "short reply")
-    return Decision(False, "no code in the prompt")
-
 
 # --- the hook -------------------------------------------------------------------------------
 
@@ -301,8 +163,37 @@ def _host_for(cwd: Path, deadline: float) -> tuple[Any, bool, bool]:
     return host, settings.usage_log, fast
 
 
+def _record(judged: Decision, **fields: Any) -> dict[str, Any]:
+    """The usage-log record of a decision: which rule, whether it judged a code question."""
+    record = {**fields, "reason": judged.reason, "code": judged.code}
+    if judged.evidence:
+        record["evidence"] = judged.evidence
+    return record
+
+
+def _by_repository(prompt: str, cwd: Path, host: Any, seconds: float) -> Decision:
+    """The repository rule's decision on a prompt the shapes left open, its vocabulary read
+    (from the cache, or built) within ``seconds``."""
+    from slm_rerank import vocabulary
+    from slm_rerank.cache_folder import cache_path
+
+    started = time.perf_counter()
+    try:
+        loaded = vocabulary.load(cwd, cache_path(host.settings), seconds)
+    except vocabulary.OutOfTime:
+        return Decision(False, "repository vocabulary not read in time (kept for next time)")
+    judged = by_vocabulary(prompt, loaded.vocabulary)
+    took = (time.perf_counter() - started) * 1000
+    return dataclasses.replace(judged, evidence=f"{judged.evidence}; vocabulary "
+                               f"{'cached' if loaded.cached else 'built'} in {took:.0f} ms")
+
+
 def run(data: bytes, deadline: float, force_fast: bool = False) -> Outcome:
-    """Decide on the prompt in ``data`` and, for a code question, search within ``deadline``."""
+    """Decide on the prompt in ``data`` and, for a code question, search within ``deadline``.
+
+    The shapes decide first; a prompt they leave open is judged by the repository's
+    vocabulary, read in the search's thread, so that its time counts against the deadline.
+    """
     started = time.perf_counter()
 
     def elapsed_ms() -> float:
@@ -316,21 +207,28 @@ def run(data: bytes, deadline: float, force_fast: bool = False) -> Outcome:
                               else f"unreadable hook input: {exc}"},
                        latency_ms=elapsed_ms())
     decision = classify(prompt)
-    if not decision.code:
-        return Outcome(None, {"decision": "skip", "queried": False, "reason": decision.reason},
+    if not decision.code and decision.final:
+        return Outcome(None, _record(decision, decision="skip", queried=False),
                        query=prompt, latency_ms=elapsed_ms())
     cwd = Path(cwd_text) if cwd_text else Path.cwd()
     if not cwd.is_dir():
         return Outcome(None, {"decision": "error", "queried": False,
                               "reason": f"cwd {cwd} from the hook input is not a folder"},
                        query=prompt, latency_ms=elapsed_ms())
-    result: dict[str, Any] = {}
+    result: dict[str, Any] = {"decision": decision}
 
     def search() -> None:
         try:
             from slm_rerank.api import search as api_search
 
             host, _, fast = _host_for(cwd, deadline)
+            if not decision.code:
+                left = deadline - (time.perf_counter() - started)
+                judged = _by_repository(prompt, cwd, host, left * VOCABULARY_SHARE)
+                result["decision"] = judged
+                if not judged.code:
+                    return
+            result["searching"] = True
             fast = fast or force_fast
             report = api_search(prompt[:QUERY_CHARS], cwd, fast=fast, caller=CALLER,
                                 host=host, top_k=TOP_K)
@@ -345,27 +243,33 @@ def run(data: bytes, deadline: float, force_fast: bool = False) -> Outcome:
     worker = threading.Thread(target=search, name="slm-rerank-hook", daemon=True)
     worker.start()
     worker.join(max(0.0, deadline - (time.perf_counter() - started)))
-    reason = decision.reason
+    decision = result["decision"]
     if worker.is_alive():
         # The search goes on in its thread: end the tools it started (rg, git), which would
         # otherwise run on, orphaned, after the hook has answered.
         from slm_rerank.lexical.matches import kill_tools
 
         kill_tools()
-        return Outcome(None, {"decision": "timeout", "queried": True, "reason": reason,
-                              "deadline_s": deadline}, query=prompt, latency_ms=elapsed_ms(),
-                       abandoned=True)
+        searching = bool(result.get("searching"))
+        record = _record(decision, decision="timeout", queried=searching, deadline_s=deadline)
+        if not decision.code:  # still reading the repository's words: not judged yet
+            record.update(reason="repository vocabulary not read in time", code=None)
+        return Outcome(None, record, query=prompt, latency_ms=elapsed_ms(), abandoned=True)
     if "config" in result:
         return Outcome(None, {"decision": "error", "queried": False,
                               "reason": result["config"]},
                        query=prompt, latency_ms=elapsed_ms())
     if "error" in result:
-        return Outcome(None, {"decision": "error", "queried": True,
-                              "reason": f"{reason}; search failed: {result['error']}"},
+        return Outcome(None, {"decision": "error", "queried": bool(result.get("searching")),
+                              "reason": f"{decision.reason}; search failed: "
+                                        f"{result['error']}"},
+                       query=prompt, latency_ms=elapsed_ms())
+    if not decision.code:
+        return Outcome(None, _record(decision, decision="skip", queried=False),
                        query=prompt, latency_ms=elapsed_ms())
     output = result.get("output")
-    return Outcome(output, {"decision": "query", "queried": True, "reason": reason,
-                            "fast": result.get("fast", True), "results": output is not None},
+    return Outcome(output, _record(decision, decision="query", queried=True,
+                                   fast=result.get("fast", True), results=output is not None),
                    query=prompt, latency_ms=elapsed_ms(), top_paths=result["top_paths"])
 
 

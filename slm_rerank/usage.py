@@ -93,6 +93,9 @@ class HookStats:
     #: latency of the queried prompts (nearest rank), None when none queried
     p50_ms: float | None = None
     p95_ms: float | None = None
+    #: prompts the classifier judged code questions, and how many each rule judged
+    judged_code: int = 0
+    by_rule: dict[str, int] = field(default_factory=dict)
 
     @property
     def share_queried(self) -> float:
@@ -179,9 +182,29 @@ def _lines(log: TextIO) -> Iterator[str | None]:
         yield None
 
 
+#: A rule's name as logged is cut to this, and rules past MAX_RULES are counted as "other":
+#: the log is a file anyone may have edited, and the rules are a dozen.
+MAX_RULE_CHARS = 80
+MAX_RULES = 64
+
+
+def _judged_code(hook: dict[str, Any]) -> bool:
+    """Whether the classifier judged the prompt a code question. Lines written before the
+    hook logged ``code`` say it by having searched (an error line's reason is not a rule)."""
+    if "code" in hook:
+        return hook["code"] is True
+    return bool(hook.get("queried")) and hook.get("decision") in ("query", "timeout")
+
+
 def _count_hook(stats: HookStats, hook: dict[str, Any], latency: float,
                 latencies: list[float]) -> None:
     stats.prompts += 1
+    if _judged_code(hook):
+        stats.judged_code += 1
+        rule = str(hook.get("reason") or "unknown")[:MAX_RULE_CHARS]
+        if rule not in stats.by_rule and len(stats.by_rule) >= MAX_RULES:
+            rule = "other"
+        stats.by_rule[rule] = stats.by_rule.get(rule, 0) + 1
     if hook.get("decision") == "timeout":
         stats.timeouts += 1
     if hook.get("decision") == "error":

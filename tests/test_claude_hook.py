@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +101,7 @@ def test_non_code_prompt_prints_nothing_and_logs_the_skip(repo: Path,
     done = run_hook(hook_input("commit this and push", repo), repo)
     assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
     [entry] = log_entries(isolated_home)
-    assert entry["hook"] == {"decision": "skip", "queried": False,
+    assert entry["hook"] == {"decision": "skip", "queried": False, "code": False,
                              "reason": "process, status or tool request"}
     assert entry["caller"] == "claude-code-hook"
 
@@ -286,3 +287,83 @@ def test_an_input_over_the_stdin_cap_is_called_too_long_not_unreadable(
     assert (done.returncode, done.stdout) == (0, b"")
     assert b"too long" in done.stderr and b"unreadable" not in done.stderr
     assert log_entries(isolated_home)[-1]["hook"]["decision"] == "error"
+
+
+def test_a_plain_english_request_in_the_repositorys_words_gets_context(
+        repo: Path, isolated_home: Path) -> None:
+    # no path, no identifier, no question shape: only the repository knows "backoff"
+    done = run_hook(hook_input("the backoff should give up after a minute of retrying", repo),
+                    repo)
+
+    assert done.returncode == 0, done.stderr
+    assert "- src/net/retry.py:" in json.loads(done.stdout)["hookSpecificOutput"][
+        "additionalContext"]
+    hook = log_entries(isolated_home)[-1]["hook"]
+    assert (hook["decision"], hook["code"], hook["reason"]) == (
+        "query", True, "words of this codebase")
+
+
+def test_the_same_request_in_a_repository_without_those_words_stays_silent(
+        tmp_path: Path, isolated_home: Path) -> None:
+    other = make_repo(tmp_path / "other", {"src/colour.py": "RED = 1\n\n\ndef paint():\n"
+                                                            "    return RED\n"})
+
+    done = run_hook(hook_input("the backoff should give up after a minute of retrying",
+                               other), other)
+
+    assert (done.returncode, done.stdout) == (0, b"")
+    hook = log_entries(isolated_home)[-1]["hook"]
+    assert (hook["decision"], hook["code"], hook["queried"]) == ("skip", False, False)
+
+
+@pytest.mark.parametrize("prompt", [
+    "commit the retry backoff changes and push",
+    "what is the difference between retry and backoff in general",
+    "why did you change the backoff in your last answer",
+    "thanks, the retry backoff looks right now",
+])
+def test_process_and_chat_prompts_stay_silent_even_in_the_repositorys_words(
+        repo: Path, prompt: str) -> None:
+    done = run_hook(hook_input(prompt, repo), repo)
+    assert (done.returncode, done.stdout) == (0, b"")
+
+
+def test_reading_the_vocabulary_counts_against_the_deadline(
+        repo: Path, isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from slm_rerank import claude_hook, vocabulary
+
+    real = vocabulary._file_words
+
+    def slow_disk(*args: object) -> str:  # a tree on a slow disk: 0.2 s a file
+        time.sleep(0.2)
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(vocabulary, "_file_words", slow_disk)
+    data = hook_input("the backoff should give up after a minute of retrying", repo).encode()
+    started = time.monotonic()
+
+    outcome = claude_hook.run(data, deadline=0.5)
+
+    assert time.monotonic() - started < 2.5  # 5x the deadline; the build alone takes 1.2 s
+    assert outcome.output is None
+    assert outcome.hook["code"] in (False, None)  # not judged: the words were not read
+    assert "not read in time" in outcome.hook["reason"]
+
+
+def test_stats_says_how_many_prompts_were_judged_code_and_by_which_rule(
+        repo: Path, isolated_home: Path) -> None:
+    for prompt in ("where is backoff defined", "thanks!", "what calls RetryPolicy.retry?",
+                   "the backoff should give up after a minute of retrying"):
+        run_hook(hook_input(prompt, repo), repo)
+
+    summary = summarize(isolated_home)
+
+    assert summary.hook.judged_code == 3
+    assert summary.hook.by_rule == {"question that locates code": 1, "code-form symbol": 1,
+                                    "words of this codebase": 1}
+    text = cli("stats", cwd=repo).stdout
+    assert "  judged code questions: 3 of 4 (code-form symbol 1, question that locates code 1, " \
+           "words of this codebase 1)" in text
+    doc = json.loads(cli("stats", "--format", "json", cwd=repo).stdout)
+    assert doc["hook"]["judged_code"] == 3
+    assert doc["hook"]["by_rule"]["words of this codebase"] == 1

@@ -63,3 +63,38 @@ def test_the_log_holds_no_raw_control_character_and_reads_back_exactly(tmp_path:
         assert char not in raw, repr(char)
     (entry,) = [json.loads(line) for line in raw.splitlines()]
     assert (entry["query"], entry["top_paths"]) == (query, ["src/a\x1b.py"])
+
+
+def test_hook_lines_without_a_code_field_count_as_judged_code_when_they_searched(
+        tmp_path: Path) -> None:
+    lines = [
+        {"hook": {"decision": "query", "queried": True, "reason": "source path"}},
+        {"hook": {"decision": "timeout", "queried": True, "reason": "code-form symbol"}},
+        {"hook": {"decision": "skip", "queried": False, "reason": "pleasantry"}},
+        {"hook": {"decision": "error", "queried": True, "reason": "x; search failed: y"}},
+        {"hook": {"decision": "skip", "queried": False, "code": False,
+                  "reason": "no code in the prompt"}},
+        {"hook": {"decision": "query", "queried": True, "code": True,
+                  "reason": "words of this codebase"}},
+    ]
+    (tmp_path / "usage.jsonl").write_text("".join(
+        json.dumps({"query": "q", "caller": "claude-code-hook", "latency_ms": 5.0, **line})
+        + "\n" for line in lines))
+
+    hook = usage.summarize(tmp_path).hook
+
+    assert (hook.prompts, hook.judged_code) == (6, 3)
+    assert hook.by_rule == {"source path": 1, "code-form symbol": 1,
+                            "words of this codebase": 1}
+
+
+def test_rules_past_the_cap_are_counted_as_other(tmp_path: Path) -> None:
+    (tmp_path / "usage.jsonl").write_text("".join(
+        json.dumps({"query": "q", "latency_ms": 1.0,
+                    "hook": {"decision": "query", "queried": True, "code": True,
+                             "reason": f"rule {i}"}}) + "\n" for i in range(usage.MAX_RULES + 5)))
+
+    hook = usage.summarize(tmp_path).hook
+
+    assert len(hook.by_rule) == usage.MAX_RULES + 1 and hook.by_rule["other"] == 5
+    assert hook.judged_code == usage.MAX_RULES + 5

@@ -38,6 +38,7 @@ def stats(format_name: str) -> None:
               f"median {c.median_latency_ms:.0f} ms" for c in summary.by_caller]
     if summary.hook.prompts:
         lines.append(_hook_line(summary.hook))
+        lines.append(_rules_line(summary.hook))
     if summary.skipped_lines:
         lines.append(f"  ({summary.skipped_lines} unreadable lines skipped)")
     emit("".join(line + "\n" for line in lines))
@@ -49,3 +50,11 @@ def _hook_line(hook: Any) -> str:
     return (f"  prompt hook: {hook.queried} of {hook.prompts} prompts queried "
             f"({hook.share_queried:.0%}){latency}; {hook.timeouts} past the deadline, "
             f"{hook.errors} failed")
+
+
+def _rules_line(hook: Any) -> str:
+    """How many hook prompts were judged code questions, and by which rule, most first."""
+    rules = sorted(hook.by_rule.items(), key=lambda item: (-item[1], item[0]))
+    named = ", ".join(f"{visible(rule)} {count}" for rule, count in rules)
+    return (f"  judged code questions: {hook.judged_code} of {hook.prompts}"
+            + (f" ({named})" if named else ""))

@@ -1,0 +1,98 @@
+"""The prompt hook's classifier: shapes of code talk, of process and chat, and the rule
+that asks the repository's vocabulary about a prompt no shape decides."""
+
+from __future__ import annotations
+
+import pytest
+from search_fixtures import linear_growth
+
+from slm_rerank.prompt_classifier import by_vocabulary, classify
+from slm_rerank.vocabulary import NAME, PART, Vocabulary
+
+#: A codebase of 40 files with an upload progress bar, retries and a settings page.
+WORDS = Vocabulary(40, {"upload": (2, NAME), "progress": (3, PART), "bar": (3, PART),
+                        "retry": (4, NAME | PART), "settings": (2, NAME), "page": (5, PART),
+                        "theme": (1, NAME), "test": (30, NAME | PART), "user": (2, PART)})
+
+
+def judged(prompt: str) -> bool:
+    decision = classify(prompt)
+    return decision.code if decision.final else by_vocabulary(prompt, WORDS).code
+
+
+@pytest.mark.parametrize("prompt", [
+    "make the retry loop give up after a minute",
+    "make it possible to pick a theme on the settings page",
+])
+def test_make_followed_by_what_to_change_is_not_the_build_tool(prompt: str) -> None:
+    assert classify(prompt).reason != "process, status or tool request"
+    assert judged(prompt)
+
+
+@pytest.mark.parametrize("prompt", ["make", "make test", "run make in the docs folder"])
+def test_make_with_a_target_is_the_build_tool(prompt: str) -> None:
+    assert classify(prompt) == classify(prompt) and not judged(prompt)
+    assert classify(prompt).reason == "process, status or tool request"
+
+
+@pytest.mark.parametrize("prompt", [
+    "the upload progress bar jumps backwards",
+    "add a dark theme to the settings page",
+    "why does the retry never stop for uploads",
+])
+def test_a_request_made_of_the_repositorys_words_is_a_code_question(prompt: str) -> None:
+    assert judged(prompt)
+    assert by_vocabulary(prompt, WORDS).reason == "words of this codebase"
+
+
+@pytest.mark.parametrize("prompt", [
+    "what should I cook for dinner tonight with what is left in the fridge",
+    "the user asked for a page about our company history",  # two words, neither specific
+    "every test in the test suite is a test",               # in most files: no evidence
+])
+def test_a_prompt_that_shares_a_word_or_two_with_the_codebase_is_not(prompt: str) -> None:
+    assert not judged(prompt)
+
+
+@pytest.mark.parametrize("prompt, reason", [
+    ("thanks!", "pleasantry"),
+    ("ok great, sounds good", "pleasantry"),
+    ("good morning! ready when you are", "pleasantry"),
+    ("what did you mean by that in your last answer", "about the conversation or general "
+                                                      "knowledge"),
+    ("what's the difference between a thread and a process",
+     "about the conversation or general knowledge"),
+    ("create a new branch for the upload work", "process, status or tool request"),
+    ("what is the git command to undo the last upload change",
+     "process, status or tool request"),
+])
+def test_pleasantries_conversation_general_knowledge_and_chores_stay_silent(
+        prompt: str, reason: str) -> None:
+    decision = classify(prompt)
+    assert (decision.code, decision.final, decision.reason) == (False, True, reason)
+
+
+def test_after_a_pleasantry_the_rest_of_the_prompt_decides() -> None:
+    assert judged("thanks! now fix the upload progress bar that jumps backwards")
+    assert not judged("thanks, that was quick")
+
+
+def test_a_word_that_begins_like_a_greeting_is_not_one() -> None:
+    # "histograms" begins with "hi", "okapi" with "ok"
+    assert classify("histograms of upload sizes draw the progress bar twice").reason != \
+        "pleasantry"
+
+
+def test_names_in_code_beat_the_chat_shapes() -> None:
+    assert classify("what is the difference between load() and loads() in your answer").code
+
+
+@pytest.mark.parametrize("unit", ["thanks ", "ok, ", "upload ", "hi there, "])
+def test_the_chat_shapes_and_the_word_count_take_time_linear_in_the_prompt(unit: str) -> None:
+    def both(text: str) -> None:
+        classify(text)
+        by_vocabulary(text, WORDS)
+
+    small, large = unit * (4000 // len(unit)), unit * (32000 // len(unit))
+    ratio = linear_growth(both, small + "x", large + "x")
+    assert ratio < 20, f"{unit!r}: 8x the prompt took {ratio:.0f}x the time"
