@@ -386,10 +386,12 @@ def run_search(request: SearchRequest, host: Host, settings: Settings | None = N
     fused = fuse(ranked)
     settings = settings or host.settings
     if not request.fast and ranked.chunks:
+        from slm_rerank.calibration.weights import use_judge_weight
         from slm_rerank.model.fusion import apply_verdicts
 
         scored = judge_head(request, host, settings, terms, ranked)
         judgement = scored.judgement
+        weight = use_judge_weight(judgement, settings)  # a measured one, if any (issue 18)
         notes.extend(judgement.notes)
         warnings.extend(judgement.warnings)  # unjudged chunks, a refused score cache
         verdicts = apply_verdicts([c.score for c in ranked.chunks], judgement,
@@ -406,6 +408,7 @@ def run_search(request: SearchRequest, host: Host, settings: Settings | None = N
                        f"{verdicts.judged} judged chunks (best fused score "
                        f"{verdicts.best:.2f}); lower it with --threshold")
         model = ModelInfo.of(judgement, settings.threshold if not degraded else None)
+        model.judge_weight, model.judge_weight_source = weight.weight, weight.source
         timings["model_ms"] = judgement.model_ms
     selected = select(fused, request.top_k, request.chunks)
     shortfall = fewer(ranked, len(selected), request.top_k, request.chunks, judged_count,

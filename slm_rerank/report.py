@@ -122,6 +122,10 @@ class ModelInfo:
     threshold: float | None = None
     #: every server the chunks went to (one, or several with an ``endpoints`` list)
     endpoints: list[EndpointInfo] = field(default_factory=list)
+    #: the weight the verdicts were fused by, and where it came from: the profile, or the
+    #: user config's ``judge_weights`` (``slm-rerank calibrate --write``)
+    judge_weight: float | None = None
+    judge_weight_source: str | None = None
 
     @classmethod
     def of(cls, judgement: Any, threshold: float | None) -> ModelInfo:
