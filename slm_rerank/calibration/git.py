@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import selectors
+import signal
 import subprocess
 import tempfile
 import time
@@ -34,6 +35,13 @@ def _command(args: Sequence[str]) -> str:
     return "git " + " ".join(args)
 
 
+def _kill(process: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except OSError:  # already gone
+        process.kill()
+
+
 def git_stream(repo: Path, args: Sequence[str], sink: BinaryIO, *,
                timeout: float = GIT_TIMEOUT, max_bytes: int = GIT_MAX_BYTES) -> int:
     """Run ``git -C repo ARGS`` and copy its stdout into ``sink``; the bytes copied.
@@ -47,6 +55,9 @@ def git_stream(repo: Path, args: Sequence[str], sink: BinaryIO, *,
             process = subprocess.Popen(
                 ["git", "-C", str(repo), *args], stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=errors,
+                # its own process group: on a timeout, whatever git started (a hook, an
+                # ssh, a filter) is stopped with it
+                start_new_session=True,
                 # no pager, no prompt for credentials, the user's locale out of the output
                 env={**os.environ, "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0",
                      "LC_ALL": "C"})
@@ -73,12 +84,12 @@ def git_stream(repo: Path, args: Sequence[str], sink: BinaryIO, *,
                     break
                 sink.write(chunk)
         if fault:
-            process.kill()
+            _kill(process)
         process.stdout.close()
         try:
             code = process.wait(timeout=max(deadline - time.monotonic(), 1.0))
         except subprocess.TimeoutExpired:
-            process.kill()
+            _kill(process)
             code = process.wait()
             fault = fault or f"took longer than {timeout:g} s"
         if fault:
