@@ -7,7 +7,7 @@ guide), in the order they are checked:
 1. it has exactly one parent (a merge repeats its branch's commits; a root commit has no
    tree before it to search in);
 2. its subject says something: not a revert, a merge written by hand, a version bump or
-   release, a formatting, lint or type-checker run, a dependency update or a typo fix, and
+   release, a dependency update, a formatting, lint or type-checker run or a typo fix, and
    at least ``MIN_WORDS`` words (after a ``fix:``-style prefix);
 3. its diff touches one to ``MAX_GOLD`` source files, by the lexical stage's own file
    kinds (``lexical/filetypes.path_kind``): tests, docs, changelogs, lock files, vendored
@@ -50,7 +50,8 @@ _FORMATTING = re.compile(
     r"flake8|pylint|mypy|pyright|pre-commit|lint(?:ing|er)?|whitespace|trailing spaces|"
     r"code style|pep ?8)\b", re.IGNORECASE)
 _DEPENDENCIES = re.compile(r"\b(?:update|bump|upgrade|pin|unpin)\w*\b.*\b(?:dependenc\w*|"
-                           r"deps|requirements)\b", re.IGNORECASE)
+                           r"deps|requirements)\b|^\s*(?:bump|update|upgrade) \S+ from \S+ "
+                           r"to \S+", re.IGNORECASE)
 _TYPO = re.compile(r"\btypos?\b|\bspelling\b", re.IGNORECASE)
 
 #: each rule's name (the reason a skipped commit is counted under) and what it means
@@ -60,9 +61,10 @@ RULES: tuple[tuple[str, str], ...] = (
     ("revert", "a revert (Revert/Reapply/Reland ...)"),
     ("merge subject", "a subject that starts with 'Merge'"),
     ("release", "a version bump or release"),
+    ("dependencies", "a dependency update (update/bump/pin ... dependencies, requirements; "
+                     "bump X from A to B)"),
     ("formatting", "formatting, lint, type-checker or whitespace fixes (black, ruff, "
                    "mypy, pre-commit, ...)"),
-    ("dependencies", "a dependency update (update/bump/pin ... dependencies, requirements)"),
     ("typo", "a typo or spelling fix"),
     ("short subject", f"a subject of fewer than {MIN_WORDS} words"),
     ("no source file", "its diff changes no source file (only tests, docs, config, ...)"),
@@ -103,10 +105,10 @@ def subject_rule(subject: str) -> str | None:
         return "merge subject"
     if _RELEASE.search(subject):
         return "release"
-    if _FORMATTING.search(subject):
-        return "formatting"
     if _DEPENDENCIES.search(subject):
         return "dependencies"
+    if _FORMATTING.search(subject):
+        return "formatting"
     if _TYPO.search(subject):
         return "typo"
     words = re.findall(r"[^\W_]{2,}", _PREFIX.sub("", subject, count=1))

@@ -45,6 +45,8 @@ def test_a_fix_of_one_source_file_is_a_case_searched_in_its_parent(
     ("run black over the retry module", {"src/retry.py": FIXED}, "formatting"),
     ("fix typo in the retry helper", {"src/retry.py": FIXED}, "typo"),
     ("update dev dependencies for the build", {"src/retry.py": FIXED}, "dependencies"),
+    ("Bump mypy from 1.5.0 to 1.5.1", {"src/retry.py": FIXED}, "dependencies"),
+    ("[pre-commit.ci] pre-commit autoupdate", {"src/retry.py": FIXED}, "formatting"),
     ("fix: retry", {"src/retry.py": FIXED}, "short subject"),
     ("explain the retry helper in the docs", {"README.md": "# retry\n",
                                               "tests/test_retry.py": "x = 1\n"},
