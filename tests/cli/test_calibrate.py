@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from git_history import History
 from oracle_judge import MODEL_ID, OracleJudge, seed_cases
-from search_fixtures import cli, isolate, user_config
+from search_fixtures import CLI, cli, isolate, user_config
 
 from slm_rerank.cli.commands import cli as group
 from slm_rerank.model import stage
@@ -104,3 +107,27 @@ def test_write_with_too_few_cases_says_so_and_writes_nothing(
     assert config.read_text() == "timeout = 90.0\n"
     document = json.loads(done.output[done.output.index("{"):])
     assert document["written"] is None and document["choice"]["separated"] is False
+
+
+def test_a_run_stopped_with_sigterm_removes_the_tree_it_was_searching(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = isolate(monkeypatch, tmp_path)
+    repo = History(tmp_path / "repo")
+    seed_cases(repo, 60)
+    trees = cache / "calibrate"
+    process = subprocess.Popen([str(CLI), "calibrate", "--fast"], cwd=repo.root,
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not (trees.is_dir() and any(trees.iterdir())):
+            assert process.poll() is None and time.monotonic() < deadline, "no tree laid out"
+            time.sleep(0.01)
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=60)
+    finally:
+        process.kill()
+        process.wait()
+
+    assert process.returncode == 128 + signal.SIGTERM
+    assert list(trees.iterdir()) == []
