@@ -55,9 +55,11 @@ def seed_cases(repo: History, count: int) -> list[str]:
 class OracleJudge:
     """P(relevant) 0.9 for the case's answer, 0.1 for anything else; counts its calls."""
 
-    def __init__(self, degraded: str | None = None) -> None:
+    def __init__(self, degraded: str | None = None, on_calls: set[int] | None = None) -> None:
         self.calls = 0
+        #: why a run degrades, on the calls ``on_calls`` (1-based; None: every call)
         self.degraded = degraded
+        self.on_calls = on_calls
 
     def __call__(self, query: str, passages: Sequence[Any], host: Any, settings: Any,
                  cache_dir: Path | None) -> Judgement:
@@ -65,7 +67,9 @@ class OracleJudge:
         word = query.split()[0]
         scores = {j: DocumentScore(j, 0.9 if p.path == answer(word) else 0.1)
                   for j, p in enumerate(passages)}
-        return Judgement(scores={} if self.degraded else scores,
+        degraded = self.degraded if self.on_calls is None or self.calls in self.on_calls \
+            else None
+        return Judgement(scores={} if degraded else scores,
                          endpoint=Endpoint("http://127.0.0.1:9", model_id=MODEL_ID),
                          profile=ProfileChoice(PROFILE, "the test's"), scorer="yesno",
-                         degraded=self.degraded)
+                         degraded=degraded)

@@ -77,6 +77,8 @@ class CaseOrders:
     orders: dict[str, list[str]]
     #: whether the head the model judged held a gold file (None: no model)
     head_recall: bool | None = None
+    #: the model run degraded: only the lexical order was measured
+    degraded: bool = False
 
 
 def file_order(fused: Iterable[Fused]) -> list[str]:
@@ -116,9 +118,9 @@ class ModelRun:
 
 
 def measure_case(case: Case, tree: Path, host: Host, settings: Settings, cache_dir: Path | None,
-                 weights: Sequence[float], fast: bool, model: ModelRun) -> CaseOrders | None:
-    """The case's orders in ``tree``; None when the query finds no chunk at all or the model
-    run degraded (its verdicts would not be the whole head)."""
+                 weights: Sequence[float], fast: bool, model: ModelRun) -> CaseOrders:
+    """The case's orders in ``tree``; the lexical order alone (``degraded``) when the model
+    run degraded, since its verdicts would not be the whole head."""
     from slm_rerank.calibration.weights import judge_weight
 
     request = SearchRequest(query=case.query, root=tree.resolve(), fast=fast, top_k=10,
@@ -134,7 +136,7 @@ def measure_case(case: Case, tree: Path, host: Host, settings: Settings, cache_d
     judgement, verdicts, lengths, _ = score(request, host, settings, terms, ranked)
     if judgement.degraded:
         model.degraded.append(f"{case.id}: {judgement.degraded}")
-        return None
+        return CaseOrders(case, orders, degraded=True)
     profile = judgement.profile.profile if judgement.profile else None
     if model.weight is None:
         model.model_id = judgement.endpoint.model_id if judgement.endpoint else None
@@ -221,9 +223,10 @@ class WeightChoice:
 
 
 def choose_weight(results: Sequence[CaseOrders], weights: Sequence[float],
-                  current: float | None, min_cases: int = MIN_CASES) -> WeightChoice:
+                  current: float | None, min_cases: int | None = None) -> WeightChoice:
     """The weight with the best MRR, and whether it is measurably better than ``current``
     (the weight a search uses today): a paired bootstrap of the per-case difference."""
+    min_cases = MIN_CASES if min_cases is None else min_cases
     if not results or current is None or JUDGE_ALONE not in results[0].orders:
         return WeightChoice(None, current, False, "no model verdicts to choose a weight from")
 

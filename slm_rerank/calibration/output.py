@@ -47,11 +47,13 @@ def render_text(measurement: Measurement, header: list[str], written: str | None
     if measurement.results and measurement.results[0].head_recall is not None:
         share = sum(bool(r.head_recall) for r in measurement.results) / len(
             measurement.results)
-        lines.append(f"\nhead file recall (a gold file among the judged chunks): "
-                     f"{100 * share:.1f} %")
+        lines += ["", f"head file recall (a gold file among the judged chunks): "
+                      f"{100 * share:.1f} %"]
+    if not measurement.results:
+        lines.append("no case was measured")
     choice = measurement.choice
     if choice is not None:
-        lines.append(visible(f"\nbest weight: {choice.reason}"))
+        lines += ["", visible(f"best weight: {choice.reason}")]
     if written:
         lines.append(visible(f"written: {written}"))
     return "\n".join(lines) + "\n"

@@ -24,6 +24,8 @@ from slm_rerank.config import Settings
 from slm_rerank.errors import QueryError
 from slm_rerank.host import Host
 
+#: consecutive cases without a single verdict after which the model is no longer asked
+GIVE_UP_AFTER = 3
 TreeOf = Callable[[Case], contextlib.AbstractContextManager[Path]]
 #: called after each case with (cases done, cases in all)
 Advance = Callable[[int, int], None]
@@ -59,6 +61,7 @@ def run_cases(cases: Sequence[Case], tree_of: TreeOf, host: Host, settings: Sett
     model = None if fast else ModelRun()
     results: list[CaseOrders] = []
     dropped: Counter[str] = Counter()
+    ask = not fast
     for done, case in enumerate(cases, 1):
         with tree_of(case) as tree:
             gold = readable_gold(case, tree)
@@ -66,17 +69,25 @@ def run_cases(cases: Sequence[Case], tree_of: TreeOf, host: Host, settings: Sett
                 dropped["gold files missing or generated in the searched tree"] += 1
             else:
                 try:
-                    orders = measure_case(replace(case, gold_files=gold), tree, host,
-                                          settings, cache_dir, weights, fast,
-                                          model or ModelRun())
-                    if orders is None:  # the model run degraded: a partial head
-                        dropped["model run degraded"] += 1
-                    else:
-                        results.append(orders)
+                    results.append(measure_case(replace(case, gold_files=gold), tree, host,
+                                                settings, cache_dir, weights, not ask,
+                                                model or ModelRun()))
                 except QueryError:
                     dropped["query has no searchable words"] += 1
+        if (model is not None and ask and model.weight is None
+                and len(model.degraded) >= GIVE_UP_AFTER):
+            # a server that never answered will not start now: each further case would
+            # only wait out its timeout
+            model.degraded.append(f"no verdict in the first {len(model.degraded)} cases; "
+                                  "the rest are measured by the lexical order alone")
+            ask = False
         if advance is not None:
             advance(done, len(cases))
+    if model is not None and model.weight is not None:
+        judged = [r for r in results if not r.degraded]
+        if len(judged) < len(results):
+            dropped["model run degraded"] += len(results) - len(judged)
+        results = judged
     choice = None
     if model is not None:
         candidates = sorted({*weights, *([model.weight] if model.weight is not None else [])})

@@ -42,12 +42,13 @@ def bench(root: Path, cases_file: Path, fast: bool, weights: list[float], format
     from slm_rerank.calibration.labelled import load_cases
     from slm_rerank.calibration.run import same_tree
 
-    terminate_cleanly()
-    try:
-        cases = load_cases(cases_file)
-        folder = root.resolve()
-        measure(folder, cases, lambda cache: same_tree(folder), fast, weights, False,
-                format_name, model_flags, [f"{folder}: {len(cases)} cases from {cases_file}"],
-                {"root": str(folder), "cases_file": str(cases_file)})
-    except SlmRerankError as exc:
-        fail(str(exc))
+    with terminate_cleanly():
+        try:
+            cases = load_cases(cases_file)
+            folder = root.resolve()
+            measure(folder, cases, lambda cache: same_tree(folder), fast, weights, False,
+                    format_name, model_flags,
+                    [f"{folder}: {len(cases)} cases from {cases_file}"],
+                    {"root": str(folder), "cases_file": str(cases_file)})
+        except SlmRerankError as exc:
+            fail(str(exc))

@@ -3,9 +3,10 @@ repository's own history, and (``--write``) keep the judge weight that measured 
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,9 +71,19 @@ class Progress:
             self.bar.close()
 
 
-def terminate_cleanly() -> None:
-    """Let SIGTERM unwind like Ctrl-C, so the temporary trees are removed."""
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+@contextlib.contextmanager
+def terminate_cleanly() -> Iterator[None]:
+    """Let SIGTERM unwind like Ctrl-C while the command runs, so the temporary trees are
+    removed; the previous handler is put back after (a caller's own process)."""
+    try:
+        previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    except ValueError:  # not the main thread: signals are not ours to take
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @click.command(epilog=None)
@@ -99,14 +110,19 @@ def calibrate(repo: Path, commits: int, with_body: bool, fast: bool, weights: li
     MRR@10 of the lexical order, the judge alone and the fused order at each weight, with a
     95 % interval on each one's difference from the lexical order.
     """
+    if write and fast:
+        raise click.UsageError("--write stores a judge weight, which --fast does not "
+                               "measure; drop one of them")
+    with terminate_cleanly():
+        _calibrate(repo, commits, with_body, fast, weights, write, format_name, model_flags)
+
+
+def _calibrate(repo: Path, commits: int, with_body: bool, fast: bool, weights: list[float],
+               write: bool, format_name: str, model_flags: dict[str, Any]) -> None:
     from slm_rerank.calibration.git import history_root
     from slm_rerank.calibration.mining import mine
     from slm_rerank.calibration.trees import commit_tree, sweep
 
-    if write and fast:
-        raise click.UsageError("--write stores a judge weight, which --fast does not "
-                               "measure; drop one of them")
-    terminate_cleanly()
     try:
         root = history_root(repo.resolve())
         mined = mine(root, commits, with_body)

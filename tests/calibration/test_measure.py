@@ -96,11 +96,28 @@ def test_a_measured_weight_in_the_user_settings_is_the_one_a_choice_is_made_agai
 def test_a_case_whose_model_run_degraded_is_left_out_and_counted(
         history: Callable[[str], History], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         ) -> None:
-    result = measured(history, tmp_path, 3, fast=False,
-                      judge=OracleJudge(degraded="timed out"), monkeypatch=monkeypatch)
+    judge = OracleJudge(degraded="timed out", on_calls={2})
 
-    assert result.results == [] and result.dropped == {"model run degraded": 3}
-    assert result.model is not None and len(result.model.degraded) == 3
+    result = measured(history, tmp_path, 4, fast=False, judge=judge, monkeypatch=monkeypatch)
+
+    assert len(result.results) == 3 and result.dropped == {"model run degraded": 1}
+    assert result.model is not None and len(result.model.degraded) == 1
+    assert JUDGE_ALONE in result.results[0].orders
+
+
+def test_a_server_that_never_answers_is_given_up_on_and_the_lexical_order_measured(
+        history: Callable[[str], History], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+        ) -> None:
+    judge = OracleJudge(degraded="refused")
+
+    result = measured(history, tmp_path, 6, fast=False, judge=judge, monkeypatch=monkeypatch)
+
+    assert judge.calls == 3  # not once more per case, each waiting out its timeout
+    assert [s.order for s in result.summaries] == [LEXICAL]
+    assert result.summaries[0].cases == 6 and not result.dropped
+    assert result.model is not None and "no verdict in the first 3 cases" in \
+        result.model.degraded[-1]
+    assert result.choice is not None and not result.choice.separated
 
 
 def orders(hits: list[tuple[int, int]]) -> list[CaseOrders]:

@@ -15,6 +15,7 @@ from git_history import History
 from oracle_judge import MODEL_ID, OracleJudge, seed_cases
 from search_fixtures import CLI, cli, isolate, user_config
 
+from slm_rerank.calibration import measure
 from slm_rerank.cli.commands import cli as group
 from slm_rerank.model import stage
 
@@ -80,10 +81,11 @@ def test_write_stores_the_best_weight_for_the_model_id_and_keeps_the_other_keys(
     config.write_text(f"timeout = 90.0\n[judge_weights]\n\"{MODEL_ID}\" = 0.0\n"
                       "\"other\" = 0.5\n")
     repo = History(tmp_path / "repo")
-    seed_cases(repo, 32)
+    seed_cases(repo, 5)
+    # 30 cases tell weights apart in use; 5 cases of one answer each do so here, cheaply
+    monkeypatch.setattr(measure, "MIN_CASES", 5)
 
-    done = calibrate(["--write", "--weights", "1,2", "--commits", "40"], repo.root,
-                     monkeypatch)
+    done = calibrate(["--write", "--weights", "1,2"], repo.root, monkeypatch)
 
     assert done.exit_code == 0, done.output
     data = tomllib.loads(config.read_text())
