@@ -132,8 +132,8 @@ def _calibrate(repo: Path, commits: int, with_body: bool, fast: bool, weights: l
                  f"{skipped or 'none'}); raise --commits")
         header = [f"{root}: {len(mined.cases)} cases from the last {mined.looked_at} commits "
                   f"(query: {'whole message' if with_body else 'subject'})",
-                  "skipped: " + ", ".join(f"{n} {why}" for why, n
-                                          in mined.skipped.most_common())]
+                  "skipped: " + (", ".join(f"{n} {why}" for why, n
+                                           in mined.skipped.most_common()) or "none")]
 
         def trees(cache: Path) -> Callable[[Any], Any]:
             sweep(cache / "calibrate")  # what killed runs left behind

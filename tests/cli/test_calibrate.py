@@ -115,7 +115,7 @@ def test_a_run_stopped_with_sigterm_removes_the_tree_it_was_searching(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cache = isolate(monkeypatch, tmp_path)
     repo = History(tmp_path / "repo")
-    seed_cases(repo, 60)
+    seed_cases(repo, 25)
     trees = cache / "calibrate"
     process = subprocess.Popen([str(CLI), "calibrate", "--fast"], cwd=repo.root,
                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
