@@ -7,7 +7,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import slm_rerank_openai
 import slm_rerank_ripgrep
+from fake_plugins import LengthJudge
 from git_history import History
 from oracle_judge import MODEL_ID, OracleJudge, answer, seed_cases
 
@@ -192,3 +194,23 @@ def test_a_generated_gold_file_is_no_fair_answer(tmp_path: Path) -> None:
 def test_the_oracle_answer_is_what_the_decoys_hide(tmp_path: Path) -> None:
     # the fixture's premise, checked: the answers exist and are not generated
     assert answer("bababa") == "src/bababa_impl.py"
+
+
+def test_a_scorer_plugin_judges_each_case_through_the_real_model_stage(
+        history: Callable[[str], History], tmp_path: Path) -> None:
+    # no monkeypatch: the host's own stage asks a registered scorer that needs no server
+    repo = history("repo")
+    seed_cases(repo, 3)
+    settings = dataclasses.replace(Settings(), scorer="length", score_cache=False)
+    host = Host.with_plugins(settings, LengthJudge, slm_rerank_openai, slm_rerank_ripgrep)
+    cache = tmp_path / "cache"
+    LengthJudge.seen.clear()
+
+    result = run_cases(mine(repo.root, 3).cases,
+                       lambda case: commit_tree(repo.root, case.tree, cache), host, settings,
+                       cache, [1.0], fast=False)
+
+    assert len(result.results) == 3 and not result.dropped
+    assert [s.order for s in result.summaries][:2] == [LEXICAL, JUDGE_ALONE]
+    assert sum(q.endswith("zorblax widget must frobnicate") for q in LengthJudge.seen) == 3
+    assert result.model is not None and result.model.model_id is None
