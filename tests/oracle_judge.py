@@ -39,16 +39,15 @@ def answer(word: str) -> str:
 def seed_cases(repo: History, count: int) -> list[str]:
     """One setup commit, then ``count`` fixes, each of one ``_impl.py``; the words."""
     chosen = words(count)
-    files: dict[str | bytes, str | None] = {}
+    files: dict[str, str] = {}
     for word in chosen:
         files[f"src/{word}_notes.py"] = f"def {word}():\n    pass\n" + (
             f"# {word} zorblax widget frobnicate {word}\n"
             f"NOTES = '{word} zorblax widget frobnicate'\n") * 4
         files[answer(word)] = "def run():\n    return 'zorblax'\n"
-    repo.commit("lay out the modules of the widget", files)
-    for word in chosen:
-        repo.commit(f"{word} zorblax widget must frobnicate",
-                    {answer(word): "def run():\n    return 'zorblax frobnicated'\n"})
+    repo.commits([("lay out the modules of the widget", files)] + [
+        (f"{word} zorblax widget must frobnicate",
+         {answer(word): "def run():\n    return 'zorblax frobnicated'\n"}) for word in chosen])
     return chosen
 
 

@@ -86,7 +86,16 @@ def terminate_cleanly() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-@click.command(epilog=None)
+class _WithRules(click.Command):
+    """A command whose --help ends with the mining rules, read only when --help is asked
+    (importing the miner would cost every search's start-up)."""
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        self.epilog = _rules()
+        super().format_epilog(ctx, formatter)
+
+
+@click.command(cls=_WithRules)
 @click.argument("repo", default=".",
                 type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--commits", type=click.IntRange(1, 100_000), default=300, show_default=True,
@@ -194,5 +203,3 @@ def _write(measured: Any) -> str | None:
     write_judge_weight(path, model.model_id, choice.best)
     return f"{KEY}[{model.model_id!r}] = {choice.best:g} in {path}"
 
-
-calibrate.epilog = _rules()
