@@ -167,6 +167,11 @@ class Settings:
                                     "it prints nothing (--deadline, "
                                     "SLM_RERANK_HOOK_DEADLINE)", minimum=0.001,
                                     repo=REPO_LOWER, why="a deadline")
+    judge_weights: dict[str, float] = _setting(
+        {}, "[judge_weights] table: model id -> the weight of its verdict in fusion, as "
+        "slm-rerank calibrate --write measured it on the user's code; unset: the profile's",
+        repo=REPO_NO, why="a measurement of the user's own model (calibrate --write); a "
+        "repository could make any judge overrule its lexical order")
     plugins: dict[str, dict[str, Any]] = _setting(
         {}, "per-plugin settings: [plugins.NAME] tables, NAME a registered profile, scorer, "
         "source, expander or format", repo=REPO_NO,
@@ -306,6 +311,10 @@ def check_value(key: str, value: Any, where: str) -> Any:
                                   f"got {shown(url)}")
     # The URLs themselves are checked when the model stage reads them (discovery's
     # check_base_url): a --fast search must not import the HTTP stack to load its settings.
+    if key == "judge_weights":
+        from slm_rerank.calibration.weights import check_weights
+
+        check_weights(value, where)
     if key == "plugins":
         for name, table in value.items():
             if not isinstance(table, dict):

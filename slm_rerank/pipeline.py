@@ -394,10 +394,13 @@ def run_search(request: SearchRequest, host: Host, settings: Settings | None = N
     fused = fuse(ranked)
     settings = settings or host.settings
     if not request.fast and ranked.chunks:
+        from slm_rerank.calibration.weights import use_judge_weight
         from slm_rerank.model.fusion import apply_verdicts
 
         scored = judge_head(request, host, settings, terms, ranked)
         judgement = scored.judgement
+        # a weight the user measured (calibrate --write), else the profile's for this query
+        weight = use_judge_weight(judgement, settings, request.query)
         notes.extend(judgement.notes)
         warnings.extend(judgement.warnings)  # unjudged chunks, a refused score cache
         priors = kind_priors(ranked, scored.chosen, terms)
@@ -422,14 +425,7 @@ def run_search(request: SearchRequest, host: Host, settings: Settings | None = N
                        f"{verdicts.judged} judged chunks (the judge's best P(relevant) "
                        f"{verdicts.best:.2f}); lower it with --threshold, or leave it unset")
         model = ModelInfo.of(judgement, settings.threshold if not degraded else None)
-        if judgement.profile is not None:
-            from slm_rerank.model.fusion import judge_weight
-
-            used = judge_weight(judgement.profile.profile, request.query)
-            if used != model.judge_weight:
-                notes.append(f"judge weight {used:g} for a one-line query (the profile's "
-                             f"short_query_weight; {model.judge_weight:g} for a whole issue)")
-            model.judge_weight = used
+        model.judge_weight, model.judge_weight_source = weight.weight, weight.source
         timings["model_ms"] = judgement.model_ms
     selected = select(fused, request.top_k, request.chunks)
     shortfall = fewer(ranked, len(selected), request.top_k, request.chunks, dropped)

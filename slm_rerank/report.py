@@ -127,10 +127,12 @@ class ModelInfo:
     threshold: float | None = None
     #: every server the chunks went to (one, or several with an ``endpoints`` list)
     endpoints: list[EndpointInfo] = field(default_factory=list)
-    #: how far the judge's verdicts moved the lexical order (``fusion.judge_weight``: the
-    #: profile's ``judge_weight``, or its ``short_query_weight`` for a one-line query), and
-    #: where the profile's weight was measured ("" never: say so)
+    #: the weight the verdicts were fused by, and where it came from: the profile (its
+    #: ``short_query_weight`` for a one-line query), or the user config's ``judge_weights``
+    #: (``slm-rerank calibrate --write``); and where the profile's weight was measured
+    #: ("" never: say so)
     judge_weight: float | None = None
+    judge_weight_source: str | None = None
     weight_measured: str | None = None
     #: the query's intent, which chose the question the judge was asked (``model/intent.py``),
     #: and why; None when the profile asks one question whatever the intent

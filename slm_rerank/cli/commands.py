@@ -15,7 +15,9 @@ import click
 import pluggy
 
 from slm_rerank import __version__
+from slm_rerank.cli.bench import bench
 from slm_rerank.cli.cache import cache
+from slm_rerank.cli.calibrate import calibrate
 from slm_rerank.cli.config import config
 from slm_rerank.cli.endpoints import endpoints
 from slm_rerank.cli.hook import hook
@@ -30,7 +32,8 @@ from slm_rerank.cli.terminal import warn
 
 #: Every built-in command of `slm-rerank`.
 COMMANDS: tuple[click.Command, ...] = (
-    search, plugins, config, stats, endpoints, cache, serve, serve_api, mcp, hook,
+    search, plugins, config, stats, endpoints, cache, serve, serve_api, mcp, hook, calibrate,
+    bench,
 )
 #: The subcommands of `slm-rerank plugins` (bare `slm-rerank plugins` lists them).
 PLUGINS_COMMANDS: tuple[click.Command, ...] = (new_plugin,)

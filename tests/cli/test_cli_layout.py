@@ -22,7 +22,8 @@ CLI_SOURCE = Path(model_flags.__file__).parent
 #: long flags two commands declare on purpose, each with its own meaning there
 DISTINCT_MEANINGS = {
     "--format": "search picks an installed formatter; the others print text or json",
-    "--fast": "search: lexical only; hook claude-prompt: the same, forced over the config",
+    "--fast": "search: lexical only; hook claude-prompt: the same, forced over the config; "
+              "calibrate and bench: measure the lexical order alone",
     "--query": "search: the question; cache clear: whose scores to delete",
     "--bind": "serve (llama-server) and serve-api listen on different things",
     "--port": "serve defaults to 8035, serve-api to 8090",
@@ -90,7 +91,8 @@ def test_serve_api_refuses_a_bad_host_as_search_does(tmp_path: Path) -> None:
 def test_the_group_has_exactly_the_listed_commands() -> None:
     assert sorted(group.commands) == sorted(c.name for c in COMMANDS)
     assert set(group.commands) == {"search", "plugins", "config", "stats", "endpoints",
-                                   "cache", "serve", "serve-api", "mcp", "hook"}
+                                   "cache", "serve", "serve-api", "mcp", "hook", "calibrate",
+                                   "bench"}
 
 
 def test_no_cli_module_adds_a_command_on_import() -> None:

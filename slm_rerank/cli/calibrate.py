@@ -1,0 +1,205 @@
+"""`slm-rerank calibrate`: measure the lexical order and the judge on cases mined from the
+repository's own history, and (``--write``) keep the judge weight that measured best."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+
+from slm_rerank.cli.model_flags import model_options
+from slm_rerank.cli.terminal import emit, fail, text_or_json, warn
+from slm_rerank.errors import SlmRerankError
+
+#: the weights tried by default; today's weight (profile or user config) is always added
+DEFAULT_WEIGHTS = "0.1,0.25,0.5,1,2"
+#: the model flags calibrate and bench --cases take
+MODEL_FLAGS = ("model", "base_url", "host", "api", "scorer", "rerank_top", "timeout", "cache")
+
+
+def _weights(ctx: click.Context, param: click.Parameter, text: str) -> list[float]:
+    from slm_rerank.calibration.weights import MAX_WEIGHT
+
+    try:
+        values = sorted({float(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a list of numbers such as 0.25,0.5,1",
+                                 ctx, param) from None
+    if not values or any(not 0.0 <= v <= MAX_WEIGHT for v in values):
+        raise click.BadParameter(f"give one or more weights from 0 to {MAX_WEIGHT:g}, "
+                                 "comma-separated", ctx, param)
+    return values
+
+
+#: shared with `bench --cases` (each flag is declared once in the CLI)
+fast_option = click.option("--fast", is_flag=True,
+                           help="Measure the lexical order alone; no model server is asked.")
+weights_option = click.option(
+    "--weights", default=DEFAULT_WEIGHTS, show_default=True, callback=_weights,
+    metavar="W,W,...", help="Judge weights to fuse by (the weight in use is always added).")
+
+
+def _rules() -> str:
+    from slm_rerank.calibration.mining import RULES
+
+    return "\b\nA commit is skipped when it is:\n" + "\n".join(
+        f"  {name:<15} {meaning}" for name, meaning in RULES)
+
+
+class Progress:
+    """The measurement's bar on stderr, on a terminal only; the judge's own bar is hushed
+    meanwhile (two bars on one line garble both)."""
+
+    def __init__(self) -> None:
+        self.bar: Any = None
+
+    def __call__(self, done: int, total: int) -> None:
+        from slm_rerank.model import progress
+
+        if self.bar is None:
+            self.bar = progress.Progress(total, label="measuring", delay=0.0)
+            progress.QUIET = True
+        self.bar.advance()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+@contextlib.contextmanager
+def terminate_cleanly() -> Iterator[None]:
+    """Let SIGTERM unwind like Ctrl-C while the command runs, so the temporary trees are
+    removed; the previous handler is put back after (a caller's own process)."""
+    try:
+        previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    except ValueError:  # not the main thread: signals are not ours to take
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class _WithRules(click.Command):
+    """A command whose --help ends with the mining rules, read only when --help is asked
+    (importing the miner would cost every search's start-up)."""
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        self.epilog = _rules()
+        super().format_epilog(ctx, formatter)
+
+
+@click.command(cls=_WithRules)
+@click.argument("repo", default=".",
+                type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--commits", type=click.IntRange(1, 100_000), default=300, show_default=True,
+              help="How many commits back to look (newest first).")
+@click.option("--with-body", is_flag=True,
+              help="The query is the whole commit message, not the subject alone.")
+@fast_option
+@weights_option
+@click.option("--write", is_flag=True,
+              help="Store the best weight for the server's model id in the user config "
+                   "(only when the cases tell it apart from the weight in use).")
+@text_or_json
+@model_options(only=MODEL_FLAGS)
+def calibrate(repo: Path, commits: int, with_body: bool, fast: bool, weights: list[float],
+              write: bool, format_name: str, **model_flags: Any) -> None:
+    """Measure ranking on cases mined from REPO's history (default: here).
+
+    Each case is a commit that fixed something: its subject is the query, the source
+    files it changed are the answer, and it is searched in the tree as it was before the
+    commit (laid out in the cache folder, removed afterwards). Prints Hit@1/5/10 and
+    MRR@10 of the lexical order, the judge alone and the fused order at each weight, with a
+    95 % interval on each one's difference from the lexical order.
+    """
+    if write and fast:
+        raise click.UsageError("--write stores a judge weight, which --fast does not "
+                               "measure; drop one of them")
+    with terminate_cleanly():
+        _calibrate(repo, commits, with_body, fast, weights, write, format_name, model_flags)
+
+
+def _calibrate(repo: Path, commits: int, with_body: bool, fast: bool, weights: list[float],
+               write: bool, format_name: str, model_flags: dict[str, Any]) -> None:
+    from slm_rerank.calibration.git import history_root
+    from slm_rerank.calibration.mining import mine
+    from slm_rerank.calibration.trees import commit_tree, sweep
+
+    try:
+        root = history_root(repo.resolve())
+        mined = mine(root, commits, with_body)
+        if not mined.cases:
+            skipped = ", ".join(f"{n} {why}" for why, n in mined.skipped.most_common())
+            fail(f"no case in the last {mined.looked_at} commits of {root} (skipped: "
+                 f"{skipped or 'none'}); raise --commits")
+        header = [f"{root}: {len(mined.cases)} cases from the last {mined.looked_at} commits "
+                  f"(query: {'whole message' if with_body else 'subject'})",
+                  "skipped: " + (", ".join(f"{n} {why}" for why, n
+                                           in mined.skipped.most_common()) or "none")]
+
+        def trees(cache: Path) -> Callable[[Any], Any]:
+            sweep(cache / "calibrate")  # what killed runs left behind
+            return lambda case: commit_tree(root, case.tree, cache)
+
+        measure(root, mined.cases, trees, fast, weights, write, format_name, model_flags,
+                header, {"repository": str(root), "commits_looked_at": mined.looked_at,
+                         "skipped": dict(mined.skipped), "with_body": with_body})
+    except SlmRerankError as exc:
+        fail(str(exc))
+
+
+def measure(root: Path, cases: list[Any], trees: Callable[[Path], Any], fast: bool,
+            weights: list[float],
+            write: bool, format_name: str, model_flags: dict[str, Any], header: list[str],
+            about: dict[str, Any]) -> None:
+    """Run the measurement over ``cases`` and print it; ``write``: keep the best weight.
+
+    ``trees`` gives, for the cache folder, what lays out each case's tree."""
+    from slm_rerank.cache_folder import cache_path, ensure_writable
+    from slm_rerank.calibration.output import render_json, render_text
+    from slm_rerank.calibration.run import run_cases
+    from slm_rerank.host import Host
+    from slm_rerank.overrides import overrides
+
+    host = Host.from_environment(start=root, flags=overrides(**model_flags))
+    settings = host.settings
+    cache = ensure_writable(cache_path(settings))
+    progress = Progress()
+    try:
+        measured = run_cases(cases, trees(cache), host, settings, cache, weights, fast,
+                             progress)
+    finally:
+        progress.close()
+    for line in (measured.model.degraded if measured.model else [])[:5]:
+        warn(f"degraded, left out: {line}")
+    written = _write(measured) if write else None
+    if format_name == "json":
+        emit(render_json(measured, about, written))
+    else:
+        emit(render_text(measured, header, written))
+
+
+def _write(measured: Any) -> str | None:
+    """Store the chosen weight in the user config; None (and why, on stderr) when not."""
+    from slm_rerank.calibration.weights import KEY, write_judge_weight
+    from slm_rerank.config import user_config_path
+
+    choice, model = measured.choice, measured.model
+    if choice is None or not choice.separated:
+        warn(f"--write: nothing written: {choice.reason if choice else 'no model verdicts'}")
+        return None
+    if not model.model_id:
+        warn("--write: nothing written: the model server reported no model id to store "
+             "the weight under")
+        return None
+    path = user_config_path()
+    write_judge_weight(path, model.model_id, choice.best)
+    return f"{KEY}[{model.model_id!r}] = {choice.best:g} in {path}"
+

@@ -1,0 +1,63 @@
+"""The tree a case is searched in: its commit's files, in the cache folder, removed after."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from git_history import History
+
+from slm_rerank.calibration.trees import commit_tree, sweep
+
+BROKEN = "def retry(call):\n    return call()\n"
+FIXED = "def retry(call):\n    for attempt in range(3):\n        return call()\n"
+
+
+def test_the_tree_holds_the_parent_files_so_the_fix_is_not_in_what_is_ranked(
+        history: Callable[[str], History], tmp_path: Path) -> None:
+    repo = history("repo")
+    parent = repo.commit("start", {"src/retry.py": BROKEN, "src/http.py": "x = 1\n"})
+    repo.commit("retry gives up after three attempts",
+                {"src/retry.py": FIXED, "src/backoff.py": "y = 2\n"})
+    cache = tmp_path / "cache"
+
+    with commit_tree(repo.root, parent, cache) as tree:
+        assert (tree / "src/retry.py").read_text() == BROKEN
+        assert not (tree / "src/backoff.py").exists()
+        assert tree.is_relative_to(cache) and not (tree / ".git").exists()
+
+    assert not tree.exists() and list((cache / "calibrate").iterdir()) == []
+    assert (repo.root / "src/retry.py").read_text() == FIXED  # the user's tree untouched
+    status = subprocess.run(["git", "-C", str(repo.root), "status", "--porcelain"],
+                            capture_output=True, text=True, check=True).stdout
+    worktrees = subprocess.run(["git", "-C", str(repo.root), "worktree", "list"],
+                               capture_output=True, text=True, check=True).stdout
+    assert status == "" and len(worktrees.splitlines()) == 1
+
+
+def test_the_tree_is_removed_when_the_run_fails(history: Callable[[str], History],
+                                                 tmp_path: Path) -> None:
+    repo = history("repo")
+    parent = repo.commit("start", {"src/retry.py": BROKEN})
+    cache = tmp_path / "cache"
+
+    with pytest.raises(RuntimeError), commit_tree(repo.root, parent, cache) as tree:
+        assert tree.is_dir()
+        raise RuntimeError("the measurement failed")
+
+    assert list((cache / "calibrate").iterdir()) == []
+
+
+def test_sweep_removes_the_trees_of_killed_runs_and_keeps_live_ones(tmp_path: Path) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    base = tmp_path / "calibrate"
+    (base / f"tree-{dead.pid}-abc-1" / "tree").mkdir(parents=True)
+    (base / f"tree-{os.getppid()}-abc-2").mkdir()
+
+    sweep(base)
+
+    assert [p.name for p in base.iterdir()] == [f"tree-{os.getppid()}-abc-2"]
