@@ -61,7 +61,7 @@ class OracleJudge:
         self.on_calls = on_calls
 
     def __call__(self, query: str, passages: Sequence[Any], host: Any, settings: Any,
-                 cache_dir: Path | None) -> Judgement:
+                 cache_dir: Path | None, intent: Any = None) -> Judgement:
         self.calls += 1
         word = query.split()[0]
         scores = {j: DocumentScore(j, 0.9 if p.path == answer(word) else 0.1)

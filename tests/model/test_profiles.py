@@ -101,4 +101,5 @@ def test_a_search_names_the_profiles_weight_in_json_and_verbose(
     assert "profile qwen:" in done.stderr
     assert ("judge weight 1.0 (0.1 for a one-line query), measured: docs/benchmarks.md"
             in done.stderr)
-    assert "judge weight 0.1 for a one-line query" in done.stderr
+    assert ("judge weight 0.1 from profile qwen, short_query_weight (a one-line query)"
+            in done.stderr)
