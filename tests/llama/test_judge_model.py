@@ -244,6 +244,17 @@ def test_the_missing_message_says_what_a_fetch_gets_and_the_command() -> None:
     assert "`slm-rerank serve --judge --fetch`" in text
 
 
+def test_the_missing_message_names_a_partial_or_wrong_file_that_is_there(
+        tmp_path: Path) -> None:
+    (tmp_path / SMALL.file_name).write_bytes(WHOLE[:100])  # a download cut short
+
+    text = judge_model.missing_text(tmp_path, SMALL)
+
+    assert f"{tmp_path / SMALL.file_name} is there, 100 bytes" in text
+    assert f"not the {SMALL.size} bytes with sha256 {SMALL.sha256}" in text
+    assert "partial download" in text and "a fetch replaces it" in text
+
+
 # --- the published file, its folder, the wrapper --------------------------------------------
 
 
