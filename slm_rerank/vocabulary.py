@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -130,7 +131,10 @@ def _list(root: Path, stop_at: float) -> _Listing:
         rel, depth = stack.pop()
         try:
             with os.scandir(os.path.join(base, os.fsencode(rel)) if rel else base) as it:
-                entries = sorted(it, key=lambda e: e.name)
+                # no more than the bound leaves: sorting a folder of millions whole read
+                # them all, the memory and time the bound is there to save
+                entries = sorted(itertools.islice(it, MAX_ENTRIES - seen + 1),
+                                 key=lambda e: e.name)
         except OSError:
             continue
         folders = []

@@ -105,6 +105,38 @@ def test_the_walk_stops_at_the_file_bound_and_says_it_is_incomplete(
     assert (words.files, words.complete) == (10, False)
 
 
+def test_a_folder_of_more_entries_than_the_bound_is_read_only_to_the_bound(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vocabulary, "MAX_ENTRIES", 20)
+    root = tree(tmp_path / "repo", {f"f{i:03}.txt": "" for i in range(300)})
+    yielded = []
+    real_scandir = os.scandir
+
+    class Counted:
+        def __init__(self, path: object) -> None:
+            self.inner = real_scandir(path)  # type: ignore[call-overload]
+
+        def __enter__(self) -> Counted:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.inner.close()
+
+        def __iter__(self) -> Counted:
+            return self
+
+        def __next__(self) -> os.DirEntry[str]:
+            entry = next(self.inner)
+            yielded.append(entry.name)
+            return entry
+
+    monkeypatch.setattr(vocabulary.os, "scandir", Counted)
+    words = load(root, None, 30).vocabulary
+
+    assert words.complete is False
+    assert len(yielded) <= 21
+
+
 def test_only_the_head_of_a_huge_source_file_is_read(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(vocabulary, "MAX_FILE_BYTES", 1000)
