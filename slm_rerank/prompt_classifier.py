@@ -23,6 +23,10 @@ from slm_rerank.vocabulary import NAME, Vocabulary
 
 #: the longest prompt read for words (the hook searches as much)
 QUERY_CHARS = 4000
+#: the head and the tail of a prompt its shapes are looked for in: a 2 MB paste took 8 s
+#: here, before the hook's deadline applies; a paste's error text is near one end
+SHAPE_HEAD_CHARS = 24_000
+SHAPE_TAIL_CHARS = 8_000
 
 # --- shapes of code talk ---------------------------------------------------------------------
 # Each rule names a kind of evidence that the prompt is about this codebase's code. They are
@@ -205,8 +209,10 @@ def classify(prompt: str) -> Decision:
     text = prompt.strip()
     if not text:
         return Decision(False, "empty prompt")
-    if _FENCE.search(text):
+    if _FENCE.search(text):  # a plain substring search: the whole prompt is cheap
         return Decision(True, "code fence")
+    if len(text) > SHAPE_HEAD_CHARS + SHAPE_TAIL_CHARS:
+        text = f"{text[:SHAPE_HEAD_CHARS]}\n{text[-SHAPE_TAIL_CHARS:]}"
     if _ERROR.search(text):
         return Decision(True, "error text")
     if _PROCESS.search(text) and not _strong_symbol(text):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -68,6 +69,9 @@ _PYTHON_SUFFIXES = frozenset({".py", ".pyi", ".pyx", ".pxd"})
 #: the clock budgets are measured on (a test gives it one that runs fast)
 _clock = time.monotonic
 _WORD = re.compile(f"[a-z][a-z0-9]{{1,{MAX_WORD_CHARS - 1}}}")
+#: one file's words as ``_file_words`` writes them; a cached list not of this shape is read
+#: again (``int(kind)`` of a damaged one failed every later build of the tree)
+_FILE_WORDS = re.compile(f"(?:{_WORD.pattern}:[0-9](?: (?!$)|$))*")
 
 
 @dataclass(frozen=True)
@@ -127,7 +131,10 @@ def _list(root: Path, stop_at: float) -> _Listing:
         rel, depth = stack.pop()
         try:
             with os.scandir(os.path.join(base, os.fsencode(rel)) if rel else base) as it:
-                entries = sorted(it, key=lambda e: e.name)
+                # no more than the bound leaves: sorting a folder of millions whole read
+                # them all, the memory and time the bound is there to save
+                entries = sorted(itertools.islice(it, MAX_ENTRIES - seen + 1),
+                                 key=lambda e: e.name)
         except OSError:
             continue
         folders = []
@@ -327,7 +334,8 @@ def _read_files(path: Path) -> FileWords:
     known: FileWords = {}
     for rel, row in doc.items():
         if (isinstance(row, list) and len(row) == 3 and type(row[0]) is int
-                and type(row[1]) is int and isinstance(row[2], str)):
+                and type(row[1]) is int and isinstance(row[2], str)
+                and _FILE_WORDS.fullmatch(row[2])):
             known[rel] = (row[0], row[1], row[2])
     return known
 

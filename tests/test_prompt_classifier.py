@@ -96,3 +96,21 @@ def test_the_chat_shapes_and_the_word_count_take_time_linear_in_the_prompt(unit:
     small, large = unit * (4000 // len(unit)), unit * (32000 // len(unit))
     ratio = linear_growth(both, small + "x", large + "x")
     assert ratio < 20, f"{unit!r}: 8x the prompt took {ratio:.0f}x the time"
+
+
+def test_the_shapes_read_a_bounded_part_of_a_huge_prompt() -> None:
+    unit = "make the "  # the costliest prose for the shapes, measured
+    small, large = unit * (64_000 // len(unit)), unit * (512_000 // len(unit))
+
+    ratio = linear_growth(classify, small + "x", large + "x")
+
+    assert ratio < 3, f"8x the prompt took {ratio:.1f}x the time: the whole of it was read"
+
+
+def test_error_text_or_a_fence_anywhere_in_a_long_paste_still_decides() -> None:
+    paste = "make the pipeline quiet " * 20_000
+    traceback = '\nTraceback (most recent call last):\n  File "app.py", line 3, in run\n'
+
+    assert classify(paste + traceback).reason == "error text"
+    assert classify(traceback + paste).reason == "error text"
+    assert classify(paste + "\n```\nrun()\n```\n" + paste).reason == "code fence"

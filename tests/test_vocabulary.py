@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -104,6 +105,38 @@ def test_the_walk_stops_at_the_file_bound_and_says_it_is_incomplete(
     assert (words.files, words.complete) == (10, False)
 
 
+def test_a_folder_of_more_entries_than_the_bound_is_read_only_to_the_bound(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vocabulary, "MAX_ENTRIES", 20)
+    root = tree(tmp_path / "repo", {f"f{i:03}.txt": "" for i in range(300)})
+    yielded = []
+    real_scandir = os.scandir
+
+    class Counted:
+        def __init__(self, path: object) -> None:
+            self.inner = real_scandir(path)  # type: ignore[call-overload]
+
+        def __enter__(self) -> Counted:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.inner.close()
+
+        def __iter__(self) -> Counted:
+            return self
+
+        def __next__(self) -> os.DirEntry[str]:
+            entry = next(self.inner)
+            yielded.append(entry.name)
+            return entry
+
+    monkeypatch.setattr(vocabulary.os, "scandir", Counted)
+    words = load(root, None, 30).vocabulary
+
+    assert words.complete is False
+    assert len(yielded) <= 21
+
+
 def test_only_the_head_of_a_huge_source_file_is_read(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(vocabulary, "MAX_FILE_BYTES", 1000)
@@ -146,6 +179,23 @@ def test_a_fifo_or_a_symlink_in_place_of_a_cache_entry_is_a_miss_not_a_hang(
     assert loaded.cached is False
     assert loaded.vocabulary.lookup("alpha") is not None
     assert not (tmp_path / "elsewhere.json").exists()  # replaced by rename, not followed
+
+
+@pytest.mark.parametrize("words", ["alpha:x", "alpha", "alpha:1 \x1b[31m:9", "Alpha:1"])
+def test_a_corrupt_word_list_of_a_cached_file_is_read_again(tmp_path: Path,
+                                                             words: str) -> None:
+    root = tree(tmp_path / "repo", {"a.py": "def alpha():\n    pass\n"})
+    cache = tmp_path / "cache"
+    load(root, cache, 30)
+    words_path, files_path = vocabulary._entry_paths(cache, root)
+    info = (root / "a.py").stat()
+    words_path.unlink()  # the tree's entry gone: the per-file words are used
+    files_path.write_text(json.dumps({"a.py": [info.st_size, info.st_mtime_ns, words]}))
+
+    loaded = load(root, cache, 30)
+
+    assert loaded.vocabulary.lookup("alpha") is not None
+    assert all(vocabulary._WORD.fullmatch(word) for word in loaded.vocabulary.words)
 
 
 def test_a_cache_entry_over_its_size_cap_is_not_read(tmp_path: Path,

