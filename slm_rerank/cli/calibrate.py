@@ -57,18 +57,23 @@ class Progress:
 
     def __init__(self) -> None:
         self.bar: Any = None
+        self.hushed: bool | None = None  # the judge's bar setting before this one hushed it
 
     def __call__(self, done: int, total: int) -> None:
         from slm_rerank.model import progress
 
         if self.bar is None:
             self.bar = progress.Progress(total, label="measuring", delay=0.0)
-            progress.QUIET = True
+            self.hushed, progress.QUIET = progress.QUIET, True
         self.bar.advance()
 
     def close(self) -> None:
+        from slm_rerank.model import progress
+
         if self.bar is not None:
             self.bar.close()
+        if self.hushed is not None:  # a later command in this process gets its bar back
+            progress.QUIET, self.hushed = self.hushed, None
 
 
 @contextlib.contextmanager

@@ -133,3 +133,17 @@ def test_a_run_stopped_with_sigterm_removes_the_tree_it_was_searching(
 
     assert process.returncode == 128 + signal.SIGTERM
     assert list(trees.iterdir()) == []
+
+
+def test_the_measurement_bar_gives_the_judges_bar_back_when_it_closes() -> None:
+    from slm_rerank.cli.calibrate import Progress as MeasuringBar
+    from slm_rerank.model import progress
+
+    assert progress.QUIET is False
+    bar = MeasuringBar()
+    bar(1, 3)
+    assert progress.QUIET is True  # hushed while calibrate draws its own
+    bar.close()
+
+    # a later command in the same process (serve-api, a test) gets its bar again
+    assert progress.QUIET is False
