@@ -90,3 +90,27 @@ def check_regular(path: Path) -> None:
         raise NotRegularFile(path, _link_text(path))
     if not stat.S_ISREG(info.st_mode):
         raise NotRegularFile(path, describe(info.st_mode))
+
+
+def replace_file(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a new temporary file beside it, then rename it
+    into place: a concurrent reader never sees half a file, and the rename replaces a
+    symlink or FIFO at ``path`` instead of opening it (mkstemp: O_EXCL, a random name).
+
+    Raises ``OSError``; the temporary file is gone whatever happened (a full disk must not
+    keep half-written files behind).
+    """
+    import tempfile  # only when a cache is written: keeps it out of every start-up
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

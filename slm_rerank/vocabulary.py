@@ -342,22 +342,10 @@ def _read_files(path: Path) -> FileWords:
 
 def _write_json(path: Path, doc: object) -> None:
     """Write by rename (a reader never sees half a file); a failure only costs speed."""
-    import tempfile
-
-    tmp = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w") as out:
-            json.dump(doc, out, separators=(",", ":"))
-        os.replace(tmp, path)
-        tmp = None
+        safefile.replace_file(path, json.dumps(doc, separators=(",", ":")))
     except OSError:
         pass
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
 
 
 def _prune(folder: Path, keep: set[Path]) -> None:

@@ -88,7 +88,8 @@ def test_a_slice_cache_write_that_fails_leaves_no_temporary_file(
         raise OSError(28, "No space left on device")
 
     cache = ChunkCache(tmp_path)
-    monkeypatch.setattr(json, "dump", no_space)
+    # the temporary file is written, then the disk refuses the rest of the write
+    monkeypatch.setattr(os, "replace", no_space)
 
     cache.put("ab" + "0" * 62, [Chunk(1, 2, None, ())])
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from itertools import repeat
@@ -109,24 +108,10 @@ class ChunkCache:
     def put(self, key: str, chunks: list[Chunk]) -> None:
         path = self._path(key)
         rows = [[c.start_line, c.end_line, c.symbol, list(c.defines)] for c in chunks]
-        tmp = None
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            import tempfile  # only on a cache miss: keeps it out of every start-up
-
-            # Write then rename, so a concurrent reader never sees half a file. mkstemp
-            # creates a new file under a random name (O_EXCL: never through a symlink put
-            # there), and the rename replaces a symlink or FIFO at ``path``, never opens it.
-            fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-            with os.fdopen(fd, "w") as out:
-                json.dump(rows, out, separators=(",", ":"))
-            os.replace(tmp, path)
+            safefile.replace_file(path, json.dumps(rows, separators=(",", ":")))
         except OSError:
-            # a cache that cannot be written only costs speed; a full disk must not also
-            # keep the half-written file (each miss left one behind)
-            if tmp is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
+            pass  # a cache that cannot be written only costs speed
 
     def slice(self, name: str, data: bytes, text: str, line_count: int | None = None
               ) -> list[Chunk]:
