@@ -149,6 +149,19 @@ class Settings:
     prompt_chars: int = _setting(1500, "longest chunk text sent to the model; longer chunks "
                                  "are cut around their best-matching lines", minimum=200,
                                  repo=REPO_LOWER, why="spends the model server")
+    budget_tokens: int | None = _setting(
+        None, "prompt tokens one query's judge may make the server read (--budget 2000); "
+        "the passages past it keep their lexical order; unset: no cap", minimum=1,
+        repo=REPO_LOWER, why="spends the model server")
+    budget_seconds: float | None = _setting(
+        None, "seconds one query's judge may take before it stops sending passages and "
+        "keeps what it has, as planned, not degraded (--budget 20s); unset: no cap",
+        minimum=0.1, repo=REPO_LOWER, why="a deadline")
+    cascade: bool = _setting(
+        False, "judge the first 4 passages, then go on only while none has a clear yes "
+        "(--cascade)", repo=REPO_NO,
+        why="how much of the head a query judges: off, every query spends the server on "
+        "the whole head")
     auto_serve: bool = _setting(
         False, "start the managed llama-server with the bundled model (slm-rerank serve) "
         "when a model query finds no server, as --local does; off by default: the bundled "

@@ -20,20 +20,29 @@ def overrides(*, model: str | None = None, base_url: str | None = None,
               rerank_top: int | None = None, full: bool | None = None,
               threshold: float | None = None, timeout: float | None = None,
               cache: bool | None = None, top_k: int | None = None, chunks: bool | None = None,
-              format: str | None = None) -> dict[str, Any]:
+              format: str | None = None, budget: str | None = None,
+              cascade: bool | None = None) -> dict[str, Any]:
     """The settings these values override, by settings key; None means "not given".
 
     ``local`` is ``--local`` (``auto_serve``), ``cache`` is ``--no-cache`` or ``cache=``
-    (``score_cache``), ``endpoints`` is ``-e`` given more than once. What is left out is
-    decided by the settings layers (config files, environment, defaults).
+    (``score_cache``), ``endpoints`` is ``-e`` given more than once, ``budget`` is
+    ``--budget`` ("2000" tokens, "20s" seconds, "off": no cap, which lifts a configured
+    one: ``budget_tokens`` and ``budget_seconds``). What is left out is decided by the
+    settings layers (config files, environment, defaults).
     """
     given = {
         "model": model, "base_url": base_url, "endpoints": endpoints, "host": host,
         "api": api, "auto_serve": local, "scorer": scorer, "rerank_top": rerank_top,
         "full": full, "threshold": threshold, "timeout": timeout, "score_cache": cache,
-        "top_k": top_k, "chunks": chunks, "format": format,
+        "top_k": top_k, "chunks": chunks, "format": format, "cascade": cascade,
     }
-    return {key: value for key, value in given.items() if value is not None}
+    out = {key: value for key, value in given.items() if value is not None}
+    if budget is not None:
+        from slm_rerank.model.rounds import parse_budget
+
+        parsed = parse_budget(budget)
+        out["budget_tokens"], out["budget_seconds"] = parsed.tokens, parsed.seconds
+    return out
 
 
 def apply_overrides(settings: Settings, given: Mapping[str, Any], where: str) -> Settings:

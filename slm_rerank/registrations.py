@@ -332,6 +332,8 @@ class DocumentScore:
     "no", or "both") that was missing from the server's top-K and was bounded by the
     smallest returned logprob, so the probability is a bound, not a measurement; bounded
     scores are never cached. ``raw`` is the scorer's own number (a logit, a grade) when it has one.
+    ``prompt_tokens`` and ``cached_tokens`` say what the verdict cost, for the token budget
+    (``model/stage.py``); a scorer that cannot tell leaves them None.
     """
 
     index: int
@@ -339,6 +341,10 @@ class DocumentScore:
     raw: float | None = None
     bounded: str | None = None
     note: str | None = None
+    #: the prompt's tokens as the server counted them, and how many of those it took from
+    #: its prompt cache (a prefix shared with an earlier prompt); None when it did not say
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
 
 
 @dataclass(frozen=True)

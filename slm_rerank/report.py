@@ -138,6 +138,9 @@ class ModelInfo:
     #: and why; None when the profile asks one question whatever the intent
     intent: str | None = None
     intent_reason: str | None = None
+    #: what the verdicts cost on the server (prompt tokens, of them cached, read) and what a
+    #: budget or the cascade left unjudged (``model/rounds.TokenUse.to_dict``)
+    tokens: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, judgement: Any, threshold: float | None) -> ModelInfo:
@@ -155,6 +158,7 @@ class ModelInfo:
             intent_reason=judgement.intent.why if getattr(judgement, "intent", None) else None,
             judge_weight=profile.profile.judge_weight if profile else None,
             weight_measured=profile.profile.weight_measured if profile else None,
+            tokens=judgement.tokens.to_dict() if hasattr(judgement, "tokens") else None,
         )
 
 

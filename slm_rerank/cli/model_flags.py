@@ -58,6 +58,14 @@ def _flags() -> dict[str, Decorator]:
             "--timeout", type=click.FloatRange(min=0.1), callback=_finite,
             help="Seconds the model may take for one search or request; then what was "
                  "scored is kept."),
+        "budget": click.option(
+            "--budget", metavar="TOKENS|Ns", callback=_budget,
+            help="Cap one query's model work: prompt tokens the server reads (--budget "
+                 "2000) or seconds (--budget 20s); the passages past it keep their lexical "
+                 "order. off: no cap."),
+        "cascade": click.option(
+            "--cascade/--no-cascade", default=None,
+            help="Judge the first 4 passages, then go on only while none has a clear yes."),
         "cache": click.option(
             "--no-cache", "cache", flag_value=False, default=None,
             help="Do not read or write the score cache."),
@@ -97,6 +105,19 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None
     # lower bound: both are a usage error, not a setting for the config checks to refuse.
     if value is not None and not math.isfinite(value):
         raise click.BadParameter(f"{value} is not a finite number", ctx, param)
+    return value
+
+
+def _budget(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is None:
+        return None
+    from slm_rerank.errors import ConfigError
+    from slm_rerank.model.rounds import parse_budget
+
+    try:
+        parse_budget(value)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
     return value
 
 

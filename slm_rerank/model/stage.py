@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import json
 import math
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from slm_rerank.config import Settings
-from slm_rerank.errors import ConfigError, TransientError
+from slm_rerank.errors import ConfigError, ContractError, TransientError
 from slm_rerank.host import Host
 from slm_rerank.model.endpoints import choose_endpoints
 from slm_rerank.model.intent import Intent
@@ -30,12 +31,14 @@ from slm_rerank.model.passages import Passage, fit_context
 from slm_rerank.model.profiles import ProfileChoice, choose_profile, weight_text
 from slm_rerank.model.progress import Progress
 from slm_rerank.model.score_cache import ScoreCache, ScoreKey
-from slm_rerank.model.scoring import EndpointUse, collect, spread
+from slm_rerank.model.rounds import Budget, TokenUse, count_verdict, judge_in_rounds
+from slm_rerank.model.scoring import EndpointUse, ScoreOutcome, collect, spread
 from slm_rerank.registrations import (
     Document,
     DocumentScore,
     Endpoint,
     ModelProfile,
+    Scorer,
     ScoreRequest,
 )
 
@@ -75,6 +78,8 @@ class Judgement:
     #: what the judge was asked, by the query's intent (``model/intent.py``); None for the
     #: documents API and for a profile that words one question for every intent
     intent: Intent | None = None
+    #: what the verdicts cost on the server, and what a budget or the cascade left out
+    tokens: TokenUse = field(default_factory=TokenUse)
 
 
 # --- judging ------------------------------------------------------------------------------
@@ -217,16 +222,21 @@ async def judge_documents_async(query: str, prepare: Prepare, host: Host, settin
             request = ScoreRequest(query=asked, documents=[documents[i] for i in firsts],
                                    profile=profile, endpoint=endpoint, deadline=deadline,
                                    options=options, client=client)
+            prefix = len(profile.render_completion(asked, "")) if profile else len(asked)
             progress = Progress(len(firsts))
             try:
-                if endpoints and alone:
-                    outcome = await spread(scorer, request, endpoints,
-                                           lambda _: progress.advance())
-                else:  # a listwise judge sees every document at once, on one server
-                    outcome = await collect(scorer, request, lambda _: progress.advance())
+                outcome = await _score(scorer, request, endpoints, alone, settings,
+                                       judgement.tokens, prefix, progress)
             finally:
                 progress.close()
             judgement.uses = outcome.uses
+            spent = judgement.tokens.per_document
+            judgement.tokens.per_document = {firsts[j]: cost for j, cost in spent.items()}
+            if judgement.tokens.stopped:
+                judgement.notes.append(
+                    f"{len(outcome.scores)} of {len(firsts)} {noun} were judged: "
+                    f"{judgement.tokens.stopped}; the other {judgement.tokens.unjudged} "
+                    f"(about {judgement.tokens.saved} prompt tokens) {unjudged}")
             judgement.notes.extend(outcome.notes)
             for j, why in outcome.skipped.items():
                 first = firsts[j]
@@ -263,6 +273,63 @@ async def judge_documents_async(query: str, prepare: Prepare, host: Host, settin
                 judgement.warnings.append(cache.warning)
     judgement.model_ms = (time.perf_counter() - started) * 1000
     return judgement
+
+
+async def _score(scorer: Scorer, request: ScoreRequest, endpoints: Sequence[Endpoint],
+                 alone: bool, settings: Settings, tokens: TokenUse, prefix_chars: int,
+                 progress: Progress) -> ScoreOutcome:
+    """The scorer's verdicts on ``request``: all at once, or in rounds when a budget or the
+    cascade may stop early (``model/rounds.py``); ``tokens`` gets what they cost."""
+    tick: Callable[[DocumentScore], None] = lambda _: progress.advance()  # noqa: E731
+    budget = Budget(settings.budget_tokens, settings.budget_seconds)
+    if not (alone and endpoints) or not (budget or settings.cascade):
+        # a listwise judge sees every document at once, on one server
+        outcome = await (spread(scorer, request, endpoints, tick) if endpoints and alone
+                         else collect(scorer, request, tick))
+        for i, verdict in outcome.scores.items():
+            count_verdict(tokens, i, verdict, request.documents[i], prefix_chars)
+        return outcome
+    deadline = request.deadline if request.deadline is not None else math.inf
+    ends = time.monotonic() + budget.seconds if budget.seconds is not None else math.inf
+    uses: dict[str, EndpointUse] = {}
+
+    async def run(batch: list[int]) -> ScoreOutcome:
+        working = [e for e in endpoints if not (e.base_url in uses and uses[e.base_url].failed)]
+        sub = dataclasses.replace(request, documents=[request.documents[i] for i in batch],
+                                  deadline=min(deadline, ends))
+        part = await spread(scorer, sub, working or endpoints, tick)
+        if part.fault == "deadline" and ends < deadline:
+            part.fault, part.stopped = "budget", None  # the budget's end, not a fault
+        return part
+
+    def merge(part: ScoreOutcome, batch: list[int]) -> None:
+        for u in part.uses:
+            mine = uses.setdefault(u.url, EndpointUse(u.url, u.slots))
+            mine.scored += u.scored
+            mine.failed = mine.failed or u.failed
+
+    slots = sum(max(1, e.slots) for e in endpoints)
+    outcome = await judge_in_rounds(run, request.documents, range(len(request.documents)),
+                                    prefix_chars, slots, budget, settings.cascade, tokens,
+                                    merge, await _prefix_tokens(request, budget, deadline))
+    outcome.uses = list(uses.values())
+    return outcome
+
+
+async def _prefix_tokens(request: ScoreRequest, budget: Budget, deadline: float
+                         ) -> int | None:
+    """The tokens of the prompt around a document, counted by the server, when a token
+    budget needs them: one tokenize request, within the deadline; None when the server
+    cannot count (the budget then estimates 3 characters a token)."""
+    if budget.tokens is None or request.endpoint is None or request.profile is None:
+        return None
+    prefix = request.profile.render_completion(request.query, "")
+    try:
+        counted = await asyncio.wait_for(request.client.tokenize(request.endpoint, prefix),
+                                         max(deadline - time.monotonic(), 0.001))
+    except (TransientError, ContractError, asyncio.TimeoutError):
+        return None
+    return len(counted) if counted else None
 
 
 def _skipped_warning(skipped: dict[int, str], documents: Sequence[Document], noun: str) -> str:

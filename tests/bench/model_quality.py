@@ -34,9 +34,9 @@ from slm_rerank.pipeline import (
     fuse,
     gather,
     head,
+    judge_head,
     query_terms,
     rank,
-    score,
 )
 
 WEIGHTS = (0.1, 0.25, 0.5, 1.0)
@@ -55,10 +55,21 @@ def main() -> int:
                     help="dev cases (choose weights there), held-out (report there), all")
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--json", type=Path, help="write per-case ranks here")
+    ap.add_argument("--budget", help="cap each query's model work (2000: tokens, 20s)")
+    ap.add_argument("--cascade", action="store_true", help="judge in a cascade")
+    ap.add_argument("--no-cache", action="store_true",
+                    help="ask the server again (token counts are only known for fresh "
+                         "verdicts)")
     args = ap.parse_args()
 
     flags = {"base_url": args.endpoint, "model": args.model, "rerank_top": args.rerank_top,
-             "timeout": 600.0, "prompt_chars": args.prompt_chars}
+             "timeout": 600.0, "prompt_chars": args.prompt_chars, "cascade": args.cascade,
+             "score_cache": not args.no_cache}
+    if args.budget:
+        from slm_rerank.model.rounds import parse_budget
+
+        budget = parse_budget(args.budget)
+        flags.update(budget_tokens=budget.tokens, budget_seconds=budget.seconds)
     settings = load_settings(flags=flags)
     host = Host(settings)
     cache = ensure_writable(cache_path(settings))
@@ -76,7 +87,10 @@ def main() -> int:
             ranked = rank(request, host, gather(request, host, terms, notes), notes)
             if not ranked.chunks:
                 continue
-            judgement, verdicts, lengths, _ = score(request, host, settings, terms, ranked)
+            scored = judge_head(request, host, settings, terms, ranked)
+            judgement, chosen = scored.judgement, scored.chosen
+            verdicts = {chosen[j]: v.probability for j, v in judgement.scores.items()}
+            lengths = {chosen[j]: n for j, n in scored.lengths.items()}
             if judgement.degraded:
                 print(f"{case.id} {mode}: degraded: {judgement.degraded}", file=sys.stderr)
             profile = judgement.profile.profile if judgement.profile else None
@@ -94,7 +108,12 @@ def main() -> int:
                               ranked.chunks[:max(300, max(verdicts, default=0) + 1)]],
                    "verdicts": {str(i): p for i, p in verdicts.items()},
                    "lengths": {str(i): n for i, n in lengths.items()},
-                   "gold": list(case.gold_files)}
+                   "gold": list(case.gold_files),
+                   # the head in the order it was judged, and what each verdict cost:
+                   # prompt tokens and of them cached, as the server counted them
+                   "head": chosen, "tokens": judgement.tokens.to_dict(),
+                   "costs": {str(chosen[j]): list(cost)
+                             for j, cost in judgement.tokens.per_document.items()}}
             row["orders"]["lexical"] = file_order(fuse(ranked))
             # the model alone: the head by raw P(relevant), then the lexical tail
             alone = sorted(verdicts, key=lambda i: (-verdicts[i], i))

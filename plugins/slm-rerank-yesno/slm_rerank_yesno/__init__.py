@@ -246,7 +246,7 @@ async def score(request: ScoreRequest) -> AsyncIterator[DocumentScore]:
                                     "support switched on?", endpoint.base_url)
             verdict = yes_no_verdict(answer.top, profile.yes_words, profile.no_words, ids)
             yield DocumentScore(index, verdict.probability, verdict.logit, verdict.bounded,
-                                verdict.note)
+                                verdict.note, answer.prompt_tokens, answer.cached_tokens)
 
 
 YESNO = Scorer(

@@ -1,0 +1,241 @@
+"""Judging the head in rounds: what a query's prompts cost, the token budget, the cascade.
+
+On a GPU the head of 16 passages is judged in a second or two; on two CPU cores the 1.5B
+judge reads about 70 prompt tokens a second, and the same head costs a minute or more.
+This module lets a query spend less, and says what it spent:
+
+- every verdict carries the server's count of its prompt tokens and of those taken from
+  the prompt cache (``DocumentScore.prompt_tokens`` / ``cached_tokens``); ``TokenUse``
+  sums them, so JSON says what the model read (``read`` = prompt - cached);
+- a **budget** (``--budget 2000`` tokens, ``--budget 20s`` seconds) stops sending
+  passages before the next round would pass it. Tokens are estimated before a passage is
+  sent (its characters over the characters per token measured on this query's earlier
+  verdicts, 3 until one is known) and counted as the server reports them after; seconds
+  also bound the round in flight, so a seconds budget is kept even when a round is slow;
+- the **cascade** judges the first ``CASCADE_FIRST`` passages, then goes on one round at
+  a time only while none of the judged has a clear yes (P(relevant) >= ``CLEAR_YES``).
+
+Passages go in head order (lexical order, file-diverse), so what a budget or the cascade
+leaves unjudged is the lexical tail, which keeps its lexical order below the judged ones
+(``fusion``): a stop costs ranking depth, never a result. A stop is a choice, not a fault:
+it is a note and a JSON field (``model.tokens.stopped``), not ``degraded``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+from slm_rerank.errors import ConfigError
+from slm_rerank.model.passages import CHARS_PER_TOKEN
+from slm_rerank.model.scoring import ScoreOutcome
+from slm_rerank.registrations import Document
+
+#: passages the cascade always judges before it may stop
+CASCADE_FIRST = 4
+#: a verdict at least this sure ends the cascade: the judge found what it was asked for
+CLEAR_YES = 0.8
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one query's model work may cost: prompt tokens the server reads, seconds, or
+    both (None: no cap)."""
+
+    tokens: int | None = None
+    seconds: float | None = None
+
+    def __bool__(self) -> bool:
+        return self.tokens is not None or self.seconds is not None
+
+    def text(self) -> str:
+        parts = ([f"{self.tokens} tokens"] if self.tokens is not None else []) + (
+            [f"{self.seconds:g} s"] if self.seconds is not None else [])
+        return " and ".join(parts) or "none"
+
+
+_BUDGET = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(s|sec|seconds?|t|tok|tokens?)?\s*", re.IGNORECASE)
+
+
+def parse_budget(text: str, where: str = "--budget") -> Budget:
+    """``"2000"`` or ``"2000t"``: prompt tokens; ``"20s"``: seconds; ``"off"``: no cap."""
+    if text.strip().lower() in ("", "off", "none", "0"):
+        return Budget()
+    found = _BUDGET.fullmatch(text)
+    if found is None:
+        raise ConfigError(f"{where}: {text[:40]!r} is not a budget; give prompt tokens "
+                          "(--budget 2000) or seconds (--budget 20s), or off")
+    amount, unit = float(found.group(1)), (found.group(2) or "t").lower()
+    if unit.startswith("s"):
+        if amount <= 0:
+            raise ConfigError(f"{where}: a budget in seconds must be above 0")
+        return Budget(seconds=amount)
+    if amount != int(amount) or amount < 1:
+        raise ConfigError(f"{where}: a budget in tokens is a whole number of at least 1")
+    return Budget(tokens=int(amount))
+
+
+@dataclass
+class TokenUse:
+    """What one query's verdicts cost on the server, and what the budget or cascade kept."""
+
+    #: prompt tokens of the verdicts the server gave this query (cache hits cost nothing)
+    prompt: int = 0
+    #: of which the server took from its prompt cache (a prefix shared with an earlier one)
+    cached: int = 0
+    #: verdicts whose cost the server did not report, so ``prompt`` holds an estimate
+    estimated: int = 0
+    budget: Budget = field(default_factory=Budget)
+    cascade: bool = False
+    #: passages left unjudged by the budget or the cascade, and their estimated tokens
+    unjudged: int = 0
+    saved: int = 0
+    #: why judging stopped before the end of the head; None when it did not
+    stopped: str | None = None
+    #: document index -> (prompt tokens, cached tokens) of its verdict (for the benches)
+    per_document: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+    @property
+    def read(self) -> int:
+        """The tokens the server had to read: the work a budget caps."""
+        return self.prompt - self.cached
+
+    def to_dict(self) -> dict[str, object]:
+        return {"prompt": self.prompt, "cached": self.cached, "read": self.read,
+                "estimated": self.estimated, "budget_tokens": self.budget.tokens,
+                "budget_seconds": self.budget.seconds, "cascade": self.cascade,
+                "unjudged": self.unjudged, "saved": self.saved, "stopped": self.stopped}
+
+
+@dataclass
+class _Meter:
+    """The characters per read token of this query so far, for estimating what is next:
+    measured on the passages read, else on the prefix the server tokenized, else 3."""
+
+    chars: int = 0
+    tokens: int = 0
+    first: float = CHARS_PER_TOKEN
+
+    @property
+    def chars_per_token(self) -> float:
+        return self.chars / self.tokens if self.tokens >= 50 else self.first
+
+    def estimate(self, chars: int) -> int:
+        return max(1, math.ceil(chars / self.chars_per_token))
+
+
+#: runs one round: the documents at these indices, as one scorer request; the outcome's
+#: indices are positions in the list given
+RunRound = Callable[[list[int]], Awaitable[ScoreOutcome]]
+
+
+async def judge_in_rounds(run: RunRound, documents: Sequence[Document], order: Sequence[int],
+                          prefix_chars: int, slots: int, budget: Budget, cascade: bool,
+                          use: TokenUse,
+                          on_round: Callable[[ScoreOutcome, list[int]], None],
+                          prefix_tokens: int | None = None) -> ScoreOutcome:
+    """Judge ``documents[i]`` for ``i`` in ``order``, in rounds of ``slots`` passages, until
+    the head ends, a round stops early (a fault or the deadline), the budget would be
+    passed, or the cascade has its clear yes. Returns the merged outcome, by index into
+    ``documents``; ``use`` gets the cost and why it stopped.
+
+    ``prefix_chars`` is the length of the prompt around a document (the instruction and
+    the query): each slot reads it once before its prompt cache holds it; ``prefix_tokens``
+    is its length in tokens when the server counted it.
+    """
+    merged = ScoreOutcome()
+    meter = _Meter()
+    if prefix_tokens:
+        meter.first = max(prefix_chars / prefix_tokens, 1.0)
+    started = time.monotonic()
+    left = list(order)
+    warm = 0  # slots that have read the shared prefix
+    use.budget, use.cascade = budget, cascade
+    rounds = 0
+    while left:
+        size = max(1, slots)
+        if cascade and rounds == 0:
+            size = max(size, CASCADE_FIRST)
+        batch = left[:size]
+        if budget.tokens is not None:
+            batch = _within_tokens(batch, documents, meter, budget.tokens - _spent(use),
+                                   prefix_chars, max(slots - warm, 0))
+            if not batch:
+                use.stopped = (f"the budget of {budget.tokens} prompt tokens was reached "
+                               f"({_spent(use)} read)")
+                break
+        if budget.seconds is not None and time.monotonic() - started >= budget.seconds:
+            use.stopped = f"the budget of {budget.seconds:g} s was reached"
+            break
+        part = await run(batch)
+        rounds += 1
+        warm = min(slots, warm + len(batch))
+        for j, verdict in part.scores.items():
+            i = batch[j]
+            merged.scores[i] = dataclasses.replace(verdict, index=i)
+            count_verdict(use, i, verdict, documents[i], prefix_chars, meter)
+        merged.skipped.update({batch[j]: why for j, why in part.skipped.items()})
+        merged.notes.extend(part.notes)
+        on_round(part, batch)
+        done = set(batch)
+        left = [i for i in left if i not in done]
+        if part.fault == "budget":
+            use.stopped = f"the budget of {budget.seconds:g} s was reached"
+            break
+        if part.stopped:
+            merged.stopped, merged.fault = part.stopped, part.fault
+            break
+        if cascade and len(merged.scores) >= CASCADE_FIRST and left:
+            best = max((v.probability for v in merged.scores.values()), default=0.0)
+            if best >= CLEAR_YES:
+                use.stopped = (f"the cascade stopped after {len(merged.scores)} passages: "
+                               f"one has a clear yes (P(relevant) {best:.2f} >= {CLEAR_YES})")
+                break
+    if left and use.stopped:
+        use.unjudged = len(left)
+        use.saved = sum(meter.estimate(len(documents[i].text)) for i in left)
+    return merged
+
+
+def _spent(use: TokenUse) -> int:
+    return use.read
+
+
+def _within_tokens(batch: list[int], documents: Sequence[Document], meter: _Meter,
+                   room: int, prefix_chars: int, cold_slots: int) -> list[int]:
+    """The start of ``batch`` whose estimated cost fits ``room`` tokens (a cold slot also
+    reads the shared prefix)."""
+    out: list[int] = []
+    for n, i in enumerate(batch):
+        cost = meter.estimate(len(documents[i].text))
+        if n < cold_slots:
+            cost += meter.estimate(prefix_chars)
+        if cost > room:
+            break
+        room -= cost
+        out.append(i)
+    return out
+
+
+def count_verdict(use: TokenUse, index: int, verdict: object, document: Document,
+                  prefix_chars: int, meter: _Meter | None = None) -> None:
+    """Add one verdict's cost to ``use`` (and to ``meter``'s characters per token)."""
+    meter = meter if meter is not None else _Meter()
+    prompt = getattr(verdict, "prompt_tokens", None)
+    cached = getattr(verdict, "cached_tokens", None)
+    if prompt is None:
+        # the server did not count it: the estimate stands in, and the JSON says so
+        prompt, cached = meter.estimate(len(document.text) + prefix_chars), 0
+        use.estimated += 1
+    else:
+        cached = min(cached or 0, prompt)
+        if cached:  # the prefix came from the cache: what was read is the document's
+            meter.chars += len(document.text)
+            meter.tokens += prompt - cached
+    use.prompt += prompt
+    use.cached += cached
+    use.per_document[index] = (prompt, cached)

@@ -1,0 +1,182 @@
+"""The token budget and the cascade (``model/rounds.py``): what a query's judge may spend,
+what it spent, and that what it leaves unjudged is the lexical tail, not lost.
+
+The rounds are specified with a scorer that needs no server and reports a prompt cost the
+way llama.cpp does (``tokens_evaluated`` and ``timings.cache_n``, carried on each
+``DocumentScore``); a whole search against a real llama-server is in
+tests/live/model/test_token_budget.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+import pytest
+
+from slm_rerank.errors import ConfigError
+from slm_rerank.model.rounds import (
+    CASCADE_FIRST,
+    Budget,
+    TokenUse,
+    judge_in_rounds,
+    parse_budget,
+)
+from slm_rerank.model.scoring import ScoreOutcome, spread
+from slm_rerank.registrations import Document, DocumentScore, Endpoint, Scorer, ScoreRequest
+
+PREFIX = 300  # characters of instruction and query around each document
+
+
+class Costly:
+    """A scorer whose verdicts cost what a llama.cpp slot would charge: the shared prefix
+    once per slot, then only the document; ``probabilities`` by document id."""
+
+    def __init__(self, probabilities: dict[str, float] | None = None, slots: int = 2,
+                 delay: float = 0.0, counts: bool = True) -> None:
+        self.probabilities = probabilities or {}
+        self.slots = slots
+        self.delay = delay
+        self.counts = counts
+        self.asked: list[str] = []
+        self.warm = 0
+
+    async def score(self, request: ScoreRequest) -> AsyncIterator[DocumentScore]:
+        for i, doc in enumerate(request.documents):
+            await asyncio.sleep(self.delay)
+            self.asked.append(doc.id)
+            prefix = PREFIX // 3
+            doc_tokens = len(doc.text) // 3
+            cached = prefix if self.warm >= self.slots else 0
+            self.warm += 1
+            yield DocumentScore(i, self.probabilities.get(doc.id, 0.3),
+                                prompt_tokens=(prefix + doc_tokens) if self.counts else None,
+                                cached_tokens=cached if self.counts else None)
+
+    def scorer(self) -> Scorer:
+        return Scorer(name="costly", description="test", score=self.score)
+
+
+def documents(n: int, chars: int = 600) -> list[Document]:
+    return [Document.of(str(i), f"chunk {i} " + "x" * chars) for i in range(n)]
+
+
+def run_rounds(costly: Costly, docs: list[Document], budget: Budget = Budget(),
+               cascade: bool = False, slots: int = 2, deadline: float | None = None
+               ) -> tuple[ScoreOutcome, TokenUse]:
+    use = TokenUse()
+    endpoint = Endpoint("http://judge", slots=slots)
+    request = ScoreRequest(query="q", documents=docs, deadline=deadline)
+
+    async def run(batch: list[int]) -> ScoreOutcome:
+        sub = ScoreRequest(query="q", documents=[docs[i] for i in batch],
+                           deadline=deadline)
+        return await spread(costly.scorer(), sub, [endpoint])
+
+    async def main() -> ScoreOutcome:
+        return await judge_in_rounds(run, request.documents, range(len(docs)), PREFIX,
+                                     slots, budget, cascade, use, lambda *_: None)
+
+    return asyncio.run(main()), use
+
+
+# --- what a budget reads ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "tokens", "seconds"), [
+    ("2000", 2000, None), ("2000t", 2000, None), ("1500 tokens", 1500, None),
+    ("20s", None, 20.0), ("2.5 seconds", None, 2.5), ("off", None, None)])
+def test_a_budget_is_tokens_by_default_or_seconds_with_an_s(text: str, tokens: int | None,
+                                                             seconds: float | None) -> None:
+    assert parse_budget(text) == Budget(tokens, seconds)
+
+
+@pytest.mark.parametrize("text", ["lots", "-5", "1.5", "20m", "0s", "2000 tokens please"])
+def test_a_budget_that_is_neither_tokens_nor_seconds_is_an_error_naming_the_flag(
+        text: str) -> None:
+    with pytest.raises(ConfigError, match="--budget"):
+        parse_budget(text)
+
+
+# --- the rounds ---------------------------------------------------------------------------
+
+
+def test_without_a_budget_every_document_is_judged_and_its_cost_summed() -> None:
+    costly = Costly()
+
+    outcome, use = run_rounds(costly, documents(6))
+
+    assert sorted(outcome.scores) == list(range(6)) and use.stopped is None
+    # each document: 100 prefix tokens + 202 of its own; the two slots read the prefix
+    # once each, the other four prompts take it from the cache
+    assert use.prompt == 6 * (100 + 202)
+    assert use.cached == 4 * 100
+    assert use.read == use.prompt - use.cached
+    assert use.unjudged == 0 and use.saved == 0
+
+
+def test_a_token_budget_stops_before_the_round_that_would_pass_it() -> None:
+    costly = Costly()
+
+    outcome, use = run_rounds(costly, documents(10), Budget(tokens=1000))
+
+    assert use.read <= 1000
+    judged = len(outcome.scores)
+    assert 0 < judged < 10
+    assert costly.asked == [str(i) for i in range(judged)]  # in head order
+    assert use.unjudged == 10 - judged and use.saved > 0
+    assert "budget of 1000 prompt tokens" in (use.stopped or "")
+    assert outcome.stopped is None  # a planned stop, not a fault
+
+
+def test_a_budget_smaller_than_one_prompt_judges_nothing_and_says_so() -> None:
+    outcome, use = run_rounds(Costly(), documents(4), Budget(tokens=50))
+
+    assert outcome.scores == {}
+    assert use.unjudged == 4 and "budget of 50" in (use.stopped or "")
+
+
+def test_the_cascade_stops_after_its_first_passages_when_one_has_a_clear_yes() -> None:
+    costly = Costly({"1": 0.93})
+
+    outcome, use = run_rounds(costly, documents(12), cascade=True)
+
+    assert sorted(outcome.scores) == list(range(CASCADE_FIRST))
+    assert use.unjudged == 12 - CASCADE_FIRST
+    assert "clear yes" in (use.stopped or "")
+
+
+def test_the_cascade_goes_on_while_no_passage_has_a_clear_yes() -> None:
+    costly = Costly({"9": 0.9})
+
+    outcome, use = run_rounds(costly, documents(12), cascade=True)
+
+    # rounds of two after the first four: the yes of document 9 ends the round 8-9
+    assert sorted(outcome.scores) == list(range(10))
+    assert use.unjudged == 2
+
+
+def test_the_cascade_judges_the_whole_head_when_no_yes_comes() -> None:
+    outcome, use = run_rounds(Costly(), documents(9), cascade=True)
+
+    assert sorted(outcome.scores) == list(range(9)) and use.stopped is None
+
+
+def test_a_seconds_budget_bounds_the_round_in_flight_and_keeps_what_came() -> None:
+    costly = Costly(delay=0.2)
+
+    started = time.monotonic()
+    outcome, use = run_rounds(costly, documents(40), Budget(seconds=0.5),
+                              deadline=time.monotonic() + 60)
+
+    assert time.monotonic() - started < 5  # the budget, not the 60 s deadline
+    assert 0 < len(outcome.scores) < 40
+    assert "budget of 0.5 s" in (use.stopped or "")
+    assert outcome.stopped is None  # planned: not degraded
+
+
+def test_a_server_that_does_not_count_tokens_gets_an_estimate_marked_as_one() -> None:
+    outcome, use = run_rounds(Costly(counts=False), documents(3))
+
+    assert len(outcome.scores) == 3
+    assert use.estimated == 3 and use.prompt > 0
