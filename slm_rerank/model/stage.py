@@ -30,8 +30,8 @@ from slm_rerank.model.intent import Intent
 from slm_rerank.model.passages import Passage, fit_context
 from slm_rerank.model.profiles import ProfileChoice, choose_profile, weight_text
 from slm_rerank.model.progress import Progress
-from slm_rerank.model.score_cache import ScoreCache, ScoreKey
 from slm_rerank.model.rounds import Budget, TokenUse, count_verdict, judge_in_rounds
+from slm_rerank.model.score_cache import ScoreCache, ScoreKey
 from slm_rerank.model.scoring import EndpointUse, ScoreOutcome, collect, spread
 from slm_rerank.registrations import (
     Document,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+
 import pytest
 
 from slm_rerank.errors import ConfigError
@@ -61,10 +62,11 @@ def documents(n: int, chars: int = 600) -> list[Document]:
     return [Document.of(str(i), f"chunk {i} " + "x" * chars) for i in range(n)]
 
 
-def run_rounds(costly: Costly, docs: list[Document], budget: Budget = Budget(),
+def run_rounds(costly: Costly, docs: list[Document], budget: Budget | None = None,
                cascade: bool = False, slots: int = 2, deadline: float | None = None
                ) -> tuple[ScoreOutcome, TokenUse]:
     use = TokenUse()
+    budget = budget if budget is not None else Budget()
     endpoint = Endpoint("http://judge", slots=slots)
     request = ScoreRequest(query="q", documents=docs, deadline=deadline)
 
