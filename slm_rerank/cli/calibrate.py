@@ -19,7 +19,8 @@ from slm_rerank.errors import SlmRerankError
 #: the weights tried by default; today's weight (profile or user config) is always added
 DEFAULT_WEIGHTS = "0.1,0.25,0.5,1,2"
 #: the model flags calibrate and bench --cases take
-MODEL_FLAGS = ("model", "base_url", "host", "api", "scorer", "rerank_top", "timeout", "cache")
+MODEL_FLAGS = ("model", "base_url", "host", "api", "scorer", "rerank_top", "timeout", "cache",
+               "budget", "cascade")
 
 
 def _weights(ctx: click.Context, param: click.Parameter, text: str) -> list[float]:

@@ -29,7 +29,8 @@ def _cache_dir() -> Path:
 @click.option("--port", type=click.IntRange(1, 65535), default=8035, show_default=True,
               help="Port (8033-8040 are scanned by queries).")
 @click.option("--slots", type=click.IntRange(min=1), default=None,
-              help="Requests served at once (default: one per CPU core, at most 4).")
+              help="Requests served at once (default 1: on a CPU a second slot adds no "
+                   "throughput, and each slot reads a query's shared prefix again).")
 @click.option("--idle-timeout", type=click.FloatRange(min=0), default=0.0,
               help="Stop after this many seconds without a query (default 0: never).")
 @click.option("--background", is_flag=True,

@@ -46,6 +46,15 @@ DEFAULT_HOST = "127.0.0.1"
 #: 2048 tokens a slot holds them with room to spare.
 CONTEXT_PER_SLOT = 2048
 
+#: Slots of the managed server unless --slots says otherwise. The binary it runs is a CPU
+#: build, and on a CPU a second slot adds no throughput (prompt processing already uses
+#: every core: 22.6 prompt tokens a second with one request in flight, 22.7 with two, on
+#: the judge), while each slot reads a query's shared prefix (the instruction and the
+#: query) once: with one, every prompt after a query's first takes it from the cache (80 %
+#: of a whole issue's prompt tokens, against 54 % with two slots). docs/benchmarks.md,
+#: "The judge's token budget".
+DEFAULT_SLOTS = 1
+
 #: Seconds a start may take to load the model before it is given up.
 LOAD_SECONDS = 180.0
 #: How often a wait for the model to load says it is still waiting.
@@ -59,11 +68,11 @@ class ServeOptions:
     model_file: Path | None = None
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
-    slots: int = 0  # 0: one per CPU core, at most 4
+    slots: int = 0  # 0: DEFAULT_SLOTS
     idle: float = 0.0  # 0: never stop for idleness
 
     def slot_count(self) -> int:
-        return self.slots or max(1, min(4, os.cpu_count() or 1))
+        return self.slots or DEFAULT_SLOTS
 
 
 # --- the supervisor ------------------------------------------------------------------------

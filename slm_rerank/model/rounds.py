@@ -10,8 +10,10 @@ This module lets a query spend less, and says what it spent:
 - a **budget** (``--budget 2000`` tokens, ``--budget 20s`` seconds) stops sending
   passages before the next round would pass it. Tokens are estimated before a passage is
   sent (its characters over the characters per token measured on this query's earlier
-  verdicts, 3 until one is known) and counted as the server reports them after; seconds
-  also bound the round in flight, so a seconds budget is kept even when a round is slow;
+  verdicts, or on the prefix the server tokenized, 3 until one is known) and counted as
+  the server reports them after; a seconds budget does not start a round that the pace
+  so far says would end past it, and also bounds the round in flight, so it is kept even
+  when a round is slow;
 - the **cascade** judges the first ``CASCADE_FIRST`` passages, then goes on one round at
   a time only while none of the judged has a clear yes (P(relevant) >= ``CLEAR_YES``).
 
@@ -128,16 +130,17 @@ class _Meter:
         return max(1, math.ceil(chars / self.chars_per_token))
 
 
-#: runs one round: the documents at these indices, as one scorer request; the outcome's
-#: indices are positions in the list given
-RunRound = Callable[[list[int]], Awaitable[ScoreOutcome]]
+#: runs one round: the documents at these indices, as one scorer request that stops at the
+#: deadline given (``time.monotonic()``); the outcome's indices are positions in the list
+RunRound = Callable[[list[int], float], Awaitable[ScoreOutcome]]
 
 
 async def judge_in_rounds(run: RunRound, documents: Sequence[Document], order: Sequence[int],
                           prefix_chars: int, slots: int, budget: Budget, cascade: bool,
                           use: TokenUse,
                           on_round: Callable[[ScoreOutcome, list[int]], None],
-                          prefix_tokens: int | None = None) -> ScoreOutcome:
+                          prefix_tokens: int | None = None,
+                          deadline: float = math.inf) -> ScoreOutcome:
     """Judge ``documents[i]`` for ``i`` in ``order``, in rounds of ``slots`` passages, until
     the head ends, a round stops early (a fault or the deadline), the budget would be
     passed, or the cascade has its clear yes. Returns the merged outcome, by index into
@@ -145,13 +148,16 @@ async def judge_in_rounds(run: RunRound, documents: Sequence[Document], order: S
 
     ``prefix_chars`` is the length of the prompt around a document (the instruction and
     the query): each slot reads it once before its prompt cache holds it; ``prefix_tokens``
-    is its length in tokens when the server counted it.
+    is its length in tokens when the server counted it. ``deadline`` is the run's; a round
+    stops at it or at the seconds budget's end, whichever comes first, and only the first
+    is a fault.
     """
     merged = ScoreOutcome()
     meter = _Meter()
     if prefix_tokens:
         meter.first = max(prefix_chars / prefix_tokens, 1.0)
     started = time.monotonic()
+    ends = started + budget.seconds if budget.seconds is not None else math.inf
     left = list(order)
     warm = 0  # slots that have read the shared prefix
     use.budget, use.cascade = budget, cascade
@@ -168,10 +174,20 @@ async def judge_in_rounds(run: RunRound, documents: Sequence[Document], order: S
                 use.stopped = (f"the budget of {budget.tokens} prompt tokens was reached "
                                f"({_spent(use)} read)")
                 break
-        if budget.seconds is not None and time.monotonic() - started >= budget.seconds:
-            use.stopped = f"the budget of {budget.seconds:g} s was reached"
-            break
-        part = await run(batch)
+        if budget.seconds is not None:
+            spent = time.monotonic() - started
+            # the seconds a token has taken so far: a round that would end past the budget
+            # is not started (the round's own deadline is the budget's end all the same)
+            ahead = (spent / use.read * sum(meter.estimate(len(documents[i].text))
+                                            for i in batch) if use.read else 0.0)
+            if spent + ahead > budget.seconds:
+                use.stopped = (f"the budget of {budget.seconds:g} s was reached" if ahead == 0
+                               else f"the budget of {budget.seconds:g} s would be passed by "
+                               f"the next round (about {ahead:.1f} s more)")
+                break
+        part = await run(batch, min(deadline, ends))
+        if part.fault == "deadline" and ends < deadline:
+            part.fault, part.stopped = "budget", None  # the budget's end, not a fault
         rounds += 1
         warm = min(slots, warm + len(batch))
         for j, verdict in part.scores.items():

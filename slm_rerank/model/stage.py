@@ -290,17 +290,13 @@ async def _score(scorer: Scorer, request: ScoreRequest, endpoints: Sequence[Endp
             count_verdict(tokens, i, verdict, request.documents[i], prefix_chars)
         return outcome
     deadline = request.deadline if request.deadline is not None else math.inf
-    ends = time.monotonic() + budget.seconds if budget.seconds is not None else math.inf
     uses: dict[str, EndpointUse] = {}
 
-    async def run(batch: list[int]) -> ScoreOutcome:
+    async def run(batch: list[int], ends: float) -> ScoreOutcome:
         working = [e for e in endpoints if not (e.base_url in uses and uses[e.base_url].failed)]
         sub = dataclasses.replace(request, documents=[request.documents[i] for i in batch],
-                                  deadline=min(deadline, ends))
-        part = await spread(scorer, sub, working or endpoints, tick)
-        if part.fault == "deadline" and ends < deadline:
-            part.fault, part.stopped = "budget", None  # the budget's end, not a fault
-        return part
+                                  deadline=ends)
+        return await spread(scorer, sub, working or endpoints, tick)
 
     def merge(part: ScoreOutcome, batch: list[int]) -> None:
         for u in part.uses:
@@ -311,7 +307,8 @@ async def _score(scorer: Scorer, request: ScoreRequest, endpoints: Sequence[Endp
     slots = sum(max(1, e.slots) for e in endpoints)
     outcome = await judge_in_rounds(run, request.documents, range(len(request.documents)),
                                     prefix_chars, slots, budget, settings.cascade, tokens,
-                                    merge, await _prefix_tokens(request, budget, deadline))
+                                    merge, await _prefix_tokens(request, budget, deadline),
+                                    deadline)
     outcome.uses = list(uses.values())
     return outcome
 

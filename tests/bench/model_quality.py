@@ -57,6 +57,9 @@ def main() -> int:
     ap.add_argument("--json", type=Path, help="write per-case ranks here")
     ap.add_argument("--budget", help="cap each query's model work (2000: tokens, 20s)")
     ap.add_argument("--cascade", action="store_true", help="judge in a cascade")
+    ap.add_argument("--concurrency", type=int,
+                    help="requests in flight (default: the server's slots); 1 on a CPU "
+                         "server reads a query's shared prefix once")
     ap.add_argument("--no-cache", action="store_true",
                     help="ask the server again (token counts are only known for fresh "
                          "verdicts)")
@@ -64,7 +67,7 @@ def main() -> int:
 
     flags = {"base_url": args.endpoint, "model": args.model, "rerank_top": args.rerank_top,
              "timeout": 600.0, "prompt_chars": args.prompt_chars, "cascade": args.cascade,
-             "score_cache": not args.no_cache}
+             "score_cache": not args.no_cache, "concurrency": args.concurrency}
     if args.budget:
         from slm_rerank.model.rounds import parse_budget
 

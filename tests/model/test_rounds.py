@@ -10,6 +10,7 @@ tests/live/model/test_token_budget.py.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import AsyncIterator
 
@@ -70,14 +71,14 @@ def run_rounds(costly: Costly, docs: list[Document], budget: Budget | None = Non
     endpoint = Endpoint("http://judge", slots=slots)
     request = ScoreRequest(query="q", documents=docs, deadline=deadline)
 
-    async def run(batch: list[int]) -> ScoreOutcome:
-        sub = ScoreRequest(query="q", documents=[docs[i] for i in batch],
-                           deadline=deadline)
+    async def run(batch: list[int], ends: float) -> ScoreOutcome:
+        sub = ScoreRequest(query="q", documents=[docs[i] for i in batch], deadline=ends)
         return await spread(costly.scorer(), sub, [endpoint])
 
     async def main() -> ScoreOutcome:
         return await judge_in_rounds(run, request.documents, range(len(docs)), PREFIX,
-                                     slots, budget, cascade, use, lambda *_: None)
+                                     slots, budget, cascade, use, lambda *_: None,
+                                     deadline=deadline if deadline is not None else math.inf)
 
     return asyncio.run(main()), use
 
@@ -165,15 +166,15 @@ def test_the_cascade_judges_the_whole_head_when_no_yes_comes() -> None:
 
 
 def test_a_seconds_budget_bounds_the_round_in_flight_and_keeps_what_came() -> None:
-    costly = Costly(delay=0.2)
+    costly = Costly(delay=0.4)  # the first round alone takes 0.8 s
 
     started = time.monotonic()
     outcome, use = run_rounds(costly, documents(40), Budget(seconds=0.5),
                               deadline=time.monotonic() + 60)
 
     assert time.monotonic() - started < 5  # the budget, not the 60 s deadline
-    assert 0 < len(outcome.scores) < 40
-    assert "budget of 0.5 s" in (use.stopped or "")
+    assert sorted(outcome.scores) == [0]  # the verdict that came before the budget's end
+    assert use.stopped == "the budget of 0.5 s was reached"
     assert outcome.stopped is None  # planned: not degraded
 
 
@@ -182,3 +183,16 @@ def test_a_server_that_does_not_count_tokens_gets_an_estimate_marked_as_one() ->
 
     assert len(outcome.scores) == 3
     assert use.estimated == 3 and use.prompt > 0
+
+
+def test_a_seconds_budget_does_not_start_a_round_its_pace_says_would_pass_it() -> None:
+    costly = Costly(delay=0.15)  # two passages a round: 0.3 s a round
+
+    outcome, use = run_rounds(costly, documents(20), Budget(seconds=0.8),
+                              deadline=time.monotonic() + 60)
+
+    # two rounds fit 0.8 s; the third would end at about 0.9 s and is not started, so no
+    # verdict is lost to a round cut off in flight
+    assert len(outcome.scores) == 4
+    assert "would be passed by the next round" in (use.stopped or "")
+    assert costly.asked == [str(i) for i in range(4)]
