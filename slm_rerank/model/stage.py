@@ -30,9 +30,9 @@ from slm_rerank.model.intent import Intent
 from slm_rerank.model.passages import Passage, fit_context
 from slm_rerank.model.profiles import ProfileChoice, choose_profile, weight_text
 from slm_rerank.model.progress import Progress
-from slm_rerank.model.rounds import Budget, TokenUse, count_verdict, judge_in_rounds
 from slm_rerank.model.score_cache import ScoreCache, ScoreKey
 from slm_rerank.model.scoring import EndpointUse, ScoreOutcome, collect, spread
+from slm_rerank.model.token_budget import Budget, TokenUse, count_verdict, judge_in_rounds
 from slm_rerank.registrations import (
     Document,
     DocumentScore,
@@ -279,7 +279,7 @@ async def _score(scorer: Scorer, request: ScoreRequest, endpoints: Sequence[Endp
                  alone: bool, settings: Settings, tokens: TokenUse, prefix_chars: int,
                  progress: Progress) -> ScoreOutcome:
     """The scorer's verdicts on ``request``: all at once, or in rounds when a budget or the
-    cascade may stop early (``model/rounds.py``); ``tokens`` gets what they cost."""
+    cascade may stop early (``model/token_budget.py``); ``tokens`` gets what they cost."""
     tick: Callable[[DocumentScore], None] = lambda _: progress.advance()  # noqa: E731
     budget = Budget(settings.budget_tokens, settings.budget_seconds)
     if not (alone and endpoints) or not (budget or settings.cascade):

@@ -14,9 +14,12 @@ while no verdict reaches ``clear``) is replayed the same way. For each plan this
 file-level Hit@1/5 of the fused order (the search's own ``fusion.fuse_scores`` with the
 file-kind prior and the profile's weight for the query), and per query the median of:
 prompt tokens, tokens read (prompt - cached), the share of prompt tokens taken from the
-prompt cache, the tokens one slot would have read (the shared prefix read once instead of
-once per slot: the prefix is the largest cached count of the query), and model seconds at
-the throughput the run measured (tokens read / seconds, over the whole run).
+prompt cache, the tokens one slot would have read on a cold cache (every prompt's tokens,
+less the shared prefix for all but the first: ``prefix_tokens``), and model seconds at the
+throughput the run measured (tokens read / seconds, over the whole run). The llama-server's
+prompt cache outlives a query (``--cache-ram``): a run of the same queries after another
+finds their prefixes already cached, so its "read" column is below a cold query's; the
+one-slot column does not depend on that.
 """
 
 from __future__ import annotations
@@ -74,12 +77,20 @@ def replay(row: dict, judged: list[int], query: str, weight: float, exponent: fl
     order = distinct([paths[f.index] for f in fused])
     prompt = sum(costs[i][0] for i in judged)
     cached = sum(costs[i][1] for i in judged)
-    prefix = max((c[1] for c in costs.values()), default=0)
-    one_slot = prompt - prefix * max(len(judged) - 1, 0) if judged else 0
+    one_slot = prompt - prefix_tokens(row) * max(len(judged) - 1, 0) if judged else 0
     return {"hit1": float(hit_at(order, row["gold"], 1)),
             "hit5": float(hit_at(order, row["gold"], 5)),
             "prompt": prompt, "read": prompt - cached, "one_slot": max(one_slot, 0),
             "reuse": cached / prompt if prompt else 0.0, "judged": len(judged)}
+
+
+def prefix_tokens(row: dict) -> int:
+    """The tokens every prompt of the query shares (instruction and query): the fewest
+    cached tokens of a prompt after the first two in judging order, which each slot's cache
+    held by then. (The first prompts may have more, or fewer: the server's prompt cache
+    keeps earlier runs of the same query.)"""
+    later = [row["costs"][str(i)][1] for i in row["head"][2:] if str(i) in row["costs"]]
+    return min(later) if later else 0
 
 
 def plans(row: dict) -> dict[str, list[int]]:

@@ -1,4 +1,4 @@
-"""The token budget and the cascade (``model/rounds.py``): what a query's judge may spend,
+"""The token budget and the cascade (``model/token_budget.py``): what a query's judge may spend,
 what it spent, and that what it leaves unjudged is the lexical tail, not lost.
 
 The rounds are specified with a scorer that needs no server and reports a prompt cost the
@@ -17,14 +17,14 @@ from collections.abc import AsyncIterator
 import pytest
 
 from slm_rerank.errors import ConfigError
-from slm_rerank.model.rounds import (
+from slm_rerank.model.scoring import ScoreOutcome, spread
+from slm_rerank.model.token_budget import (
     CASCADE_FIRST,
     Budget,
     TokenUse,
     judge_in_rounds,
     parse_budget,
 )
-from slm_rerank.model.scoring import ScoreOutcome, spread
 from slm_rerank.registrations import Document, DocumentScore, Endpoint, Scorer, ScoreRequest
 
 PREFIX = 300  # characters of instruction and query around each document
