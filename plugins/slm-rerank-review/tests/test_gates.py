@@ -200,3 +200,8 @@ def test_evidence_is_checked_before_identifiers() -> None:
     result = deterministic_gates(candidate("no such line here", "`onSkip` leaks"), CHUNK)
 
     assert isinstance(result, Dropped) and result.reason is Reason.EVIDENCE_NOT_FOUND
+
+
+def test_a_form_feed_inside_a_line_does_not_shift_the_line_numbers() -> None:
+    on_disk = "first = 1  # \x0c page\nsecond_line = 2\n"
+    assert lines_of(check_evidence(candidate("second_line = 2"), on_disk)) == (21, 21)
