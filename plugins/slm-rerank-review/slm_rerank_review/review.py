@@ -104,7 +104,8 @@ def run_review(request: ReviewRequest) -> ReviewReport:
             out.notes.append(f"--diff: no changed lines ({changes.described}): nothing to "
                              "review")
             return _done(out, started)
-        paths = paths or tuple(changes.paths)
+        # the search reads a relative path from the working directory: these are the root's
+        paths = paths or tuple(str(request.root / path) for path in changes.paths)
     chunks = _retrieve(request, flags, total, paths, changes, out)
     if not chunks:
         return _done(out, started)
