@@ -52,6 +52,8 @@ class ReviewRequest:
     model: str | None = None
     timeout: float | None = None
     local: bool | None = None
+    #: tokens each chunk's answer may take
+    max_tokens: int = generation.MAX_TOKENS
 
 
 @dataclass
@@ -110,8 +112,7 @@ def run_review(request: ReviewRequest) -> ReviewReport:
     if not chunks:
         return _done(out, started)
     judges_reserve = total * JUDGES_SHARE if request.support or request.contradiction else 0.0
-    candidates = asyncio.run(_propose(host, request.query, chunks,
-                                      deadline - judges_reserve, out))
+    candidates = asyncio.run(_propose(host, request, chunks, deadline - judges_reserve, out))
     kept, chunk_texts = _gate(request.root, candidates, changes, out)
     _judge(host, request, kept, chunk_texts, deadline, out)
     return _done(out, started)
@@ -156,8 +157,8 @@ def _retrieve(request: ReviewRequest, flags: dict[str, Any], total: float,
     return chunks
 
 
-async def _propose(host: Any, query: str, chunks: list[ShownChunk], deadline: float,
-                   out: ReviewReport) -> list[Candidate]:
+async def _propose(host: Any, request: ReviewRequest, chunks: list[ShownChunk],
+                   deadline: float, out: ReviewReport) -> list[Candidate]:
     """Every chunk's candidates, asked together (the server's slots bound how many run)."""
     from slm_rerank.plugin_kit import ModelClient
 
@@ -178,8 +179,9 @@ async def _propose(host: Any, query: str, chunks: list[ShownChunk], deadline: fl
         out.endpoint, out.model_id = server.endpoint.base_url, server.endpoint.model_id
         out.profile = server.profile.name if server.profile else None
         out.notes.extend(server.notes)
-        asked = [generation.generate(client, server.endpoint, server.profile, query, chunk,
-                                     deadline) for chunk in chunks]
+        asked = [generation.generate(client, server.endpoint, server.profile, request.query,
+                                     chunk, deadline, request.max_tokens)
+                 for chunk in chunks]
         answers = await asyncio.gather(*asked, return_exceptions=True)
     candidates: list[Candidate] = []
     failed: list[str] = []

@@ -76,7 +76,7 @@ class FakeLlama:
             return Response(json.dumps({"error": {"code": 500, "message": "out of memory"}}),
                             status=500, content_type="application/json")
         self.verdicts.extend(prompts)
-        items = [self._verdict(p) for p in prompts]
+        items = [{**self._verdict(p), "index": i} for i, p in enumerate(prompts)]
         return Response(json.dumps(items[0] if len(items) == 1 else items),
                         content_type="application/json")
 

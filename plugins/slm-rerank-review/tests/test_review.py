@@ -174,3 +174,18 @@ def test_control_characters_of_a_claim_reach_no_terminal_raw(
 
     assert "\x1b" not in result.stdout and "\u202e" not in result.stdout
     assert "\\x1b[2J" in result.stdout
+
+
+def test_retrieval_is_a_search_with_its_model_judge_unless_fast(
+        project: Path, fake_llama: FakeLlama) -> None:
+    fake_llama.answers["src/retry.py"] = finding(TRUE_CLAIM, TRUE_EVIDENCE)
+
+    result = CliRunner().invoke(make_group(), [
+        str(project / "src"), "--root", str(project), "-e", fake_llama.url, "--json",
+        "-q", "retry backoff delay"], catch_exceptions=False)
+
+    assert result.exit_code == 0, result.output
+    relevance = [p for p in fake_llama.verdicts if "the claim" not in p]
+    assert relevance, "the search's judge was not asked"
+    assert [f["location"] for f in json.loads(result.stdout)["findings"]] == [
+        "src/retry.py:11-11"]
