@@ -102,7 +102,8 @@ def _stderr(report: Any, verbose: bool) -> None:
 def make_group() -> click.Group:
     """`review` with `run` as its default and every subcommand of ``SUBCOMMANDS``."""
     group = ReviewGroup("review", help="Grounded code review: findings that cannot be "
-                        "invented (default: run).",
+                        "invented. `review [PATHS]... -q TEXT` is `review run` (see "
+                        "`review run --help` for its options).",
                         context_settings={"help_option_names": ["-h", "--help"]})
     group.add_command(run)
     for command in SUBCOMMANDS:

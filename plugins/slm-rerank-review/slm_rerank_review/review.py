@@ -19,7 +19,7 @@ import slm_rerank
 from slm_rerank.errors import ContractError, TransientError
 from slm_rerank.plugin_kit import command_host, find_model_server
 from slm_rerank_review import generation, judges
-from slm_rerank_review.diff import Changes, changed_lines
+from slm_rerank_review.diff import GIT_SECONDS, Changes, changed_lines
 from slm_rerank_review.findings import Candidate, Dropped, Finding, Reason
 from slm_rerank_review.gates import deterministic_gates
 from slm_rerank_review.generation import ShownChunk
@@ -100,7 +100,8 @@ def run_review(request: ReviewRequest) -> ReviewReport:
     changes: Changes | None = None
     paths = request.paths
     if request.diff:
-        changes = changed_lines(request.root, request.rev, timeout=min(total, 20.0))
+        changes = changed_lines(request.root, request.rev,
+                                timeout=max(min(total / 2, GIT_SECONDS), 0.1))
         out.diff = changes.described
         if not changes.paths:
             out.notes.append(f"--diff: no changed lines ({changes.described}): nothing to "
@@ -108,7 +109,7 @@ def run_review(request: ReviewRequest) -> ReviewReport:
             return _done(out, started)
         # the search reads a relative path from the working directory: these are the root's
         paths = paths or tuple(str(request.root / path) for path in changes.paths)
-    chunks = _retrieve(request, flags, total, paths, changes, out)
+    chunks = _retrieve(request, flags, deadline, paths, changes, out)
     if not chunks:
         return _done(out, started)
     judges_reserve = total * JUDGES_SHARE if request.support or request.contradiction else 0.0
@@ -123,12 +124,13 @@ def _done(out: ReviewReport, started: float) -> ReviewReport:
     return out
 
 
-def _retrieve(request: ReviewRequest, flags: dict[str, Any], total: float,
+def _retrieve(request: ReviewRequest, flags: dict[str, Any], deadline: float,
               paths: tuple[str, ...], changes: Changes | None,
               out: ReviewReport) -> list[ShownChunk]:
     """The chunks to review: the search's best, as they are on disk now."""
-    search_host = command_host(request.root, **{**flags, "timeout": max(
-        total * RETRIEVAL_SHARE, 0.1)})
+    # the search's model stage: its share of what is left of the deadline
+    share = (deadline - time.monotonic()) * RETRIEVAL_SHARE
+    search_host = command_host(request.root, **{**flags, "timeout": max(share, 0.1)})
     wanted = request.top * (DIFF_WIDENING if changes else 1)
     report = slm_rerank.search(request.query, root=request.root, paths=list(paths),
                                top_k=wanted, fast=request.fast, host=search_host,
