@@ -4,6 +4,7 @@ what is invented is dropped with its reason, and every failure gives fewer findi
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -189,3 +190,19 @@ def test_retrieval_is_a_search_with_its_model_judge_unless_fast(
     assert relevance, "the search's judge was not asked"
     assert [f["location"] for f in json.loads(result.stdout)["findings"]] == [
         "src/retry.py:11-11"]
+
+
+def test_a_judge_slower_than_the_deadline_leaves_the_finding_unverified_in_time(
+        project: Path, fake_llama: FakeLlama) -> None:
+    fake_llama.answers["src/retry.py"] = finding(TRUE_CLAIM, TRUE_EVIDENCE)
+    fake_llama.judges_delay = 8.0
+    deadline = 4.0
+
+    started = time.monotonic()
+    out = review_json(project, fake_llama.url, "-q", "retry backoff delay", "--timeout",
+                      str(deadline))
+    took = time.monotonic() - started
+
+    assert took < deadline * 5
+    assert out["findings"] == []
+    assert [d["reason"] for d in out["dropped"]] == ["SUPPORT_UNVERIFIED"]
