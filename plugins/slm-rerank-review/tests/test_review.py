@@ -10,6 +10,7 @@ from typing import Any
 
 from click.testing import CliRunner
 from review_fakes import FakeLlama, finding
+from search_fixtures import user_config
 from slm_rerank_review.cli import make_group
 
 TRUE_CLAIM = "`delay` starts at 0, so `retry` never backs off"
@@ -206,3 +207,15 @@ def test_a_judge_slower_than_the_deadline_leaves_the_finding_unverified_in_time(
     assert took < deadline * 5
     assert out["findings"] == []
     assert [d["reason"] for d in out["dropped"]] == ["SUPPORT_UNVERIFIED"]
+
+
+def test_the_judges_are_the_yes_no_scorer_whatever_the_searchs_scorer_is(
+        project: Path, fake_llama: FakeLlama) -> None:
+    user_config().write_text('scorer = "graded"\n')
+    fake_llama.answers["src/retry.py"] = finding(TRUE_CLAIM, TRUE_EVIDENCE)
+    fake_llama.support[TRUE_CLAIM] = 0.2
+
+    out = review_json(project, fake_llama.url, "-q", "retry backoff delay")
+
+    [dropped] = out["dropped"]
+    assert dropped["reason"] == "CLAIM_NOT_SUPPORTED" and dropped["scores"]["support"] == 0.2
