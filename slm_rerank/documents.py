@@ -192,6 +192,7 @@ async def arerank_documents(
     host: Host | None = None,
     text: Callable[[Any], str] | None = None,
     id: Callable[[Any, int], str] | None = None,
+    instruction: str | None = None,
 ) -> DocumentsResult:
     """Rerank ``documents`` for ``query``; the coroutine behind ``rerank_documents``."""
     if not isinstance(query, str) or not query.strip():
@@ -240,7 +241,8 @@ async def arerank_documents(
         warnings.extend([folder.warning] if folder.warning else [])
     judgement = await judge_documents_async(query, prepare, plugins, settings, cache_dir,
                                             noun="documents",
-                                            unjudged="follow in input order")
+                                            unjudged="follow in input order",
+                                            instruction=instruction)
     verdicts = judgement.scores
     judged = sorted(verdicts, key=lambda i: (-verdicts[i].probability, i))
     rest = [i for i in range(len(documents)) if i not in verdicts]
@@ -276,7 +278,9 @@ def rerank_documents(query: str, documents: Sequence[Any], **options: Any) -> Do
     Options: ``scorer`` (default the ``scorer`` setting, ``yesno``), ``top_n`` (how many to
     return), ``base_url`` and ``model`` (the server and profile, as ``-e`` and ``--model``),
     ``timeout``, ``cache`` (the score cache), ``host`` (a ``Host`` to reuse), ``text`` and
-    ``id`` (functions reading a document's text and id, for other shapes). Settings
+    ``id`` (functions reading a document's text and id, for other shapes), ``instruction``
+    (the question the judge is asked in place of the profile's relevance instruction, in
+    the profile's layout: a judge of another question, such as the review's). Settings
     otherwise come from the usual layers. A server that fails degrades the result
     (``result.degraded``; the unjudged follow the judged in input order, with ``score``
     None); a bad argument raises ``ValueError``/``TypeError``, a bad setting or an answer

@@ -11,7 +11,12 @@ a ``--fast`` search the HTTP client (import them under ``TYPE_CHECKING`` for ann
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+# --- running git on the user's repository: a total deadline and a cap on its output ------
+from slm_rerank.calibration.git import GitError, git_output
 
 # --- a candidate source that runs a search tool (see the ripgrep and git plugins) ----------
 from slm_rerank.lexical.filetypes import size_reason
@@ -31,20 +36,73 @@ from slm_rerank.lexical.terms import STOP_WORDS, light, split_identifier, stem
 # --- talking to a model server (for a scorer or an expander) --------------------------------
 from slm_rerank.model.answers import NextToken, TokenChoice, endpoint_url, excerpt
 from slm_rerank.model.fusion import sigmoid
+from slm_rerank.registrations import Endpoint, ModelProfile
 
 if TYPE_CHECKING:
+    from slm_rerank.host import Host
     from slm_rerank.model.client import ModelClient, gather_all
 
 __all__ = [
     # sources
     "count_grouped_terms", "count_terms", "listed_path", "order_for_search", "size_reason",
     "split_file_list", "start_tool", "stderr_excerpt",
+    # git
+    "GitError", "git_output",
     # terms
     "STOP_WORDS", "light", "split_identifier", "stem",
     # model servers
     "ModelClient", "NextToken", "TokenChoice", "endpoint_url", "excerpt", "gather_all",
     "sigmoid",
+    # a plugin's own command (register_commands) that talks to a model server
+    "ModelServer", "command_host", "find_model_server",
 ]
+
+
+def command_host(start: Path, **flags: Any) -> Host:
+    """The host a plugin's command runs with: the settings layers, its flags on top.
+
+    ``flags`` are the search's (``base_url``, ``model``, ``timeout``, ``api``, ``local``,
+    ``top_k``, ...; None means not given), checked as the search checks them; pass the host
+    to ``slm_rerank.search(host=...)`` and ``rerank_documents(host=...)``.
+    """
+    from slm_rerank.host import Host
+    from slm_rerank.overrides import overrides
+
+    return Host.from_environment(start=start, flags=overrides(**flags))
+
+
+@dataclass(frozen=True)
+class ModelServer:
+    """The server a search would ask, and the profile that talks to it; or why there is none."""
+
+    endpoint: Endpoint | None
+    profile: ModelProfile | None
+    #: how they were chosen, for -v
+    notes: list[str] = field(default_factory=list)
+    #: why no server answered; None when one did
+    degraded: str | None = None
+
+
+async def find_model_server(host: Host, client: ModelClient) -> ModelServer:
+    """The first server a search of ``host``'s settings would ask, found as the search finds it.
+
+    Pinned servers (``-e``, ``SLM_ENDPOINT``, config) are probed, else the ports are scanned,
+    all within the client's timeout; none answering is ``degraded``, not an error. A pinned
+    URL that is no model server, or an unknown ``--model``, raises ``ConfigError``.
+    """
+    from slm_rerank.model.endpoints import choose_endpoints
+    from slm_rerank.model.profiles import choose_profile
+
+    found = await choose_endpoints(host.settings, client, host.model_session)
+    if not found.endpoints:
+        return ModelServer(None, None, found.notes, found.degraded or "no model server answered")
+    endpoint = found.endpoints[0]
+    choice = choose_profile(host.registry.profiles(), model_id=endpoint.model_id,
+                            requested=host.settings.model)
+    notes = list(found.notes)
+    if choice is not None:
+        notes.append(f"profile {choice.profile.name}: {choice.reason}")
+    return ModelServer(endpoint, choice.profile if choice else None, notes)
 
 
 def __getattr__(name: str) -> Any:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import json
 import math
@@ -132,7 +133,8 @@ async def judge_async(query: str, passages: Sequence[Passage], host: Host, setti
 async def judge_documents_async(query: str, prepare: Prepare, host: Host, settings: Settings,
                                 cache_dir: Path | None, noun: str = "chunks",
                                 unjudged: str = "keep their lexical order",
-                                intent: Intent | None = None) -> Judgement:
+                                intent: Intent | None = None,
+                                instruction: str | None = None) -> Judgement:
     """Find the server, choose profile and scorer, and judge what ``prepare`` gives.
 
     A scorer whose verdicts depend on one document alone (``per_document``) is answered
@@ -176,6 +178,11 @@ async def judge_documents_async(query: str, prepare: Prepare, host: Host, settin
                 judgement.profile = ProfileChoice(asking, judgement.profile.reason)
                 judgement.intent = intent
                 judgement.notes.append(f"intent {intent.kind}: {intent.why}")
+        if profile is not None and instruction is not None and judgement.profile is not None:
+            # another question in the profile's layout (the review's judges); its
+            # prompt_version changes with it, so the score cache keeps the two apart
+            profile = dataclasses.replace(profile, instruction=instruction)
+            judgement.profile = ProfileChoice(profile, judgement.profile.reason)
         # Every server may get any chunk: fit the one with the smallest context.
         narrowest = min(endpoints, key=lambda e: e.context_tokens or math.inf, default=None)
         asked, documents = prepare(narrowest, profile, judgement.notes)

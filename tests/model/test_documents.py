@@ -278,3 +278,36 @@ def test_an_upstream_score_of_any_real_number_type_is_kept_and_nan_is_none() -> 
     result = slm_rerank.rerank_documents("q", docs, host=length_host())
 
     assert {r.index: r.upstream_score for r in result} == {0: 0.9, 1: None, 2: None}
+
+
+class InstructionRecorder:
+    """A scorer without a server that records the instruction its profile asks with."""
+
+    seen: list[str] = []
+
+    @staticmethod
+    @slm_rerank.hookimpl
+    def register_scorers(register: Callable[[Scorer], None]) -> None:
+        async def score(request: ScoreRequest) -> AsyncIterator[DocumentScore]:
+            assert request.profile is not None
+            InstructionRecorder.seen.append(request.profile.instruction)
+            for i, _ in enumerate(request.documents):
+                yield DocumentScore(i, 0.5)
+
+        register(Scorer("recorder", "records the instruction", score, needs_endpoint=False))
+
+
+def test_an_instruction_replaces_the_profiles_and_is_part_of_the_cache_key(
+        tmp_path: Path) -> None:
+    settings = dataclasses.replace(Settings(), scorer="recorder", score_cache=True,
+                                   cache_dir=str(tmp_path))
+    host = Host.with_plugins(settings, InstructionRecorder, slm_rerank_openai)
+    InstructionRecorder.seen.clear()
+
+    slm_rerank.rerank_documents("the claim", ["x = 1"], host=host)
+    slm_rerank.rerank_documents("the claim", ["x = 1"], host=host,
+                                instruction="Does the code prove the claim? Answer yes or no.")
+
+    relevance = slm_rerank_openai.OPENAI.instruction
+    assert InstructionRecorder.seen == [relevance,
+                                        "Does the code prove the claim? Answer yes or no."]

@@ -1,0 +1,154 @@
+"""The two deterministic gates: is the quote on disk, and are the claim's names in the chunk.
+
+Both are pure functions of a :class:`Candidate` and ``chunk_text``, the text of the cited
+chunk's lines (``candidate.start_line`` .. ``candidate.end_line``) as they are on disk.
+Reading that text is the caller's (``chunk_text`` in ``reading.py``); a gate never opens a
+file, so the trust benchmark runs them over its corpus exactly as a review does.
+
+Evidence: the quote must be one line, or consecutive whole lines, of the chunk. Whitespace
+is the only difference tolerated (indentation, spacing, line breaks: a multi-line quote
+collapsed onto one line still matches); a partial line, a changed character, a line of
+another chunk or file is not found. A quote too short to pin a line is refused first: fewer
+than ``MIN_EVIDENCE_CHARS`` non-whitespace characters or fewer than ``MIN_EVIDENCE_WORDS``
+words (``}``, ``else:``, ``x = 0``, ``return;`` occur in most chunks, so they prove nothing).
+
+Identifiers: every code name the claim uses must occur, as a whole token and with its case,
+in the chunk. A code name is any word in backticks, a camelCase or PascalCase word with
+an inner capital (``onSkip``, ``HttpClient``), a snake_case or SCREAMING_CASE word
+(``max_tokens``, ``MAX_SIZE``), a word written as a call (``close()``), and every name the
+model listed in ``identifiers``. Language keywords and literals (``None``, ``null``,
+``true``, ``if``, ...) inside a backticked span are not asked for, nor a few product names
+written in camelCase (``JavaScript``, ``GitHub``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from slm_rerank_review.findings import Candidate, Dropped, EvidenceSpan, Finding, GateScores, Reason
+
+#: a quote with fewer non-whitespace characters than this proves no line
+MIN_EVIDENCE_CHARS = 8
+#: ... or with fewer words (identifiers, keywords or numbers)
+MIN_EVIDENCE_WORDS = 2
+#: identifiers named in a detail line before it is cut ("... and N more")
+DETAIL_NAMES = 5
+
+_WORD = re.compile(r"[A-Za-z0-9_$]+")
+_TOKEN = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+_CODE_SPAN = re.compile(r"`([^`\n]{1,200})`")
+_CAMEL = re.compile(r"(?<![\w$])(?:[a-z][a-z0-9]*[A-Z]|[A-Z][a-z0-9]+[A-Z])[A-Za-z0-9_]*")
+_SNAKE = re.compile(r"(?<![\w$])_*[A-Za-z][A-Za-z0-9]*(?:_+[A-Za-z0-9]+)+_*(?![\w$])"
+                    r"|(?<![\w$])_+[A-Za-z][A-Za-z0-9]*(?![\w$])")
+_CALL = re.compile(r"(?<![\w$.])([A-Za-z_$][A-Za-z0-9_$]*)\(\)")
+
+#: words a backticked span may hold that are the language's, not the code's names
+KEYWORDS = frozenset("""
+None True False null nil true false undefined NaN and or not is in if else elif for while
+return def function fn func const let var new class self this await async yield try except
+catch finally raise throw import from as with pass break continue void int str bool float
+""".split())
+#: camelCase words of prose, not of code
+PROSE_CAMEL = frozenset("""
+JavaScript TypeScript CoffeeScript GitHub GitLab BitBucket PyPI NumPy SciPy PyTorch
+TensorFlow OpenAI PostgreSQL MySQL SQLite MongoDB GraphQL macOS iOS iPhone iPad YouTube
+LinkedIn PowerShell DevOps OAuth
+""".split())
+
+
+def squash(text: str) -> str:
+    """``text`` without any whitespace: what two quotes must share to be the same."""
+    return "".join(text.split())
+
+
+def check_evidence(candidate: Candidate, chunk_text: str) -> EvidenceSpan | Dropped:
+    """The lines of the chunk the candidate's evidence is, else why it is dropped.
+
+    The first whole-line match wins; line numbers are the file's (the chunk's first line is
+    ``candidate.start_line``).
+    """
+    quote = squash(candidate.evidence)
+    if not quote:
+        return Dropped(candidate, Reason.EMPTY_EVIDENCE, "the candidate quotes no code",
+                       GateScores(evidence=False))
+    if len(quote) < MIN_EVIDENCE_CHARS or len(_WORD.findall(candidate.evidence)) < \
+            MIN_EVIDENCE_WORDS:
+        return Dropped(candidate, Reason.EVIDENCE_TOO_SHORT,
+                       f"the quote has {len(quote)} non-blank characters; at least "
+                       f"{MIN_EVIDENCE_CHARS} and {MIN_EVIDENCE_WORDS} words pin a line",
+                       GateScores(evidence=False))
+    lines = chunk_text.splitlines()
+    span = _find_lines(quote, [squash(line) for line in lines])
+    if span is None:
+        return Dropped(candidate, Reason.EVIDENCE_NOT_FOUND,
+                       f"the quote is not a line or run of lines of {candidate.path}:"
+                       f"{candidate.start_line}-{candidate.end_line}",
+                       GateScores(evidence=False))
+    first, last = span
+    return EvidenceSpan(candidate.start_line + first, candidate.start_line + last,
+                        tuple(lines[first:last + 1]))
+
+
+def _find_lines(quote: str, squashed: list[str]) -> tuple[int, int] | None:
+    """The first (first, last) line indexes whose squashed text, joined, is ``quote``.
+
+    The joined text is searched only at the start of a non-blank line, and a hit counts only
+    if it ends at the end of one: a quote of part of a line is not a line. The cost is at most
+    one comparison of the quote per line.
+    """
+    joined = "".join(squashed)
+    ends: dict[int, int] = {}  # offset where a non-blank line ends -> its index
+    starts: list[tuple[int, int]] = []
+    offset = 0
+    for index, text in enumerate(squashed):
+        if text:
+            starts.append((offset, index))
+            offset += len(text)
+            ends[offset] = index
+    for start, index in starts:
+        if joined.startswith(quote, start):
+            last = ends.get(start + len(quote))
+            if last is not None:
+                return index, last
+    return None
+
+
+def claim_identifiers(claim: str, listed: Iterable[str] = ()) -> tuple[str, ...]:
+    """The code names ``claim`` uses and the model ``listed``, in order, each once."""
+    names: list[str] = []
+    for span in _CODE_SPAN.findall(claim):
+        names.extend(t for t in _TOKEN.findall(span) if t not in KEYWORDS)
+    prose = _CODE_SPAN.sub(" ", claim)
+    names.extend(m for m in _CAMEL.findall(prose) if m not in PROSE_CAMEL)
+    names.extend(_SNAKE.findall(prose))
+    names.extend(_CALL.findall(prose))
+    for item in listed:
+        names.extend(t for t in _TOKEN.findall(item) if t not in KEYWORDS)
+    return tuple(dict.fromkeys(names))
+
+
+def check_identifiers(candidate: Candidate, chunk_text: str) -> Dropped | None:
+    """None when every name of the claim occurs in the chunk, else why it is dropped."""
+    names = claim_identifiers(candidate.claim, candidate.identifiers)
+    present = set(_TOKEN.findall(chunk_text))
+    missing = [name for name in names if name not in present]
+    if not missing:
+        return None
+    shown = ", ".join(f"'{name[:40]}'" for name in missing[:DETAIL_NAMES])
+    more = f" and {len(missing) - DETAIL_NAMES} more" if len(missing) > DETAIL_NAMES else ""
+    return Dropped(candidate, Reason.CLAIM_SYMBOL_NOT_IN_CHUNK,
+                   f"the claim names {shown}{more}, not in {candidate.path}:"
+                   f"{candidate.start_line}-{candidate.end_line}",
+                   GateScores(evidence=True, identifiers=False))
+
+
+def deterministic_gates(candidate: Candidate, chunk_text: str) -> Finding | Dropped:
+    """Evidence, then identifiers: the candidate as a finding, or the first gate's drop."""
+    span = check_evidence(candidate, chunk_text)
+    if isinstance(span, Dropped):
+        return span
+    dropped = check_identifiers(candidate, chunk_text)
+    if dropped is not None:
+        return dropped
+    return Finding(candidate, span, GateScores(evidence=True, identifiers=True))
