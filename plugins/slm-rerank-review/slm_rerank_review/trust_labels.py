@@ -67,6 +67,9 @@ class SeededClaim:
     label: str
     kind: str
     path: str
+    #: the chunk a judge is shown (the function the claim is about), 1-based, inclusive
+    chunk_start: int
+    chunk_end: int
     #: the defect's true line (for a false claim, its evidence's first line)
     line: int
     evidence_line: int
@@ -194,8 +197,9 @@ def load_candidates(path: Path = CORPUS / "candidates.jsonl") -> list[CorpusCand
     return found
 
 
-_SEEDED_KEYS = frozenset({"id", "label", "kind", "path", "line", "evidence_line", "claim",
-                          "evidence", "identifiers", "severity", "source"})
+_SEEDED_KEYS = frozenset({"id", "label", "kind", "path", "chunk_start", "chunk_end", "line",
+                          "evidence_line", "claim", "evidence", "identifiers", "severity",
+                          "source"})
 _SOURCE_KEYS = frozenset({"repo", "commit", "path", "lines", "license"})
 
 
@@ -224,12 +228,17 @@ def load_seeded(path: Path = CORPUS / "seeded.jsonl") -> list[SeededClaim]:
         claim = SeededClaim(
             id=fields.text("id"), label=fields.choice("label", SEEDED_LABELS),
             kind=fields.text("kind"), path=_relative(fields, "path"),
+            chunk_start=fields.number("chunk_start"), chunk_end=fields.number("chunk_end"),
             line=fields.number("line"), evidence_line=fields.number("evidence_line"),
             claim=fields.text("claim"), evidence=fields.text("evidence"),
             identifiers=fields.names("identifiers"),
             severity=fields.choice("severity", SEVERITIES), source=_source(fields))
         if not claim.path.startswith("seeded/") or len(Path(claim.path).parts) < 3:
             raise CorpusError(f"{fields.where}: 'path' must be seeded/<case>/<file>")
+        if not all(claim.chunk_start <= n <= claim.chunk_end
+                   for n in (claim.line, claim.evidence_line)):
+            raise CorpusError(f"{fields.where}: 'line' and 'evidence_line' must be in the chunk "
+                              f"{claim.chunk_start}-{claim.chunk_end}")
         if claim.id in seen:
             raise CorpusError(f"{fields.where}: id {claim.id!r} is used twice")
         seen.add(claim.id)

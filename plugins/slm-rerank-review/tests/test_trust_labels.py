@@ -30,6 +30,8 @@ def _quoted_lines_start(lines: list[str], evidence: str) -> int | None:
     """The index in ``lines`` where ``evidence`` starts as consecutive lines, else None."""
     target = _norm(evidence)
     for first in range(len(lines)):
+        if not lines[first].strip():  # a quote starts on a line with code
+            continue
         for last in range(first, len(lines)):
             if _norm(" ".join(lines[first:last + 1])) == target:
                 return first
@@ -101,10 +103,11 @@ def test_every_seeded_case_has_its_defect_on_its_true_line_and_one_false_claim()
     assert set(by_case.values()) == {1}
     for claim in claims:
         lines = (CORPUS / claim.path).read_text(encoding="utf-8").splitlines()
-        start = _quoted_lines_start(lines, claim.evidence)
-        assert start is not None and start + 1 == claim.evidence_line, claim.id
-        assert 1 <= claim.line <= len(lines), claim.id
-        assert all(name in "\n".join(lines) for name in claim.identifiers), claim.id
+        chunk = lines[claim.chunk_start - 1:claim.chunk_end]
+        start = _quoted_lines_start(chunk, claim.evidence)
+        assert start is not None and claim.chunk_start + start == claim.evidence_line, claim.id
+        assert claim.chunk_end <= len(lines), claim.id
+        assert all(name in "\n".join(chunk) for name in claim.identifiers), claim.id
         assert claim.source.license and claim.source.commit, claim.id
 
 
