@@ -15,12 +15,15 @@ from pathlib import Path
 
 import click
 
+from slm_rerank.errors import SlmRerankError
+from slm_rerank.report import visible
 from slm_rerank_review.trust_labels import CORPUS, CorpusError
 
 
 def _clean(text: str) -> str:
-    # the corpus may be a user's (--corpus): its text reaches a terminal without controls
-    return "".join(c if c.isprintable() or c in "\n\t" else "?" for c in text)
+    # the corpus may be a user's (--corpus), a message a server's: no control character
+    # of theirs reaches the terminal
+    return visible(text, keep_lines=True)
 
 
 @click.command("bench")
@@ -57,15 +60,18 @@ def bench(live: bool, base_url: str | None, model: str | None, limit: int | None
     document: dict[str, object] = {"deterministic": trust_bench.to_json(result)}
     text = trust_bench.render_text(result)
     if live:
-        from slm_rerank_review import trust_live
+        from slm_rerank_review import trust_live, trust_measures
+
+        def progress(case: str) -> None:
+            click.echo(f"slm-rerank review bench: reviewing {case} ...", err=True)
 
         try:
             measured = trust_live.run_live(corpus, base_url=base_url, model=model,
-                                           limit=limit, timeout=timeout)
-        except CorpusError as exc:
+                                           limit=limit, timeout=timeout, progress=progress)
+        except (CorpusError, SlmRerankError) as exc:  # a bad setting, a URL that is no server
             raise click.ClickException(_clean(str(exc))) from None
-        document["live"] = trust_live.to_json(measured)
-        text += "\n" + trust_live.render_text(measured)
+        document["live"] = trust_measures.to_json(measured)
+        text += "\n" + trust_measures.render_text(measured)
         if measured.degraded:
             click.echo(f"slm-rerank review bench: --live degraded: {_clean(measured.degraded)}",
                        err=True)
