@@ -42,7 +42,10 @@ DEFAULT_CASE_SECONDS = 300.0
 REVIEW_SHARE = 0.7
 #: chunks of a case the model is asked about (a case is one short file, one or two chunks)
 CASE_TOP = 2
-QUERY = "find real defects"
+#: what each case is reviewed for: a reviewer names the code to review, and retrieval is
+#: lexical first (the words "find real defects" alone occur in no file, so nothing would be
+#: retrieved); the name is the defect's first identifier, its function
+QUERY = "find real defects in {name}"
 GATES = ("evidence", "identifiers", "support", "contradiction")
 _EVIDENCE_REASONS = frozenset({Reason.CHUNK_UNREADABLE, Reason.EMPTY_EVIDENCE,
                                Reason.EVIDENCE_TOO_SHORT, Reason.EVIDENCE_NOT_FOUND})
@@ -198,8 +201,9 @@ def run_case(case: str, claims: Sequence[SeededClaim], corpus: Path, *,
         # a copy: no configuration or git state of wherever the corpus lies applies
         root = Path(tmp) / case
         shutil.copytree(corpus / "seeded" / case, root)
-        request = ReviewRequest(query=QUERY, root=root, top=CASE_TOP, base_url=base_url,
-                                model=model, timeout=max(timeout * REVIEW_SHARE, 0.1))
+        request = ReviewRequest(query=QUERY.format(name=defect.identifiers[0]), root=root,
+                                top=CASE_TOP, base_url=base_url, model=model,
+                                timeout=max(timeout * REVIEW_SHARE, 0.1))
         report = reviewer(request)
         out.endpoint, out.model_id = report.endpoint, report.model_id
         out.degraded.extend(f"review: {reason}" for reason in report.degraded)
