@@ -40,7 +40,9 @@ NEAR_LINES = 3
 DEFAULT_CASE_SECONDS = 300.0
 #: the review's share of a case's deadline; the claims' judges get what it leaves
 REVIEW_SHARE = 0.7
-#: chunks of a case the model is asked about (a case is one short file, one or two chunks)
+#: chunks of a case the model is asked about (a case is one short file, one or two chunks);
+#: retrieval is lexical (``fast``): on one short file the search's judge has nothing to
+#: reorder, and each of its calls would cost the server as much as a review's
 CASE_TOP = 2
 #: what each case is reviewed for: a reviewer names the code to review, and retrieval is
 #: lexical first (the words "find real defects" alone occur in no file, so nothing would be
@@ -202,7 +204,7 @@ def run_case(case: str, claims: Sequence[SeededClaim], corpus: Path, *,
         root = Path(tmp) / case
         shutil.copytree(corpus / "seeded" / case, root)
         request = ReviewRequest(query=QUERY.format(name=defect.identifiers[0]), root=root,
-                                top=CASE_TOP, base_url=base_url, model=model,
+                                top=CASE_TOP, fast=True, base_url=base_url, model=model,
                                 timeout=max(timeout * REVIEW_SHARE, 0.1))
         report = reviewer(request)
         out.endpoint, out.model_id = report.endpoint, report.model_id
