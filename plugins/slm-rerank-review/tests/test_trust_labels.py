@@ -8,6 +8,10 @@ label cannot be right merely because the gates agree with it.
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
+import zipfile
 from collections import Counter
 from pathlib import Path
 
@@ -147,3 +151,23 @@ def test_a_label_file_over_its_size_cap_is_refused_without_reading_it_whole(
 
     with pytest.raises(CorpusError, match="over 1000000 bytes"):
         load_candidates(path)
+
+
+def test_the_corpus_ships_in_the_wheel(tmp_path: Path) -> None:
+    # setuptools puts only .py files in a wheel unless package-data names the rest
+    plugin = Path(__file__).resolve().parents[1]
+    source = tmp_path / "src"
+    shutil.copytree(plugin, source, ignore=shutil.ignore_patterns(
+        "build", "*.egg-info", "__pycache__", ".ruff_cache", "tests"))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                    "--no-build-isolation", str(source), "-w", str(tmp_path / "dist")],
+                   check=True, timeout=300, capture_output=True)
+
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    shipped = {name.split("slm_rerank_review/", 1)[1] for name in names
+               if "/trust_corpus/" in f"/{name}"}
+    expected = {path.relative_to(CORPUS.parent).as_posix()
+                for path in CORPUS.rglob("*") if path.is_file()
+                and ".ruff_cache" not in path.parts and path.name != "ruff.toml"}
+    assert expected <= shipped
