@@ -18,7 +18,6 @@ that runs out keeps what it has and says so.
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -31,7 +30,13 @@ from slm_rerank_review.findings import Candidate, Dropped, Finding, Reason
 from slm_rerank_review.gates import check_evidence, deterministic_gates
 from slm_rerank_review.reading import ChunkUnreadable, read_lines
 from slm_rerank_review.review import ReviewReport, ReviewRequest, run_review
-from slm_rerank_review.trust_labels import CORPUS, SeededClaim, load_seeded
+from slm_rerank_review.trust_labels import (
+    CORPUS,
+    CorpusError,
+    SeededClaim,
+    load_seeded,
+    read_bounded,
+)
 
 #: a finding within this many lines of the seeded defect's line has found it
 NEAR_LINES = 3
@@ -171,7 +176,11 @@ def judge_claims(host: Any, root: Path, claims: Sequence[SeededClaim],
     judged: list[Judged] = []
     for claim in claims:
         candidate = _as_candidate(claim)
-        text = read_lines(root, candidate.path, candidate.start_line, candidate.end_line)
+        try:
+            text = read_lines(root, candidate.path, candidate.start_line, candidate.end_line)
+        except ChunkUnreadable:
+            judged.append(Judged(claim, None, None, dropped=Reason.CHUNK_UNREADABLE.value))
+            continue
         result = deterministic_gates(candidate, text)
         if isinstance(result, Dropped):
             judged.append(Judged(claim, None, None, dropped=result.reason.value))
@@ -190,6 +199,31 @@ def judge_claims(host: Any, root: Path, claims: Sequence[SeededClaim],
     return judged, failures
 
 
+def copy_case(source: Path, target: Path) -> None:
+    """The case's folder copied: folders and regular files only, each within the size cap.
+
+    A corpus given with ``--corpus`` may hold anything: a link is not followed out of it
+    and a FIFO is not opened (it would block the copy for ever).
+    """
+    if not source.is_dir() or source.is_symlink():
+        raise CorpusError(f"{source}: the seeded case's folder is missing; every case of "
+                          "seeded.jsonl needs seeded/<case>/")
+    target.mkdir(parents=True)
+    for path in sorted(source.rglob("*")):
+        relative = path.relative_to(source)
+        if path.is_symlink():
+            continue
+        if path.is_dir():
+            (target / relative).mkdir(parents=True, exist_ok=True)
+        elif path.is_file():
+            try:
+                data = read_bounded(path)
+            except (OSError, ValueError, UnicodeDecodeError) as exc:
+                raise CorpusError(f"{path}: cannot be read as a seeded file ({exc})") from None
+            (target / relative).parent.mkdir(parents=True, exist_ok=True)
+            (target / relative).write_bytes(data.encode("utf-8"))
+
+
 def run_case(case: str, claims: Sequence[SeededClaim], corpus: Path, *,
              base_url: str | None, model: str | None, timeout: float,
              reviewer: Callable[[ReviewRequest], ReviewReport] = run_review) -> CaseResult:
@@ -202,7 +236,7 @@ def run_case(case: str, claims: Sequence[SeededClaim], corpus: Path, *,
     with tempfile.TemporaryDirectory(prefix="slm-rerank-trust-") as tmp:
         # a copy: no configuration or git state of wherever the corpus lies applies
         root = Path(tmp) / case
-        shutil.copytree(corpus / "seeded" / case, root)
+        copy_case(corpus / "seeded" / case, root)
         request = ReviewRequest(query=QUERY.format(name=defect.identifiers[0]), root=root,
                                 top=CASE_TOP, fast=True, base_url=base_url, model=model,
                                 timeout=max(timeout * REVIEW_SHARE, 0.1))

@@ -10,6 +10,7 @@ any model's quality; docs/review-bench.md has the measured tables.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import threading
@@ -24,7 +25,8 @@ from review_fakes import FakeLlama, finding, recorded, serve
 from slm_rerank_review.bench_command import bench
 from slm_rerank_review.findings import Candidate
 from slm_rerank_review.gates import deterministic_gates
-from slm_rerank_review.trust_labels import CORPUS, load_seeded
+from slm_rerank_review.trust_labels import CORPUS, CorpusError, load_seeded
+from slm_rerank_review.trust_live import copy_case
 from werkzeug import Request, Response
 
 #: the first two seeded cases, which --limit 2 reviews
@@ -204,3 +206,21 @@ def _corpus_without_gaps(tmp_path: Path) -> Path:
     shutil.copytree(CORPUS / "seeded", corpus / "seeded")
     shutil.copy(CORPUS / "seeded.jsonl", corpus / "seeded.jsonl")
     return corpus
+
+
+def test_a_fifo_or_a_link_in_a_case_folder_is_left_out_of_its_copy(tmp_path: Path) -> None:
+    source = tmp_path / "case"
+    (source / "src").mkdir(parents=True)
+    (source / "src" / "a.py").write_text("x = 1\r\n", encoding="utf-8")
+    os.mkfifo(source / "src" / "pipe.py")  # opening it would block the copy for ever
+    (source / "src" / "link.py").symlink_to("/etc/hostname")
+
+    copy_case(source, tmp_path / "copy")
+
+    assert sorted(p.name for p in (tmp_path / "copy" / "src").iterdir()) == ["a.py"]
+    assert (tmp_path / "copy" / "src" / "a.py").read_bytes() == b"x = 1\r\n"
+
+
+def test_a_case_of_the_labels_without_its_folder_is_an_error_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(CorpusError, match="seeded case's folder is missing"):
+        copy_case(tmp_path / "nowhere", tmp_path / "copy")
