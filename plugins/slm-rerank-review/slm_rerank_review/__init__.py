@@ -7,3 +7,17 @@ contradicted. Everything else is dropped with a stable reason (``findings.Reason
 """
 
 from __future__ import annotations
+
+import click
+
+import slm_rerank
+
+__version__ = "0.1.0"
+
+
+@slm_rerank.hookimpl
+def register_commands(cli: click.Group) -> None:
+    """``slm-rerank review``."""
+    from slm_rerank_review.cli import make_group
+
+    cli.add_command(make_group())

@@ -57,6 +57,16 @@ LinkedIn PowerShell DevOps OAuth
 """.split())
 
 
+def split_lines(text: str) -> list[str]:
+    """The lines of ``text`` as the search numbers them: split at ``\\n`` only, a ``\\r``
+    ending a line dropped (``str.splitlines`` also splits at form feeds and U+2028, which
+    would shift every later line number)."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
 def squash(text: str) -> str:
     """``text`` without any whitespace: what two quotes must share to be the same."""
     return "".join(text.split())
@@ -78,7 +88,7 @@ def check_evidence(candidate: Candidate, chunk_text: str) -> EvidenceSpan | Drop
                        f"the quote has {len(quote)} non-blank characters; at least "
                        f"{MIN_EVIDENCE_CHARS} and {MIN_EVIDENCE_WORDS} words pin a line",
                        GateScores(evidence=False))
-    lines = chunk_text.splitlines()
+    lines = split_lines(chunk_text)
     span = _find_lines(quote, [squash(line) for line in lines])
     if span is None:
         return Dropped(candidate, Reason.EVIDENCE_NOT_FOUND,

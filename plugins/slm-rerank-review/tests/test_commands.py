@@ -1,0 +1,73 @@
+"""The distribution adds `slm-rerank review` through register_commands, and its own
+`slm-rerank-review` script; `review` is a group a subcommand (`review bench`) can join."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+from click.testing import CliRunner
+from search_fixtures import cli
+from slm_rerank_review import cli as review_cli
+
+from slm_rerank.testing import Host, Settings
+
+SCRIPT = Path(sys.executable).parent / "slm-rerank-review"
+
+
+def test_the_entry_point_adds_the_review_group() -> None:
+    from importlib.metadata import entry_points
+
+    [own] = [ep for ep in entry_points(group="slm_rerank")
+             if ep.dist is not None and ep.dist.name == "slm-rerank-review"]
+    group = click.Group("slm-rerank")
+    host = Host.with_plugins(Settings(), own.load())
+    assert host.pm is not None
+
+    host.pm.hook.register_commands(cli=group)
+
+    assert list(group.commands) == ["review"]
+    assert isinstance(group.commands["review"], click.Group)
+
+
+def test_slm_rerank_lists_review_and_runs_its_help(tmp_path: Path) -> None:
+    listed = cli("--help", cwd=tmp_path)
+    helped = cli("review", "--help", cwd=tmp_path)
+    run_help = cli("review", "run", "--help", cwd=tmp_path)
+
+    assert listed.returncode == 0 and "review" in listed.stdout, listed.stderr
+    assert helped.returncode == 0 and "run" in helped.stdout, helped.stderr
+    for flag in ("--diff", "--no-support", "--no-contradiction", "--json", "--format"):
+        assert flag in run_help.stdout
+
+
+def test_the_console_script_is_the_review_group(tmp_path: Path) -> None:
+    done = subprocess.run([str(SCRIPT), "--help"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+    assert done.returncode == 0, done.stderr
+    assert "Grounded code review" in done.stdout
+
+
+def test_a_first_word_that_is_no_subcommand_is_the_reviews_own_argument() -> None:
+    seen: list[tuple[str, ...]] = []
+
+    @click.command("bench")
+    def bench() -> None:
+        click.echo("bench ran")
+
+    original = list(review_cli.SUBCOMMANDS)
+    review_cli.SUBCOMMANDS.append(bench)
+    try:
+        group = review_cli.make_group()
+        group.commands["run"].callback = lambda **kw: seen.append(kw["paths"])  # type: ignore[assignment]
+        ran_bench = CliRunner().invoke(group, ["bench"])
+        CliRunner().invoke(group, ["src", "-q", "x"], catch_exceptions=False)
+    finally:
+        review_cli.SUBCOMMANDS[:] = original
+
+    assert ran_bench.stdout == "bench ran\n"
+    assert seen == [("src",)]
+

@@ -1,0 +1,144 @@
+"""Asking for findings: the prompt each kind of model and endpoint gets, an answer read
+strictly (malformed objects are counted, never repaired into findings), and a deadline that
+holds against a server that trickles its answer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+from click.testing import CliRunner
+from misbehaving_servers import misbehaving_server
+from pytest_httpserver import HTTPServer
+from review_fakes import recorded
+from slm_rerank_review.cli import make_group
+from slm_rerank_review.generation import (
+    INSTRUCTION,
+    MAX_PER_CHUNK,
+    ShownChunk,
+    chat_messages,
+    completion_prompt,
+    generate,
+    parse_answer,
+)
+
+from slm_rerank.plugin_kit import ModelClient
+from slm_rerank.registrations import Endpoint
+from slm_rerank.testing import SAMPLE_BASE_PROFILE, SAMPLE_CHAT_PROFILE
+
+CHUNK = ShownChunk("src/a.py", 3, 4, "def f(x):\n    return {x}", "f")
+
+
+def test_a_base_model_gets_the_one_shot_layout_with_the_chunk_and_its_place() -> None:
+    prompt = completion_prompt(SAMPLE_BASE_PROFILE, "find {bugs}", CHUNK)
+
+    assert prompt.endswith("Query: find {bugs}\nDocument:\nFile: src/a.py:3-4 (f)\n"
+                           "def f(x):\n    return {x}\nFindings:\n")
+    assert '{"claim": "`get` reads' in prompt  # the worked example
+
+
+def test_an_instruction_tuned_model_gets_its_own_template() -> None:
+    prompt = completion_prompt(SAMPLE_CHAT_PROFILE, "find bugs", CHUNK)
+
+    expected = SAMPLE_CHAT_PROFILE.completion.split("{instruction}")[0]
+    assert prompt.startswith(expected) and "File: src/a.py:3-4 (f)" in prompt
+    assert INSTRUCTION in prompt
+
+
+def test_a_chat_endpoint_gets_one_real_user_message(httpserver: HTTPServer) -> None:
+    reply = recorded("llamacpp-v1-chat-completions.json")
+    reply["choices"][0]["message"]["content"] = '{"claim": "c", "evidence": "e"}'
+    httpserver.expect_request("/v1/chat/completions", method="POST").respond_with_json(reply)
+    endpoint = Endpoint(httpserver.url_for("/").rstrip("/"), kind="openai-chat",
+                        model_id="m")
+
+    async def ask() -> str:
+        async with ModelClient(timeout=10) as client:
+            return await generate(client, endpoint, SAMPLE_CHAT_PROFILE, "q", CHUNK,
+                                  time.monotonic() + 10)
+
+    answer = asyncio.run(ask())
+
+    assert answer == '{"claim": "c", "evidence": "e"}'
+    sent = json.loads(httpserver.log[0][0].get_data())
+    assert sent["messages"] == chat_messages("q", CHUNK) and sent["model"] == "m"
+    assert [m["role"] for m in sent["messages"]] == ["user"] and sent["max_tokens"] > 1
+
+
+def test_each_object_of_an_answer_cites_the_chunk_shown_not_a_place_the_model_wrote() -> None:
+    answer = json.dumps({"claim": "x", "evidence": "return {x}", "path": "/etc/passwd",
+                         "line": 1})
+
+    [candidate] = parse_answer(answer, CHUNK).candidates
+
+    assert (candidate.path, candidate.start_line, candidate.end_line) == ("src/a.py", 3, 4)
+
+
+def test_objects_in_a_fence_a_list_or_pretty_printed_are_read() -> None:
+    answer = ('```json\n[{"claim": "a", "evidence": ["l1", "l2"], "severity": "HIGH"},\n'
+              ' {\n  "claim": "b",\n  "evidence": "l3",\n  "identifiers": "f"\n }]\n```')
+
+    proposal = parse_answer(answer, CHUNK)
+
+    assert [(c.claim, c.evidence, c.severity, c.identifiers)
+            for c in proposal.candidates] == [("a", "l1\nl2", "error", ()),
+                                              ("b", "l3", "warning", ("f",))]
+    assert proposal.malformed == 0
+
+
+def test_what_is_not_a_finding_is_counted_and_left_out() -> None:
+    answer = "\n".join([
+        "Here is my review.",
+        '{"claim": "cut off by the token lim',
+        '{"claim": "", "evidence": "x"}',
+        '{"claim": ["a"], "evidence": "x"}',
+        '{"claim": "ok", "evidence": 5}',
+        '{"claim": "ok", "evidence": "x", "identifiers": {"a": 1}}',
+        '{"claim": "' + "x" * 700 + '", "evidence": "y"}',
+        "[" * 3000 + "]" * 3000,
+        '{"note": "no claim"}',
+    ])
+
+    proposal = parse_answer(answer, CHUNK)
+
+    assert proposal.candidates == () and proposal.malformed == 7
+
+
+def test_none_is_no_finding_and_no_fault() -> None:
+    proposal = parse_answer("NONE\nEND", CHUNK)
+
+    assert proposal.candidates == () and proposal.none_said and proposal.malformed == 0
+
+
+def test_at_most_a_few_findings_are_kept_per_chunk() -> None:
+    answer = "\n".join(json.dumps({"claim": f"c{i}", "evidence": "e"}) for i in range(50))
+
+    assert len(parse_answer(answer, CHUNK).candidates) == MAX_PER_CHUNK
+
+
+def test_an_answer_of_megabytes_is_read_only_to_its_bound() -> None:
+    answer = json.dumps({"claim": "c", "evidence": "e"}) + "{" * 5_000_000
+
+    proposal = parse_answer(answer, CHUNK)
+
+    assert len(proposal.candidates) == 1
+
+
+def test_a_server_that_trickles_its_answer_ends_the_review_within_its_deadline(
+        project: Path) -> None:
+    probes = {path: json.dumps(recorded(name)).encode() for path, name in (
+        ("/v1/models", "llamacpp-v1-models.json"), ("/props", "llamacpp-props.json"))}
+    with misbehaving_server("trickle", interval=0.2, answers=probes) as server:
+        started = time.monotonic()
+        result = CliRunner().invoke(make_group(), [
+            str(project / "src"), "--root", str(project), "--fast", "-e", server.url,
+            "--timeout", "4", "--json", "-q", "retry backoff delay"], catch_exceptions=False)
+        took = time.monotonic() - started
+
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["findings"] == [] and out["degraded"]
+    assert took < 4 * 5
+
