@@ -76,6 +76,9 @@ class Verdict:
     gate: str | None  # the gate that dropped it; None: reported
     unverified: bool  # dropped because a judge gave no verdict
     correct: bool
+    #: what the model proposed, and why it was dropped (for reading a run, not for measures)
+    candidate: Candidate | None = None
+    reason: str | None = None
 
 
 @dataclass
@@ -154,12 +157,14 @@ def _gate_of(dropped: Dropped) -> str:
 def verdicts_of(report: ReviewReport, defect: SeededClaim, root: Path) -> list[Verdict]:
     """Each candidate of a review: the gate that dropped it, and whether it cites the defect."""
     found = [Verdict(None, False, _near(defect, f.candidate.path, f.span.start_line,
-                                        f.span.end_line)) for f in report.findings]
+                                        f.span.end_line), f.candidate)
+             for f in report.findings]
     for dropped in report.dropped:
         gate = _gate_of(dropped)
         span = _span_of(dropped, root) if gate in ("support", "contradiction") else None
         correct = span is not None and _near(defect, dropped.candidate.path, *span)
-        found.append(Verdict(gate, dropped.reason is Reason.SUPPORT_UNVERIFIED, correct))
+        found.append(Verdict(gate, dropped.reason is Reason.SUPPORT_UNVERIFIED, correct,
+                             dropped.candidate, dropped.reason.value))
     return found
 
 
@@ -254,11 +259,18 @@ def run_case(case: str, claims: Sequence[SeededClaim], corpus: Path, *,
 
 def run_live(corpus: Path = CORPUS, *, base_url: str | None = None, model: str | None = None,
              limit: int | None = None, timeout: float | None = None,
+             only: Sequence[str] = (),
              reviewer: Callable[[ReviewRequest], ReviewReport] = run_review,
              progress: Callable[[str], None] | None = None) -> LiveResult:
-    """Every seeded case (the first ``limit``), one after the other: the server is one."""
+    """Every seeded case (those named in ``only``, the first ``limit``), one after the
+    other: the server is one."""
     claims = load_seeded(corpus / "seeded.jsonl")
-    cases = list(dict.fromkeys(c.case for c in claims))[:limit]
+    cases = list(dict.fromkeys(c.case for c in claims))
+    unknown = sorted(set(only) - set(cases))
+    if unknown:
+        raise CorpusError(f"no seeded case {', '.join(unknown)}; the cases are: "
+                          f"{', '.join(cases)}")
+    cases = [case for case in cases if not only or case in only][:limit]
     result = LiveResult([])
     for case in cases:
         if progress:

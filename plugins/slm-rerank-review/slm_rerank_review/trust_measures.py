@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from slm_rerank_review import judges
-from slm_rerank_review.trust_live import GATES, CaseResult, Judged, LiveResult
+from slm_rerank_review.trust_live import GATES, CaseResult, Judged, LiveResult, Verdict
 
 
 @dataclass(frozen=True)
@@ -175,6 +175,15 @@ def render_text(result: LiveResult) -> str:
     return "\n".join(rows) + "\n"
 
 
+def _candidate(verdict: Verdict) -> dict[str, Any]:
+    candidate = verdict.candidate
+    return {"claim": candidate.claim if candidate else None,
+            "evidence": candidate.evidence if candidate else None,
+            "cites": f"{candidate.path}:{candidate.start_line}-{candidate.end_line}"
+            if candidate else None,
+            "dropped_by": verdict.gate, "reason": verdict.reason, "correct": verdict.correct}
+
+
 def to_json(result: LiveResult) -> dict[str, Any]:
     """The live result as JSON (docs/review-bench.md describes the keys)."""
     d = decisions(result.cases)
@@ -195,6 +204,7 @@ def to_json(result: LiveResult) -> dict[str, Any]:
                       "false_dropped": d.false_dropped, "false": d.false_total},
         "cases": [{"case": c.case, "found": c.found, "elapsed_s": round(c.elapsed_s, 2),
                    "degraded": c.degraded,
+                   "candidates": [_candidate(v) for v in c.verdicts],
                    "claims": [{"id": j.claim.id, "label": j.claim.label,
                                "support": j.support, "contradiction": j.contradiction,
                                "dropped": j.dropped} for j in c.judged]}

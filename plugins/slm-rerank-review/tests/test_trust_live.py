@@ -224,3 +224,14 @@ def test_a_fifo_or_a_link_in_a_case_folder_is_left_out_of_its_copy(tmp_path: Pat
 def test_a_case_of_the_labels_without_its_folder_is_an_error_naming_it(tmp_path: Path) -> None:
     with pytest.raises(CorpusError, match="seeded case's folder is missing"):
         copy_case(tmp_path / "nowhere", tmp_path / "copy")
+
+
+def test_case_reviews_only_the_named_cases_and_an_unknown_one_is_named(
+        fake_llama: FakeLlama) -> None:
+    picked = CliRunner().invoke(bench, ["--live", "-e", fake_llama.url, "--case", SECOND,
+                                        "--json"])
+    unknown = CliRunner().invoke(bench, ["--live", "-e", fake_llama.url, "--case", "nope"])
+
+    assert [c["case"] for c in json.loads(picked.stdout)["live"]["cases"]] == [SECOND]
+    assert unknown.exit_code == 1
+    assert "no seeded case nope; the cases are: requests-iter-slices" in unknown.output
