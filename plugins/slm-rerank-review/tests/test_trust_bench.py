@@ -129,13 +129,15 @@ def test_the_json_lists_every_candidate_with_its_reason_and_the_precisions(
 
 def test_a_damaged_corpus_is_an_error_naming_its_line_not_a_traceback(tmp_path: Path) -> None:
     corpus = _corpus_copy(tmp_path, lambda r: True)
-    with (corpus / "candidates.jsonl").open("a", encoding="utf-8") as handle:
+    labels = corpus / "candidates.jsonl"
+    damaged = len(labels.read_text(encoding="utf-8").splitlines()) + 1
+    with labels.open("a", encoding="utf-8") as handle:
         handle.write("{not json\n")
 
     result = CliRunner().invoke(bench, ["--corpus", str(corpus)])
 
     assert result.exit_code == 1
-    assert "candidates.jsonl:73: not JSON" in result.output
+    assert f"candidates.jsonl:{damaged}: not JSON" in result.output
     assert "Traceback" not in result.output
 
 

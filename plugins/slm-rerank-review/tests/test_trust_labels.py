@@ -61,8 +61,9 @@ def test_the_corpus_holds_the_near_misses_of_the_gates() -> None:
     variants = {c.variant for c in load_candidates()}
 
     assert {"reindented", "respaced", "collapsed", "spaces_for_tabs", "crlf",
-            "multi_line"} <= variants
-    assert {"partial", "altered", "other_chunk", "other_file", "reordered", "non_consecutive",
+            "multi_line", "blank_inside"} <= variants
+    assert {"partial", "straddles_chunk", "annotated", "lookalike", "altered", "other_chunk",
+            "other_file", "reordered", "non_consecutive",
             "ellipsis", "empty", "too_short", "unreadable"} <= variants
     assert {"symbol_other_chunk", "symbol_renamed", "symbol_case",
             "symbol_superstring"} <= variants
