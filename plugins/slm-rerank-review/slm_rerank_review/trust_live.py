@@ -38,8 +38,10 @@ from slm_rerank_review.trust_labels import (
     read_bounded,
 )
 
-#: a finding within this many lines of the seeded defect's line has found it
-NEAR_LINES = 3
+#: a finding whose evidence covers the seeded defect's line, or ends or starts this many
+#: lines from it (a missing check's line is the one beside the gap), has found it; more
+#: would count a true remark about a neighbouring line of a short function as the defect
+NEAR_LINES = 1
 #: the default deadline of one case (its review and its two claims judged): a 1.5B judge
 #: on two busy cores reads 10-20 prompt tokens a second
 DEFAULT_CASE_SECONDS = 300.0

@@ -23,10 +23,11 @@ from click.testing import CliRunner
 from pytest_httpserver import HTTPServer
 from review_fakes import FakeLlama, finding, recorded, serve
 from slm_rerank_review.bench_command import bench
-from slm_rerank_review.findings import Candidate
+from slm_rerank_review.findings import Candidate, Finding
 from slm_rerank_review.gates import deterministic_gates
+from slm_rerank_review.review import ReviewReport
 from slm_rerank_review.trust_labels import CORPUS, CorpusError, load_seeded
-from slm_rerank_review.trust_live import copy_case
+from slm_rerank_review.trust_live import copy_case, verdicts_of
 from werkzeug import Request, Response
 
 #: the first two seeded cases, which --limit 2 reviews
@@ -235,3 +236,28 @@ def test_case_reviews_only_the_named_cases_and_an_unknown_one_is_named(
     assert [c["case"] for c in json.loads(picked.stdout)["live"]["cases"]] == [SECOND]
     assert unknown.exit_code == 1
     assert "no seeded case nope; the cases are: requests-iter-slices" in unknown.output
+
+
+def test_only_a_finding_on_the_seeded_line_or_beside_it_counts_as_finding_the_defect(
+        tmp_path: Path) -> None:
+    defect = next(c for c in load_seeded() if c.id == "sphinx-rpartition")
+    root = tmp_path / "case"
+    copy_case(CORPUS / "seeded" / defect.case, root)
+    path = "sphinx/util/__init__.py"
+    chunk = "\n".join((root / path).read_text(encoding="utf-8").splitlines()[12:20])
+
+    def reported(claim: str, evidence: str) -> Finding:
+        found = deterministic_gates(Candidate(path, 13, 20, claim, evidence, ("rpartition",)),
+                                    chunk)
+        assert isinstance(found, Finding)
+        return found
+
+    # true, but about the deprecation warning three lines above the seeded offset
+    near = reported("`rpartition` is deprecated", "    warnings.warn('rpartition() is now "
+                    "deprecated.', RemovedInSphinx50Warning, stacklevel=2)")
+    on = reported("`rpartition` skips one character", "        return s[:i], s[i + 1:]")
+    report = ReviewReport("q", str(root), findings=[near, on])
+
+    verdicts = verdicts_of(report, defect, root)
+
+    assert [v.correct for v in verdicts] == [False, True]
