@@ -12,6 +12,7 @@ import click
 
 from slm_rerank.errors import SlmRerankError
 from slm_rerank.report import visible
+from slm_rerank_review.generation import MAX_TOKENS, MAX_TOKENS_RANGE
 
 #: the subcommands of `slm-rerank review` besides the review itself (`run`, the default)
 SUBCOMMANDS: list[click.Command] = []
@@ -45,17 +46,19 @@ class ReviewGroup(click.Group):
 @click.option("--format", "format_name", type=click.Choice(FORMATS), default=None,
               help="Output format (text, json, sarif).")
 @click.option("--fast", is_flag=True, help="Retrieve lexically (no model in the search).")
-@click.option("-e", "--endpoint", "base_url", metavar="URL", help="The model server.")
+@click.option("-e", "--base-url", "base_url", metavar="URL", help="The model server.")
 @click.option("--model", metavar="PROFILE", help="The model profile.")
 @click.option("--timeout", type=click.FloatRange(min=0.1), metavar="SECONDS",
               help="The whole review's deadline (default: the timeout setting).")
 @click.option("--local", is_flag=True, default=None,
               help="Start the bundled model server when none is given or found.")
+@click.option("--max-tokens", type=click.IntRange(*MAX_TOKENS_RANGE), default=MAX_TOKENS,
+              show_default=True, help="Tokens the model may write per chunk.")
 @click.option("-v", "--verbose", is_flag=True, help="Notes and dropped candidates on stderr.")
 def run(paths: tuple[str, ...], query: str, root: Path | None, top: int, diff: str | None,
         no_support: bool, no_contradiction: bool, as_json: bool, format_name: str | None,
         fast: bool, base_url: str | None, model: str | None, timeout: float | None,
-        local: bool | None, verbose: bool) -> None:
+        local: bool | None, max_tokens: int, verbose: bool) -> None:
     """Review code: a model proposes findings; each is reported only with its quoted
     evidence on disk in the chunk it cites and every code name of its claim there."""
     from slm_rerank_review.output import render_json, render_text
@@ -72,7 +75,8 @@ def run(paths: tuple[str, ...], query: str, root: Path | None, top: int, diff: s
     request = ReviewRequest(
         query=query, root=(root or Path.cwd()).resolve(), paths=paths, top=top, fast=fast,
         support=not no_support, contradiction=not no_contradiction, diff=diff is not None,
-        rev=diff or None, base_url=base_url, model=model, timeout=timeout, local=local)
+        rev=diff or None, base_url=base_url, model=model, timeout=timeout, local=local,
+        max_tokens=max_tokens)
     try:
         report = run_review(request)
     except SlmRerankError as exc:  # a bad setting, a pinned URL that is no server, --diff
@@ -98,7 +102,8 @@ def _stderr(report: Any, verbose: bool) -> None:
 def make_group() -> click.Group:
     """`review` with `run` as its default and every subcommand of ``SUBCOMMANDS``."""
     group = ReviewGroup("review", help="Grounded code review: findings that cannot be "
-                        "invented (default: run).",
+                        "invented. `review [PATHS]... -q TEXT` is `review run` (see "
+                        "`review run --help` for its options).",
                         context_settings={"help_option_names": ["-h", "--help"]})
     group.add_command(run)
     for command in SUBCOMMANDS:

@@ -30,8 +30,10 @@ from slm_rerank_review.findings import Candidate
 if TYPE_CHECKING:
     from slm_rerank.plugin_kit import ModelClient
 
-#: tokens one answer may take: a few findings of a line or two each
+#: tokens one answer may take by default (--max-tokens): a few findings of a line or two
 MAX_TOKENS = 384
+#: the bounds --max-tokens may be set within
+MAX_TOKENS_RANGE = (16, 4096)
 #: characters of an answer read (a server may send more than it was asked for)
 MAX_ANSWER_CHARS = 16_000
 #: findings kept per chunk, in the model's order
@@ -123,7 +125,8 @@ def _stops(profile: ModelProfile | None) -> list[str]:
 
 
 async def generate(client: ModelClient, endpoint: Endpoint, profile: ModelProfile | None,
-                   query: str, chunk: ShownChunk, deadline: float) -> str:
+                   query: str, chunk: ShownChunk, deadline: float,
+                   max_tokens: int = MAX_TOKENS) -> str:
     """The model's answer for one chunk, within ``deadline`` (a ``time.monotonic()`` value).
 
     Raises TransientError when the deadline passes or the server fails, ContractError when
@@ -134,7 +137,8 @@ async def generate(client: ModelClient, endpoint: Endpoint, profile: ModelProfil
         raise TransientError("the review's deadline passed before this chunk was asked",
                              endpoint.base_url)
     try:
-        return await asyncio.wait_for(_ask(client, endpoint, profile, query, chunk), left)
+        return await asyncio.wait_for(_ask(client, endpoint, profile, query, chunk,
+                                           max_tokens), left)
     except asyncio.TimeoutError:
         raise TransientError(f"model server {endpoint.base_url} did not finish a review "
                              f"answer within the {left:.0f} s left; raise --timeout or "
@@ -142,12 +146,12 @@ async def generate(client: ModelClient, endpoint: Endpoint, profile: ModelProfil
 
 
 async def _ask(client: ModelClient, endpoint: Endpoint, profile: ModelProfile | None,
-               query: str, chunk: ShownChunk) -> str:
+               query: str, chunk: ShownChunk, max_tokens: int) -> str:
     if endpoint.kind in ("llama.cpp", "openai-completions"):
         return await client.generate(endpoint, completion_prompt(profile, query, chunk),
-                                     max_tokens=MAX_TOKENS, stop=_stops(profile))
+                                     max_tokens=max_tokens, stop=_stops(profile))
     path = "/v1/chat/completions"
-    body: dict[str, Any] = {"messages": chat_messages(query, chunk), "max_tokens": MAX_TOKENS,
+    body: dict[str, Any] = {"messages": chat_messages(query, chunk), "max_tokens": max_tokens,
                             "temperature": 0, "stop": list(STOPS[:1])}
     if endpoint.model_id:
         body["model"] = endpoint.model_id

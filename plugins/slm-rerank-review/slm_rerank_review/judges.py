@@ -32,6 +32,8 @@ CONTRADICTION_QUERY = "Does this code show that the claim is false?"
 #: a finding is supported above this probability, and vetoed at or above the other
 SUPPORT_MIN = 0.5
 CONTRADICTION_VETO = 0.5
+#: the scorer that answers both questions
+JUDGE_SCORER = "yesno"
 #: characters of the chunk shown around the evidence
 CODE_CHARS = 4_000
 
@@ -66,8 +68,10 @@ def judge(host: Any, texts: Sequence[str], *, instruction: str, query: str,
         return Verdicts((None,) * len(texts), "the review's deadline passed before the judge "
                                               "was asked")
     try:
+        # the yes/no judge whatever the search's scorer is: a rerank API or a listwise
+        # judge ignores the instruction and would score relevance, not support
         result = slm_rerank.rerank_documents(query, list(texts), host=host, timeout=left,
-                                             instruction=instruction)
+                                             instruction=instruction, scorer=JUDGE_SCORER)
     except SlmRerankError as exc:
         # a server that answers oddly, a chat endpoint the profile has no layout for: the
         # findings stay unverified, the review goes on

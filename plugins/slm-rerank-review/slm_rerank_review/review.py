@@ -19,7 +19,7 @@ import slm_rerank
 from slm_rerank.errors import ContractError, TransientError
 from slm_rerank.plugin_kit import command_host, find_model_server
 from slm_rerank_review import generation, judges
-from slm_rerank_review.diff import Changes, changed_lines
+from slm_rerank_review.diff import GIT_SECONDS, Changes, changed_lines
 from slm_rerank_review.findings import Candidate, Dropped, Finding, Reason
 from slm_rerank_review.gates import deterministic_gates
 from slm_rerank_review.generation import ShownChunk
@@ -52,6 +52,8 @@ class ReviewRequest:
     model: str | None = None
     timeout: float | None = None
     local: bool | None = None
+    #: tokens each chunk's answer may take
+    max_tokens: int = generation.MAX_TOKENS
 
 
 @dataclass
@@ -98,7 +100,8 @@ def run_review(request: ReviewRequest) -> ReviewReport:
     changes: Changes | None = None
     paths = request.paths
     if request.diff:
-        changes = changed_lines(request.root, request.rev, timeout=min(total, 20.0))
+        changes = changed_lines(request.root, request.rev,
+                                timeout=max(min(total / 2, GIT_SECONDS), 0.1))
         out.diff = changes.described
         if not changes.paths:
             out.notes.append(f"--diff: no changed lines ({changes.described}): nothing to "
@@ -106,12 +109,11 @@ def run_review(request: ReviewRequest) -> ReviewReport:
             return _done(out, started)
         # the search reads a relative path from the working directory: these are the root's
         paths = paths or tuple(str(request.root / path) for path in changes.paths)
-    chunks = _retrieve(request, flags, total, paths, changes, out)
+    chunks = _retrieve(request, flags, deadline, paths, changes, out)
     if not chunks:
         return _done(out, started)
     judges_reserve = total * JUDGES_SHARE if request.support or request.contradiction else 0.0
-    candidates = asyncio.run(_propose(host, request.query, chunks,
-                                      deadline - judges_reserve, out))
+    candidates = asyncio.run(_propose(host, request, chunks, deadline - judges_reserve, out))
     kept, chunk_texts = _gate(request.root, candidates, changes, out)
     _judge(host, request, kept, chunk_texts, deadline, out)
     return _done(out, started)
@@ -122,12 +124,13 @@ def _done(out: ReviewReport, started: float) -> ReviewReport:
     return out
 
 
-def _retrieve(request: ReviewRequest, flags: dict[str, Any], total: float,
+def _retrieve(request: ReviewRequest, flags: dict[str, Any], deadline: float,
               paths: tuple[str, ...], changes: Changes | None,
               out: ReviewReport) -> list[ShownChunk]:
     """The chunks to review: the search's best, as they are on disk now."""
-    search_host = command_host(request.root, **{**flags, "timeout": max(
-        total * RETRIEVAL_SHARE, 0.1)})
+    # the search's model stage: its share of what is left of the deadline
+    share = (deadline - time.monotonic()) * RETRIEVAL_SHARE
+    search_host = command_host(request.root, **{**flags, "timeout": max(share, 0.1)})
     wanted = request.top * (DIFF_WIDENING if changes else 1)
     report = slm_rerank.search(request.query, root=request.root, paths=list(paths),
                                top_k=wanted, fast=request.fast, host=search_host,
@@ -156,8 +159,8 @@ def _retrieve(request: ReviewRequest, flags: dict[str, Any], total: float,
     return chunks
 
 
-async def _propose(host: Any, query: str, chunks: list[ShownChunk], deadline: float,
-                   out: ReviewReport) -> list[Candidate]:
+async def _propose(host: Any, request: ReviewRequest, chunks: list[ShownChunk],
+                   deadline: float, out: ReviewReport) -> list[Candidate]:
     """Every chunk's candidates, asked together (the server's slots bound how many run)."""
     from slm_rerank.plugin_kit import ModelClient
 
@@ -178,8 +181,9 @@ async def _propose(host: Any, query: str, chunks: list[ShownChunk], deadline: fl
         out.endpoint, out.model_id = server.endpoint.base_url, server.endpoint.model_id
         out.profile = server.profile.name if server.profile else None
         out.notes.extend(server.notes)
-        asked = [generation.generate(client, server.endpoint, server.profile, query, chunk,
-                                     deadline) for chunk in chunks]
+        asked = [generation.generate(client, server.endpoint, server.profile, request.query,
+                                     chunk, deadline, request.max_tokens)
+                 for chunk in chunks]
         answers = await asyncio.gather(*asked, return_exceptions=True)
     candidates: list[Candidate] = []
     failed: list[str] = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,8 @@ class FakeLlama:
     default_contradiction: float = 0.1
     #: the judges' requests answer 500 (a server that fails mid-review)
     judges_fail: bool = False
+    #: seconds the judges' requests take to answer (a server that got slow mid-review)
+    judges_delay: float = 0.0
     generations: list[str] = field(default_factory=list)
     verdicts: list[str] = field(default_factory=list)
 
@@ -72,11 +75,13 @@ class FakeLlama:
             reply = recorded("llamacpp-completion.json")
             reply.update(content=answer, completion_probabilities=[])
             return Response(json.dumps(reply), content_type="application/json")
+        if self.judges_delay and any("the claim" in p for p in prompts):
+            time.sleep(self.judges_delay)
         if self.judges_fail and any("the claim" in p for p in prompts):
             return Response(json.dumps({"error": {"code": 500, "message": "out of memory"}}),
                             status=500, content_type="application/json")
         self.verdicts.extend(prompts)
-        items = [self._verdict(p) for p in prompts]
+        items = [{**self._verdict(p), "index": i} for i, p in enumerate(prompts)]
         return Response(json.dumps(items[0] if len(items) == 1 else items),
                         content_type="application/json")
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import click
+import pytest
 from click.testing import CliRunner
 from search_fixtures import cli
 from slm_rerank_review import cli as review_cli
@@ -51,22 +52,20 @@ def test_the_console_script_is_the_review_group(tmp_path: Path) -> None:
     assert "Grounded code review" in done.stdout
 
 
-def test_a_first_word_that_is_no_subcommand_is_the_reviews_own_argument() -> None:
+def test_a_first_word_that_is_no_subcommand_is_the_reviews_own_argument(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[tuple[str, ...]] = []
 
     @click.command("bench")
     def bench() -> None:
         click.echo("bench ran")
 
-    original = list(review_cli.SUBCOMMANDS)
-    review_cli.SUBCOMMANDS.append(bench)
-    try:
-        group = review_cli.make_group()
-        group.commands["run"].callback = lambda **kw: seen.append(kw["paths"])  # type: ignore[assignment]
-        ran_bench = CliRunner().invoke(group, ["bench"])
-        CliRunner().invoke(group, ["src", "-q", "x"], catch_exceptions=False)
-    finally:
-        review_cli.SUBCOMMANDS[:] = original
+    monkeypatch.setattr(review_cli, "SUBCOMMANDS", [bench])
+    monkeypatch.setattr(review_cli.run, "callback", lambda **kw: seen.append(kw["paths"]))
+    group = review_cli.make_group()
+
+    ran_bench = CliRunner().invoke(group, ["bench"])
+    CliRunner().invoke(group, ["src", "-q", "x"], catch_exceptions=False)
 
     assert ran_bench.stdout == "bench ran\n"
     assert seen == [("src",)]

@@ -4,11 +4,13 @@ what is invented is dropped with its reason, and every failure gives fewer findi
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner
 from review_fakes import FakeLlama, finding
+from search_fixtures import user_config
 from slm_rerank_review.cli import make_group
 
 TRUE_CLAIM = "`delay` starts at 0, so `retry` never backs off"
@@ -174,3 +176,46 @@ def test_control_characters_of_a_claim_reach_no_terminal_raw(
 
     assert "\x1b" not in result.stdout and "\u202e" not in result.stdout
     assert "\\x1b[2J" in result.stdout
+
+
+def test_retrieval_is_a_search_with_its_model_judge_unless_fast(
+        project: Path, fake_llama: FakeLlama) -> None:
+    fake_llama.answers["src/retry.py"] = finding(TRUE_CLAIM, TRUE_EVIDENCE)
+
+    result = CliRunner().invoke(make_group(), [
+        str(project / "src"), "--root", str(project), "-e", fake_llama.url, "--json",
+        "-q", "retry backoff delay"], catch_exceptions=False)
+
+    assert result.exit_code == 0, result.output
+    relevance = [p for p in fake_llama.verdicts if "the claim" not in p]
+    assert relevance, "the search's judge was not asked"
+    assert [f["location"] for f in json.loads(result.stdout)["findings"]] == [
+        "src/retry.py:11-11"]
+
+
+def test_a_judge_slower_than_the_deadline_leaves_the_finding_unverified_in_time(
+        project: Path, fake_llama: FakeLlama) -> None:
+    fake_llama.answers["src/retry.py"] = finding(TRUE_CLAIM, TRUE_EVIDENCE)
+    fake_llama.judges_delay = 8.0
+    deadline = 4.0
+
+    started = time.monotonic()
+    out = review_json(project, fake_llama.url, "-q", "retry backoff delay", "--timeout",
+                      str(deadline))
+    took = time.monotonic() - started
+
+    assert took < deadline * 5
+    assert out["findings"] == []
+    assert [d["reason"] for d in out["dropped"]] == ["SUPPORT_UNVERIFIED"]
+
+
+def test_the_judges_are_the_yes_no_scorer_whatever_the_searchs_scorer_is(
+        project: Path, fake_llama: FakeLlama) -> None:
+    user_config().write_text('scorer = "graded"\n')
+    fake_llama.answers["src/retry.py"] = finding(TRUE_CLAIM, TRUE_EVIDENCE)
+    fake_llama.support[TRUE_CLAIM] = 0.2
+
+    out = review_json(project, fake_llama.url, "-q", "retry backoff delay")
+
+    [dropped] = out["dropped"]
+    assert dropped["reason"] == "CLAIM_NOT_SUPPORTED" and dropped["scores"]["support"] == 0.2
