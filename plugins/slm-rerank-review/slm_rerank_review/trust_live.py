@@ -43,8 +43,8 @@ from slm_rerank_review.trust_labels import (
 #: would count a true remark about a neighbouring line of a short function as the defect
 NEAR_LINES = 1
 #: the default deadline of one case (its review and its two claims judged): a 1.5B judge
-#: on two busy cores reads 10-20 prompt tokens a second
-DEFAULT_CASE_SECONDS = 300.0
+#: on two busy cores reads 10-20 prompt tokens a second, and a case took 307-408 s there
+DEFAULT_CASE_SECONDS = 600.0
 #: the review's share of a case's deadline; the claims' judges get what it leaves
 REVIEW_SHARE = 0.7
 #: chunks of a case the model is asked about (a case is one short file, one or two chunks);
