@@ -38,13 +38,17 @@ def _clean(text: str) -> str:
 @click.option("--case", "cases", multiple=True, metavar="NAME",
               help="--live: only this seeded case (repeat for more; see trust_corpus/seeded).")
 @click.option("--timeout", type=click.FloatRange(min=1.0), metavar="SECONDS",
-              help="--live: the deadline of each seeded case, all its calls included.")
+              help="--live: the deadline of each seeded case, all its calls included "
+                   "(default 600).")
+@click.option("--max-tokens", type=click.IntRange(min=8, max=4096), metavar="N",
+              help="--live: tokens each chunk's answer may take (default: the review's).")
 @click.option("--corpus", type=click.Path(exists=True, file_okay=False, path_type=Path),
               default=CORPUS, show_default="the corpus shipped with the plugin",
               help="A corpus of the same layout (trust_corpus/README.md).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def bench(live: bool, base_url: str | None, model: str | None, limit: int | None,
-          cases: tuple[str, ...], timeout: float | None, corpus: Path, as_json: bool) -> None:
+          cases: tuple[str, ...], timeout: float | None, max_tokens: int | None,
+          corpus: Path, as_json: bool) -> None:
     """Measure how much of what a review reports is grounded: the trust benchmark.
 
     Runs the review's gates over labelled candidate findings (supported, fabricated,
@@ -53,9 +57,9 @@ def bench(live: bool, base_url: str | None, model: str | None, limit: int | None
     """
     from slm_rerank_review import trust_bench
 
-    if not live and (base_url or model or limit or cases or timeout):
-        raise click.UsageError("-e/--endpoint, --model, --limit, --case and --timeout are for "
-                               "--live")
+    if not live and (base_url or model or limit or cases or timeout or max_tokens):
+        raise click.UsageError("-e/--endpoint, --model, --limit, --case, --timeout and "
+                               "--max-tokens are for --live")
     try:
         result = trust_bench.run_deterministic(corpus)
     except CorpusError as exc:
@@ -71,7 +75,7 @@ def bench(live: bool, base_url: str | None, model: str | None, limit: int | None
         try:
             measured = trust_live.run_live(corpus, base_url=base_url, model=model,
                                            limit=limit, timeout=timeout, only=cases,
-                                           progress=progress)
+                                           max_tokens=max_tokens, progress=progress)
         except (CorpusError, SlmRerankError) as exc:  # a bad setting, a URL that is no server
             raise click.ClickException(_clean(str(exc))) from None
         document["live"] = trust_measures.to_json(measured)

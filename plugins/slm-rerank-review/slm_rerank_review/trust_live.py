@@ -18,6 +18,7 @@ that runs out keeps what it has and says so.
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -233,6 +234,7 @@ def copy_case(source: Path, target: Path) -> None:
 
 def run_case(case: str, claims: Sequence[SeededClaim], corpus: Path, *,
              base_url: str | None, model: str | None, timeout: float,
+             max_tokens: int | None = None,
              reviewer: Callable[[ReviewRequest], ReviewReport] = run_review) -> CaseResult:
     """One case reviewed in a temporary copy of its folder, then its claims judged."""
     from slm_rerank.plugin_kit import command_host
@@ -247,6 +249,8 @@ def run_case(case: str, claims: Sequence[SeededClaim], corpus: Path, *,
         request = ReviewRequest(query=QUERY.format(name=defect.identifiers[0]), root=root,
                                 top=CASE_TOP, fast=True, base_url=base_url, model=model,
                                 timeout=max(timeout * REVIEW_SHARE, 0.1))
+        if max_tokens is not None:
+            request = dataclasses.replace(request, max_tokens=max_tokens)
         report = reviewer(request)
         out.endpoint, out.model_id = report.endpoint, report.model_id
         out.degraded.extend(f"review: {reason}" for reason in report.degraded)
@@ -261,7 +265,7 @@ def run_case(case: str, claims: Sequence[SeededClaim], corpus: Path, *,
 
 def run_live(corpus: Path = CORPUS, *, base_url: str | None = None, model: str | None = None,
              limit: int | None = None, timeout: float | None = None,
-             only: Sequence[str] = (),
+             only: Sequence[str] = (), max_tokens: int | None = None,
              reviewer: Callable[[ReviewRequest], ReviewReport] = run_review,
              progress: Callable[[str], None] | None = None) -> LiveResult:
     """Every seeded case (those named in ``only``, the first ``limit``), one after the
@@ -280,5 +284,5 @@ def run_live(corpus: Path = CORPUS, *, base_url: str | None = None, model: str |
         result.cases.append(run_case(case, [c for c in claims if c.case == case], corpus,
                                      base_url=base_url, model=model,
                                      timeout=timeout or DEFAULT_CASE_SECONDS,
-                                     reviewer=reviewer))
+                                     max_tokens=max_tokens, reviewer=reviewer))
     return result
