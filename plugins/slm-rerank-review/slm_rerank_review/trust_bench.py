@@ -1,11 +1,11 @@
 """The trust benchmark, deterministic part: the review's gates over the labelled corpus.
 
-Every candidate of ``trust_corpus/candidates.jsonl`` is read against its file as a review
-reads a model's candidate (the chunk's lines as on disk, then ``gates.deterministic_gates``);
-no model is asked. A supported candidate must be reported, a fabricated or symbol-invented
-one dropped with the reason its label names. What it measures is the precision of what
-would be reported: with no gate (every candidate), with the evidence gate alone, and with
-both gates.
+Every candidate of ``trust_corpus/candidates.jsonl`` is read against its file exactly as a
+review reads a model's candidate (``reading.read_lines``, then
+``gates.deterministic_gates``); no model is asked. A supported candidate must be reported,
+a fabricated or symbol-invented one dropped with the reason its label names. What it
+measures is the precision of what would be reported: with no gate (every candidate), with
+the evidence gate alone, and with both gates.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from typing import Any
 
 from slm_rerank_review.findings import Candidate, Dropped, Finding, Reason
 from slm_rerank_review.gates import deterministic_gates
+from slm_rerank_review.reading import ChunkUnreadable, read_lines
 from slm_rerank_review.trust_labels import (
     CANDIDATE_LABELS,
     CORPUS,
     CorpusCandidate,
     load_candidates,
-    read_bounded,
 )
 
 #: the reasons the evidence gate (and the read before it) drops with; the rest is the
@@ -96,14 +96,6 @@ class DeterministicResult:
         return found
 
 
-def _lines(text: str) -> list[str]:
-    # as the search numbers lines: at \n only (splitlines also splits at form feeds)
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line.removesuffix("\r") for line in lines]
-
-
 def gate_one(labelled: CorpusCandidate, files: Path) -> Outcome:
     """The deterministic gates' verdict on one corpus candidate, its file read from disk."""
     candidate = Candidate(path=labelled.path, start_line=labelled.chunk_start,
@@ -111,13 +103,9 @@ def gate_one(labelled: CorpusCandidate, files: Path) -> Outcome:
                           evidence=labelled.evidence, identifiers=labelled.identifiers,
                           severity=labelled.severity)
     try:
-        lines = _lines(read_bounded(files / labelled.path))
-    except (OSError, ValueError) as exc:
-        return Outcome(labelled, Reason.CHUNK_UNREADABLE, f"{labelled.path}: {exc}")
-    if labelled.chunk_end > len(lines):
-        return Outcome(labelled, Reason.CHUNK_UNREADABLE,
-                       f"{labelled.path} has {len(lines)} lines, not {labelled.chunk_end}")
-    chunk = "\n".join(lines[labelled.chunk_start - 1:labelled.chunk_end])
+        chunk = read_lines(files, labelled.path, labelled.chunk_start, labelled.chunk_end)
+    except ChunkUnreadable as exc:
+        return Outcome(labelled, Reason.CHUNK_UNREADABLE, str(exc))
     verdict = deterministic_gates(candidate, chunk)
     if isinstance(verdict, Finding):
         return Outcome(labelled, None)

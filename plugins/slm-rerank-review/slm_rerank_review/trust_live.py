@@ -31,6 +31,7 @@ from slm_rerank_review.findings import Candidate, Dropped, Finding, Reason
 from slm_rerank_review.gates import check_evidence, deterministic_gates
 from slm_rerank_review.reading import ChunkUnreadable, read_lines
 from slm_rerank_review.review import ReviewReport, ReviewRequest, run_review
+from slm_rerank_review.trust_bench import EVIDENCE_REASONS
 from slm_rerank_review.trust_labels import (
     CORPUS,
     CorpusError,
@@ -57,8 +58,6 @@ CASE_TOP = 2
 #: retrieved); the name is the defect's first identifier, its function
 QUERY = "find real defects in {name}"
 GATES = ("evidence", "identifiers", "support", "contradiction")
-_EVIDENCE_REASONS = frozenset({Reason.CHUNK_UNREADABLE, Reason.EMPTY_EVIDENCE,
-                               Reason.EVIDENCE_TOO_SHORT, Reason.EVIDENCE_NOT_FOUND})
 
 
 @dataclass(frozen=True)
@@ -149,7 +148,7 @@ def _span_of(dropped: Dropped, root: Path) -> tuple[int, int] | None:
 
 
 def _gate_of(dropped: Dropped) -> str:
-    if dropped.reason in _EVIDENCE_REASONS:
+    if dropped.reason in EVIDENCE_REASONS:
         return "evidence"
     if dropped.reason is Reason.CLAIM_SYMBOL_NOT_IN_CHUNK:
         return "identifiers"
