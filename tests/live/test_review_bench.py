@@ -35,7 +35,6 @@ def test_a_live_case_against_the_served_model_is_counted_and_judged_end_to_end(
     assert result.exception is None or isinstance(result.exception, SystemExit), result.output
     live = json.loads(result.stdout)["live"]
     assert live["endpoint"] == llama_server.base_url
-    assert live["degraded"] is None, live["degraded"]
     [case] = live["cases"]
     assert case["case"] == CASE
     generated = len(case["candidates"])
@@ -44,7 +43,12 @@ def test_a_live_case_against_the_served_model_is_counted_and_judged_end_to_end(
     assert sum(g["dropped"] for g in gates.values()) + sum(
         c["dropped_by"] is None for c in case["candidates"]) == generated
     labels = {claim["label"]: claim for claim in case["claims"]}
+    # a machine loaded past the deadline degrades (said in the JSON), never fabricates: a
+    # judge that answered gives a probability, one that did not gives none
+    judged = not any("judge" in reason for reason in case["degraded"])
     for label in ("defect", "false_claim"):
         for judge in ("support", "contradiction"):
             p = labels[label][judge]
-            assert p is not None and 0.0 < p < 1.0, (label, judge, p)
+            assert (p is not None and 0.0 < p < 1.0) if judged else p is None or 0 < p < 1
+    if live["degraded"] is not None:
+        assert case["degraded"], live["degraded"]
