@@ -54,7 +54,7 @@ MAX_STDIN_BYTES = 2_000_000
 #: files read and sliced. A plain-English prompt gives many common words, and on a large
 #: tree every one of them costs rg time and a count in hundreds of files, and every file
 #: read costs its slicing and scoring; the hook shows TOP_K places and has no time for that.
-HOOK_TERMS = 6
+HOOK_TERMS = 10
 HOOK_FILES = 16
 
 # --- the hook -------------------------------------------------------------------------------
@@ -187,8 +187,9 @@ def _record(judged: Decision, **fields: Any) -> dict[str, Any]:
     return record
 
 
-def hook_plan(prompt: str, vocabulary: Vocabulary | None) -> SearchPlan:
-    """The hook's search: at most HOOK_TERMS of the prompt's terms, HOOK_FILES files read.
+def hook_plan(prompt: str, vocabulary: Vocabulary | None, terms: int = HOOK_TERMS,
+              files: int = HOOK_FILES) -> SearchPlan:
+    """The hook's search: at most ``terms`` of the prompt's terms, ``files`` files read.
 
     The terms kept are those of identifier or file-name shape, then the words the
     repository's own names hold (its vocabulary, when the repository rule read it) in at
@@ -198,7 +199,7 @@ def hook_plan(prompt: str, vocabulary: Vocabulary | None) -> SearchPlan:
     from slm_rerank.lexical.plan import SearchPlan, choose_terms
     from slm_rerank.lexical.terms import extract
 
-    terms = extract(prompt[:QUERY_CHARS]).terms
+    found = extract(prompt[:QUERY_CHARS]).terms
     if vocabulary is None:
         def files_naming(word: str) -> int | None:
             return None
@@ -208,8 +209,8 @@ def hook_plan(prompt: str, vocabulary: Vocabulary | None) -> SearchPlan:
             found = vocabulary.lookup(word)
             return None if found is None else found[0]
         ceiling = max(2, math.ceil(MAX_FILE_SHARE * vocabulary.files))
-    chosen = choose_terms(terms, files_naming, ceiling, HOOK_TERMS) if terms else None
-    return SearchPlan(terms=chosen, max_files=HOOK_FILES)
+    chosen = choose_terms(found, files_naming, ceiling, terms) if found else None
+    return SearchPlan(terms=chosen, max_files=files)
 
 
 def _by_repository(prompt: str, cwd: Path, host: Any, seconds: float

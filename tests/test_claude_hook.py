@@ -425,16 +425,18 @@ def test_the_hook_searches_named_terms_then_the_repositorys_words_and_no_more(
     files.update({f"misc/m{i}.py": f"X{i} = {i}\n" for i in range(10)})
     root = make_repo(tmp_path / "repo", files)
     seen = spy_on_search(monkeypatch)
-    # eight terms; by extract's order (longest first) "backwards" and "sometimes" lead
-    prompt = "the uploader sends chunks and the progress bar jumps backwards sometimes"
+    # 11 terms; by extract's order (longest first) the prose words lead, and "bar" is last
+    prompt = ("the uploader sends chunks and the progress bar jumps backwards sometimes, "
+              "flickering, stuttering and rewinding")
 
     outcome = claude_hook.run(hook_input(prompt, root).encode(), deadline=60.0)
 
     assert outcome.hook["reason"] == "words of this codebase", outcome.hook
     [searched] = seen["terms"]
     assert len(searched) == claude_hook.HOOK_TERMS
-    # the five words the repository's names hold, then the longest of the rest
-    assert sorted(searched) == ["backwards", "bar", "chunks", "progress", "sends", "uploader"]
+    # the five words the repository's names hold, then the five longest of the rest
+    assert sorted(searched) == ["backwards", "bar", "chunks", "flickering", "progress",
+                                "rewinding", "sends", "sometimes", "stuttering", "uploader"]
 
 
 def test_on_a_large_generated_tree_the_hook_ends_within_its_deadline(
