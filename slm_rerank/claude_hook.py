@@ -206,8 +206,8 @@ def hook_plan(prompt: str, vocabulary: Vocabulary | None, terms: int = HOOK_TERM
         ceiling = 0
     else:
         def files_naming(word: str) -> int | None:
-            found = vocabulary.lookup(word)
-            return None if found is None else found[0]
+            hit = vocabulary.lookup(word)
+            return None if hit is None else hit[0]
         ceiling = max(2, math.ceil(MAX_FILE_SHARE * vocabulary.files))
     chosen = choose_terms(found, files_naming, ceiling, terms) if found else None
     return SearchPlan(terms=chosen, max_files=files)
