@@ -17,6 +17,7 @@ from pathlib import Path
 from slm_rerank import usage
 from slm_rerank.cache_folder import cache_path, usable_folder
 from slm_rerank.host import Host
+from slm_rerank.lexical.plan import SearchPlan
 from slm_rerank.lexical.scope import resolve_root, resolve_scope
 from slm_rerank.overrides import apply_overrides, overrides
 from slm_rerank.pipeline import SearchRequest, run_search
@@ -61,6 +62,7 @@ def search(
     dirty: bool = False,
     by_slice: bool = False,
     root_name: str = "root=",
+    plan: SearchPlan | None = None,
 ) -> Report:
     """Rank the places under ``root`` (default: the repository holding the cwd) for ``query``.
 
@@ -82,6 +84,7 @@ def search(
     lifts files with uncommitted changes (``--dirty``); ``by_slice`` fills each citation's
     ``slice`` and ``report.slices`` (``--by-slice``). ``root_name`` is how the caller's
     user sets the root, for the error a path outside it gets (the MCP tool's ``root``).
+    ``plan`` narrows the search to fewer terms and files (``lexical.plan``; the prompt hook's).
     """
     if not isinstance(query, str):
         raise TypeError(f"search(query=...) must be a str, not {type(query).__name__}")
@@ -111,7 +114,7 @@ def search(
         query=query, root=scope.root, paths=scope.paths, globs=scope.globs, notes=scope.notes,
         fast=fast, top_k=settings.top_k, chunks=settings.chunks, cache_dir=cache_dir,
         explain=explain, expanders=[EXPANDER] if expand else [], stubs=stubs, dirty=dirty,
-        by_slice=by_slice,
+        by_slice=by_slice, plan=plan,
     )
     started_note = None
     if not fast:

@@ -20,11 +20,21 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slm_rerank.errors import ConfigError
-from slm_rerank.prompt_classifier import QUERY_CHARS, Decision, by_vocabulary, classify
+from slm_rerank.prompt_classifier import (
+    MAX_FILE_SHARE,
+    QUERY_CHARS,
+    Decision,
+    by_vocabulary,
+    classify,
+)
 from slm_rerank.report import visible
+
+if TYPE_CHECKING:
+    from slm_rerank.lexical.plan import SearchPlan
+    from slm_rerank.vocabulary import Vocabulary
 
 __all__ = ["CALLER", "DEFAULT_DEADLINE", "DEADLINE_ENV", "Decision", "Outcome", "classify",
            "deadline_from", "main", "render", "run"]
@@ -40,6 +50,12 @@ TOP_K = 5
 VOCABULARY_SHARE = 0.5
 #: the most stdin read: a prompt with a long paste fits; a runaway writer stops here
 MAX_STDIN_BYTES = 2_000_000
+#: The hook's search plan (``lexical.plan``): the query terms searched for and the candidate
+#: files read and sliced. A plain-English prompt gives many common words, and on a large
+#: tree every one of them costs rg time and a count in hundreds of files, and every file
+#: read costs its slicing and scoring; the hook shows TOP_K places and has no time for that.
+HOOK_TERMS = 10
+HOOK_FILES = 16
 
 # --- the hook -------------------------------------------------------------------------------
 
@@ -171,9 +187,36 @@ def _record(judged: Decision, **fields: Any) -> dict[str, Any]:
     return record
 
 
-def _by_repository(prompt: str, cwd: Path, host: Any, seconds: float) -> Decision:
+def hook_plan(prompt: str, vocabulary: Vocabulary | None, terms: int = HOOK_TERMS,
+              files: int = HOOK_FILES) -> SearchPlan:
+    """The hook's search: at most ``terms`` of the prompt's terms, ``files`` files read.
+
+    The terms kept are those of identifier or file-name shape, then the words the
+    repository's own names hold (its vocabulary, when the repository rule read it) in at
+    most MAX_FILE_SHARE of its files, then the rest, each group in the query's order of
+    terms (weightiest, then longest, first).
+    """
+    from slm_rerank.lexical.plan import SearchPlan, choose_terms
+    from slm_rerank.lexical.terms import extract
+
+    found = extract(prompt[:QUERY_CHARS]).terms
+    if vocabulary is None:
+        def files_naming(word: str) -> int | None:
+            return None
+        ceiling = 0
+    else:
+        def files_naming(word: str) -> int | None:
+            hit = vocabulary.lookup(word)
+            return None if hit is None else hit[0]
+        ceiling = max(2, math.ceil(MAX_FILE_SHARE * vocabulary.files))
+    chosen = choose_terms(found, files_naming, ceiling, terms) if found else None
+    return SearchPlan(terms=chosen, max_files=files)
+
+
+def _by_repository(prompt: str, cwd: Path, host: Any, seconds: float
+                   ) -> tuple[Decision, Vocabulary | None]:
     """The repository rule's decision on a prompt the shapes left open, its vocabulary read
-    (from the cache, or built) within ``seconds``."""
+    (from the cache, or built) within ``seconds``; and that vocabulary (None: not read)."""
     from slm_rerank import vocabulary
     from slm_rerank.cache_folder import cache_path
 
@@ -181,11 +224,13 @@ def _by_repository(prompt: str, cwd: Path, host: Any, seconds: float) -> Decisio
     try:
         loaded = vocabulary.load(cwd, cache_path(host.settings), seconds)
     except vocabulary.OutOfTime:
-        return Decision(False, "repository vocabulary not read in time (kept for next time)")
+        return Decision(False, "repository vocabulary not read in time (kept for next time)"
+                        ), None
     judged = by_vocabulary(prompt, loaded.vocabulary)
     took = (time.perf_counter() - started) * 1000
     return dataclasses.replace(judged, evidence=f"{judged.evidence}; vocabulary "
-                               f"{'cached' if loaded.cached else 'built'} in {took:.0f} ms")
+                               f"{'cached' if loaded.cached else 'built'} in {took:.0f} ms"
+                               ), loaded.vocabulary
 
 
 def run(data: bytes, deadline: float, force_fast: bool = False) -> Outcome:
@@ -222,16 +267,17 @@ def run(data: bytes, deadline: float, force_fast: bool = False) -> Outcome:
             from slm_rerank.api import search as api_search
 
             host, _, fast = _host_for(cwd, deadline)
+            words = None
             if not decision.code:
                 left = deadline - (time.perf_counter() - started)
-                judged = _by_repository(prompt, cwd, host, left * VOCABULARY_SHARE)
+                judged, words = _by_repository(prompt, cwd, host, left * VOCABULARY_SHARE)
                 result["decision"] = judged
                 if not judged.code:
                     return
             result["searching"] = True
             fast = fast or force_fast
             report = api_search(prompt[:QUERY_CHARS], cwd, fast=fast, caller=CALLER,
-                                host=host, top_k=TOP_K)
+                                host=host, top_k=TOP_K, plan=hook_plan(prompt, words))
             result["output"] = render(report, fast)
             result["top_paths"] = [c.path for c in report.results[:TOP_K]]
             result["fast"] = fast

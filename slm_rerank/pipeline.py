@@ -24,6 +24,7 @@ from slm_rerank.errors import ConfigError, QueryError, SlmRerankError
 from slm_rerank.host import Host
 from slm_rerank.lexical.filetypes import path_kind
 from slm_rerank.lexical.gather import Gathered, gather_files
+from slm_rerank.lexical.plan import SearchPlan, planned_files, planned_terms
 from slm_rerank.lexical.rank import Ranked, head, rank_chunks
 from slm_rerank.lexical.scores import ScoredChunk
 from slm_rerank.lexical.terms import QueryTerms, Term, extract
@@ -62,6 +63,8 @@ class SearchRequest:
     dirty: bool = False
     #: group the results by architectural slice (``--by-slice``)
     by_slice: bool = False
+    #: fewer terms and files for a caller with little time (the prompt hook)
+    plan: SearchPlan | None = None
 
 
 @dataclass
@@ -178,6 +181,8 @@ def prefer_dirty(request: SearchRequest, host: Host, gathered: Gathered, notes: 
 def rank(request: SearchRequest, host: Host, gathered: Gathered, notes: list[str]) -> Ranked:
     """Every chunk of the candidate files, scored lexically, best first
     (``lexical/rank.py``)."""
+    if request.plan is not None:
+        gathered.evidence = planned_files(gathered.evidence, request.plan)
     return rank_chunks(request.root, gathered, notes, top_k=request.top_k,
                        limit=host.settings.max_file_bytes, cache_dir=request.cache_dir)
 
@@ -374,7 +379,7 @@ def run_search(request: SearchRequest, host: Host, settings: Settings | None = N
     started = clock()
     notes = list(request.notes)
     timings: dict[str, float] = {}
-    terms = query_terms(request.query)
+    terms = planned_terms(query_terms(request.query), request.plan)
 
     warnings: list[str] = []
     expand(request, host, terms, notes)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -367,3 +368,99 @@ def test_stats_says_how_many_prompts_were_judged_code_and_by_which_rule(
     doc = json.loads(cli("stats", "--format", "json", cwd=repo).stdout)
     assert doc["hook"]["judged_code"] == 3
     assert doc["hook"]["by_rule"]["words of this codebase"] == 1
+
+
+# --- the hook's search plan (issue 20: its p95 on a large tree) ------------------------------
+
+
+def many_matching_files(root: Path, count: int) -> Path:
+    """A repository of ``count`` upload modules, every one holding the prompt's words."""
+    body = ("def send_{i}(progress):\n    \"\"\"The upload progress bar, as the uploader "
+            "reports it: chunk {i} of the file.\"\"\"\n    return progress + {i}\n")
+    return make_repo(root, {f"uploader/part{i}.py": body.format(i=i) for i in range(count)})
+
+
+def spy_on_search(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
+    """Record the terms each search looked for and the files it read."""
+    from slm_rerank import pipeline
+    from slm_rerank.lexical import rank
+
+    seen: dict[str, list[Any]] = {"terms": [], "read": []}
+    gather, read = pipeline.gather, rank.read_candidate
+
+    def gathering(request: Any, host: Any, terms: Any, notes: list[str]) -> Any:
+        seen["terms"].append([t.root for t in terms.terms])
+        return gather(request, host, terms, notes)
+
+    def reading(root: Path, rel: str, limit: int) -> Any:
+        seen["read"].append(rel)
+        return read(root, rel, limit)
+
+    monkeypatch.setattr(pipeline, "gather", gathering)
+    monkeypatch.setattr(rank, "read_candidate", reading)
+    return seen
+
+
+def test_the_hook_reads_at_most_its_plans_files_however_many_match(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from slm_rerank import claude_hook
+
+    root = many_matching_files(tmp_path / "repo", 90)
+    seen = spy_on_search(monkeypatch)
+
+    outcome = claude_hook.run(hook_input("where is the upload progress reported?", root)
+                              .encode(), deadline=60.0)
+
+    assert outcome.hook["decision"] == "query", outcome.hook
+    assert 0 < len(seen["read"]) <= claude_hook.HOOK_FILES
+    assert outcome.output is not None and "- uploader/part" in outcome.output
+
+
+def test_the_hook_searches_named_terms_then_the_repositorys_words_and_no_more(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from slm_rerank import claude_hook
+
+    files = {"net/uploader.py": "def send_chunk(data):\n    return data\n",
+             "ui/progress.py": "class ProgressBar:\n    shown = 0\n"}
+    files.update({f"misc/m{i}.py": f"X{i} = {i}\n" for i in range(10)})
+    root = make_repo(tmp_path / "repo", files)
+    seen = spy_on_search(monkeypatch)
+    # 11 terms; by extract's order (longest first) the prose words lead, and "bar" is last
+    prompt = ("the uploader sends chunks and the progress bar jumps backwards sometimes, "
+              "flickering, stuttering and rewinding")
+
+    outcome = claude_hook.run(hook_input(prompt, root).encode(), deadline=60.0)
+
+    assert outcome.hook["reason"] == "words of this codebase", outcome.hook
+    [searched] = seen["terms"]
+    assert len(searched) == claude_hook.HOOK_TERMS
+    # the five words the repository's names hold, then the five longest of the rest
+    assert sorted(searched) == ["backwards", "bar", "chunks", "flickering", "progress",
+                                "rewinding", "sends", "sometimes", "stuttering", "uploader"]
+
+
+def test_on_a_large_generated_tree_the_hook_ends_within_its_deadline(
+        tmp_path: Path) -> None:
+    root = many_matching_files(tmp_path / "repo", 3000)
+    deadline = 1.0
+    started = time.monotonic()
+
+    done = run_hook(hook_input("the upload progress bar jumps backwards", root), root,
+                    "--fast", "--deadline", str(deadline))
+
+    # the interpreter's start is outside the deadline; 10x leaves room for a busy machine
+    assert time.monotonic() - started < 10 * deadline + 5
+    assert done.returncode == 0
+
+
+def test_the_prompt_hook_command_imports_no_other_command() -> None:
+    script = ("import sys\nfrom slm_rerank.cli import main\n"
+              "sys.argv = ['slm-rerank', 'hook', 'claude-prompt', '--fast']\n"
+              "try:\n    main()\nexcept SystemExit:\n    pass\n"
+              "print(sorted(m for m in sys.modules if m.startswith('slm_rerank.cli.')))")
+
+    done = subprocess.run([sys.executable, "-c", script], input=b"{}", capture_output=True,
+                          timeout=60)
+
+    assert done.stdout.decode().split("\n")[-2] == "['slm_rerank.cli.hook', " \
+                                                    "'slm_rerank.cli.terminal']", done.stderr

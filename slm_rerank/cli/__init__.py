@@ -18,11 +18,19 @@ def main() -> None:
         return
     import click
 
-    from slm_rerank.cli.commands import cli
     from slm_rerank.cli.terminal import visible
 
+    args, prog = sys.argv[1:], "slm-rerank"
+    if args[:2] == ["hook", "claude-prompt"]:
+        # The prompt hook runs before every prompt the user sends: it imports its own command
+        # alone, not every command's module (a third of its start-up).
+        from slm_rerank.cli.hook import hook as cli
+
+        args, prog = args[1:], "slm-rerank hook"
+    else:
+        from slm_rerank.cli.commands import cli
     try:
-        cli.main(args=sys.argv[1:], prog_name="slm-rerank", standalone_mode=False)
+        cli.main(args=args, prog_name=prog, standalone_mode=False)
     except click.UsageError as exc:
         # One line that names the culprit, instead of click's usage block.
         where = exc.ctx.command_path if exc.ctx is not None else "slm-rerank"

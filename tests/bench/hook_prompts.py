@@ -2,6 +2,8 @@
 """The prompt hook's classifier on labelled prompts, and the hook's latency on sympy.
 
     python tests/bench/hook_prompts.py [--split dev|held-out|all] [--show] [--latency N]
+                                       [--before DIR]
+    python tests/bench/hook_prompts.py --quality N
 
 ``hook_prompts.jsonl`` (beside this file) holds one prompt a line: ``repo`` (a benchmark
 repository), ``prompt``, ``label`` (code, process or chat), ``kind`` (plain: a coding
@@ -19,8 +21,14 @@ code (the recall of code kinds, the false-positive rate of the others).
 it), and pipes N prompts of the set (all when 0; default 60), each into a fresh
 ``slm-rerank hook claude-prompt --fast`` with the sympy tree as cwd and a cache folder of
 its own: a first pass with the chunk cache empty, a second over the same prompts with it
-warm. It prints the wall p50/p95 of each pass, for all prompts and for those that got
-context, and the hook's own vocabulary-check times from the usage log.
+warm. It prints the wall and CPU p50/p95 of each pass, how many prompts got context, and
+the hook's own vocabulary-check times from the usage log. ``--before DIR`` (a source tree
+of an older commit: ``git archive COMMIT | tar -x -C DIR``) times that version's hook
+beside this one, prompt by prompt, each with its own cache folder.
+
+``--quality N`` compares the hook's search plan (``claude_hook.hook_plan``) with the normal
+fast search on N benchmark cases (issue titles as prompts, spread over the case file):
+Hit@5 of the files the fix changed, and CPU time per search, in one process.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 import resource
 import subprocess
@@ -122,63 +131,142 @@ def nearest_rank(values: list[float], share: float) -> float:
     return ordered[max(0, math.ceil(share * len(ordered)) - 1)]
 
 
-def latency(rows: list[dict[str, Any]], count: int, deadline: float) -> None:
-    """The hook's wall time on sympy, a fresh process per prompt: a first pass with the
-    caches empty (each search slices its files for the first time), then a second pass
-    over the same prompts with the caches warm (as a repository is after a while of use)."""
+#: the command line, run by this venv's python so that ``--before`` can swap the source
+LAUNCH = "import sys; from slm_rerank.cli import main; sys.exit(main())"
+
+
+def latency(rows: list[dict[str, Any]], count: int, deadline: float,
+            before: Path | None = None) -> None:
+    """The hook's wall and CPU time on sympy, a fresh process per prompt: a first pass with
+    the caches empty (each search slices its files for the first time), then a second pass
+    over the same prompts with the caches warm (as a repository is after a while of use).
+
+    ``before``: a source tree of another version (``git archive COMMIT | tar -x -C DIR``),
+    run prompt by prompt beside this one, each with a cache folder of its own, so that the
+    two are measured under the same load.
+    """
     tree = tree_of(LATENCY_REPO)
     prompts = [r["prompt"] for r in rows][: count or None]
-    cpu: list[float] = []
-    with tempfile.TemporaryDirectory() as cache:
-        env = {"SLM_RERANK_CACHE_DIR": cache, "PATH": str(CLI.parent) + ":/usr/bin:/bin",
-               "HOME": str(Path.home())}
+    versions = [("this version", None)] + ([("before", before)] if before else [])
+    with tempfile.TemporaryDirectory() as scratch:
+        caches = {name: Path(scratch) / str(i) for i, (name, _) in enumerate(versions)}
 
-        def once(prompt: str) -> tuple[float, bool]:
+        def once(name: str, source: Path | None, prompt: str) -> tuple[float, float, bool]:
+            env = {"SLM_RERANK_CACHE_DIR": str(caches[name]), "HOME": str(Path.home()),
+                   "PATH": str(CLI.parent) + ":/usr/bin:/bin"}
+            if source is not None:
+                env["PYTHONPATH"] = str(source)  # ahead of the editable install's finder
             data = json.dumps({"prompt": prompt, "cwd": str(tree),
                                "hook_event_name": "UserPromptSubmit"}).encode()
             started = time.perf_counter()
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            done = subprocess.run([str(CLI), "hook", "claude-prompt", "--fast",
-                                   "--deadline", str(deadline)], input=data,
-                                  capture_output=True, env=env, timeout=120, cwd=tree)
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            before_use = resource.getrusage(resource.RUSAGE_CHILDREN)
+            done = subprocess.run([str(CLI.parent / "python"), "-c", LAUNCH, "hook",
+                                   "claude-prompt", "--fast", "--deadline", str(deadline)],
+                                  input=data, capture_output=True, env=env, timeout=120,
+                                  cwd=tree)
+            after_use = resource.getrusage(resource.RUSAGE_CHILDREN)
             # CPU time (the hook's and its rg's): what a shared machine's load cannot inflate
-            cpu.append((after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
-                       * 1000)
-            return (time.perf_counter() - started) * 1000, bool(done.stdout.strip())
+            cpu = (after_use.ru_utime + after_use.ru_stime - before_use.ru_utime
+                   - before_use.ru_stime) * 1000
+            return (time.perf_counter() - started) * 1000, cpu, bool(done.stdout.strip())
 
         # the vocabulary first, in process and timed: a first build on a loaded machine can
         # take more than the hook's share of its deadline, and would be timed over prompts
         started = time.perf_counter()
-        load(tree, Path(cache), 600.0)
-        built = (time.perf_counter() - started) * 1000
+        for cache in caches.values():
+            load(tree, cache, 600.0)
+        built = (time.perf_counter() - started) * 1000 / len(caches)
         started = time.perf_counter()
-        load(tree, Path(cache), 600.0)
+        load(tree, caches[versions[0][0]], 600.0)
         warm = (time.perf_counter() - started) * 1000
-        passes = [[once(p) for p in prompts] for _ in ("cold", "warm")]
-        checks = [float(m.group(2)) for line in (Path(cache) / "usage.jsonl").open()
-                  for m in [re.search(r"vocabulary (cached|built) in (\d+) ms", line)] if m]
+        runs: dict[tuple[str, str], list[tuple[float, float, bool]]] = defaultdict(list)
+        for pass_name in ("caches empty", "caches warm"):
+            for prompt in prompts:
+                for name, source in versions:
+                    runs[(name, pass_name)].append(once(name, source, prompt))
+        checks = {name: [float(m.group(2)) for line in (cache / "usage.jsonl").open()
+                         for m in [re.search(r"vocabulary (cached|built) in (\d+) ms", line)]
+                         if m] for name, cache in caches.items()}
     print()
     print(f"hook latency, --fast, cwd {tree.name}, a fresh process per prompt "
-          f"({len(prompts)} prompts):")
-    names = ("first pass, caches empty", "second pass, caches warm")
+          f"({len(prompts)} prompts, the first of the set; load average before "
+          f"{os.getloadavg()[0]:.1f}):")
     print(f"  vocabulary, in process: first build {built:.0f} ms, warm check {warm:.0f} ms")
-    for name, walls in zip(names, passes, strict=True):
-        every = [w for w, _ in walls]
-        gave = [w for w, answered in walls if answered]
-        print(f"  {name}: all p50 {nearest_rank(every, 0.5):.0f} ms, p95 "
-              f"{nearest_rank(every, 0.95):.0f} ms; the {len(gave)} that gave context p50 "
-              f"{nearest_rank(gave, 0.5):.0f} ms, p95 {nearest_rank(gave, 0.95):.0f} ms"
-              if gave else f"  {name}: none gave context")
-    half = len(cpu) // 2
-    for name, part in (("first pass", cpu[:half]), ("second pass", cpu[half:])):
-        if part:
-            print(f"  CPU time per hook run, {name}: p50 {nearest_rank(part, 0.5):.0f} ms, "
-                  f"p95 {nearest_rank(part, 0.95):.0f} ms")
-    if checks:
-        print(f"  the vocabulary check in the hook (warm): {len(checks)} runs, p50 "
-              f"{nearest_rank(checks, 0.5):.0f} ms, p95 {nearest_rank(checks, 0.95):.0f} ms, "
-              f"max {max(checks):.0f} ms")
+    print()
+    print("| version | pass | wall p50 | wall p95 | CPU p50 | CPU p95 | gave context | "
+          "their CPU p50 | their CPU p95 | vocabulary check p50 |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for (name, pass_name), done in runs.items():
+        walls, cpus = [w for w, _, _ in done], [c for _, c, _ in done]
+        gave = [c for _, c, answered in done if answered] or [0.0]
+        check = checks.get(name) or [0.0]
+        print(f"| {name} | {pass_name} | {nearest_rank(walls, 0.5):.0f} ms | "
+              f"{nearest_rank(walls, 0.95):.0f} ms | {nearest_rank(cpus, 0.5):.0f} ms | "
+              f"{nearest_rank(cpus, 0.95):.0f} ms | {sum(a for _, _, a in done)} | "
+              f"{nearest_rank(gave, 0.5):.0f} ms | {nearest_rank(gave, 0.95):.0f} ms | "
+              f"{nearest_rank(check, 0.5):.0f} ms |")
+
+
+def quality(count: int, trees: Path, cases_file: Path, mode: str,
+            variants: list[tuple[int, int]]) -> None:
+    """Hit@5 and search cost of the hook's plan against the normal fast search, on ``count``
+    benchmark cases (titles as queries, spread over the case file), in one process.
+
+    The normal search and the plan run side by side, case by case, with the chunk cache
+    warmed by one search of each first; the cost is CPU time (this process's and its rg's),
+    which a shared machine's load does not inflate the way it does wall time.
+    """
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from cases import spread_sample
+    from metrics import hit_at
+
+    from slm_rerank.claude_hook import HOOK_FILES, HOOK_TERMS, hook_plan
+    from slm_rerank.config import load_settings
+    from slm_rerank.host import Host
+    from slm_rerank.pipeline import SearchRequest, run_search
+
+    def cpu() -> float:
+        own, kids = (resource.getrusage(who) for who in
+                     (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+        return (own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime) * 1000
+
+    sample = spread_sample(cases_file, trees, count)
+    host = Host(load_settings())
+    sizes = [(HOOK_TERMS, HOOK_FILES)] + [v for v in variants if v != (HOOK_TERMS, HOOK_FILES)]
+    names = ["normal fast search"] + [f"plan: {t} terms, {f} files" + (
+        " (the hook's)" if (t, f) == (HOOK_TERMS, HOOK_FILES) else "") for t, f in sizes] + [
+        "the hook's plan without a vocabulary (a prompt a shape decided)"]
+    hits: dict[str, list[bool]] = {n: [] for n in names}
+    costs: dict[str, list[float]] = {n: [] for n in names}
+    with tempfile.TemporaryDirectory() as cache:
+        for case in sample:
+            tree = case.tree(trees).resolve()
+            words = load(tree, Path(cache), 600.0).vocabulary
+            query = case.text(mode)
+            plans = [None] + [hook_plan(query, words, t, f) for t, f in sizes] + [
+                hook_plan(query, None)]
+            for warm in (True, False):
+                for name, plan in zip(names, plans, strict=True):
+                    started = cpu()
+                    found = run_search(SearchRequest(query=query, root=tree, top_k=5,
+                                                     cache_dir=Path(cache), plan=plan), host)
+                    if not warm:
+                        costs[name].append(cpu() - started)
+                        hits[name].append(bool(hit_at([c.path for c in found.results],
+                                                      case.gold_files, 5)))
+    print()
+    print(f"the hook's plan against the normal fast search: {len(sample)} benchmark cases, "
+          f"{'titles' if mode == 'title' else 'whole issues'} as queries, top 5 files")
+    print()
+    print("| search | Hit@5 | CPU p50 | CPU p95 |")
+    print("| --- | ---: | ---: | ---: |")
+    for name in names:
+        print(f"| {name} | {100 * sum(hits[name]) / len(hits[name]):.1f} | "
+              f"{nearest_rank(costs[name], 0.5):.0f} ms | "
+              f"{nearest_rank(costs[name], 0.95):.0f} ms |")
+    lost = sum(a and not b for a, b in zip(hits[names[0]], hits[names[1]], strict=True))
+    won = sum(b and not a for a, b in zip(hits[names[0]], hits[names[1]], strict=True))
+    print(f"\nthe plan lost {lost} of the normal search's hits and found {won} it missed")
 
 
 def main() -> int:
@@ -190,7 +278,23 @@ def main() -> int:
                         help="prompts timed through the hook on sympy (0: all; -1: none)")
     parser.add_argument("--deadline", type=float, default=5.0, metavar="SECONDS",
                         help="the hook's --deadline while timed (default 5, its own)")
+    parser.add_argument("--before", type=Path, default=None, metavar="DIR",
+                        help="with --latency: time this source tree's hook beside this one")
+    parser.add_argument("--quality", type=int, default=0, metavar="N",
+                        help="Hit@5 and cost of the hook's plan against the normal search "
+                             "on N benchmark cases (titles), then stop")
+    parser.add_argument("--mode", choices=("title", "query"), default="title",
+                        help="with --quality: the issue's title or its whole text")
+    parser.add_argument("--variants", default="", metavar="TxF,...",
+                        help="with --quality: more plans to try, as terms x files (10x16)")
+    parser.add_argument("--cases", type=Path, default=REPO_ROOT.parent / "shared" / "bench"
+                        / "swe-dev.jsonl", help="benchmark cases for --quality")
     args = parser.parse_args()
+    if args.quality:
+        variants = [(int(t), int(f)) for t, f in
+                    (v.split("x") for v in args.variants.split(",") if v)]
+        quality(args.quality, TREES, args.cases, args.mode, variants)
+        return 0
     rows = [json.loads(line) for line in PROMPTS.read_text().splitlines() if line.strip()]
     splits = [args.split] if args.split else ["dev", "held-out", "all"]
     if args.split and args.split != "all":
@@ -204,7 +308,7 @@ def main() -> int:
         part = [d.code for r, d in alone if r["label"] == label]
         print(f"repository rule alone, {label} prompts judged code: {sum(part)}/{len(part)}")
     if args.latency >= 0:
-        latency(rows, args.latency, args.deadline)
+        latency(rows, args.latency, args.deadline, args.before)
     return 0
 
 
