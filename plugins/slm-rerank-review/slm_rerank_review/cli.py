@@ -105,8 +105,10 @@ def make_group() -> click.Group:
                         "invented. `review [PATHS]... -q TEXT` is `review run` (see "
                         "`review run --help` for its options).",
                         context_settings={"help_option_names": ["-h", "--help"]})
+    from slm_rerank_review.bench_command import bench  # the trust benchmark
+
     group.add_command(run)
-    for command in SUBCOMMANDS:
+    for command in (bench, *SUBCOMMANDS):
         group.add_command(command)
     return group
 

@@ -42,6 +42,9 @@ _CAMEL = re.compile(r"(?<![\w$])(?:[a-z][a-z0-9]*[A-Z]|[A-Z][a-z0-9]+[A-Z])[A-Za
 _SNAKE = re.compile(r"(?<![\w$])_*[A-Za-z][A-Za-z0-9]*(?:_+[A-Za-z0-9]+)+_*(?![\w$])"
                     r"|(?<![\w$])_+[A-Za-z][A-Za-z0-9]*(?![\w$])")
 _CALL = re.compile(r"(?<![\w$.])([A-Za-z_$][A-Za-z0-9_$]*)\(\)")
+#: a dotted name (``this.queue``, ``os.path.join``), spaces around its dots allowed
+_DOTTED = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*(?:[ \t]*\.[ \t]*[A-Za-z_$][A-Za-z0-9_$]*)+")
+_DOT_SPACE = re.compile(r"[ \t]*\.[ \t]*")
 
 #: words a backticked span may hold that are the language's, not the code's names
 KEYWORDS = frozenset("""
@@ -128,21 +131,51 @@ def claim_identifiers(claim: str, listed: Iterable[str] = ()) -> tuple[str, ...]
     """The code names ``claim`` uses and the model ``listed``, in order, each once."""
     names: list[str] = []
     for span in _CODE_SPAN.findall(claim):
-        names.extend(t for t in _TOKEN.findall(span) if t not in KEYWORDS)
+        names.extend(_code_names(span))
     prose = _CODE_SPAN.sub(" ", claim)
     names.extend(m for m in _CAMEL.findall(prose) if m not in PROSE_CAMEL)
     names.extend(_SNAKE.findall(prose))
     names.extend(_CALL.findall(prose))
     for item in listed:
-        names.extend(t for t in _TOKEN.findall(item) if t not in KEYWORDS)
+        names.extend(_code_names(item))
     return tuple(dict.fromkeys(names))
+
+
+#: the receivers of an attribute: ``this.queue`` names an attribute of the object, and the
+#: word "queue" elsewhere in the chunk (a comment) does not show that it exists
+RECEIVERS = frozenset({"this", "self", "cls"})
+
+
+def _code_names(code: str) -> list[str]:
+    """The names of a piece of code, each that is no keyword: a dotted name part by part
+    (``Range.__call__`` is there when ``class Range`` and ``def __call__`` are), except an
+    attribute of ``this``, ``self`` or ``cls``, which is asked for whole."""
+    names: list[str] = []
+    for match in _DOTTED.finditer(code):
+        parts = _DOT_SPACE.split(match.group())
+        if parts[0] in RECEIVERS:
+            names.append(".".join(parts[:2]))
+            parts = parts[2:]
+        names.extend(p for p in parts if p not in KEYWORDS)
+    rest = _DOTTED.sub(" ", code)
+    return names + [t for t in _TOKEN.findall(rest) if t not in KEYWORDS]
+
+
+def _present(name: str, chunk_text: str, tokens: set[str]) -> bool:
+    """Whether the chunk holds ``name``: a name as a token, an attribute of a receiver as
+    that receiver, a dot and that attribute (spaces around the dot allowed)."""
+    if "." not in name:
+        return name in tokens
+    receiver, attribute = name.split(".", 1)
+    pattern = rf"(?<![\w$]){re.escape(receiver)}[ \t]*\.[ \t]*{re.escape(attribute)}(?![\w$])"
+    return re.search(pattern, chunk_text) is not None
 
 
 def check_identifiers(candidate: Candidate, chunk_text: str) -> Dropped | None:
     """None when every name of the claim occurs in the chunk, else why it is dropped."""
     names = claim_identifiers(candidate.claim, candidate.identifiers)
     present = set(_TOKEN.findall(chunk_text))
-    missing = [name for name in names if name not in present]
+    missing = [name for name in names if not _present(name, chunk_text, present)]
     if not missing:
         return None
     shown = ", ".join(f"'{name[:40]}'" for name in missing[:DETAIL_NAMES])

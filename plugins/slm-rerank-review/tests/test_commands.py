@@ -70,3 +70,10 @@ def test_a_first_word_that_is_no_subcommand_is_the_reviews_own_argument(
     assert ran_bench.stdout == "bench ran\n"
     assert seen == [("src",)]
 
+
+
+def test_review_bench_runs_the_trust_benchmark_by_its_name() -> None:
+    result = CliRunner().invoke(review_cli.make_group(), ["bench"])
+
+    assert result.exit_code == 0, result.output
+    assert "precision" in result.stdout.lower()

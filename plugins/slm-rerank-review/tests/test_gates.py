@@ -145,7 +145,8 @@ def test_code_names_are_read_from_backticks_camel_snake_and_calls() -> None:
     claim = ("`retry` never resets `self.delay`; onSkip and HttpClient read max_tokens, "
              "MAX_SIZE and _private, and close() is never called on the JavaScript side")
 
-    assert claim_identifiers(claim) == ("retry", "delay", "onSkip", "HttpClient",
+    # an attribute of self is asked for whole: self.delay, not delay
+    assert claim_identifiers(claim) == ("retry", "self.delay", "onSkip", "HttpClient",
                                         "max_tokens", "MAX_SIZE", "_private", "close")
 
 
@@ -205,3 +206,25 @@ def test_evidence_is_checked_before_identifiers() -> None:
 def test_a_form_feed_inside_a_line_does_not_shift_the_line_numbers() -> None:
     on_disk = "first = 1  # \x0c page\nsecond_line = 2\n"
     assert lines_of(check_evidence(candidate("second_line = 2"), on_disk)) == (21, 21)
+
+
+def test_a_dotted_name_must_be_in_the_chunk_whole_not_part_by_part() -> None:
+    chunk = "take() {\n  // the queue is drained by take\n  const now = this.now();\n}\n"
+    invented = Candidate("a.ts", 1, 4, "`take` reads `this.queue`, never assigned",
+                         "const now = this.now();", ("this.queue",), "high")
+    real = Candidate("a.ts", 1, 4, "`take` reads `this.now` before the loop",
+                     "const now = this.now();", ("this . now",), "low")
+
+    dropped = check_identifiers(invented, chunk)
+
+    assert dropped is not None and dropped.reason == Reason.CLAIM_SYMBOL_NOT_IN_CHUNK
+    assert "this.queue" in dropped.detail
+    assert check_identifiers(real, chunk) is None
+
+
+def test_a_dotted_name_that_is_no_attribute_of_self_is_asked_for_part_by_part() -> None:
+    chunk = "from os import path\n\ndef where(name):\n    return path.join(ROOT, name)\n"
+    claim = Candidate("w.py", 1, 4, "`os.path.join` gets an absolute ROOT",
+                      "    return path.join(ROOT, name)", (), "low")
+
+    assert check_identifiers(claim, chunk) is None

@@ -17,10 +17,9 @@ from slm_rerank_review.bench_command import bench
 from slm_rerank_review.trust_bench import run_deterministic
 from slm_rerank_review.trust_labels import CORPUS
 
-#: candidates the gates do not yet treat as labelled: a gap the bench found in gates.py
-#: (a dotted name's parts are looked up one by one, so `this.queue` passes the identifier
-#: gate on the word "queue" of a comment); each has an xfail test below that says so
-KNOWN_GAPS = frozenset({"ts-symbol-this-queue"})
+#: candidates the gates do not yet treat as labelled (none: the one the bench found, a
+#: dotted name passing on its last part in a comment, is fixed in gates.py)
+KNOWN_GAPS: frozenset[str] = frozenset()
 
 
 def test_every_supported_candidate_of_the_corpus_is_reported() -> None:
@@ -42,8 +41,6 @@ def test_every_fabricated_and_invented_candidate_is_dropped_for_its_labelled_rea
     assert [(o.labelled.id, o.reason) for o in others if not o.as_labelled] == []
 
 
-@pytest.mark.xfail(strict=True, reason="gates.py checks the parts of a dotted name one by "
-                   "one: `this.queue` passes on 'queue' in a comment of the chunk")
 def test_a_dotted_name_the_chunk_lacks_is_dropped_though_its_last_part_is_in_a_comment(
         ) -> None:
     result = run_deterministic()
