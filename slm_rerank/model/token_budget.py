@@ -204,6 +204,9 @@ async def judge_in_rounds(run: RunRound, documents: Sequence[Document], order: S
             break
         if part.stopped:
             merged.stopped, merged.fault = part.stopped, part.fault
+            if part.fault == "deadline":  # the round's counts would say "1 of 2"
+                merged.stopped = (f"the deadline passed after {len(merged.scores)} of "
+                                  f"{len(order)} documents were scored")
             break
         if cascade and len(merged.scores) >= CASCADE_FIRST and left:
             best = max((v.probability for v in merged.scores.values()), default=0.0)

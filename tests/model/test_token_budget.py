@@ -196,3 +196,14 @@ def test_a_seconds_budget_does_not_start_a_round_its_pace_says_would_pass_it() -
     assert len(outcome.scores) == 4
     assert "would be passed by the next round" in (use.stopped or "")
     assert costly.asked == [str(i) for i in range(4)]
+
+
+def test_the_deadline_passing_in_a_round_is_a_fault_counted_over_the_whole_head() -> None:
+    costly = Costly(delay=0.3)
+
+    outcome, use = run_rounds(costly, documents(10), cascade=True,
+                              deadline=time.monotonic() + 1.0)
+
+    assert outcome.fault == "deadline" and use.stopped is None
+    assert outcome.stopped == (f"the deadline passed after {len(outcome.scores)} of 10 "
+                               "documents were scored")
