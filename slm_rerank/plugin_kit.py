@@ -37,6 +37,7 @@ from slm_rerank.lexical.terms import STOP_WORDS, light, split_identifier, stem
 from slm_rerank.model.answers import NextToken, TokenChoice, endpoint_url, excerpt
 from slm_rerank.model.fusion import sigmoid
 from slm_rerank.registrations import Endpoint, ModelProfile
+from slm_rerank.safefile import read_at_most
 
 if TYPE_CHECKING:
     from slm_rerank.host import Host
@@ -55,6 +56,8 @@ __all__ = [
     "sigmoid",
     # a plugin's own command (register_commands) that talks to a model server
     "ModelServer", "command_host", "find_model_server",
+    # reading a file a repository holds, within a cap
+    "read_at_most",
 ]
 
 

@@ -79,6 +79,20 @@ def open_regular(path: Path, flags: int, mode: int = 0o644) -> int:
     return fd
 
 
+def read_at_most(fd: int, limit: int) -> bytes:
+    """At most ``limit`` bytes of the open file ``fd``, read in steps of 1 MiB: a caller
+    that asks for one byte past its cap tells a file that grew since its ``fstat``."""
+    parts: list[bytes] = []
+    left = limit
+    while left > 0:
+        part = os.read(fd, min(left, 1 << 20))
+        if not part:
+            break
+        parts.append(part)
+        left -= len(part)
+    return b"".join(parts)
+
+
 def check_regular(path: Path) -> None:
     """Raise NotRegularFile when ``path`` exists and is not a regular file (lstat: a
     symlink is refused, not followed); for files another library opens by name."""

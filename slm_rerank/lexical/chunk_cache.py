@@ -45,15 +45,7 @@ def _read_entry(path: Path, cap: int) -> bytes | None:
     try:
         if os.fstat(fd).st_size > cap:
             return None
-        parts = []
-        left = cap + 1  # one byte past the cap tells a file that grew since the fstat
-        while left > 0:
-            part = os.read(fd, min(left, 1 << 20))
-            if not part:
-                break
-            parts.append(part)
-            left -= len(part)
-        data = b"".join(parts)
+        data = safefile.read_at_most(fd, cap + 1)  # one past the cap: a file that grew
         return None if len(data) > cap else data
     except OSError:
         return None

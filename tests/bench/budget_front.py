@@ -32,6 +32,7 @@ from pathlib import Path
 
 from cases import DEFAULT_CASES, load_cases
 from metrics import hit_at, mean
+from model_refuse import distinct
 
 from slm_rerank.config import Settings
 from slm_rerank.host import Host
@@ -41,16 +42,6 @@ from slm_rerank.model.fusion import fuse_scores, judge_weight
 
 HEADS = (4, 6, 8, 12, 16)
 CASCADES = ((4, 0.6), (4, 0.7), (4, 0.8), (2, 0.7))
-
-
-def distinct(paths: list[str], k: int = 10) -> list[str]:
-    out: list[str] = []
-    for path in paths:
-        if path not in out:
-            out.append(path)
-            if len(out) == k:
-                break
-    return out
 
 
 def cascade(head: list[int], verdicts: dict[int, float], first: int, clear: float,

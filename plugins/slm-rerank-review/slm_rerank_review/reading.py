@@ -12,6 +12,7 @@ import os
 import stat
 from pathlib import Path
 
+from slm_rerank.plugin_kit import read_at_most
 from slm_rerank_review.gates import split_lines
 
 #: the largest file a chunk is read from (the search's own default max_filesize)
@@ -49,15 +50,7 @@ def read_lines(root: Path, path: str, start_line: int, end_line: int) -> str:
         if info.st_size > MAX_FILE_BYTES:
             raise ChunkUnreadable(f"{path}: {info.st_size} bytes, over the "
                                   f"{MAX_FILE_BYTES} a chunk is read from")
-        parts: list[bytes] = []
-        left = MAX_FILE_BYTES + 1
-        while left > 0:
-            part = os.read(fd, min(left, 1 << 20))
-            if not part:
-                break
-            parts.append(part)
-            left -= len(part)
-        data = b"".join(parts)
+        data = read_at_most(fd, MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise ChunkUnreadable(f"{path}: {exc.strerror or exc}") from None
     finally:
