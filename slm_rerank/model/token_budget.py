@@ -60,7 +60,12 @@ class Budget:
         return " and ".join(parts) or "none"
 
 
-_BUDGET = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(s|sec|seconds?|t|tok|tokens?)?\s*", re.IGNORECASE)
+# ASCII digits only (re.ASCII): "\d" alone also takes "٢٠٠٠" or full-width digits, a number
+# the person cannot check against what they meant to type
+_BUDGET = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(s|sec|seconds?|t|tok|tokens?)?\s*",
+                     re.IGNORECASE | re.ASCII)
+#: digits a budget may have: past this it is a typo, and float() would make it infinity
+_MAX_DIGITS = 18
 
 
 def parse_budget(text: str, where: str = "--budget") -> Budget:
@@ -71,14 +76,19 @@ def parse_budget(text: str, where: str = "--budget") -> Budget:
     if found is None:
         raise ConfigError(f"{where}: {text[:40]!r} is not a budget; give prompt tokens "
                           "(--budget 2000) or seconds (--budget 20s), or off")
-    amount, unit = float(found.group(1)), (found.group(2) or "t").lower()
+    number, unit = found.group(1), (found.group(2) or "t").lower()
+    if len(number.split(".")[0]) > _MAX_DIGITS:
+        raise ConfigError(f"{where}: {number[:20]}... is too large for a budget; give at "
+                          f"most {_MAX_DIGITS} digits, or off for no cap")
     if unit.startswith("s"):
-        if amount <= 0:
+        if float(number) <= 0:
             raise ConfigError(f"{where}: a budget in seconds must be above 0")
-        return Budget(seconds=amount)
-    if amount != int(amount) or amount < 1:
+        return Budget(seconds=float(number))
+    # tokens are read as an integer: through a float a large count would be rounded
+    whole, _, fraction = number.partition(".")
+    if fraction.strip("0") or int(whole) < 1:
         raise ConfigError(f"{where}: a budget in tokens is a whole number of at least 1")
-    return Budget(tokens=int(amount))
+    return Budget(tokens=int(whole))
 
 
 @dataclass

@@ -101,6 +101,25 @@ def test_a_budget_that_is_neither_tokens_nor_seconds_is_an_error_naming_the_flag
         parse_budget(text)
 
 
+@pytest.mark.parametrize("text", ["9" * 400, "9" * 400 + "s", "9" * 5000])
+def test_a_budget_too_large_for_a_number_is_an_error_naming_the_flag_not_a_crash(
+        text: str) -> None:
+    with pytest.raises(ConfigError, match="--budget"):
+        parse_budget(text)
+
+
+@pytest.mark.parametrize("text", ["\u0662\u0660\u0660\u0660", "\uff12\uff10s",
+                                  "2\u0660\u0660"])
+def test_a_budget_in_digits_other_than_ascii_is_an_error(text: str) -> None:
+    # "٢٠٠٠" read as 2000 is a number the person cannot check against what they typed
+    with pytest.raises(ConfigError, match="--budget"):
+        parse_budget(text)
+
+
+def test_a_large_token_budget_is_kept_exactly_not_rounded_through_a_float() -> None:
+    assert parse_budget("9007199254740993") == Budget(tokens=9007199254740993)
+
+
 # --- the rounds ---------------------------------------------------------------------------
 
 
