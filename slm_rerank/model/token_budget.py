@@ -253,12 +253,13 @@ def count_verdict(use: TokenUse, index: int, verdict: object, document: Document
     meter = meter if meter is not None else _Meter()
     prompt = getattr(verdict, "prompt_tokens", None)
     cached = getattr(verdict, "cached_tokens", None)
-    if prompt is None:
-        # the server did not count it: the estimate stands in, and the JSON says so
+    if not isinstance(prompt, int) or prompt < 0:
+        # the server did not count it (or gave a negative count, which would make what was
+        # read shrink and a budget never be reached): the estimate stands in, JSON says so
         prompt, cached = meter.estimate(len(document.text) + prefix_chars), 0
         use.estimated += 1
     else:
-        cached = min(cached or 0, prompt)
+        cached = max(0, min(cached if isinstance(cached, int) else 0, prompt))
         if cached:  # the prefix came from the cache: what was read is the document's
             meter.chars += len(document.text)
             meter.tokens += prompt - cached

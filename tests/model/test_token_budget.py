@@ -204,6 +204,33 @@ def test_a_server_that_does_not_count_tokens_gets_an_estimate_marked_as_one() ->
     assert use.estimated == 3 and use.prompt > 0
 
 
+class Lying(Costly):
+    """A server whose counts are broken: each verdict reports these prompt and cached
+    tokens whatever it read."""
+
+    def __init__(self, prompt: int, cached: int) -> None:
+        super().__init__()
+        self.reported = (prompt, cached)
+
+    async def score(self, request: ScoreRequest) -> AsyncIterator[DocumentScore]:
+        for i, doc in enumerate(request.documents):
+            self.asked.append(doc.id)
+            yield DocumentScore(i, 0.3, prompt_tokens=self.reported[0],
+                                cached_tokens=self.reported[1])
+
+
+@pytest.mark.parametrize(("prompt", "cached"), [(-100_000, 0), (300, -100_000),
+                                                (-5, -100_000)])
+def test_a_server_reporting_negative_token_counts_does_not_lift_the_token_budget(
+        prompt: int, cached: int) -> None:
+    # a negative count would make what was read go down, and the budget never be reached
+    outcome, use = run_rounds(Lying(prompt, cached), documents(40), Budget(tokens=1000))
+
+    assert 0 < len(outcome.scores) < 40
+    assert use.prompt >= 0 and use.cached >= 0 and 0 <= use.read
+    assert "budget of 1000 prompt tokens" in (use.stopped or "")
+
+
 def test_a_seconds_budget_does_not_start_a_round_its_pace_says_would_pass_it() -> None:
     costly = Costly(delay=0.15)  # two passages a round: 0.3 s a round
 
