@@ -150,7 +150,8 @@ async def judge_in_rounds(run: RunRound, documents: Sequence[Document], order: S
                           use: TokenUse,
                           on_round: Callable[[ScoreOutcome, list[int]], None],
                           prefix_tokens: int | None = None,
-                          deadline: float = math.inf) -> ScoreOutcome:
+                          deadline: float = math.inf,
+                          started: float | None = None) -> ScoreOutcome:
     """Judge ``documents[i]`` for ``i`` in ``order``, in rounds of ``slots`` passages, until
     the head ends, a round stops early (a fault or the deadline), the budget would be
     passed, or the cascade has its clear yes. Returns the merged outcome, by index into
@@ -160,13 +161,14 @@ async def judge_in_rounds(run: RunRound, documents: Sequence[Document], order: S
     the query): each slot reads it once before its prompt cache holds it; ``prefix_tokens``
     is its length in tokens when the server counted it. ``deadline`` is the run's; a round
     stops at it or at the seconds budget's end, whichever comes first, and only the first
-    is a fault.
+    is a fault. ``started`` (``time.monotonic()``) is when the query's judge began, if
+    before this call (a tokenize request sized the budget): the seconds budget counts from it.
     """
     merged = ScoreOutcome()
     meter = _Meter()
     if prefix_tokens:
         meter.first = max(prefix_chars / prefix_tokens, 1.0)
-    started = time.monotonic()
+    started = started if started is not None else time.monotonic()
     ends = started + budget.seconds if budget.seconds is not None else math.inf
     left = list(order)
     warm = 0  # slots that have read the shared prefix

@@ -242,3 +242,44 @@ def test_a_seconds_budget_does_not_start_a_round_its_pace_says_would_pass_it() -
     assert len(outcome.scores) == 4
     assert "would be passed by the next round" in (use.stopped or "")
     assert costly.asked == [str(i) for i in range(4)]
+
+
+class SlowTokenizer:
+    """A client whose tokenize endpoint answers only after ``delay`` seconds."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+
+    async def tokenize(self, endpoint: Endpoint, text: str) -> list[int]:
+        await asyncio.sleep(self.delay)
+        return list(range(len(text) // 3))
+
+
+class Prompt:
+    def render_completion(self, query: str, document: str) -> str:
+        return "Query: " + query + "\nDocument:\n" + document
+
+
+def test_a_seconds_budget_is_a_total_that_counts_the_prefix_tokenize_too() -> None:
+    # tokens and seconds both set: the tokenize that sizes the token budget is part of the
+    # seconds the query's judge may take, not spent before the seconds budget's clock starts
+    import dataclasses as dc
+
+    from slm_rerank.config import Settings
+    from slm_rerank.model.progress import Progress
+    from slm_rerank.model.stage import _score
+
+    docs = documents(6)
+    endpoint = Endpoint("http://judge", slots=2)
+    request = ScoreRequest(query="q", documents=docs, endpoint=endpoint,
+                           profile=Prompt(),  # type: ignore[arg-type]
+                           client=SlowTokenizer(20.0), deadline=time.monotonic() + 60)
+    settings = dc.replace(Settings(), budget_tokens=100_000, budget_seconds=0.5)
+    use = TokenUse()
+
+    started = time.monotonic()
+    asyncio.run(_score(Costly().scorer(), request, [endpoint], True, settings, use, PREFIX,
+                       Progress(len(docs), stream=None)))
+
+    assert time.monotonic() - started < 5  # 10x the budget, far below the 20 s tokenize
+    assert use.stopped is not None and "0.5 s" in use.stopped
