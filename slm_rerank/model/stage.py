@@ -311,10 +311,13 @@ async def _score(scorer: Scorer, request: ScoreRequest, endpoints: Sequence[Endp
             mine.failed = mine.failed or u.failed
 
     slots = sum(max(1, e.slots) for e in endpoints)
+    # a seconds budget is a total: the tokenize that sizes a token budget counts in it
+    started = time.monotonic()
+    ends = started + budget.seconds if budget.seconds is not None else math.inf
+    prefix_tokens = await _prefix_tokens(request, budget, min(deadline, ends))
     outcome = await judge_in_rounds(run, request.documents, range(len(request.documents)),
                                     prefix_chars, slots, budget, settings.cascade, tokens,
-                                    merge, await _prefix_tokens(request, budget, deadline),
-                                    deadline)
+                                    merge, prefix_tokens, deadline, started)
     outcome.uses = list(uses.values())
     return outcome
 

@@ -60,7 +60,12 @@ class Budget:
         return " and ".join(parts) or "none"
 
 
-_BUDGET = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(s|sec|seconds?|t|tok|tokens?)?\s*", re.IGNORECASE)
+# ASCII digits only (re.ASCII): "\d" alone also takes "٢٠٠٠" or full-width digits, a number
+# the person cannot check against what they meant to type
+_BUDGET = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(s|sec|seconds?|t|tok|tokens?)?\s*",
+                     re.IGNORECASE | re.ASCII)
+#: digits a budget may have: past this it is a typo, and float() would make it infinity
+_MAX_DIGITS = 18
 
 
 def parse_budget(text: str, where: str = "--budget") -> Budget:
@@ -71,14 +76,19 @@ def parse_budget(text: str, where: str = "--budget") -> Budget:
     if found is None:
         raise ConfigError(f"{where}: {text[:40]!r} is not a budget; give prompt tokens "
                           "(--budget 2000) or seconds (--budget 20s), or off")
-    amount, unit = float(found.group(1)), (found.group(2) or "t").lower()
+    number, unit = found.group(1), (found.group(2) or "t").lower()
+    if len(number.split(".")[0]) > _MAX_DIGITS:
+        raise ConfigError(f"{where}: {number[:20]}... is too large for a budget; give at "
+                          f"most {_MAX_DIGITS} digits, or off for no cap")
     if unit.startswith("s"):
-        if amount <= 0:
+        if float(number) <= 0:
             raise ConfigError(f"{where}: a budget in seconds must be above 0")
-        return Budget(seconds=amount)
-    if amount != int(amount) or amount < 1:
+        return Budget(seconds=float(number))
+    # tokens are read as an integer: through a float a large count would be rounded
+    whole, _, fraction = number.partition(".")
+    if fraction.strip("0") or int(whole) < 1:
         raise ConfigError(f"{where}: a budget in tokens is a whole number of at least 1")
-    return Budget(tokens=int(amount))
+    return Budget(tokens=int(whole))
 
 
 @dataclass
@@ -140,7 +150,8 @@ async def judge_in_rounds(run: RunRound, documents: Sequence[Document], order: S
                           use: TokenUse,
                           on_round: Callable[[ScoreOutcome, list[int]], None],
                           prefix_tokens: int | None = None,
-                          deadline: float = math.inf) -> ScoreOutcome:
+                          deadline: float = math.inf,
+                          started: float | None = None) -> ScoreOutcome:
     """Judge ``documents[i]`` for ``i`` in ``order``, in rounds of ``slots`` passages, until
     the head ends, a round stops early (a fault or the deadline), the budget would be
     passed, or the cascade has its clear yes. Returns the merged outcome, by index into
@@ -150,13 +161,14 @@ async def judge_in_rounds(run: RunRound, documents: Sequence[Document], order: S
     the query): each slot reads it once before its prompt cache holds it; ``prefix_tokens``
     is its length in tokens when the server counted it. ``deadline`` is the run's; a round
     stops at it or at the seconds budget's end, whichever comes first, and only the first
-    is a fault.
+    is a fault. ``started`` (``time.monotonic()``) is when the query's judge began, if
+    before this call (a tokenize request sized the budget): the seconds budget counts from it.
     """
     merged = ScoreOutcome()
     meter = _Meter()
     if prefix_tokens:
         meter.first = max(prefix_chars / prefix_tokens, 1.0)
-    started = time.monotonic()
+    started = started if started is not None else time.monotonic()
     ends = started + budget.seconds if budget.seconds is not None else math.inf
     left = list(order)
     warm = 0  # slots that have read the shared prefix
@@ -246,12 +258,13 @@ def count_verdict(use: TokenUse, index: int, verdict: object, document: Document
     meter = meter if meter is not None else _Meter()
     prompt = getattr(verdict, "prompt_tokens", None)
     cached = getattr(verdict, "cached_tokens", None)
-    if prompt is None:
-        # the server did not count it: the estimate stands in, and the JSON says so
+    if not isinstance(prompt, int) or prompt < 0:
+        # the server did not count it (or gave a negative count, which would make what was
+        # read shrink and a budget never be reached): the estimate stands in, JSON says so
         prompt, cached = meter.estimate(len(document.text) + prefix_chars), 0
         use.estimated += 1
     else:
-        cached = min(cached or 0, prompt)
+        cached = max(0, min(cached if isinstance(cached, int) else 0, prompt))
         if cached:  # the prefix came from the cache: what was read is the document's
             meter.chars += len(document.text)
             meter.tokens += prompt - cached

@@ -101,6 +101,25 @@ def test_a_budget_that_is_neither_tokens_nor_seconds_is_an_error_naming_the_flag
         parse_budget(text)
 
 
+@pytest.mark.parametrize("text", ["9" * 400, "9" * 400 + "s", "9" * 5000])
+def test_a_budget_too_large_for_a_number_is_an_error_naming_the_flag_not_a_crash(
+        text: str) -> None:
+    with pytest.raises(ConfigError, match="--budget"):
+        parse_budget(text)
+
+
+@pytest.mark.parametrize("text", ["\u0662\u0660\u0660\u0660", "\uff12\uff10s",
+                                  "2\u0660\u0660"])
+def test_a_budget_in_digits_other_than_ascii_is_an_error(text: str) -> None:
+    # "٢٠٠٠" read as 2000 is a number the person cannot check against what they typed
+    with pytest.raises(ConfigError, match="--budget"):
+        parse_budget(text)
+
+
+def test_a_large_token_budget_is_kept_exactly_not_rounded_through_a_float() -> None:
+    assert parse_budget("9007199254740993") == Budget(tokens=9007199254740993)
+
+
 # --- the rounds ---------------------------------------------------------------------------
 
 
@@ -185,6 +204,33 @@ def test_a_server_that_does_not_count_tokens_gets_an_estimate_marked_as_one() ->
     assert use.estimated == 3 and use.prompt > 0
 
 
+class Lying(Costly):
+    """A server whose counts are broken: each verdict reports these prompt and cached
+    tokens whatever it read."""
+
+    def __init__(self, prompt: int, cached: int) -> None:
+        super().__init__()
+        self.reported = (prompt, cached)
+
+    async def score(self, request: ScoreRequest) -> AsyncIterator[DocumentScore]:
+        for i, doc in enumerate(request.documents):
+            self.asked.append(doc.id)
+            yield DocumentScore(i, 0.3, prompt_tokens=self.reported[0],
+                                cached_tokens=self.reported[1])
+
+
+@pytest.mark.parametrize(("prompt", "cached"), [(-100_000, 0), (300, -100_000),
+                                                (-5, -100_000)])
+def test_a_server_reporting_negative_token_counts_does_not_lift_the_token_budget(
+        prompt: int, cached: int) -> None:
+    # a negative count would make what was read go down, and the budget never be reached
+    outcome, use = run_rounds(Lying(prompt, cached), documents(40), Budget(tokens=1000))
+
+    assert 0 < len(outcome.scores) < 40
+    assert use.prompt >= 0 and use.cached >= 0 and 0 <= use.read
+    assert "budget of 1000 prompt tokens" in (use.stopped or "")
+
+
 def test_a_seconds_budget_does_not_start_a_round_its_pace_says_would_pass_it() -> None:
     costly = Costly(delay=0.15)  # two passages a round: 0.3 s a round
 
@@ -207,3 +253,44 @@ def test_the_deadline_passing_in_a_round_is_a_fault_counted_over_the_whole_head(
     assert outcome.fault == "deadline" and use.stopped is None
     assert outcome.stopped == (f"the deadline passed after {len(outcome.scores)} of 10 "
                                "documents were scored")
+
+
+class SlowTokenizer:
+    """A client whose tokenize endpoint answers only after ``delay`` seconds."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+
+    async def tokenize(self, endpoint: Endpoint, text: str) -> list[int]:
+        await asyncio.sleep(self.delay)
+        return list(range(len(text) // 3))
+
+
+class Prompt:
+    def render_completion(self, query: str, document: str) -> str:
+        return "Query: " + query + "\nDocument:\n" + document
+
+
+def test_a_seconds_budget_is_a_total_that_counts_the_prefix_tokenize_too() -> None:
+    # tokens and seconds both set: the tokenize that sizes the token budget is part of the
+    # seconds the query's judge may take, not spent before the seconds budget's clock starts
+    import dataclasses as dc
+
+    from slm_rerank.config import Settings
+    from slm_rerank.model.progress import Progress
+    from slm_rerank.model.stage import _score
+
+    docs = documents(6)
+    endpoint = Endpoint("http://judge", slots=2)
+    request = ScoreRequest(query="q", documents=docs, endpoint=endpoint,
+                           profile=Prompt(),  # type: ignore[arg-type]
+                           client=SlowTokenizer(20.0), deadline=time.monotonic() + 60)
+    settings = dc.replace(Settings(), budget_tokens=100_000, budget_seconds=0.5)
+    use = TokenUse()
+
+    started = time.monotonic()
+    asyncio.run(_score(Costly().scorer(), request, [endpoint], True, settings, use, PREFIX,
+                       Progress(len(docs), stream=None)))
+
+    assert time.monotonic() - started < 5  # 10x the budget, far below the 20 s tokenize
+    assert use.stopped is not None and "0.5 s" in use.stopped

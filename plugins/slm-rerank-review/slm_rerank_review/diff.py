@@ -16,6 +16,7 @@ from pathlib import Path
 
 from slm_rerank.errors import ConfigError
 from slm_rerank.plugin_kit import GitError, git_output
+from slm_rerank.report import display_path
 
 #: seconds each git call may take, within the review's own deadline
 GIT_SECONDS = 20.0
@@ -37,10 +38,21 @@ class Changes:
     new_files: set[str] = field(default_factory=set)
 
     def touches(self, path: str, start_line: int, end_line: int) -> bool:
-        if path in self.new_files:
+        """Whether ``path`` (as the search cites it: a byte that is not UTF-8 escaped,
+        ``display_path``) has a changed line in ``start_line``..``end_line``."""
+        escaped = "\\x" in path  # only then can the search's name differ from git's
+        if path in self.new_files or (escaped and path in self._shown_new):
             return True
-        changed = self.lines.get(path)
+        changed = self.lines.get(path) or (self._shown_lines.get(path) if escaped else None)
         return bool(changed) and any(start_line <= n <= end_line for n in changed)
+
+    @property
+    def _shown_lines(self) -> dict[str, set[int]]:
+        return {display_path(p): lines for p, lines in self.lines.items()}
+
+    @property
+    def _shown_new(self) -> set[str]:
+        return {display_path(p) for p in self.new_files}
 
     @property
     def paths(self) -> list[str]:

@@ -9,6 +9,7 @@ a link out of the root or a file of gigabytes must not block, escape or fill mem
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -17,6 +18,22 @@ from slm_rerank_review.gates import split_lines
 
 #: the largest file a chunk is read from (the search's own default max_filesize)
 MAX_FILE_BYTES = 2_000_000
+
+
+#: a byte of a file name that is not UTF-8, as the search prints it (``display_path``)
+_ESCAPED_BYTE = re.compile(r"\\x([89a-f][0-9a-f])")
+
+
+def on_disk(root: Path, path: str) -> str:
+    """The file name ``path`` stands for under ``root``: the search cites a name that is not
+    UTF-8 with its bytes escaped (``caf\\xe9.py``), which names no file; the name with those
+    bytes back is the file's own. A file really named with the escape wins."""
+    if "\\x" not in path or os.path.lexists(root / path):
+        return path
+    raw = os.fsdecode(_ESCAPED_BYTE.sub(
+        lambda m: os.fsdecode(bytes([int(m.group(1), 16)])), path).encode(
+            "utf-8", "surrogateescape"))
+    return raw if os.path.lexists(root / raw) else path
 
 
 class ChunkUnreadable(Exception):
@@ -29,7 +46,7 @@ def read_lines(root: Path, path: str, start_line: int, end_line: int) -> str:
     Raises ChunkUnreadable for a path out of the root, a file that is gone or not a
     regular file, one over ``MAX_FILE_BYTES``, or lines the file no longer has.
     """
-    where = root / path
+    where = root / on_disk(root, path)
     try:
         resolved_root = root.resolve()
         resolved = where.resolve()

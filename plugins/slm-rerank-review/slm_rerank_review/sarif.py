@@ -9,6 +9,7 @@ a code-scanning view lists what was found, and ``--json`` keeps the rest.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -16,13 +17,14 @@ from urllib.parse import quote
 import slm_rerank_review
 from slm_rerank.report import visible
 from slm_rerank_review.findings import Finding
+from slm_rerank_review.reading import on_disk
 from slm_rerank_review.review import ReviewReport
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 RULE_ID = "review/finding"
 
 
-def _result(finding: Finding) -> dict[str, Any]:
+def _result(finding: Finding, root: Path) -> dict[str, Any]:
     c, span = finding.candidate, finding.span
     properties: dict[str, Any] = {"identifiers": list(c.identifiers)}
     for name in ("support", "contradiction"):
@@ -34,8 +36,10 @@ def _result(finding: Finding) -> dict[str, Any]:
         "level": c.severity,
         "message": {"text": c.claim},
         "locations": [{"physicalLocation": {
-            # a relative reference: each segment percent-encoded, "/" kept
-            "artifactLocation": {"uri": quote(c.path), "uriBaseId": "%SRCROOT%"},
+            # a relative reference: each segment percent-encoded, "/" kept; of the file's own
+            # bytes, so a name that is not UTF-8 is the file's (quote() of it would raise)
+            "artifactLocation": {"uri": quote(os.fsencode(on_disk(root, c.path))),
+                                 "uriBaseId": "%SRCROOT%"},
             "region": {"startLine": span.start_line, "endLine": span.end_line,
                        "snippet": {"text": "\n".join(span.lines)}},
             "contextRegion": {"startLine": c.start_line, "endLine": c.end_line},
@@ -60,7 +64,7 @@ def render_sarif(report: ReviewReport) -> str:
                            "defaultConfiguration": {"level": "warning"}}],
             }},
             "originalUriBaseIds": {"%SRCROOT%": {"uri": root}},
-            "results": [_result(f) for f in report.findings],
+            "results": [_result(f, Path(report.root)) for f in report.findings],
             "properties": {"query": report.query, "degraded": report.degraded,
                            "dropped": len(report.dropped)},
         }],

@@ -89,6 +89,21 @@ def test_a_quoted_path_in_the_patch_is_read_back() -> None:
     assert parse_patch(patch) == {'café "x".py': {2, 3, 4}}
 
 
+def test_a_changed_file_whose_name_is_not_utf8_is_in_the_diff_as_the_search_cites_it(
+        committed: Path) -> None:
+    # the search cites b"caf\xe9.py" as "caf\\xe9.py" (its byte escaped), git names the file
+    import os
+
+    (committed / os.fsdecode(b"src/caf\xe9.py")).write_text("x = 1\n")
+    git(committed, "add", "-A")
+    git(committed, "commit", "-qm", "second")
+    (committed / os.fsdecode(b"src/caf\xe9.py")).write_text("x = 2\n")
+
+    changes = changed_lines(committed, None)
+
+    assert changes.touches("src/caf\\xe9.py", 1, 1)
+
+
 def test_a_review_with_diff_reports_only_findings_on_changed_lines(
         committed: Path, fake_llama: FakeLlama) -> None:
     (committed / "src" / "retry.py").write_text(RETRY.replace(

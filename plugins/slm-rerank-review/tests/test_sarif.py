@@ -78,3 +78,34 @@ def test_no_findings_is_a_valid_log_with_no_results(tmp_path: Path) -> None:
 
     validate(log)
     assert log["runs"][0]["results"] == []
+
+
+def test_a_finding_in_a_file_whose_name_is_not_utf8_is_reported_in_every_format(
+        project: Path, fake_llama: FakeLlama) -> None:
+    # a repository may name a file with any bytes: b"caf\xe9.py" is not UTF-8
+    import os
+
+    from review_fakes import RETRY
+    name = os.fsdecode(b"src/caf\xe9.py")
+    (project / name).write_text(RETRY, encoding="utf-8")
+    (project / "src" / "retry.py").unlink()
+    # the search cites (and the model is shown) the name with its byte escaped
+    fake_llama.answers["src/caf\\xe9.py"] = finding(
+        "`delay` starts at 0, so `retry` never backs off", "delay = delay * 2")
+
+    outputs = {}
+    for form in ("sarif", "json", "text"):
+        result = CliRunner().invoke(make_group(), [
+            str(project / "src"), "--root", str(project), "--fast", "-e", fake_llama.url,
+            "-q", "retry backoff delay", "--format", form])
+        assert result.exit_code == 0, (form, result.output, result.exception)
+        outputs[form] = result.stdout_bytes.decode("utf-8")  # what is printed encodes
+
+    log = json.loads(outputs["sarif"])
+    validate(log)
+    [reported] = log["runs"][0]["results"]
+    # the URI names the file's own bytes, percent-encoded, so a viewer opens that file
+    assert reported["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == \
+        "src/caf%E9.py"
+    assert json.loads(outputs["json"])["findings"]
+    assert "caf\\xe9.py" in outputs["text"]
