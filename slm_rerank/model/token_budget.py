@@ -54,11 +54,6 @@ class Budget:
     def __bool__(self) -> bool:
         return self.tokens is not None or self.seconds is not None
 
-    def text(self) -> str:
-        parts = ([f"{self.tokens} tokens"] if self.tokens is not None else []) + (
-            [f"{self.seconds:g} s"] if self.seconds is not None else [])
-        return " and ".join(parts) or "none"
-
 
 # ASCII digits only (re.ASCII): "\d" alone also takes "٢٠٠٠" or full-width digits, a number
 # the person cannot check against what they meant to type
@@ -180,11 +175,11 @@ async def judge_in_rounds(run: RunRound, documents: Sequence[Document], order: S
             size = max(size, CASCADE_FIRST)
         batch = left[:size]
         if budget.tokens is not None:
-            batch = _within_tokens(batch, documents, meter, budget.tokens - _spent(use),
+            batch = _within_tokens(batch, documents, meter, budget.tokens - use.read,
                                    prefix_chars, max(slots - warm, 0))
             if not batch:
                 use.stopped = (f"the budget of {budget.tokens} prompt tokens was reached "
-                               f"({_spent(use)} read)")
+                               f"({use.read} read)")
                 break
         if budget.seconds is not None:
             spent = time.monotonic() - started
@@ -230,10 +225,6 @@ async def judge_in_rounds(run: RunRound, documents: Sequence[Document], order: S
         use.unjudged = len(left)
         use.saved = sum(meter.estimate(len(documents[i].text)) for i in left)
     return merged
-
-
-def _spent(use: TokenUse) -> int:
-    return use.read
 
 
 def _within_tokens(batch: list[int], documents: Sequence[Document], meter: _Meter,
