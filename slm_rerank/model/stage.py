@@ -228,7 +228,8 @@ async def judge_documents_async(query: str, prepare: Prepare, host: Host, settin
             request = ScoreRequest(query=asked, documents=[documents[i] for i in firsts],
                                    profile=profile, endpoint=endpoint, deadline=deadline,
                                    options=options, client=client)
-            prefix = len(profile.render_completion(asked, "")) if profile else len(asked)
+            # the prompt around a document: what every prompt of this query shares
+            prefix = profile.render_completion(asked, "") if profile else asked
             progress = Progress(len(firsts))
             try:
                 outcome = await _score(scorer, request, endpoints, alone, settings,
@@ -282,10 +283,12 @@ async def judge_documents_async(query: str, prepare: Prepare, host: Host, settin
 
 
 async def _score(scorer: Scorer, request: ScoreRequest, endpoints: Sequence[Endpoint],
-                 alone: bool, settings: Settings, tokens: TokenUse, prefix_chars: int,
+                 alone: bool, settings: Settings, tokens: TokenUse, prefix: str,
                  progress: Progress) -> ScoreOutcome:
     """The scorer's verdicts on ``request``: all at once, or in rounds when a budget or the
-    cascade may stop early (``model/token_budget.py``); ``tokens`` gets what they cost."""
+    cascade may stop early (``model/token_budget.py``); ``tokens`` gets what they cost.
+    ``prefix`` is the prompt around a document, which every prompt of the query shares."""
+    prefix_chars = len(prefix)
     tick: Callable[[DocumentScore], None] = lambda _: progress.advance()  # noqa: E731
     budget = Budget(settings.budget_tokens, settings.budget_seconds)
     if not (alone and endpoints) or not (budget or settings.cascade):
@@ -314,7 +317,7 @@ async def _score(scorer: Scorer, request: ScoreRequest, endpoints: Sequence[Endp
     # a seconds budget is a total: the tokenize that sizes a token budget counts in it
     started = time.monotonic()
     ends = started + budget.seconds if budget.seconds is not None else math.inf
-    prefix_tokens = await _prefix_tokens(request, budget, min(deadline, ends))
+    prefix_tokens = await _prefix_tokens(request, prefix, budget, min(deadline, ends))
     outcome = await judge_in_rounds(run, request.documents, range(len(request.documents)),
                                     prefix_chars, slots, budget, settings.cascade, tokens,
                                     merge, prefix_tokens, deadline, started)
@@ -322,14 +325,13 @@ async def _score(scorer: Scorer, request: ScoreRequest, endpoints: Sequence[Endp
     return outcome
 
 
-async def _prefix_tokens(request: ScoreRequest, budget: Budget, deadline: float
-                         ) -> int | None:
+async def _prefix_tokens(request: ScoreRequest, prefix: str, budget: Budget,
+                         deadline: float) -> int | None:
     """The tokens of the prompt around a document, counted by the server, when a token
     budget needs them: one tokenize request, within the deadline; None when the server
     cannot count (the budget then estimates 3 characters a token)."""
     if budget.tokens is None or request.endpoint is None or request.profile is None:
         return None
-    prefix = request.profile.render_completion(request.query, "")
     try:
         counted = await asyncio.wait_for(request.client.tokenize(request.endpoint, prefix),
                                          max(deadline - time.monotonic(), 0.001))

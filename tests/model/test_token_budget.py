@@ -289,7 +289,8 @@ def test_a_seconds_budget_is_a_total_that_counts_the_prefix_tokenize_too() -> No
     use = TokenUse()
 
     started = time.monotonic()
-    asyncio.run(_score(Costly().scorer(), request, [endpoint], True, settings, use, PREFIX,
+    prefix = Prompt().render_completion("q", "").ljust(PREFIX)
+    asyncio.run(_score(Costly().scorer(), request, [endpoint], True, settings, use, prefix,
                        Progress(len(docs), stream=None)))
 
     assert time.monotonic() - started < 5  # 10x the budget, far below the 20 s tokenize
