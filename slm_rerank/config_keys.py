@@ -158,8 +158,9 @@ class Settings:
         "keeps what it has, as planned, not degraded (--budget 20s); unset: no cap",
         minimum=0.1, repo=REPO_LOWER, why="a deadline")
     cascade: bool = _setting(
-        False, "judge the first 4 passages, then go on only while none has a clear yes "
-        "(--cascade)", repo=REPO_NO,
+        False, "judge nothing when the lexical order is decisive (its first file scores "
+        "1.2 times the next), else the first 4 passages, then go on only while none has a "
+        "clear yes (--cascade)", repo=REPO_NO,
         why="how much of the head a query judges: off, every query spends the server on "
         "the whole head")
     auto_serve: bool = _setting(

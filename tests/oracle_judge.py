@@ -61,11 +61,14 @@ class OracleJudge:
         self.on_calls = on_calls
 
     def __call__(self, query: str, passages: Sequence[Any], host: Any, settings: Any,
-                 cache_dir: Path | None, intent: Any = None) -> Judgement:
+                 cache_dir: Path | None, intent: Any = None,
+                 decisive: str | None = None) -> Judgement:
         self.calls += 1
         word = query.split()[0]
-        scores = {j: DocumentScore(j, 0.9 if p.path == answer(word) else 0.1)
-                  for j, p in enumerate(passages)}
+        # the cascade's decisive lexical order is judged as the stage does: not at all
+        scores = {} if decisive else {
+            j: DocumentScore(j, 0.9 if p.path == answer(word) else 0.1)
+            for j, p in enumerate(passages)}
         degraded = self.degraded if self.on_calls is None or self.calls in self.on_calls \
             else None
         return Judgement(scores={} if degraded else scores,

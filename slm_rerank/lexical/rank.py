@@ -84,3 +84,16 @@ def head(ranked: Ranked, size: int) -> list[int]:
         (rest if item.path in seen else firsts).append(i)
         seen.add(item.path)
     return (firsts + rest)[:size]
+
+
+def lead(ranked: Ranked) -> float | None:
+    """How far the lexical order's first file leads: its best chunk's score over the best
+    chunk's score of the next file (1.0: a tie). None with fewer than two files or no
+    positive score to compare with."""
+    first = ranked.chunks[0] if ranked.chunks else None
+    if first is None or first.score <= 0:
+        return None
+    for item in ranked.chunks[1:]:
+        if item.path != first.path:
+            return first.score / item.score if item.score > 0 else None
+    return None

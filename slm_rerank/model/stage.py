@@ -32,7 +32,13 @@ from slm_rerank.model.profiles import ProfileChoice, choose_profile, weight_text
 from slm_rerank.model.progress import Progress
 from slm_rerank.model.score_cache import ScoreCache, ScoreKey
 from slm_rerank.model.scoring import EndpointUse, ScoreOutcome, collect, spread
-from slm_rerank.model.token_budget import Budget, TokenUse, count_verdict, judge_in_rounds
+from slm_rerank.model.token_budget import (
+    Budget,
+    TokenUse,
+    count_verdict,
+    judge_in_rounds,
+    unjudged_tokens,
+)
 from slm_rerank.registrations import (
     Document,
     DocumentScore,
@@ -122,23 +128,29 @@ Prepare = Callable[[Endpoint | None, ModelProfile | None, list[str]],
 
 
 async def judge_async(query: str, passages: Sequence[Passage], host: Host, settings: Settings,
-                      cache_dir: Path | None, intent: Intent | None = None) -> Judgement:
+                      cache_dir: Path | None, intent: Intent | None = None,
+                      decisive: str | None = None) -> Judgement:
     """Judge code chunks: each is shown with its ``File: path:lines`` line, cut to fit,
-    with the question of the query's ``intent`` where the profile words one."""
+    with the question of the query's ``intent`` where the profile words one.
+
+    ``decisive`` is why the cascade asks nothing (``token_budget.decisive_lead``): the
+    server and profile are found, and no chunk is sent.
+    """
     def prepare(narrowest: Endpoint | None, profile: ModelProfile | None,
                 notes: list[str]) -> tuple[str, list[Document]]:
         asked, fitted = fit_context(query, passages, narrowest, profile, notes)
         return asked, [p.document(i) for i, p in enumerate(fitted)]
 
     return await judge_documents_async(query, prepare, host, settings, cache_dir,
-                                       intent=intent)
+                                       intent=intent, decisive=decisive)
 
 
 async def judge_documents_async(query: str, prepare: Prepare, host: Host, settings: Settings,
                                 cache_dir: Path | None, noun: str = "chunks",
                                 unjudged: str = "keep their lexical order",
                                 intent: Intent | None = None,
-                                instruction: str | None = None) -> Judgement:
+                                instruction: str | None = None,
+                                decisive: str | None = None) -> Judgement:
     """Find the server, choose profile and scorer, and judge what ``prepare`` gives.
 
     A scorer whose verdicts depend on one document alone (``per_document``) is answered
@@ -190,6 +202,18 @@ async def judge_documents_async(query: str, prepare: Prepare, host: Host, settin
         # Every server may get any chunk: fit the one with the smallest context.
         narrowest = min(endpoints, key=lambda e: e.context_tokens or math.inf, default=None)
         asked, documents = prepare(narrowest, profile, judgement.notes)
+        if decisive is not None and documents:
+            # nothing is asked, not even the cache: one cached verdict would lift its chunk
+            # above the lexical first the cascade chose to keep
+            prefix = profile.render_completion(asked, "") if profile else asked
+            judgement.tokens = TokenUse(cascade=True, stopped=decisive,
+                                        unjudged=len(documents),
+                                        saved=unjudged_tokens(prefix, documents))
+            judgement.notes.append(f"0 of {len(documents)} {noun} were judged: {decisive}; "
+                                   f"the {len(documents)} (about {judgement.tokens.saved} "
+                                   f"prompt tokens) {unjudged}")
+            judgement.model_ms = (time.perf_counter() - started) * 1000
+            return judgement
         if narrowest is not None and documents:
             from slm_rerank.model.budget import measured_within
 
@@ -362,14 +386,15 @@ def _skipped_warning(skipped: dict[int, str], documents: Sequence[Document], nou
 
 
 def judge(query: str, passages: Sequence[Passage], host: Host, settings: Settings,
-          cache_dir: Path | None, intent: Intent | None = None) -> Judgement:
+          cache_dir: Path | None, intent: Intent | None = None,
+          decisive: str | None = None) -> Judgement:
     """``judge_async`` for callers without an event loop; a transient fault degrades.
 
     On the host's model session when it has one (warm client, known endpoint), else in a
     loop of its own.
     """
     session = host.model_session
-    coroutine = judge_async(query, passages, host, settings, cache_dir, intent)
+    coroutine = judge_async(query, passages, host, settings, cache_dir, intent, decisive)
     try:
         judgement = session.run(coroutine) if session else asyncio.run(coroutine)
     except TransientError as exc:

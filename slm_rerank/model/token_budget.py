@@ -14,8 +14,11 @@ This module lets a query spend less, and says what it spent:
   the server reports them after; a seconds budget does not start a round that the pace
   so far says would end past it, and also bounds the round in flight, so it is kept even
   when a round is slow;
-- the **cascade** judges the first ``CASCADE_FIRST`` passages, then goes on one round at
-  a time only while none of the judged has a clear yes (P(relevant) >= ``CLEAR_YES``).
+- the **cascade** asks nothing when the lexical order is already decisive (its first
+  file's best chunk scores at least ``DECISIVE_LEAD`` times the next file's: there the
+  lexical first is right far more often than a judge can lift, docs/benchmarks.md);
+  otherwise it judges the first ``CASCADE_FIRST`` passages, then goes on one round at a
+  time only while none of the judged has a clear yes (P(relevant) >= ``CLEAR_YES``).
 
 Passages go in head order (lexical order, file-diverse), so what a budget or the cascade
 leaves unjudged is the lexical tail, which keeps its lexical order below the judged ones
@@ -41,6 +44,23 @@ from slm_rerank.registrations import Document
 CASCADE_FIRST = 4
 #: a verdict at least this sure ends the cascade: the judge found what it was asked for
 CLEAR_YES = 0.8
+#: a lexical lead (``lexical.rank.lead``) at least this large: the cascade judges nothing
+DECISIVE_LEAD = 1.2
+
+
+def decisive_lead(lead: float | None) -> str | None:
+    """Why the cascade asks nothing for a query whose lexical first file leads by ``lead``
+    (None: it asks)."""
+    if lead is None or lead < DECISIVE_LEAD:
+        return None
+    return (f"the cascade judged nothing: the lexical order is decisive (its first file "
+            f"scores {lead:.2f} times the next, >= {DECISIVE_LEAD:g})")
+
+
+def unjudged_tokens(prefix: str, documents: Sequence[Document]) -> int:
+    """About how many prompt tokens judging ``documents`` would have read: the shared
+    prefix once, each document's text (3 characters a token)."""
+    return math.ceil((len(prefix) + sum(len(d.text) for d in documents)) / CHARS_PER_TOKEN)
 
 
 @dataclass(frozen=True)
