@@ -79,3 +79,34 @@ def test_a_bad_budget_is_a_usage_error_naming_the_flag(retry_repo: Path) -> None
     run = cli("-q", "retry", "--budget", "lots", cwd=retry_repo)
 
     assert run.returncode == 2 and "--budget" in run.stderr
+
+
+#: one file all about retry backoff, one that mentions a retry once: the lexical first
+#: file leads the next far past the cascade's DECISIVE_LEAD
+DECISIVE = {
+    "net/backoff.py": "".join(f"def retry_backoff_{i}(attempt):\n    # retry backoff\n"
+                              f"    return retry_backoff_delay(attempt) * {i}\n\n"
+                              for i in range(6)),
+    "ui/colour.py": "RED = 'red'\n# retry once\n",
+}
+
+
+def test_the_cascade_asks_the_server_nothing_when_the_lexical_order_is_decisive(
+        tmp_path: Path, llama_server) -> None:  # type: ignore[no-untyped-def]
+    repo = make_repo(tmp_path / "decisive", DECISIVE)
+    fast = cli("-q", "how is the retry backoff computed", "--fast", "--format", "json",
+               cwd=repo)
+    assert fast.returncode == 0, fast.stderr
+
+    doc = search(repo, llama_server.base_url, "--cascade")
+    judged = search(repo, llama_server.base_url)
+
+    tokens = doc["model"]["tokens"]
+    assert doc["model"]["endpoint"] == llama_server.base_url and doc["degraded"] is None
+    assert doc["model"]["scored"] == 0 and tokens["prompt"] == 0, tokens
+    assert "decisive" in tokens["stopped"] and tokens["unjudged"] > 1 and tokens["saved"] > 0
+    assert [r["path"] for r in doc["results"]] == [
+        r["path"] for r in json.loads(fast.stdout)["results"]]
+    # the same query without the cascade: the server judges the head the cascade left
+    assert judged["model"]["scored"] == tokens["unjudged"]
+    assert judged["model"]["tokens"]["prompt"] > 0
