@@ -136,18 +136,22 @@ class ModelClient:
         return None
 
     async def generate(self, endpoint: Endpoint, prompt: str, max_tokens: int = 32,
-                       stop: Sequence[str] = ()) -> str:
+                       stop: Sequence[str] = (), grammar: str | None = None) -> str:
         """The greedy (temperature 0) continuation of a raw prompt, at most ``max_tokens``.
 
         A short generation, for a caller that needs words rather than a verdict (query
         expansion). llama.cpp's ``/completion`` answers ``content``; ``/v1/completions``
-        answers ``choices[0].text``.
+        answers ``choices[0].text``. ``grammar`` (GBNF) constrains the continuation on
+        llama.cpp, which samples only tokens the grammar allows; other kinds have no such
+        field, so there it is not sent and the caller must read the answer as strictly.
         """
         stops = list(stop)
         if endpoint.kind == "llama.cpp":
             path = "/completion"
             body: dict[str, Any] = {"prompt": prompt, "n_predict": max_tokens,
                                     "temperature": 0, "cache_prompt": True, "stop": stops}
+            if grammar is not None:
+                body["grammar"] = grammar
             answer = await self._post(endpoint, path, body, remedy=_GENERATE_REMEDY)
             text = answer.get("content") if isinstance(answer, dict) else None
         elif endpoint.kind == "openai-completions":

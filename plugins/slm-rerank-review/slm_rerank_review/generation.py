@@ -75,6 +75,25 @@ ONE_SHOT = (
 #: where an answer ends: the marker asked for, or a base model starting another example
 STOPS = ("END", "\nQuery:", "\nDocument:")
 
+#: The one-shot layout's answer as a GBNF grammar, which llama.cpp samples within: NONE, or
+#: one to MAX_PER_CHUNK finding lines shaped like the example, with bounded strings. A base
+#: model copies an example's form only roughly (a 270M one wrote prose or half an object);
+#: bound so, each line parses and only what it says is left to the gates. Strings exclude
+#: raw control characters and allow JSON's escapes, so a multi-line quote is "\n"-joined.
+#: the grammar's bounds: characters of a claim and of its evidence, names listed
+GRAMMAR_CLAIM_CHARS, GRAMMAR_EVIDENCE_CHARS, GRAMMAR_NAMES = 240, 400, 8
+FINDINGS_GRAMMAR = "\n".join((
+    rf'root ::= "NONE" | finding ("\n" finding){{0,{MAX_PER_CHUNK - 1}}}',
+    r'finding ::= "{\"claim\": " claim ", \"evidence\": " evidence '
+    r'", \"identifiers\": [" names "], \"severity\": \"" level "\"}"',
+    rf'claim ::= "\"" char{{1,{GRAMMAR_CLAIM_CHARS}}} "\""',
+    rf'evidence ::= "\"" char{{1,{GRAMMAR_EVIDENCE_CHARS}}} "\""',
+    r'char ::= [^"\\\x00-\x1f] | "\\" ["\\/nt]',
+    rf'names ::= "" | name (", " name){{0,{GRAMMAR_NAMES - 1}}}',
+    r'name ::= "\"" [A-Za-z_$] [A-Za-z0-9_$.]{0,59} "\""',
+    r'level ::= "error" | "warning" | "note"',
+)) + "\n"
+
 
 @dataclass(frozen=True)
 class ShownChunk:
@@ -102,10 +121,15 @@ class Proposal:
     none_said: bool = False
 
 
+def _instructed(profile: ModelProfile | None) -> bool:
+    """An instruction-tuned model, asked in its own template (else: the one-shot layout)."""
+    return profile is not None and profile.chat
+
+
 def completion_prompt(profile: ModelProfile | None, query: str, chunk: ShownChunk) -> str:
     """The raw prompt: the profile's own template for an instruction-tuned model, else the
     one-shot layout (a base model, or no profile)."""
-    if profile is not None and profile.chat:
+    if _instructed(profile):
         return dataclasses.replace(profile, instruction=INSTRUCTION).render_completion(
             query, chunk.document())
     # str.format fills each field once: braces in the query or the code stay as they are
@@ -149,7 +173,8 @@ async def _ask(client: ModelClient, endpoint: Endpoint, profile: ModelProfile | 
                query: str, chunk: ShownChunk, max_tokens: int) -> str:
     if endpoint.kind in ("llama.cpp", "openai-completions"):
         return await client.generate(endpoint, completion_prompt(profile, query, chunk),
-                                     max_tokens=max_tokens, stop=_stops(profile))
+                                     max_tokens=max_tokens, stop=_stops(profile),
+                                     grammar=None if _instructed(profile) else FINDINGS_GRAMMAR)
     path = "/v1/chat/completions"
     body: dict[str, Any] = {"messages": chat_messages(query, chunk), "max_tokens": max_tokens,
                             "temperature": 0, "stop": list(STOPS[:1])}

@@ -15,6 +15,8 @@ from pytest_httpserver import HTTPServer
 from review_fakes import recorded
 from slm_rerank_review.cli import make_group
 from slm_rerank_review.generation import (
+    FINDINGS_GRAMMAR,
+    GRAMMAR_CLAIM_CHARS,
     INSTRUCTION,
     MAX_PER_CHUNK,
     ShownChunk,
@@ -65,6 +67,60 @@ def test_a_chat_endpoint_gets_one_real_user_message(httpserver: HTTPServer) -> N
     sent = json.loads(httpserver.log[0][0].get_data())
     assert sent["messages"] == chat_messages("q", CHUNK) and sent["model"] == "m"
     assert [m["role"] for m in sent["messages"]] == ["user"] and sent["max_tokens"] > 1
+
+
+def _sent_to_completion(httpserver: HTTPServer, kind: str, path: str, reply: str,
+                        profile: object) -> dict[str, object]:
+    answer = recorded(reply)
+    httpserver.expect_request(path, method="POST").respond_with_json(answer)
+    endpoint = Endpoint(httpserver.url_for("/").rstrip("/"), kind=kind, model_id="m")
+
+    async def ask() -> str:
+        async with ModelClient(timeout=10) as client:
+            return await generate(client, endpoint, profile, "q", CHUNK,  # type: ignore[arg-type]
+                                  time.monotonic() + 10)
+
+    asyncio.run(ask())
+    return json.loads(httpserver.log[0][0].get_data())
+
+
+def test_a_base_model_on_llama_cpp_answers_within_the_findings_grammar(
+        httpserver: HTTPServer) -> None:
+    sent = _sent_to_completion(httpserver, "llama.cpp", "/completion",
+                               "llamacpp-completion.json", SAMPLE_BASE_PROFILE)
+
+    assert sent["grammar"] == FINDINGS_GRAMMAR
+    assert sent["prompt"] == completion_prompt(SAMPLE_BASE_PROFILE, "q", CHUNK)
+
+
+def test_an_instruction_tuned_model_and_other_servers_get_no_grammar(
+        httpserver: HTTPServer) -> None:
+    instructed = _sent_to_completion(httpserver, "llama.cpp", "/completion",
+                                     "llamacpp-completion.json", SAMPLE_CHAT_PROFILE)
+    httpserver.clear_log()
+    elsewhere = _sent_to_completion(httpserver, "openai-completions", "/v1/completions",
+                                    "llamacpp-v1-completions.json", SAMPLE_BASE_PROFILE)
+
+    assert "grammar" not in instructed and "prompt" in instructed
+    assert "grammar" not in elsewhere and "prompt" in elsewhere
+
+
+def test_every_line_the_grammar_allows_is_read_as_a_finding_of_the_chunk_shown() -> None:
+    # the grammar's finding line, written out at its bounds: the reader takes each whole
+    claim, evidence = "c" * GRAMMAR_CLAIM_CHARS, "return {x}\n" + "e" * 380
+    line = json.dumps({"claim": claim, "evidence": evidence,
+                       "identifiers": ["f", "x.y", "$el"], "severity": "note"})
+    answer = "\n".join([line] * MAX_PER_CHUNK)
+
+    proposal = parse_answer(answer, CHUNK)
+
+    assert len(proposal.candidates) == MAX_PER_CHUNK and proposal.malformed == 0
+    first = proposal.candidates[0]
+    assert first.evidence == evidence and "\\n" in line  # JSON's escape, as the grammar allows
+    assert first.identifiers == ("f", "x.y", "$el") and first.severity == "note"
+    assert (first.path, first.start_line) == ("src/a.py", 3)
+    assert f"finding){{0,{MAX_PER_CHUNK - 1}}}" in FINDINGS_GRAMMAR
+    assert f"char{{1,{GRAMMAR_CLAIM_CHARS}}}" in FINDINGS_GRAMMAR
 
 
 def test_each_object_of_an_answer_cites_the_chunk_shown_not_a_place_the_model_wrote() -> None:
