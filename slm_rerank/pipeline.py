@@ -417,8 +417,9 @@ def run_search(request: SearchRequest, host: Host, settings: Settings | None = N
         verdicts = apply_verdicts([c.score for c in ranked.chunks], judgement,
                                   settings.threshold, scored.lengths, at=scored.chosen,
                                   priors=priors, query=request.query)
-        if judgement.scores or not judgement.degraded:
-            # (a run that degraded before any verdict keeps the lexical scores as well)
+        if judgement.scores:
+            # With no verdict nothing was fused: a run that degraded before any, or a
+            # cascade that found the lexical order decisive, shows --fast's scores, not 0s.
             fused = [Fused(ranked.chunks[f.index], f.score, f.model, f.bounded, f.prior)
                      for f in verdicts.kept]
         if judgement.degraded:

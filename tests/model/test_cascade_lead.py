@@ -89,6 +89,17 @@ def test_a_decisive_lexical_order_is_not_judged_and_keeps_every_result(tmp_path:
     assert any("0 of" in n and "decisive" in n for n in report.notes)
 
 
+def test_a_decisive_order_shows_fasts_lexical_scores_not_zeros(tmp_path: Path) -> None:
+    # nothing was judged, so nothing was fused: a table of 0.000 would read as a judge
+    # that said no to every result
+    fast, report = searched(tmp_path, DECISIVE, cascade=True)
+
+    assert [(c.location, c.score) for c in report.results] == [
+        (c.location, c.score) for c in fast.results]
+    assert all(c.score == c.lexical_score > 0 for c in report.results)
+    assert report.model is not None and report.model.scored == 0
+
+
 def test_without_the_cascade_a_decisive_order_is_judged_as_before(tmp_path: Path) -> None:
     _, report = searched(tmp_path, DECISIVE, cascade=False)
 
