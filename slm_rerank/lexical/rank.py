@@ -3,6 +3,7 @@ head of that ranking a model judges."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,11 +90,12 @@ def head(ranked: Ranked, size: int) -> list[int]:
 def lead(ranked: Ranked) -> float | None:
     """How far the lexical order's first file leads: its best chunk's score over the best
     chunk's score of the next file (1.0: a tie). None with fewer than two files or no
-    positive score to compare with."""
+    positive, finite score to compare with (NaN or inf is no evidence of a lead)."""
     first = ranked.chunks[0] if ranked.chunks else None
-    if first is None or first.score <= 0:
+    if first is None or not 0 < first.score < math.inf:
         return None
     for item in ranked.chunks[1:]:
         if item.path != first.path:
-            return first.score / item.score if item.score > 0 else None
+            ratio = first.score / item.score if 0 < item.score < math.inf else math.nan
+            return ratio if math.isfinite(ratio) else None
     return None

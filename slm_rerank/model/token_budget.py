@@ -51,7 +51,8 @@ DECISIVE_LEAD = 1.2
 def decisive_lead(lead: float | None) -> str | None:
     """Why the cascade asks nothing for a query whose lexical first file leads by ``lead``
     (None: it asks)."""
-    if lead is None or lead < DECISIVE_LEAD:
+    # written so that NaN (which compares false with everything) is not decisive
+    if lead is None or not DECISIVE_LEAD <= lead < math.inf:
         return None
     return (f"the cascade judged nothing: the lexical order is decisive (its first file "
             f"scores {lead:.2f} times the next, >= {DECISIVE_LEAD:g})")

@@ -9,6 +9,7 @@ was sent; the search is the real pipeline over a small repository.
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,16 @@ def test_one_file_or_no_positive_score_has_no_lead() -> None:
     assert lead(Ranked([chunk("a.py", 10), chunk("a.py", 3)])) is None
     assert lead(Ranked([chunk("a.py", 0), chunk("b.py", 0)])) is None
     assert lead(Ranked([chunk("a.py", 2), chunk("b.py", 0)])) is None
+
+
+@pytest.mark.parametrize("first, second", [(math.nan, 1.0), (5.0, math.nan),
+                                           (math.inf, 1.0), (math.inf, math.inf)])
+def test_a_score_that_is_no_number_gives_no_lead_so_the_judge_is_asked(
+        first: float, second: float) -> None:
+    # NaN compares false with everything: unguarded, NaN >= 1.2 failing would not stop a
+    # "nan times the next" from passing as decisive
+    assert lead(Ranked([chunk("a.py", first), chunk("b.py", second)])) is None
+    assert decisive_lead(math.nan) is None and decisive_lead(math.inf) is None
 
 
 def test_the_cascade_is_decisive_from_its_threshold_on() -> None:
