@@ -80,10 +80,13 @@ STOPS = ("END", "\nQuery:", "\nDocument:")
 #: model copies an example's form only roughly (a 270M one wrote prose or half an object);
 #: bound so, each line parses and only what it says is left to the gates. Strings exclude
 #: raw control characters and allow JSON's escapes, so a multi-line quote is "\n"-joined.
+#: The example's END line may follow (without it, a model that wants to write END after its
+#: last finding could only go on to another); the grammar ends the answer, so no stop
+#: string is sent with it (llama.cpp matches one anywhere, "END" inside "O_APPEND" too).
 #: the grammar's bounds: characters of a claim and of its evidence, names listed
 GRAMMAR_CLAIM_CHARS, GRAMMAR_EVIDENCE_CHARS, GRAMMAR_NAMES = 240, 400, 8
 FINDINGS_GRAMMAR = "\n".join((
-    rf'root ::= "NONE" | finding ("\n" finding){{0,{MAX_PER_CHUNK - 1}}}',
+    rf'root ::= ("NONE" | finding ("\n" finding){{0,{MAX_PER_CHUNK - 1}}}) "\nEND"?',
     r'finding ::= "{\"claim\": " claim ", \"evidence\": " evidence '
     r'", \"identifiers\": [" names "], \"severity\": \"" level "\"}"',
     rf'claim ::= "\"" char{{1,{GRAMMAR_CLAIM_CHARS}}} "\""',
@@ -172,9 +175,11 @@ async def generate(client: ModelClient, endpoint: Endpoint, profile: ModelProfil
 async def _ask(client: ModelClient, endpoint: Endpoint, profile: ModelProfile | None,
                query: str, chunk: ShownChunk, max_tokens: int) -> str:
     if endpoint.kind in ("llama.cpp", "openai-completions"):
+        # generate sends a grammar to llama.cpp alone; elsewhere the stops end the answer
+        grammar = None if _instructed(profile) else FINDINGS_GRAMMAR
+        stops = [] if grammar is not None and endpoint.kind == "llama.cpp" else _stops(profile)
         return await client.generate(endpoint, completion_prompt(profile, query, chunk),
-                                     max_tokens=max_tokens, stop=_stops(profile),
-                                     grammar=None if _instructed(profile) else FINDINGS_GRAMMAR)
+                                     max_tokens=max_tokens, stop=stops, grammar=grammar)
     path = "/v1/chat/completions"
     body: dict[str, Any] = {"messages": chat_messages(query, chunk), "max_tokens": max_tokens,
                             "temperature": 0, "stop": list(STOPS[:1])}

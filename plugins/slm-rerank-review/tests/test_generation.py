@@ -93,6 +93,25 @@ def test_a_base_model_on_llama_cpp_answers_within_the_findings_grammar(
     assert sent["prompt"] == completion_prompt(SAMPLE_BASE_PROFILE, "q", CHUNK)
 
 
+def test_within_the_grammar_no_stop_string_can_cut_a_finding_short(
+        httpserver: HTTPServer) -> None:
+    # llama.cpp matches a stop string anywhere in the text: "END" would end a finding that
+    # quotes O_APPEND or BACKEND mid-string. The grammar ends the answer itself, and lets
+    # the one-shot layout's END line follow the last finding.
+    sent = _sent_to_completion(httpserver, "llama.cpp", "/completion",
+                               "llamacpp-completion.json", SAMPLE_BASE_PROFILE)
+    finding = json.dumps({"claim": "`open` lacks O_APPEND, so the BACKEND log is cut",
+                          "evidence": "fd = os.open(path, os.O_WRONLY)",
+                          "identifiers": ["open"], "severity": "error"})
+
+    assert sent["grammar"] == FINDINGS_GRAMMAR
+    assert not [stop for stop in sent["stop"] if stop in finding]  # type: ignore[union-attr]
+    assert r'"\nEND"?' in FINDINGS_GRAMMAR.splitlines()[0]
+    proposal = parse_answer(finding + "\nEND", CHUNK)
+    assert len(proposal.candidates) == 1 and proposal.malformed == 0
+    assert "O_APPEND" in proposal.candidates[0].claim
+
+
 def test_an_instruction_tuned_model_and_other_servers_get_no_grammar(
         httpserver: HTTPServer) -> None:
     instructed = _sent_to_completion(httpserver, "llama.cpp", "/completion",
