@@ -153,11 +153,13 @@ def _stops(profile: ModelProfile | None) -> list[str]:
 
 async def generate(client: ModelClient, endpoint: Endpoint, profile: ModelProfile | None,
                    query: str, chunk: ShownChunk, deadline: float,
-                   max_tokens: int = MAX_TOKENS) -> str:
+                   max_tokens: int = MAX_TOKENS, refused: list[str] | None = None) -> str:
     """The model's answer for one chunk, within ``deadline`` (a ``time.monotonic()`` value).
 
-    Raises TransientError when the deadline passes or the server fails, ContractError when
-    its answer holds no text.
+    A server that rejects the findings grammar (an older llama.cpp, or one that parses it
+    otherwise) is asked again without it, and why it refused goes to ``refused``: the answer
+    is then read as strictly as any server's without a grammar. Raises TransientError when
+    the deadline passes or the server fails, ContractError when its answer holds no text.
     """
     left = deadline - time.monotonic()
     if left <= 0:
@@ -165,21 +167,40 @@ async def generate(client: ModelClient, endpoint: Endpoint, profile: ModelProfil
                              endpoint.base_url)
     try:
         return await asyncio.wait_for(_ask(client, endpoint, profile, query, chunk,
-                                           max_tokens), left)
+                                           max_tokens, refused), left)
     except asyncio.TimeoutError:
         raise TransientError(f"model server {endpoint.base_url} did not finish a review "
                              f"answer within the {left:.0f} s left; raise --timeout or "
                              "review fewer chunks (--top)", endpoint.base_url) from None
 
 
+#: how ModelClient words a 4xx that refuses the request itself (not 401/403/404/405)
+_REJECTED = "rejected the request with HTTP 4"
+
+
 async def _ask(client: ModelClient, endpoint: Endpoint, profile: ModelProfile | None,
-               query: str, chunk: ShownChunk, max_tokens: int) -> str:
+               query: str, chunk: ShownChunk, max_tokens: int,
+               refused: list[str] | None = None) -> str:
     if endpoint.kind in ("llama.cpp", "openai-completions"):
-        # generate sends a grammar to llama.cpp alone; elsewhere the stops end the answer
-        grammar = None if _instructed(profile) else FINDINGS_GRAMMAR
-        stops = [] if grammar is not None and endpoint.kind == "llama.cpp" else _stops(profile)
-        return await client.generate(endpoint, completion_prompt(profile, query, chunk),
-                                     max_tokens=max_tokens, stop=stops, grammar=grammar)
+        prompt = completion_prompt(profile, query, chunk)
+        if endpoint.kind == "llama.cpp" and not _instructed(profile):
+            # the grammar ends the answer: no stop string, which could cut a finding short
+            try:
+                return await client.generate(endpoint, prompt, max_tokens=max_tokens,
+                                             grammar=FINDINGS_GRAMMAR)
+            except ContractError as exc:
+                # a request refused (400, 422: the client's "rejected the request"), not an
+                # answer it could not use nor a missing endpoint: asked again without the
+                # grammar; when that fails too, its error is the one to report
+                if _REJECTED not in str(exc):
+                    raise
+                text = await client.generate(endpoint, prompt, max_tokens=max_tokens,
+                                             stop=_stops(profile))
+                if refused is not None:
+                    refused.append(str(exc))
+                return text
+        return await client.generate(endpoint, prompt, max_tokens=max_tokens,
+                                     stop=_stops(profile))
     path = "/v1/chat/completions"
     body: dict[str, Any] = {"messages": chat_messages(query, chunk), "max_tokens": max_tokens,
                             "temperature": 0, "stop": list(STOPS[:1])}

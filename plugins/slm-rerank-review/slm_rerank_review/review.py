@@ -181,10 +181,15 @@ async def _propose(host: Any, request: ReviewRequest, chunks: list[ShownChunk],
         out.endpoint, out.model_id = server.endpoint.base_url, server.endpoint.model_id
         out.profile = server.profile.name if server.profile else None
         out.notes.extend(server.notes)
+        refused: list[str] = []  # why the server rejected the findings grammar, per chunk
         asked = [generation.generate(client, server.endpoint, server.profile, request.query,
-                                     chunk, deadline, request.max_tokens)
+                                     chunk, deadline, request.max_tokens, refused)
                  for chunk in chunks]
         answers = await asyncio.gather(*asked, return_exceptions=True)
+    if refused:
+        out.degraded.append(f"generation: the server rejected the findings grammar for "
+                            f"{len(refused)} of {len(chunks)} chunks, which were asked again "
+                            f"without it ({refused[0]}); a current llama.cpp takes it")
     candidates: list[Candidate] = []
     failed: list[str] = []
     for chunk, answer in zip(chunks, answers, strict=True):

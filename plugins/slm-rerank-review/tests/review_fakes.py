@@ -61,6 +61,8 @@ class FakeLlama:
     judges_fail: bool = False
     #: seconds the judges' requests take to answer (a server that got slow mid-review)
     judges_delay: float = 0.0
+    #: a generation with a grammar answers 400, as a llama-server that cannot parse it does
+    refuses_grammar: bool = False
     generations: list[str] = field(default_factory=list)
     verdicts: list[str] = field(default_factory=list)
 
@@ -69,6 +71,11 @@ class FakeLlama:
         prompt = body["prompt"]
         prompts = prompt if isinstance(prompt, list) else [prompt]
         if body.get("n_predict", 1) > 1:
+            if self.refuses_grammar and "grammar" in body:
+                error = {"code": 400, "message": "Failed to parse grammar",
+                         "type": "invalid_request_error"}
+                return Response(json.dumps({"error": error}), status=400,
+                                content_type="application/json")
             self.generations.append(prompts[0])
             answer = next((text for path, text in self.answers.items()
                            if f"File: {path}:" in prompts[0].rsplit("Query:", 1)[-1]), "NONE")

@@ -138,6 +138,22 @@ def test_a_malformed_answer_gives_fewer_findings_and_no_traceback(
     assert out["malformed"] == 2
 
 
+def test_a_server_that_refuses_the_grammar_is_asked_again_without_it_and_says_so(
+        project: Path, fake_llama: FakeLlama) -> None:
+    # an older or stricter llama-server answers 400 to a grammar it cannot parse: the review
+    # still gets its answers, read as strictly as any server's without a grammar
+    fake_llama.refuses_grammar = True
+    fake_llama.answers["src/retry.py"] = finding(TRUE_CLAIM, TRUE_EVIDENCE, ["delay"]) + "\nEND"
+
+    result = review(project, "-e", fake_llama.url, "--json", "-q", "retry backoff delay")
+
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert [f["claim"] for f in out["findings"]] == [TRUE_CLAIM]
+    assert out["degraded"] and any("grammar" in d and "400" in d for d in out["degraded"])
+    assert "degraded: generation" in result.stderr and "grammar" in result.stderr
+
+
 def test_no_server_is_a_visible_degrade_with_no_findings_and_exit_0(project: Path) -> None:
     result = review(project, "-e", "http://127.0.0.1:9", "--json", "--timeout", "5",
                     "-q", "retry backoff delay")
