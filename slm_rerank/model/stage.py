@@ -206,7 +206,9 @@ async def judge_documents_async(query: str, prepare: Prepare, host: Host, settin
             # nothing is asked, not even the cache: one cached verdict would lift its chunk
             # above the lexical first the cascade chose to keep
             prefix = profile.render_completion(asked, "") if profile else asked
-            judgement.tokens = TokenUse(cascade=True, stopped=decisive,
+            judgement.tokens = TokenUse(budget=Budget(settings.budget_tokens,
+                                                      settings.budget_seconds),
+                                        cascade=True, stopped=decisive,
                                         unjudged=len(documents),
                                         saved=unjudged_tokens(prefix, documents))
             judgement.notes.append(f"0 of {len(documents)} {noun} were judged: {decisive}; "

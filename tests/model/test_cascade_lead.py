@@ -76,11 +76,12 @@ def test_the_cascade_is_decisive_from_its_threshold_on() -> None:
     assert reason is not None and "decisive" in reason and f"{DECISIVE_LEAD:g}" in reason
 
 
-def searched(tmp_path: Path, files: dict[str, str], cascade: bool):  # type: ignore[no-untyped-def]
+def searched(tmp_path: Path, files: dict[str, str], cascade: bool,  # type: ignore[no-untyped-def]
+             **more: object):
     LengthJudge.seen = []
     root = make_repo(tmp_path / "repo", files)
     settings = dataclasses.replace(Settings(), scorer="length", score_cache=False,
-                                   cascade=cascade, rerank_top=4)
+                                   cascade=cascade, rerank_top=4, **more)
     host = Host.with_plugins(settings, LengthJudge, slm_rerank_openai, slm_rerank_ripgrep)
     fast = run_search(SearchRequest(query=QUERY, root=root, fast=True), host)
     report = run_search(SearchRequest(query=QUERY, root=root, fast=False), host)
@@ -109,6 +110,16 @@ def test_a_decisive_order_shows_fasts_lexical_scores_not_zeros(tmp_path: Path) -
         (c.location, c.score) for c in fast.results]
     assert all(c.score == c.lexical_score > 0 for c in report.results)
     assert report.model is not None and report.model.scored == 0
+
+
+def test_a_decisive_order_still_reports_the_budgets_asked_for(tmp_path: Path) -> None:
+    # model.tokens says budget_tokens and budget_seconds "as asked", judged or not
+    _, report = searched(tmp_path, DECISIVE, cascade=True, budget_tokens=2000,
+                         budget_seconds=20.0)
+
+    tokens = report.model.tokens
+    assert LengthJudge.seen == [] and "decisive" in tokens["stopped"]
+    assert (tokens["budget_tokens"], tokens["budget_seconds"]) == (2000, 20.0)
 
 
 def test_without_the_cascade_a_decisive_order_is_judged_as_before(tmp_path: Path) -> None:
