@@ -129,12 +129,14 @@ def parse_input(data: bytes) -> tuple[str, str | None]:
 
 def ranking(report: Any, fast: bool) -> str:
     """How the places were ordered, as the context says it: by a model only when one judged
-    them (a degraded run that judged none is the lexical order)."""
+    them (a degraded run that judged none, or a cascade that asked none, is the lexical
+    order)."""
     if fast:
         return "lexical ranking"
     scored = report.model.scored if report.model is not None else 0
     if report.degraded is None:
-        return "ranked by a model"
+        # nothing judged and nothing wrong: the cascade found the lexical order decisive
+        return "ranked by a model" if scored else "lexical ranking; no model was needed"
     if not scored:
         return "lexical ranking; the model was unavailable"
     return (f"ranked by a model for {scored} of the chunks, lexically for the rest; the model "

@@ -247,6 +247,21 @@ def test_a_model_that_stopped_part_way_says_how_many_chunks_it_judged() -> None:
     assert ranking(report, fast=True) == "lexical ranking"
 
 
+def test_a_cascade_that_asked_no_model_is_not_called_a_model_ranking() -> None:
+    # --cascade with a decisive lexical order: a choice, not a fault (no degrade), and the
+    # judge read nothing; the agent must not be told a model ranked the places
+    from slm_rerank.claude_hook import ranking
+    from slm_rerank.report import ModelInfo, Report
+
+    report = Report(query="q", root="/r", mode="rerank",
+                    model=ModelInfo(None, None, "openai", None, "yesno", scored=0))
+
+    said = ranking(report, fast=False)
+
+    assert said.startswith("lexical ranking") and "model" in said
+    assert "ranked by a model" not in said
+
+
 #: Prompts whose shape made a classifier pattern rescan the rest of the prompt from each of
 #: its characters (a pasted log with blank lines, indented frames, long runs).
 LONG_PROMPTS = {
