@@ -10,13 +10,16 @@ timeout, an answer that cannot be read, no verdict in its top-K) leaves it unver
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import slm_rerank
 from slm_rerank.errors import SlmRerankError
+from slm_rerank.plugin_kit import command_host
 from slm_rerank_review.findings import Finding
 
 SUPPORT_INSTRUCTION = (
@@ -45,6 +48,17 @@ class Verdicts:
     probabilities: tuple[float | None, ...]
     #: why some findings have no verdict; None when all have one
     failure: str | None = None
+
+
+def judges_host(root: Path, **flags: Any) -> Any:
+    """The host the judges ask with: ``command_host``'s, without the user's cascade and
+    budget. Those say how much of a search's head is judged; here they would leave findings
+    without the verdict each needs (the cascade stops at the first clear yes). The deadline
+    passed to ``judge`` still bounds them."""
+    host = command_host(root, **flags)
+    host.settings = dataclasses.replace(host.settings, cascade=False, budget_tokens=None,
+                                        budget_seconds=None)
+    return host
 
 
 def judged_text(finding: Finding, chunk_text: str) -> str:

@@ -236,8 +236,6 @@ def run_case(case: str, claims: Sequence[SeededClaim], corpus: Path, *,
              max_tokens: int | None = None,
              reviewer: Callable[[ReviewRequest], ReviewReport] = run_review) -> CaseResult:
     """One case reviewed in a temporary copy of its folder, then its claims judged."""
-    from slm_rerank.plugin_kit import command_host
-
     started = time.monotonic()
     out = CaseResult(case)
     defect = next(c for c in claims if c.label == "defect")
@@ -254,8 +252,8 @@ def run_case(case: str, claims: Sequence[SeededClaim], corpus: Path, *,
         out.endpoint, out.model_id = report.endpoint, report.model_id
         out.degraded.extend(f"review: {reason}" for reason in report.degraded)
         out.verdicts = verdicts_of(report, defect, root)
-        host = command_host(root, base_url=base_url, model=model,
-                            timeout=max(started + timeout - time.monotonic(), 0.1))
+        host = judges.judges_host(root, base_url=base_url, model=model,
+                                  timeout=max(started + timeout - time.monotonic(), 0.1))
         out.judged, failures = judge_claims(host, root, claims, started + timeout)
         out.degraded.extend(failures)
     out.elapsed_s = time.monotonic() - started

@@ -39,7 +39,7 @@ def test_a_finding_with_its_evidence_on_disk_is_reported_at_the_evidence_line(
     assert reported["evidence_lines"] == ["            delay = delay * 2"]
     assert reported["scores"] == {"evidence": True, "identifiers": True, "support": 0.9,
                                   "contradiction": 0.1}
-    assert out["dropped"] == [] and out["degraded"] is None
+    assert out["dropped"] == [] and out["degraded"] is None, out["degraded"]
 
 
 def test_the_text_output_cites_file_lines_and_shows_the_evidence_lines(
@@ -235,3 +235,26 @@ def test_the_judges_are_the_yes_no_scorer_whatever_the_searchs_scorer_is(
 
     [dropped] = out["dropped"]
     assert dropped["reason"] == "CLAIM_NOT_SUPPORTED" and dropped["scores"]["support"] == 0.2
+
+
+#: five true-to-the-file findings of retry.py, each quoting one of its lines
+FIVE = [("`retry` raises `RuntimeError` at the end", 'raise RuntimeError("gave up")',
+         ["RuntimeError"]),
+        ("`retry` loops over `attempts`", "for attempt in range(attempts):", ["attempts"]),
+        ("`retry` returns what `send` returns", "return send()", ["send"]),
+        ("`retry` sleeps `delay` seconds", "time.sleep(delay)", ["delay"]),
+        (TRUE_CLAIM, TRUE_EVIDENCE, ["delay"])]
+
+
+def test_the_users_cascade_and_budget_do_not_leave_findings_unjudged(
+        project: Path, fake_llama: FakeLlama) -> None:
+    # they shape how much of a search's head is judged; each finding needs its verdict (the
+    # cascade stopped at the first clear yes, 0.9 here, after 4; 60 tokens judged none)
+    user_config().write_text("cascade = true\nbudget_tokens = 60\n")
+    fake_llama.answers["src/retry.py"] = "\n".join(
+        finding(claim, evidence, names) for claim, evidence, names in FIVE) + "\nEND"
+
+    out = review_json(project, fake_llama.url, "-q", "retry backoff delay")
+
+    assert sorted(f["claim"] for f in out["findings"]) == sorted(c for c, _, _ in FIVE)
+    assert out["dropped"] == [] and out["degraded"] is None
