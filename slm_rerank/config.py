@@ -202,12 +202,17 @@ def load_settings(
                                                            f"environment {name}")})
                 break
     for key, value in (flags or {}).items():
-        if value is None:
+        if value is None and key not in _NONE_IS_GIVEN:
             continue
         setattr(settings, key, check_value(key, value, f"option for {key}"))
         origins[key] = f"flag: --{key.replace('_', '-')}"
     settings.origins = origins
     return settings
+
+
+#: flags whose None is a value, not "not given": --budget sets both keys, None being no cap
+#: (``off``, or the other unit), so it replaces a configured budget instead of adding to it
+_NONE_IS_GIVEN = frozenset({"budget_tokens", "budget_seconds"})
 
 
 def _merge_plugin_tables(into: dict[str, dict[str, Any]], tables: dict[str, Any], origin: str,

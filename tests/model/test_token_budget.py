@@ -13,6 +13,7 @@ import asyncio
 import math
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -295,3 +296,23 @@ def test_a_seconds_budget_is_a_total_that_counts_the_prefix_tokenize_too() -> No
 
     assert time.monotonic() - started < 5  # 10x the budget, far below the 20 s tokenize
     assert use.stopped is not None and "0.5 s" in use.stopped
+
+
+@pytest.mark.parametrize("given, expected", [("off", (None, None)), ("20s", (None, 20.0)),
+                                             ("500", (500, None))])
+def test_a_budget_flag_replaces_the_configured_budget(
+        given: str, expected: tuple[int | None, float | None], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # "--budget off" lifts the user's budget_tokens; "--budget 20s" is the budget, not an
+    # addition to the configured tokens
+    from search_fixtures import isolate, user_config
+
+    from slm_rerank.config import load_settings
+    from slm_rerank.overrides import overrides
+
+    isolate(monkeypatch, tmp_path)
+    user_config().write_text("budget_tokens = 60\n")
+
+    settings = load_settings(start=tmp_path, flags=overrides(budget=given))
+
+    assert (settings.budget_tokens, settings.budget_seconds) == expected
