@@ -211,8 +211,8 @@ async def judge_documents_async(query: str, prepare: Prepare, host: Host, settin
                                         cascade=True, stopped=decisive,
                                         unjudged=len(documents),
                                         saved=unjudged_tokens(prefix, documents))
-            judgement.notes.append(f"0 of {len(documents)} {noun} were judged: {decisive}; "
-                                   f"the {len(documents)} (about {judgement.tokens.saved} "
+            judgement.notes.append(f"0 of {len(documents)} {noun} were judged, {decisive}; "
+                                   f"all {len(documents)} (about {judgement.tokens.saved} "
                                    f"prompt tokens) {unjudged}")
             judgement.model_ms = (time.perf_counter() - started) * 1000
             return judgement

@@ -54,7 +54,7 @@ def decisive_lead(lead: float | None) -> str | None:
     # written so that NaN (which compares false with everything) is not decisive
     if lead is None or not DECISIVE_LEAD <= lead < math.inf:
         return None
-    return (f"the cascade judged nothing: the lexical order is decisive (its first file "
+    return (f"the cascade asked no judge: the lexical order is decisive (its first file "
             f"scores {lead:.2f} times the next, >= {DECISIVE_LEAD:g})")
 
 
