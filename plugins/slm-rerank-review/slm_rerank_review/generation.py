@@ -75,6 +75,8 @@ ONE_SHOT = (
 #: where an answer ends: the marker asked for, or a base model starting another example
 STOPS = ("END", "\nQuery:", "\nDocument:")
 
+#: the grammar's bounds: characters of a claim and of its evidence, names listed
+GRAMMAR_CLAIM_CHARS, GRAMMAR_EVIDENCE_CHARS, GRAMMAR_NAMES = 240, 400, 8
 #: The one-shot layout's answer as a GBNF grammar, which llama.cpp samples within: NONE, or
 #: one to MAX_PER_CHUNK finding lines shaped like the example, with bounded strings. A base
 #: model copies an example's form only roughly (a 270M one wrote prose or half an object);
@@ -83,8 +85,6 @@ STOPS = ("END", "\nQuery:", "\nDocument:")
 #: The example's END line may follow (without it, a model that wants to write END after its
 #: last finding could only go on to another); the grammar ends the answer, so no stop
 #: string is sent with it (llama.cpp matches one anywhere, "END" inside "O_APPEND" too).
-#: the grammar's bounds: characters of a claim and of its evidence, names listed
-GRAMMAR_CLAIM_CHARS, GRAMMAR_EVIDENCE_CHARS, GRAMMAR_NAMES = 240, 400, 8
 FINDINGS_GRAMMAR = "\n".join((
     rf'root ::= ("NONE" | finding ("\n" finding){{0,{MAX_PER_CHUNK - 1}}}) "\nEND"?',
     r'finding ::= "{\"claim\": " claim ", \"evidence\": " evidence '

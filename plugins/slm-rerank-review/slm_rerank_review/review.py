@@ -93,7 +93,8 @@ def run_review(request: ReviewRequest) -> ReviewReport:
     started = time.monotonic()
     flags: dict[str, Any] = {"base_url": request.base_url, "model": request.model,
                              "timeout": request.timeout, "local": request.local}
-    # the judges' (the retrieval's search, on a host of its own, keeps cascade and budget)
+    # the judges ask on this host, without the user's cascade and budget; the retrieval's
+    # search builds a host of its own and keeps them
     host = judges.judges_host(request.root, **flags)
     total = host.settings.timeout
     deadline = started + total
