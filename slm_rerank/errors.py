@@ -57,6 +57,11 @@ class ContractError(EndpointError):
     """A server answered with something we cannot use (unparseable, missing logprobs)."""
 
 
+class RequestRejected(ContractError):
+    """A server refused the request itself with a 4xx (400, 422: a field it does not take),
+    not its endpoint, credentials or load: the same request without that field may pass."""
+
+
 class ServeError(SlmRerankError):
     """The managed server cannot be found, started, reached or stopped; says what to do."""
 

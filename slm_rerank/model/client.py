@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from slm_rerank.errors import ConfigError, ContractError, TransientError
+from slm_rerank.errors import ConfigError, ContractError, RequestRejected, TransientError
 from slm_rerank.model.answers import (
     ACCEPT_ENCODING,
     NextToken,
@@ -324,8 +324,8 @@ def _status_error(endpoint: Endpoint, url: str, response: httpx.Response) -> Exc
     if status in (404, 405):
         return ContractError(f"model server {url} has no such endpoint (HTTP {status}); is "
                              f"the endpoint's kind ({endpoint.kind}) right?", endpoint.base_url)
-    return ContractError(f"model server {url} rejected the request with HTTP {status}: "
-                         f"{said}", endpoint.base_url)
+    return RequestRejected(f"model server {url} rejected the request with HTTP {status}: "
+                           f"{said}", endpoint.base_url)
 
 
 def _redirect_error(endpoint: Endpoint, url: str, response: httpx.Response) -> Exception:

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from slm_rerank.errors import ContractError, TransientError
+from slm_rerank.errors import ContractError, RequestRejected, TransientError
 from slm_rerank.plugin_kit import endpoint_url, excerpt
 from slm_rerank.registrations import Endpoint, ModelProfile
 from slm_rerank_review.findings import Candidate
@@ -174,10 +174,6 @@ async def generate(client: ModelClient, endpoint: Endpoint, profile: ModelProfil
                              "review fewer chunks (--top)", endpoint.base_url) from None
 
 
-#: how ModelClient words a 4xx that refuses the request itself (not 401/403/404/405)
-_REJECTED = "rejected the request with HTTP 4"
-
-
 async def _ask(client: ModelClient, endpoint: Endpoint, profile: ModelProfile | None,
                query: str, chunk: ShownChunk, max_tokens: int,
                refused: list[str] | None = None) -> str:
@@ -188,12 +184,10 @@ async def _ask(client: ModelClient, endpoint: Endpoint, profile: ModelProfile | 
             try:
                 return await client.generate(endpoint, prompt, max_tokens=max_tokens,
                                              grammar=FINDINGS_GRAMMAR)
-            except ContractError as exc:
-                # a request refused (400, 422: the client's "rejected the request"), not an
-                # answer it could not use nor a missing endpoint: asked again without the
-                # grammar; when that fails too, its error is the one to report
-                if _REJECTED not in str(exc):
-                    raise
+            except RequestRejected as exc:
+                # a request refused (400, 422), not an answer it could not use nor a missing
+                # endpoint: asked again without the grammar; when that fails too, its error
+                # is the one to report
                 text = await client.generate(endpoint, prompt, max_tokens=max_tokens,
                                              stop=_stops(profile))
                 if refused is not None:
