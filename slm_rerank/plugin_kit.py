@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 # --- running git on the user's repository: a total deadline and a cap on its output ------
-from slm_rerank.calibration.git import GitError, git_output
+from slm_rerank.git_runner import GitError, git_output, start_git
 
 # --- a candidate source that runs a search tool (see the ripgrep and git plugins) ----------
 from slm_rerank.lexical.filetypes import size_reason
@@ -48,7 +48,7 @@ __all__ = [
     "count_grouped_terms", "count_terms", "listed_path", "order_for_search", "size_reason",
     "split_file_list", "start_tool", "stderr_excerpt",
     # git
-    "GitError", "git_output",
+    "GitError", "git_output", "start_git",
     # terms
     "STOP_WORDS", "light", "split_identifier", "stem",
     # model servers

@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-import subprocess
 import time
 from pathlib import Path
 from types import ModuleType
@@ -30,6 +29,7 @@ from typing import Any, ClassVar
 
 from slm_rerank.config import Settings
 from slm_rerank.context.grouping import SliceGroup
+from slm_rerank.git_runner import git_output
 from slm_rerank.host import Host
 from slm_rerank.model.discovery import probe
 from slm_rerank.model.profiles import GENERIC, choose_profile
@@ -181,8 +181,8 @@ class CandidateSourceContract(PluginContract):
         (root / ".gitignore").write_text("ignored/\n")
         (root / "ignored").mkdir()
         (root / "ignored" / "retry.txt").write_text("retry retry\n")
-        subprocess.run(["git", "init", "-q", str(root)], check=True)
-        subprocess.run(["git", "-C", str(root), "add", "-A"], check=True)
+        git_output(root, ["init", "-q"])
+        git_output(root, ["add", "-A"])
         return root
 
     def sources(self) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from slm_rerank.calibration.git import git_output
+from slm_rerank.git_runner import GitError, git_output
 from slm_rerank.lexical.filetypes import LOCK_FILES, path_kind
 
 #: most source files a case's commit may change: more, and the subject names no one place
@@ -173,3 +173,28 @@ def mine(repo: Path, commits: int, with_body: bool = False, rev: str = "HEAD") -
         else:
             mined.cases.append(made)
     return mined
+
+
+def history_root(path: Path) -> Path:
+    """The top of the git work tree holding ``path``, once it is known to have a full history.
+
+    A folder outside git, a repository without a commit, and a shallow clone (its oldest
+    commits have no parent to search in) are each a clear error saying what to do.
+    """
+    try:
+        top = git_output(path, ["rev-parse", "--show-toplevel"], timeout=10.0)
+    except GitError:
+        raise GitError(f"{path} is not inside a git repository; calibrate mines cases from "
+                       "a repository's history (run it in a git clone)") from None
+    root = Path(os.fsdecode(top.rstrip(b"\n")))
+    try:
+        git_output(root, ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], timeout=10.0)
+    except GitError:
+        raise GitError(f"{root} has no commits yet: there is no history to mine cases "
+                       "from") from None
+    shallow = git_output(root, ["rev-parse", "--is-shallow-repository"], timeout=10.0)
+    if shallow.strip() == b"true":
+        raise GitError(f"{root} is a shallow clone: its oldest commits lack the parent "
+                       "tree each case is searched in; run 'git fetch --unshallow' (or "
+                       "clone without --depth) first")
+    return root

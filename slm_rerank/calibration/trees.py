@@ -15,8 +15,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from slm_rerank.calibration.git import GitError, git_stream
 from slm_rerank.errors import ConfigError
+from slm_rerank.git_runner import GitError, git_stream
 
 #: bytes of one tree's tar: larger, and the repository is not one to calibrate on here
 MAX_TREE_BYTES = 4_000_000_000

@@ -134,8 +134,7 @@ def calibrate(repo: Path, commits: int, with_body: bool, fast: bool, weights: li
 
 def _calibrate(repo: Path, commits: int, with_body: bool, fast: bool, weights: list[float],
                write: bool, format_name: str, model_flags: dict[str, Any]) -> None:
-    from slm_rerank.calibration.git import history_root
-    from slm_rerank.calibration.mining import mine
+    from slm_rerank.calibration.mining import history_root, mine
     from slm_rerank.calibration.trees import commit_tree, sweep
 
     try:

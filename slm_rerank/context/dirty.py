@@ -11,27 +11,23 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from slm_rerank.lexical.matches import stderr_excerpt
+from slm_rerank.git_runner import GitError, GitTimeout, git_output
 
 if TYPE_CHECKING:
     from slm_rerank.lexical.scores import FileEvidence
 
 #: How long git may take to answer; a wedged repository must not hang the search.
 GIT_SECONDS = 10.0
-#: Nested submodules looked into, at most; each costs two git calls.
+#: Nested submodules looked into, at most; each costs a few git calls.
 MAX_SUBMODULES = 32
-#: Variables that point git at a repository other than the one holding the searched root
-#: (a git hook exports GIT_DIR and GIT_INDEX_FILE, a dotfiles alias GIT_DIR); the question
-#: is what is uncommitted under the root, so git must find the repository from there.
-_LOCATING_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
-                 "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_PREFIX",
-                 "GIT_IMPLICIT_WORK_TREE", "GIT_GRAFT_FILE", "GIT_SHALLOW_FILE",
-                 "GIT_NO_REPLACE_OBJECTS", "GIT_REPLACE_REF_BASE", "GIT_INTERNAL_SUPER_PREFIX")
+#: bytes of git's answer read, at most (a status of a huge untracked tree is cut off as an
+#: error, not read without end)
+MAX_STATUS_BYTES = 64_000_000
 
 
 @dataclass
@@ -71,13 +67,13 @@ def parse_status(output: bytes, prefix: str) -> dict[str, str]:
     return kinds
 
 
-def _git(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
-    env = {k: v for k, v in os.environ.items() if k not in _LOCATING_ENV}
-    # --no-optional-locks: `git status` otherwise rewrites the index under index.lock to
-    # refresh file times, and the user's own `git commit` at that moment fails on the lock.
-    return subprocess.run(["git", "--no-optional-locks", "-C", os.fsdecode(root), *args],
-                          stdin=subprocess.DEVNULL, capture_output=True, timeout=GIT_SECONDS,
-                          check=False, env=env)
+def _git(root: Path, *args: str, ok: tuple[int, ...] = (0,)) -> bytes:
+    # git_runner: nothing the repository configures runs (its filters, fsmonitor, hooks),
+    # GIT_DIR and the like in the environment are ignored (a git hook exports GIT_DIR and
+    # GIT_INDEX_FILE, a dotfiles alias GIT_DIR: the question is what is uncommitted under
+    # the root), and no optional lock is taken (`git status` otherwise rewrites the index
+    # under index.lock, and the user's own `git commit` at that moment fails on the lock).
+    return git_output(root, args, timeout=GIT_SECONDS, max_bytes=MAX_STATUS_BYTES, ok=ok)
 
 
 def find_dirty(root: Path) -> DirtyFiles:
@@ -96,41 +92,76 @@ def find_dirty(root: Path) -> DirtyFiles:
 
 
 def _into_submodules(root: Path, kinds: dict[str, str], budget: list[int]) -> dict[str, str]:
-    """``kinds`` with each changed submodule replaced by the changed files inside it."""
+    """``kinds`` with each submodule replaced by the changed files inside it."""
     out: dict[str, str] = {}
     for path, kind in kinds.items():
         inner = root / path  # lone surrogates (os.fsdecode) encode back to the same bytes
         # git reports a folder only for a submodule (or a nested repository, untracked):
         # with --untracked-files=all every other entry is a file.
         if kind in ("untracked", "deleted") or not (inner / ".git").exists() or budget[0] <= 0:
-            out[path] = kind
+            if kind != _SUBMODULE:  # a submodule not looked into is not known to be dirty
+                out[path] = kind
             continue
         budget[0] -= 1
         nested = _status(inner)
         if nested.reason is not None:
-            out[path] = kind
+            if kind != _SUBMODULE:
+                out[path] = kind
             continue
         for sub, sub_kind in _into_submodules(inner, nested.kinds, budget).items():
             out[f"{path}/{sub}"] = sub_kind
     return out
 
 
+#: the kind of a submodule ``.gitmodules`` lists, until it is looked into
+_SUBMODULE = "submodule"
+
+
+def _submodules(top: Path, prefix: str) -> list[str]:
+    """The paths (under the searched root, relative to it) ``.gitmodules`` gives submodules.
+
+    git itself is not asked to look into them (``git status`` would run git inside each one
+    under the submodule's own configuration, which the runner has not read): each one is
+    looked into as a repository of its own.
+    """
+    listing = top / ".gitmodules"
+    try:
+        if not stat.S_ISREG(listing.lstat().st_mode):
+            return []  # a link or a FIFO is not read
+    except OSError:
+        return []
+    raw = _git(top, "config", "-z", "--file", os.fsdecode(listing), "--get-regexp",
+               r"^submodule\..*\.path$", ok=(0, 1))
+    paths = []
+    for record in raw.split(b"\0"):
+        _name, newline, value = record.partition(b"\n")
+        path = os.fsdecode(value).strip("/")
+        if newline and path.startswith(prefix) and path != prefix.rstrip("/"):
+            paths.append(path[len(prefix):])
+    return paths
+
+
 def _status(root: Path) -> DirtyFiles:
     try:
-        where = _git(root, "rev-parse", "--show-prefix")
-        if where.returncode != 0:
-            return DirtyFiles(reason=f"{root} is not in a git repository")
-        prefix = os.fsdecode(where.stdout.rstrip(b"\n"))
+        where = _git(root, "rev-parse", "--show-toplevel", "--show-prefix")
+    except GitTimeout:
+        return DirtyFiles(reason=f"git did not answer in {GIT_SECONDS:.0f} s in {root}")
+    except GitError:
+        return DirtyFiles(reason=f"{root} is not in a git repository")
+    top, _, prefix = os.fsdecode(where).rstrip("\n").partition("\n")
+    try:
+        # --ignore-submodules=dirty (the runner's): a submodule's own changes are found by
+        # looking into it (_submodules), not by git running git inside it
         status = _git(root, "status", "--porcelain=v1", "-z", "--no-renames",
                       "--untracked-files=all", "--", ".")
-    except subprocess.TimeoutExpired:
-        return DirtyFiles(reason=f"git status did not answer in {GIT_SECONDS:.0f} s in {root}")
-    except OSError as exc:
-        return DirtyFiles(reason=f"git could not run in {root}: {exc.strerror or exc}")
-    if status.returncode != 0:
-        return DirtyFiles(reason=f"git status failed in {root}: "
-                                 f"{stderr_excerpt(status.stderr)}")
-    return DirtyFiles(parse_status(status.stdout, prefix))
+        kinds = parse_status(status, prefix)
+        for path in _submodules(Path(top), prefix):
+            kinds.setdefault(path, _SUBMODULE)
+    except GitTimeout:
+        return DirtyFiles(reason=f"git did not answer in {GIT_SECONDS:.0f} s in {root}")
+    except GitError as exc:
+        return DirtyFiles(reason=str(exc))
+    return DirtyFiles(kinds)
 
 
 def lift_dirty(root: Path, evidence: list[FileEvidence], bonus: float, notes: list[str],

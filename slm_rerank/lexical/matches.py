@@ -232,9 +232,12 @@ class ToolsClosed(OSError):
     """``kill_tools(close=True)`` was called: no tool may start any more."""
 
 
-def start_tool(argv: list[str], cwd: str | os.PathLike[str] | None = None
-               ) -> subprocess.Popen[bytes]:
+def start_tool(argv: list[str], cwd: str | os.PathLike[str] | None = None,
+               env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     """``argv`` started with stdin on /dev/null and stdout, stderr piped; recorded as live.
+
+    ``env``: its whole environment (default: this process's). A git command is started
+    with ``plugin_kit.start_git``, which builds both.
 
     Raises OSError when it cannot start (``ToolsClosed`` once the process is closing).
     """
@@ -248,7 +251,7 @@ def start_tool(argv: list[str], cwd: str | os.PathLike[str] | None = None
             _LIVE.discard(done)
         proc = subprocess.Popen(argv, cwd=Path(cwd) if cwd is not None else None,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
+                                stderr=subprocess.PIPE, env=env)
         _LIVE.add(proc)
         return proc
 

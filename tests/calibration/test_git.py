@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 from git_history import History
 
-from slm_rerank.calibration.git import GitError, git_output
+from slm_rerank.git_runner import GitError, git_output
 
 
 def test_git_that_prints_more_than_the_cap_is_stopped_with_an_error(

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from git_history import History
 
-from slm_rerank.calibration.git import GitError, history_root
-from slm_rerank.calibration.mining import RULES, mine, subject_rule
+from slm_rerank.calibration.mining import RULES, history_root, mine, subject_rule
+from slm_rerank.git_runner import GitError
 
 RETRY = "def retry(call):\n    return call()\n"
 FIXED = "def retry(call, attempts=3):\n    for _ in range(attempts):\n        return call()\n"

@@ -12,11 +12,12 @@ from pathlib import Path
 import slm_rerank
 from slm_rerank.errors import SourceError
 from slm_rerank.plugin_kit import (
+    GitError,
     count_terms,
     order_for_search,
     size_reason,
     split_file_list,
-    start_tool,
+    start_git,
     stderr_excerpt,
 )
 from slm_rerank.registrations import CandidateSource, SourceHits, SourceQuery
@@ -35,10 +36,13 @@ PROBE_SECONDS = 10.0
 def unavailable(root: Path) -> str | None:
     if shutil.which("git") is None:
         return "git not found on PATH"
-    # Through start_tool like the search itself: a caller abandoning the search at its
-    # deadline kills this one too; and bounded, as git on a hung file system never answers.
+    # Through start_git (start_tool) like the search itself: a caller abandoning the search
+    # at its deadline kills this one too; and bounded, as git on a hung file system never
+    # answers. start_git turns off whatever the repository's git configuration would run.
     try:
-        proc = start_tool(["git", "-C", str(root), "rev-parse", "--is-inside-work-tree"])
+        proc = start_git(root, ["rev-parse", "--is-inside-work-tree"], timeout=PROBE_SECONDS)
+    except GitError as exc:
+        return str(exc)
     except OSError as exc:
         return f"git could not run: {exc.strerror or exc}"
     try:
@@ -58,10 +62,13 @@ def _pathspecs(query: SourceQuery) -> list[str]:
     return ["--", *specs]
 
 
-def _start(argv: list[str], root: Path) -> subprocess.Popen[bytes]:
-    # start_tool records the process, for a caller abandoning the search to kill.
+def _start(args: list[str], root: Path) -> subprocess.Popen[bytes]:
+    # start_git records the process, for a caller abandoning the search to kill.
     try:
-        return start_tool(argv)
+        return start_git(root, args)
+    except GitError as exc:
+        raise SourceError(f"candidate source 'git' could not run git for {root}: "
+                          f"{exc}") from None
     except OSError as exc:
         raise SourceError(f"candidate source 'git' could not run git for {root}: "
                           f"{exc.strerror or exc}; check that git is installed") from exc
@@ -97,7 +104,7 @@ def unreadable(err: bytes) -> dict[str, str]:
 
 def search(query: SourceQuery) -> SourceHits:
     specs = _pathspecs(query)
-    base = ["git", "-c", "core.quotepath=off", "-C", str(query.root)]
+    base = ["-c", "core.quotepath=off"]
     listing = _start(
         [*base, "ls-files", "-z", "--cached", "--others", "--exclude-standard", *specs],
         query.root,

@@ -2,9 +2,9 @@
 
 git runs through the host's bounded runner (``plugin_kit.git_output``: a total deadline, a
 cap on what it prints, its own process group). The repository is untrusted, so nothing it
-configures may start a process: no external diff driver or textconv filter
-(``--no-ext-diff --no-textconv``), no fsmonitor hook (``core.fsmonitor=false``), no pager;
-the prefixes are given (a repository's ``diff.noprefix`` would change them) and colour is off.
+configures may start a process: the runner turns off its filters, fsmonitor, hooks, pager,
+textconv and external diff drivers; the prefixes are given (a repository's
+``diff.noprefix`` would change them) and colour is off.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from slm_rerank.report import display_path
 GIT_SECONDS = 20.0
 #: bytes a diff may print: a review reads a pull request, not a vendored tree
 MAX_DIFF_BYTES = 32_000_000
-#: the options that keep a repository's configuration from starting anything
-SAFE = ["-c", "core.fsmonitor=false", "-c", "core.quotepath=on", "-c", "color.ui=false"]
+#: the options that keep a repository's configuration from changing git's output (what
+#: would start a process the runner turns off)
+SAFE = ["-c", "core.quotepath=on", "-c", "color.ui=false"]
 _HUNK = re.compile(rb"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
 
 
@@ -70,7 +71,7 @@ def changed_lines(root: Path, rev: str | None, timeout: float = GIT_SECONDS) -> 
     if rev is not None and (not rev or rev.startswith("-")):
         raise ConfigError(f"--diff {rev!r}: a revision must not be empty or start with '-'")
     against = rev if rev is not None else "HEAD"
-    args = [*SAFE, "diff", "--no-color", "--no-ext-diff", "--no-textconv", "--unified=0",
+    args = [*SAFE, "diff", "--no-color", "--unified=0",
             "--relative", "--src-prefix=a/", "--dst-prefix=b/", against, "--"]
     try:
         patch = git_output(root, args, timeout=timeout, max_bytes=MAX_DIFF_BYTES)
