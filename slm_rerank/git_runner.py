@@ -321,6 +321,9 @@ def start_git(repo: Path, args: Sequence[str], *, timeout: float = 10.0
         probe.communicate()
         raise GitTimeout(f"{_command(NAMES_ARGS)} in {repo} took longer than {timeout:g} s"
                          ) from None
+    if probe.returncode < 0:  # a caller giving up on the search killed it (kill_tools)
+        raise GitError(f"{_command(NAMES_ARGS)} in {repo} was killed by signal "
+                       f"{-probe.returncode}")
     if probe.returncode not in (0, 1):
         said = _one_line(err[:STDERR_BYTES])
         raise GitError(f"{_command(NAMES_ARGS)} in {repo} failed (exit {probe.returncode})"

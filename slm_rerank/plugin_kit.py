@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-# --- running git on the user's repository: a total deadline and a cap on its output ------
+# --- running git on the user's repository: a total deadline and a cap on its output, and
+# nothing the repository's git configuration names may run (git_output; start_git streams) -
 from slm_rerank.git_runner import GitError, git_output, start_git
 
 # --- a candidate source that runs a search tool (see the ripgrep and git plugins) ----------

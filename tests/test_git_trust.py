@@ -264,4 +264,4 @@ def test_the_git_source_a_repository_chooses_runs_no_fsmonitor(
     assert run.returncode == 0, run.stderr
     document = json.loads(run.stdout)
     assert document["results"][0]["path"] == "src/frobnicate.py"
-    assert "git" in run.stderr  # the repository's choice of source was followed
+    assert "source: git;" in run.stderr  # the repository's choice of source was followed

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 GIT_SECONDS = 10.0
 #: Nested submodules looked into, at most; each costs a few git calls.
 MAX_SUBMODULES = 32
+#: Entries of a ``.gitmodules`` read, at most (each costs a stat)
+MAX_LISTED_SUBMODULES = 1000
 #: bytes of git's answer read, at most (a status of a huge untracked tree is cut off as an
 #: error, not read without end)
 MAX_STATUS_BYTES = 64_000_000
@@ -136,9 +138,11 @@ def _submodules(top: Path, prefix: str) -> list[str]:
     for record in raw.split(b"\0"):
         _name, newline, value = record.partition(b"\n")
         path = os.fsdecode(value).strip("/")
+        if ".." in path.split("/"):
+            continue  # not inside the work tree
         if newline and path.startswith(prefix) and path != prefix.rstrip("/"):
             paths.append(path[len(prefix):])
-    return paths
+    return paths[:MAX_LISTED_SUBMODULES]
 
 
 def _status(root: Path) -> DirtyFiles:

@@ -42,7 +42,7 @@ def unavailable(root: Path) -> str | None:
     try:
         proc = start_git(root, ["rev-parse", "--is-inside-work-tree"], timeout=PROBE_SECONDS)
     except GitError as exc:
-        return str(exc)
+        return f"git could not run: {exc}"
     except OSError as exc:
         return f"git could not run: {exc.strerror or exc}"
     try:
