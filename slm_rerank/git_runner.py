@@ -74,7 +74,7 @@ _DROPPED_ENV = (
 _SET_ENV = {
     "GIT_TERMINAL_PROMPT": "0",  # no prompt for credentials
     "GIT_OPTIONAL_LOCKS": "0",  # no index refresh written (and no hook after it)
-    "GIT_NO_LAZY_FETCH": "1",  # a partial clone fetches nothing (git 2.44 and later)
+    "GIT_NO_LAZY_FETCH": "1",  # a partial clone fetches nothing (git 2.39.4, 2.45.1 on)
     "LC_ALL": "C",  # the user's locale out of the output
     # the values of the settings given with --config-env (a driver name holding "=")
     "SLM_RERANK_GIT_EMPTY": "",

@@ -23,6 +23,7 @@ from slm_rerank_review.diff import changed_lines
 from slm_rerank.calibration.mining import mine
 from slm_rerank.calibration.trees import commit_tree
 from slm_rerank.context.dirty import find_dirty
+from slm_rerank.git_runner import GitError
 
 
 class Plant:
@@ -162,6 +163,24 @@ def test_dirty_runs_nothing_the_repository_names(tmp_path: Path, plant: Plant,
     assert found.reason is None and found.kinds == {"a.t": "modified"}
 
 
+def test_the_dirty_flag_runs_no_fsmonitor_and_lifts_the_changed_file(
+        tmp_path: Path, plant: Plant, monkeypatch: pytest.MonkeyPatch) -> None:
+    isolate(monkeypatch, tmp_path)
+    repo = History(tmp_path / "repo")
+    repo.commit("first", {"src/frobnicate.py": "def frobnicate():\n    return 'zorblax'\n",
+                          "src/other.py": "def other():\n    return 'zorblax'\n"})
+    fsmonitor(repo, plant)
+    (repo.root / "src/other.py").write_text("def other():\n    return 'zorblax!'\n")
+    assert_plant_is_live(plant, repo.root, "status")
+
+    run = cli("-q", "zorblax", "--fast", "--dirty", "--format", "json", cwd=repo.root)
+
+    assert plant.ran() == []
+    assert run.returncode == 0, run.stderr
+    dirty = {r["path"]: r["dirty"] for r in json.loads(run.stdout)["results"]}
+    assert dirty == {"src/other.py": "modified", "src/frobnicate.py": None}
+
+
 def test_dirty_runs_no_filter_a_submodule_configures_and_finds_its_changes(
         tmp_path: Path, plant: Plant) -> None:
     library = History(tmp_path / "library")
@@ -241,6 +260,30 @@ def test_calibrate_runs_nothing_the_repository_names(tmp_path: Path, plant: Plan
     case = mine(repo.root, 10).cases[0]
     with commit_tree(repo.root, case.tree, cache) as tree:
         assert (tree / case.gold_files[0]).read_text() == "def run():\n    return 'zorblax'\n"
+    assert plant.ran() == []
+
+
+def test_calibrate_fetches_nothing_for_a_partial_clones_missing_object(
+        tmp_path: Path, plant: Plant) -> None:
+    # a partial clone fetches a missing object from its promisor remote on demand: over
+    # ssh, with the repository's core.sshCommand
+    repo = History(tmp_path / "repo")
+    commit = repo.commit("first", {"a.txt": "hello\n"})
+    blob = repo.git("rev-parse", "HEAD:a.txt")
+    (repo.root / ".git" / "objects" / blob[:2] / blob[2:]).unlink()
+    for key, value in [("core.repositoryformatversion", "1"),
+                       ("extensions.partialClone", "origin"),
+                       ("remote.origin.promisor", "true"),
+                       ("remote.origin.url", "ssh://example.invalid/x"),
+                       ("core.sshCommand", plant.command("ssh", "exit 1"))]:
+        repo.git("config", key, value)
+    assert_plant_is_live(plant, repo.root, "archive", "--format=tar", "-o", os.devnull,
+                         "HEAD")
+
+    with pytest.raises(GitError, match=r"git archive --format=tar \w+ in .* failed"):
+        with commit_tree(repo.root, commit, tmp_path / "cache"):
+            pass
+
     assert plant.ran() == []
 
 
