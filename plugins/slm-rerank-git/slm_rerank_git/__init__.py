@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,6 +40,7 @@ def unavailable(root: Path) -> str | None:
     # Through start_git (start_tool) like the search itself: a caller abandoning the search
     # at its deadline kills this one too; and bounded, as git on a hung file system never
     # answers. start_git turns off whatever the repository's git configuration would run.
+    deadline = time.monotonic() + PROBE_SECONDS  # in total, the driver names' read too
     try:
         proc = start_git(root, ["rev-parse", "--is-inside-work-tree"], timeout=PROBE_SECONDS)
     except GitError as exc:
@@ -46,7 +48,7 @@ def unavailable(root: Path) -> str | None:
     except OSError as exc:
         return f"git could not run: {exc.strerror or exc}"
     try:
-        out, _ = proc.communicate(timeout=PROBE_SECONDS)
+        out, _ = proc.communicate(timeout=max(deadline - time.monotonic(), 0.0))
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()
