@@ -181,8 +181,9 @@ def test_the_dirty_flag_runs_no_fsmonitor_and_lifts_the_changed_file(
     assert dirty == {"src/other.py": "modified", "src/frobnicate.py": None}
 
 
-def test_dirty_runs_no_filter_a_submodule_configures_and_finds_its_changes(
-        tmp_path: Path, plant: Plant) -> None:
+def with_hostile_submodule(tmp_path: Path, plant: Plant) -> History:
+    """A repository whose submodule ``vendor/lib`` configures a clean filter of its own (a
+    driver name the superproject's configuration does not hold), with a changed file."""
     library = History(tmp_path / "library")
     library.commit("first", {".gitattributes": "*.t filter=inner\n", "a.t": "hello\n"})
     repo = History(tmp_path / "repo")
@@ -193,8 +194,27 @@ def test_dirty_runs_no_filter_a_submodule_configures_and_finds_its_changes(
     inner = repo.root / "vendor/lib"
     plain_git(inner, "config", "filter.inner.clean", plant.command("inner-clean"))
     (inner / "a.t").write_text("hellp\n")
+    return repo
+
+
+def test_review_diff_runs_no_filter_a_submodule_configures(tmp_path: Path,
+                                                          plant: Plant) -> None:
+    repo = with_hostile_submodule(tmp_path, plant)
+    (repo.root / "top.t").write_text("top\nmore\n")
+    assert_plant_is_live(plant, repo.root, "diff")
+    bump(repo.root / "vendor/lib/a.t")
+
+    changes = changed_lines(repo.root, None)
+
+    assert plant.ran() == []
+    assert changes.lines == {"top.t": {2}}
+
+
+def test_dirty_runs_no_filter_a_submodule_configures_and_finds_its_changes(
+        tmp_path: Path, plant: Plant) -> None:
+    repo = with_hostile_submodule(tmp_path, plant)
     assert_plant_is_live(plant, repo.root, "status")
-    bump(inner / "a.t")
+    bump(repo.root / "vendor/lib/a.t")
 
     found = find_dirty(repo.root)
 
