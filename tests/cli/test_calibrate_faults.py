@@ -189,6 +189,24 @@ def test_a_piped_run_says_where_it_is_on_stderr_at_intervals(
     assert "| lexical | 3 |" in done.stdout
 
 
+def test_a_piped_run_whose_stderr_reader_is_gone_still_prints_its_measurement(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = isolate(monkeypatch, tmp_path)
+    repo = History(tmp_path / "repo")
+    seed_cases(repo, 3)
+    read, write = os.pipe()
+    os.close(read)  # `calibrate 2>&1 | head -1` after its line: a progress line gets EPIPE
+    try:
+        done = subprocess.run(_calibrate_every(0.0), cwd=repo.root, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=write, text=True, timeout=120)
+    finally:
+        os.close(write)
+
+    assert done.returncode == 0
+    assert "| lexical | 3 |" in done.stdout
+    assert list((cache / "calibrate").iterdir()) == []
+
+
 def test_a_short_piped_run_prints_no_progress(tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     isolate(monkeypatch, tmp_path)
