@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from slm_rerank.calibration.git import GitError, git_stream
-from slm_rerank.errors import ConfigError, SlmRerankError
+from slm_rerank.errors import ConfigError
 
 #: bytes of one tree's tar: larger, and the repository is not one to calibrate on here
 MAX_TREE_BYTES = 4_000_000_000
@@ -43,9 +43,10 @@ _CACHE_FAULTS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EAC
                  errno.EPERM, errno.EIO}
 
 
-class BadTree(SlmRerankError):
+class BadTree(ConfigError):
     """One commit's tree cannot be laid out (git refuses to archive it, or a path in it
-    cannot be written here); the case is left out, the run goes on."""
+    cannot be written here); the case is left out, the run goes on. A ConfigError, as
+    GitError is, to a caller that does not leave the case out."""
 
 
 @contextlib.contextmanager
