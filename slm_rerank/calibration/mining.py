@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -157,14 +158,15 @@ def commit_case(repo: Path, commit: str, parents: list[str], message: str,
     return Case(id=commit[:12], query=query, gold_files=gold, tree=parents[0])
 
 
-def mine(repo: Path, commits: int, with_body: bool = False, rev: str = "HEAD") -> Mined:
-    """Cases from the newest ``commits`` commits reachable from ``rev``, newest first."""
+def mine(repo: Path, commits: int, with_body: bool = False, rev: str = "HEAD",
+         advance: Callable[[int, int, int], None] | None = None) -> Mined:
+    """Cases from the newest ``commits`` commits reachable from ``rev``, newest first;
+    ``advance`` is called after each commit with (commits looked at, commits in all, cases)."""
     raw = git_output(repo, ["log", f"-n{commits}", "-z", "--format=%H%x1f%P%x1f%B", rev,
                             "--"])
     mined = Mined(cases=[])
-    for record in raw.split(b"\0"):
-        if not record.strip():
-            continue
+    records = [record for record in raw.split(b"\0") if record.strip()]
+    for record in records:
         commit, parents, body = record.decode("utf-8", "replace").split("\x1f", 2)
         mined.looked_at += 1
         made = commit_case(repo, commit.strip(), parents.split(), body, with_body)
@@ -172,6 +174,8 @@ def mine(repo: Path, commits: int, with_body: bool = False, rev: str = "HEAD") -
             mined.skipped[made] += 1
         else:
             mined.cases.append(made)
+        if advance is not None:
+            advance(mined.looked_at, len(records), len(mined.cases))
     return mined
 
 

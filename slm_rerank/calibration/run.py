@@ -20,6 +20,7 @@ from slm_rerank.calibration.measure import (
     summarise,
 )
 from slm_rerank.calibration.mining import Case
+from slm_rerank.calibration.trees import BadTree
 from slm_rerank.config import Settings
 from slm_rerank.errors import QueryError
 from slm_rerank.host import Host
@@ -29,6 +30,8 @@ GIVE_UP_AFTER = 3
 TreeOf = Callable[[Case], contextlib.AbstractContextManager[Path]]
 #: called after each case with (cases done, cases in all)
 Advance = Callable[[int, int], None]
+#: the reason a case whose tree could not be laid out is left out (``trees.BadTree``)
+NO_TREE = "tree could not be laid out"
 
 
 @dataclass
@@ -42,6 +45,8 @@ class Measurement:
     #: reason -> cases left out of the measurement
     dropped: Counter[str] = field(default_factory=Counter)
     choice: WeightChoice | None = None
+    #: why each case counted under NO_TREE was left out (its commit, git's or the OS's word)
+    bad_trees: list[str] = field(default_factory=list)
 
 
 def same_tree(root: Path) -> TreeOf:
@@ -61,9 +66,18 @@ def run_cases(cases: Sequence[Case], tree_of: TreeOf, host: Host, settings: Sett
     model = None if fast else ModelRun()
     results: list[CaseOrders] = []
     dropped: Counter[str] = Counter()
+    bad_trees: list[str] = []
     ask = not fast
     for done, case in enumerate(cases, 1):
-        with tree_of(case) as tree:
+        with contextlib.ExitStack() as laid_out:
+            try:
+                tree = laid_out.enter_context(tree_of(case))
+            except BadTree as exc:  # one bad historic tree costs its case, not the run
+                dropped[NO_TREE] += 1
+                bad_trees.append(f"{case.id}: {exc}")
+                if advance is not None:
+                    advance(done, len(cases))
+                continue
             gold = readable_gold(case, tree)
             if not gold:
                 dropped["gold files missing or generated in the searched tree"] += 1
@@ -92,4 +106,4 @@ def run_cases(cases: Sequence[Case], tree_of: TreeOf, host: Host, settings: Sett
     if model is not None:
         candidates = sorted({*weights, *([model.weight] if model.weight is not None else [])})
         choice = choose_weight(results, candidates, model.weight)
-    return Measurement(results, summarise(results), model, dropped, choice)
+    return Measurement(results, summarise(results), model, dropped, choice, bad_trees)

@@ -1,15 +1,23 @@
 """The tree a case is searched in: a commit's files laid out in the cache folder.
 
 ``git archive`` writes the commit's tracked files as a tar, which is unpacked under
-``<cache>/calibrate/`` and removed when the case is done, also when the run fails. The
-user's working tree and ``.git`` are only read: no worktree is added, no index touched.
+``<cache>/calibrate/`` and removed when the case is done, also when the run fails or is
+stopped by a signal the command turns into an unwind (``STOP_SIGNALS``). The user's working
+tree and ``.git`` are only read: no worktree is added, no index touched.
+
+Two faults are told apart: a tree that cannot be laid out (git refuses a path in it such
+as ``sub/.git``, a file name longer than the cache's file system takes) is ``BadTree``, and
+the case is left out; a cache folder that is full or not writable is a ``ConfigError``
+naming the folder, and the run stops, since every later tree would fail the same way.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
+import signal
 import tarfile
 import tempfile
 from collections.abc import Iterator
@@ -24,6 +32,58 @@ MAX_TREE_BYTES = 4_000_000_000
 ARCHIVE_TIMEOUT = 300.0
 FOLDER = "calibrate"
 _PREFIX = "tree-"
+#: the signals a run unwinds on (``cli/calibrate.terminate_cleanly`` turns the ones Python
+#: does not into an exit), held while a tree is created or removed so that none stops
+#: either half-way: a tree is either registered for removal or not there, and removed whole
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGHUP", "SIGINT", "SIGQUIT",
+                                                         "SIGTERM") if hasattr(signal, name))
+#: what an OSError with these errors says about the cache folder, not about the tree: every
+#: later tree would fail the same way, so the run stops
+_CACHE_FAULTS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES,
+                 errno.EPERM, errno.EIO}
+
+
+class BadTree(ConfigError):
+    """One commit's tree cannot be laid out (git refuses to archive it, or a path in it
+    cannot be written here); the case is left out, the run goes on. A ConfigError, as
+    GitError is, to a caller that does not leave the case out."""
+
+
+@contextlib.contextmanager
+def _held() -> Iterator[None]:
+    """``STOP_SIGNALS`` held back (delivered when the block ends), where the OS allows."""
+    mask = getattr(signal, "pthread_sigmask", None)
+    if mask is None:  # Windows: no signal masks
+        yield
+        return
+    previous = mask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        mask(signal.SIG_SETMASK, previous)
+
+
+def _remove(folder: Path) -> None:
+    with _held():  # a signal now would leave the rest of a large tree behind
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _cache_fault(base: Path, commit: str, exc: OSError) -> ConfigError | None:
+    """The one-line error when ``exc`` is the cache folder's fault, else None."""
+    if exc.errno not in _CACHE_FAULTS:
+        return None
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        todo = ("free space there, or set cache_dir or SLM_RERANK_CACHE_DIR to a folder with "
+                "room for a copy of the repository's files")
+    else:
+        todo = "set cache_dir or SLM_RERANK_CACHE_DIR to a writable folder"
+    return ConfigError(f"cache folder {base} cannot hold the tree of {commit[:12]} "
+                       f"({exc.strerror or exc}); {todo}")
+
+
+def _short(name: object, limit: int = 80) -> str:
+    text = os.fsdecode(name) if isinstance(name, (str, bytes)) else str(name)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def _alive(pid: int) -> bool:
@@ -55,30 +115,47 @@ def _inside(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
 
 
 @contextlib.contextmanager
-def commit_tree(repo: Path, commit: str, cache_dir: Path) -> Iterator[Path]:
-    """The files of ``commit`` in a fresh folder under ``cache_dir``, removed afterwards."""
-    base = cache_dir / FOLDER
+def _laying_out(base: Path, commit: str, doing: str) -> Iterator[None]:
+    """Each fault of laying out a tree as BadTree, or as ConfigError when it is the cache
+    folder's (``_cache_fault``)."""
     try:
-        base.mkdir(parents=True, exist_ok=True)
-        folder = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-{commit[:12]}-",
-                                       dir=base))
+        yield
+    except GitError as exc:
+        raise BadTree(f"git cannot archive the tree of {commit[:12]}: {exc}") from None
     except OSError as exc:
-        raise ConfigError(f"cannot lay out the tree of {commit[:12]} under {base} "
-                          f"({exc.strerror or exc}); set cache_dir or SLM_RERANK_CACHE_DIR "
-                          "to a writable folder") from None
-    try:
+        raise _cache_fault(base, commit, exc) or BadTree(
+            f"cannot {doing} the tree of {commit[:12]}: {exc.strerror or exc}"
+            + (f": {_short(exc.filename)}" if exc.filename else "")) from None
+    except tarfile.TarError as exc:
+        raise BadTree(f"cannot {doing} the tree of {commit[:12]}: {exc}") from None
+
+
+@contextlib.contextmanager
+def commit_tree(repo: Path, commit: str, cache_dir: Path) -> Iterator[Path]:
+    """The files of ``commit`` in a fresh folder under ``cache_dir``, removed afterwards.
+
+    Raises BadTree when that tree cannot be laid out, and ConfigError when the cache folder
+    cannot hold it (full, over quota, read-only); either way nothing of it is left."""
+    base = cache_dir / FOLDER
+    with contextlib.ExitStack() as cleanup:
+        try:
+            with _held():  # made and registered for removal, or not made at all
+                base.mkdir(parents=True, exist_ok=True)
+                folder = Path(tempfile.mkdtemp(
+                    prefix=f"{_PREFIX}{os.getpid()}-{commit[:12]}-", dir=base))
+                cleanup.callback(_remove, folder)
+        except OSError as exc:
+            raise _cache_fault(base, commit, exc) or ConfigError(
+                f"cannot lay out the tree of {commit[:12]} under {base} "
+                f"({exc.strerror or exc}); set cache_dir or SLM_RERANK_CACHE_DIR to a "
+                "writable folder") from None
         archive, tree = folder / "tree.tar", folder / "tree"
-        with open(archive, "wb") as sink:
+        with _laying_out(base, commit, "write"), open(archive, "wb") as sink:
             git_stream(repo, ["archive", "--format=tar", commit], sink,
                        timeout=ARCHIVE_TIMEOUT, max_bytes=MAX_TREE_BYTES)
-        tree.mkdir()
-        try:
+        with _laying_out(base, commit, "unpack"):
+            tree.mkdir()
             with tarfile.open(archive) as tar:
                 tar.extractall(tree, filter=_inside)
-        except (tarfile.TarError, OSError) as exc:
-            raise GitError(f"cannot unpack the tree of {commit[:12]} into {tree}: "
-                           f"{exc}") from None
-        archive.unlink()
+            archive.unlink()
         yield tree
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -52,44 +53,101 @@ def _rules() -> str:
         f"  {name:<15} {meaning}" for name, meaning in RULES)
 
 
-class Progress:
-    """The measurement's bar on stderr, on a terminal only; the judge's own bar is hushed
-    meanwhile (two bars on one line garble both)."""
+#: seconds between two progress lines on stderr when it is not a terminal (a pipe, a log)
+LOG_EVERY = 10.0
 
-    def __init__(self) -> None:
+
+def _command_name() -> str:
+    context = click.get_current_context(silent=True)
+    return (context.info_name if context is not None else None) or "calibrate"
+
+
+class Progress:
+    """Where a long run is, on stderr. On a terminal, a bar for mining and one for the
+    measurement (the judge's own bar is hushed meanwhile: two bars on one line garble
+    both). Off a terminal (a pipe, a log file), one plain line every ``LOG_EVERY`` seconds,
+    so that a run of minutes is not silent and never writes a carriage return."""
+
+    def __init__(self, command: str | None = None) -> None:
+        from slm_rerank.model import progress
+
+        self.command = command or _command_name()
         self.bar: Any = None
         self.hushed: bool | None = None  # the judge's bar setting before this one hushed it
+        try:
+            self.lines = not progress.QUIET and not sys.stderr.isatty()
+        except (AttributeError, ValueError):  # no stderr, or a closed one
+            self.lines = False
+        self.next_line = time.monotonic() + LOG_EVERY
 
-    def __call__(self, done: int, total: int) -> None:
+    def mined(self, looked_at: int, total: int, cases: int) -> None:
+        """After each commit mined: ``looked_at`` of ``total``, ``cases`` found so far."""
         from slm_rerank.model import progress
 
         if self.bar is None:
+            self.bar = progress.Progress(total, label="mining")
+        self.bar.advance()
+        self._line(f"{looked_at} of {total} commits mined, {cases} cases found")
+
+    def __call__(self, done: int, total: int) -> None:
+        """After each case measured (``run.Advance``)."""
+        from slm_rerank.model import progress
+
+        if self.hushed is None:
+            self._close_bar()  # mining's
             self.bar = progress.Progress(total, label="measuring", delay=0.0)
             self.hushed, progress.QUIET = progress.QUIET, True
         self.bar.advance()
+        self._line(f"{done} of {total} cases measured")
 
-    def close(self) -> None:
-        from slm_rerank.model import progress
+    def _line(self, text: str) -> None:
+        if not self.lines or time.monotonic() < self.next_line:
+            return
+        self.next_line = time.monotonic() + LOG_EVERY
+        try:
+            click.echo(f"slm-rerank: {self.command}: {text}", err=True)
+        except (OSError, ValueError):  # stderr closed (a reader gone): the run goes on
+            self.lines = False
 
+    def _close_bar(self) -> None:
         if self.bar is not None:
             self.bar.close()
-        if self.hushed is not None:  # a later command in this process gets its bar back
+            self.bar = None
+
+    def close(self) -> None:
+        """Clear the bar; a later command in this process gets the judge's bar back."""
+        from slm_rerank.model import progress
+
+        self._close_bar()
+        if self.hushed is not None:
             progress.QUIET, self.hushed = self.hushed, None
 
 
 @contextlib.contextmanager
 def terminate_cleanly() -> Iterator[None]:
-    """Let SIGTERM unwind like Ctrl-C while the command runs, so the temporary trees are
-    removed; the previous handler is put back after (a caller's own process)."""
+    """Let SIGTERM, SIGHUP (the terminal closed) and SIGQUIT unwind like Ctrl-C while the
+    command runs, so the temporary trees are removed; the previous handlers are put back
+    after (a caller's own process). A signal the process was started with ignored stays
+    ignored: ``nohup slm-rerank calibrate`` must outlive its terminal."""
+    from slm_rerank.calibration.trees import STOP_SIGNALS
+
+    taken: dict[int, Any] = {}
     try:
-        previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+        for number in STOP_SIGNALS:
+            if number == signal.SIGINT:  # Python's own: KeyboardInterrupt
+                continue
+            previous = signal.getsignal(number)
+            if previous is signal.SIG_IGN:
+                continue
+            signal.signal(number, lambda signum, frame: sys.exit(128 + signum))
+            taken[number] = previous
     except ValueError:  # not the main thread: signals are not ours to take
-        yield
-        return
+        pass
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for number, previous in taken.items():
+            signal.signal(number, previous)
 
 
 class _WithRules(click.Command):
@@ -137,9 +195,13 @@ def _calibrate(repo: Path, commits: int, with_body: bool, fast: bool, weights: l
     from slm_rerank.calibration.mining import history_root, mine
     from slm_rerank.calibration.trees import commit_tree, sweep
 
+    progress = Progress()
     try:
         root = history_root(repo.resolve())
-        mined = mine(root, commits, with_body)
+        try:
+            mined = mine(root, commits, with_body, advance=progress.mined)
+        finally:
+            progress.close()
         if not mined.cases:
             skipped = ", ".join(f"{n} {why}" for why, n in mined.skipped.most_common())
             fail(f"no case in the last {mined.looked_at} commits of {root} (skipped: "
@@ -155,7 +217,7 @@ def _calibrate(repo: Path, commits: int, with_body: bool, fast: bool, weights: l
 
         measure(root, mined.cases, trees, fast, weights, write, format_name, model_flags,
                 header, {"repository": str(root), "commits_looked_at": mined.looked_at,
-                         "skipped": dict(mined.skipped), "with_body": with_body})
+                         "skipped": dict(mined.skipped), "with_body": with_body}, progress)
     except SlmRerankError as exc:
         fail(str(exc))
 
@@ -163,7 +225,7 @@ def _calibrate(repo: Path, commits: int, with_body: bool, fast: bool, weights: l
 def measure(root: Path, cases: list[Any], trees: Callable[[Path], Any], fast: bool,
             weights: list[float],
             write: bool, format_name: str, model_flags: dict[str, Any], header: list[str],
-            about: dict[str, Any]) -> None:
+            about: dict[str, Any], progress: Progress | None = None) -> None:
     """Run the measurement over ``cases`` and print it; ``write``: keep the best weight.
 
     ``trees`` gives, for the cache folder, what lays out each case's tree."""
@@ -176,7 +238,7 @@ def measure(root: Path, cases: list[Any], trees: Callable[[Path], Any], fast: bo
     host = Host.from_environment(start=root, flags=overrides(**model_flags))
     settings = host.settings
     cache = ensure_writable(cache_path(settings))
-    progress = Progress()
+    progress = progress or Progress()
     try:
         measured = run_cases(cases, trees(cache), host, settings, cache, weights, fast,
                              progress)
@@ -184,6 +246,11 @@ def measure(root: Path, cases: list[Any], trees: Callable[[Path], Any], fast: bo
         progress.close()
     for line in (measured.model.degraded if measured.model else [])[:5]:
         warn(f"degraded, left out: {line}")
+    for line in measured.bad_trees[:5]:
+        warn(f"tree could not be laid out, left out: {line}")
+    if len(measured.bad_trees) > 5:
+        warn(f"... and {len(measured.bad_trees) - 5} more cases whose tree could not be laid "
+             "out")
     written = _write(measured) if write else None
     if format_name == "json":
         emit(render_json(measured, about, written))

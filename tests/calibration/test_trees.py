@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import signal
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -77,3 +79,27 @@ def test_a_tracked_link_out_of_the_tree_is_left_out_and_the_rest_laid_out(
         assert (tree / "src/retry.py").read_text() == BROKEN
         assert not (tree / "passwd").is_symlink() and not (tree / "up").is_symlink()
         assert (tree / "guide").read_text() == "# guide\n"
+
+
+def test_a_stop_signal_while_a_tree_is_removed_ends_the_run_only_once_it_is_gone(
+        history: Callable[[str], History], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from slm_rerank.calibration import trees
+    from slm_rerank.cli.calibrate import terminate_cleanly
+
+    repo = history("repo")
+    parent = repo.commit("start", {f"src/m{n}.py": BROKEN for n in range(50)})
+    cache = tmp_path / "cache"
+    remove = shutil.rmtree
+
+    def hung_up_meanwhile(path: Path, ignore_errors: bool = False) -> None:
+        os.kill(os.getpid(), signal.SIGHUP)  # the terminal closes as the removal starts
+        remove(path, ignore_errors=ignore_errors)
+
+    monkeypatch.setattr(trees.shutil, "rmtree", hung_up_meanwhile)
+    with pytest.raises(SystemExit) as stopped, terminate_cleanly():
+        with commit_tree(repo.root, parent, cache) as tree:
+            assert (tree / "src/m49.py").is_file()
+
+    assert stopped.value.code == 128 + signal.SIGHUP
+    assert list((cache / "calibrate").iterdir()) == []
