@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING, Any
 # --- running git on the user's repository: a total deadline and a cap on its output ------
 from slm_rerank.calibration.git import GitError, git_output
 
-# --- a candidate source that runs a search tool (see the ripgrep and git plugins) ----------
-from slm_rerank.lexical.filetypes import size_reason
+# --- chunks and file kinds as the search cuts and reads files (the review's --diff) --------
+# --- and a candidate source that runs a search tool (see the ripgrep and git plugins) ------
+from slm_rerank.lexical.chunking import Chunk, chunk_text
+from slm_rerank.lexical.filetypes import is_source_path, path_kind, size_reason
 from slm_rerank.lexical.matches import (
     count_grouped_terms,
     count_terms,
@@ -49,6 +51,8 @@ __all__ = [
     "split_file_list", "start_tool", "stderr_excerpt",
     # git
     "GitError", "git_output",
+    # chunks and file kinds
+    "Chunk", "chunk_text", "is_source_path", "path_kind",
     # terms
     "STOP_WORDS", "light", "split_identifier", "stem",
     # model servers

@@ -32,8 +32,9 @@ class ReviewGroup(click.Group):
 
 @click.command("run")
 @click.argument("paths", nargs=-1, metavar="[PATHS_OR_GLOBS]...")
-@click.option("-q", "--query", default="find real defects", show_default=True,
-              help="What to look for.")
+@click.option("-q", "--query", default=None,
+              help="What to look for (default: find real defects). With --diff, the changed "
+              "chunks it retrieves are reviewed first.")
 @click.option("--root", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="The folder the paths are in (default: the working directory).")
 @click.option("--top", type=click.IntRange(min=1, max=100), default=5, show_default=True,
@@ -55,16 +56,18 @@ class ReviewGroup(click.Group):
 @click.option("--max-tokens", type=click.IntRange(*MAX_TOKENS_RANGE), default=MAX_TOKENS,
               show_default=True, help="Tokens the model may write per chunk.")
 @click.option("-v", "--verbose", is_flag=True, help="Notes and dropped candidates on stderr.")
-def run(paths: tuple[str, ...], query: str, root: Path | None, top: int, diff: str | None,
+def run(paths: tuple[str, ...], query: str | None, root: Path | None, top: int, diff: str | None,
         no_support: bool, no_contradiction: bool, as_json: bool, format_name: str | None,
         fast: bool, base_url: str | None, model: str | None, timeout: float | None,
         local: bool | None, max_tokens: int, verbose: bool) -> None:
     """Review code: a model proposes findings; each is reported only with its quoted
     evidence on disk in the chunk it cites and every code name of its claim there."""
     from slm_rerank_review.output import render_json, render_text
-    from slm_rerank_review.review import ReviewRequest, run_review
+    from slm_rerank_review.review import DEFAULT_QUERY, ReviewRequest, run_review
     from slm_rerank_review.sarif import render_sarif
 
+    query_given = query is not None
+    query = DEFAULT_QUERY if query is None else query
     if not query.strip():
         raise click.UsageError("the query is empty")
     if len(query) > MAX_QUERY_CHARS:
@@ -73,7 +76,8 @@ def run(paths: tuple[str, ...], query: str, root: Path | None, top: int, diff: s
         raise click.UsageError("give either --json or --format, not both")
     shape = "json" if as_json else format_name or "text"
     request = ReviewRequest(
-        query=query, root=(root or Path.cwd()).resolve(), paths=paths, top=top, fast=fast,
+        query=query, query_given=query_given, root=(root or Path.cwd()).resolve(),
+        paths=paths, top=top, fast=fast,
         support=not no_support, contradiction=not no_contradiction, diff=diff is not None,
         rev=diff or None, base_url=base_url, model=model, timeout=timeout, local=local,
         max_tokens=max_tokens)

@@ -291,3 +291,21 @@ def test_the_users_cascade_and_budget_do_not_leave_findings_unjudged(
 
     assert sorted(f["claim"] for f in out["findings"]) == sorted(c for c, _, _ in FIVE)
     assert out["dropped"] == [] and out["degraded"] is None
+
+
+def test_a_retrieved_doc_page_is_not_reviewed_as_code_and_is_said(
+        project: Path, fake_llama: FakeLlama) -> None:
+    (project / "docs").mkdir()
+    (project / "docs" / "retry.rst").write_text(
+        "Retry\n=====\n\n``retry`` backs off: the delay doubles after each retry.\n")
+    fake_llama.answers["src/retry.py"] = finding(TRUE_CLAIM, TRUE_EVIDENCE)
+
+    result = CliRunner().invoke(make_group(), [
+        str(project), "--root", str(project), "--fast", "-e", fake_llama.url, "--json",
+        "-q", "retry backoff delay doubles"], catch_exceptions=False)
+
+    out = json.loads(result.stdout)
+    assert "src/retry.py:4-12" in out["reviewed"]
+    assert not any(r.startswith("docs/") for r in out["reviewed"])
+    assert out["not_code"] == ["docs/retry.rst (documentation)"]
+    assert [f["location"] for f in out["findings"]] == ["src/retry.py:11-11"]
