@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from slm_rerank.errors import SearchError
 from slm_rerank.plugin_kit import chunk_text, is_source_path, path_kind
 from slm_rerank.report import display_path
 from slm_rerank_review.diff import Changes
@@ -48,7 +49,15 @@ def changed_chunks(root: Path, changes: Changes, named: tuple[str, ...] = (),
                    cwd: Path | None = None) -> DiffChunks:
     """The chunks of ``changes``' code files under ``named`` (paths, folders or globs as a
     search reads them, relative to ``cwd``; none: every changed file) that hold a changed
-    line."""
+    line.
+
+    Raises SearchError for a name of ``named`` that is neither there nor a glob, as a search
+    refuses a path argument that does not exist.
+    """
+    for name in named:
+        given = os.path.join(cwd or Path.cwd(), os.path.expanduser(name))
+        if not GLOB_CHARS & set(name) and not os.path.lexists(given):
+            raise SearchError(f"path '{display_path(name)}' does not exist")
     found = DiffChunks()
     for path in changes.paths:
         if named and not is_named(root, path, named, cwd or Path.cwd()):

@@ -218,3 +218,16 @@ def test_more_changed_chunks_than_top_are_cut_with_a_warning_in_the_diffs_order(
     assert out["reviewed"] == ["src/colours.py:1-3"]
     assert any("2 chunks hold changed lines; the first 1 are reviewed" in w
                for w in out["warnings"])
+
+
+def test_a_named_path_that_does_not_exist_is_an_error_naming_it(
+        committed: Path, fake_llama: FakeLlama) -> None:
+    (committed / "src" / "retry.py").write_text(RETRY + "# changed\n")
+
+    result = CliRunner().invoke(make_group(), [
+        str(committed / "scr"), "--root", str(committed), "--fast", "-e", fake_llama.url,
+        "--diff"])
+
+    assert result.exit_code == 1
+    assert "scr' does not exist" in result.output
+    assert fake_llama.generations == []
