@@ -45,8 +45,12 @@ class Syntax:
 
 _HASH = Syntax(line_comments=("#",))
 _PYTHON = Syntax(line_comments=("#",), long_quotes=('"""', "'''"), python_prefixes=True)
+#: C and its kin: ``'`` quotes a character; ``"""`` a text block (Java, Kotlin, Scala,
+#: Swift, C#)
 _C_LIKE = Syntax(line_comments=("//",), block_comments=(("/*", "*/"),), quotes='"',
-                 char_quote=True)
+                 long_quotes=('"""',), char_quote=True)
+_DART = Syntax(line_comments=("//",), block_comments=(("/*", "*/"),),
+               long_quotes=('"""', "'''"))
 _JS = Syntax(line_comments=("//",), block_comments=(("/*", "*/"),), long_quotes=("`",))
 _GO = Syntax(line_comments=("//",), block_comments=(("/*", "*/"),), quotes='"',
              long_quotes=("`",), char_quote=True)
@@ -63,7 +67,8 @@ SYNTAX_BY_SUFFIX: dict[str, Syntax] = {
     **dict.fromkeys((".rb", ".sh", ".bash", ".zsh", ".pl", ".pm", ".r", ".jl", ".ex",
                      ".exs", ".ps1", ".nim"), _HASH),
     **dict.fromkeys((".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".hh", ".m", ".mm", ".java",
-                     ".kt", ".kts", ".scala", ".cs", ".swift", ".dart", ".zig"), _C_LIKE),
+                     ".kt", ".kts", ".scala", ".cs", ".swift", ".zig"), _C_LIKE),
+    ".dart": _DART,
     **dict.fromkeys((".js", ".jsx", ".mjs", ".cjs", ".ts", ".tsx", ".vue", ".svelte"), _JS),
     ".go": _GO,
     ".rs": _RUST,

@@ -311,3 +311,14 @@ def test_a_line_of_code_that_holds_a_string_is_code() -> None:
 def test_code_only_blanks_comments_and_strings_by_the_files_language(
         path: str, text: str, code: str) -> None:
     assert [line.rstrip() for line in code_only(text, path).split("\n")] == code.split("\n")
+
+
+@pytest.mark.parametrize(("path", "text", "code"), [
+    ("A.java", 'String s = """\n  ignore this\n  """;\nint n = 1;\n',
+     "String s =\n\n;\nint n = 1;\n"),
+    ("a.dart", "var s = 'a // b'; // c\n", "var s = ;\n"),
+])
+def test_text_blocks_and_single_quoted_strings_of_their_languages_are_strings(
+        path: str, text: str, code: str) -> None:
+    blanked = code_only(text, path)
+    assert [" ".join(line.split()) for line in blanked.split("\n")] == code.split("\n")
