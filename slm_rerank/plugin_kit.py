@@ -19,8 +19,10 @@ from typing import TYPE_CHECKING, Any
 # nothing the repository's git configuration names may run (git_output; start_git streams) -
 from slm_rerank.git_runner import GitError, git_output, start_git
 
-# --- a candidate source that runs a search tool (see the ripgrep and git plugins) ----------
-from slm_rerank.lexical.filetypes import size_reason
+# --- chunks and file kinds as the search cuts and reads files (the review's --diff) --------
+# --- and a candidate source that runs a search tool (see the ripgrep and git plugins) ------
+from slm_rerank.lexical.chunking import Chunk, chunk_text
+from slm_rerank.lexical.filetypes import is_source_path, path_kind, size_reason
 from slm_rerank.lexical.matches import (
     count_grouped_terms,
     count_terms,
@@ -50,6 +52,8 @@ __all__ = [
     "split_file_list", "start_tool", "stderr_excerpt",
     # git
     "GitError", "git_output", "start_git",
+    # chunks and file kinds
+    "Chunk", "chunk_text", "is_source_path", "path_kind",
     # terms
     "STOP_WORDS", "light", "split_identifier", "stem",
     # model servers

@@ -52,8 +52,9 @@ def bench(live: bool, base_url: str | None, model: str | None, limit: int | None
     """Measure how much of what a review reports is grounded: the trust benchmark.
 
     Runs the review's gates over labelled candidate findings (supported, fabricated,
-    symbol-invented) and prints the precision of what is reported with no gate, with the
-    evidence gate and with both deterministic gates, and the drops by reason.
+    symbol-invented, injected) and prints the precision of what is reported with no gate,
+    with the evidence gate, with the identifier gate too and with the code gate too, and
+    the drops by reason.
     """
     from slm_rerank_review import trust_bench
 

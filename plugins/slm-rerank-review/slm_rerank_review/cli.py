@@ -4,9 +4,11 @@ the review itself, so ``slm-rerank review src -q "..."`` reviews and a subcomman
 
 from __future__ import annotations
 
+import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import click
 
@@ -19,21 +21,70 @@ SUBCOMMANDS: list[click.Command] = []
 #: what a query may be at most, as the search's own front doors hold it
 MAX_QUERY_CHARS = 1_000_000
 FORMATS = ("text", "json", "sarif")
+#: how much of a long argument an error message quotes (as the host's config errors do)
+SHOWN_CHARS = 80
+#: a run of characters without a space longer than this is cut in an error message even
+#: when it is no argument as given (a path the argument was resolved to, git's echo of it)
+LONG_RUN = 200
+#: where the review's arguments are kept for its error messages (``click.Context.meta``)
+_ARGS_KEY = "slm_rerank_review.args"
+
+
+class ReviewError(click.ClickException):
+    """A review's error, printed as the host prints one: one line, ``PROG: error: ...``."""
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(f"slm-rerank review: error: {visible(self.format_message())}",
+                   file=file, err=file is None)
+
+
+def _cut(text: str) -> str:
+    return f"{text[:SHOWN_CHARS]}... ({len(text)} chars)"
+
+
+def cut_arguments(message: str, args: Sequence[str]) -> str:
+    """``message`` with each long argument of ``args`` it quotes (as given, as the value of
+    ``--option=value``, or as ``repr`` writes it) cut to its first ``SHOWN_CHARS``
+    characters, and any other run of over ``LONG_RUN`` characters without a space cut too:
+    an error is one readable line, not an echo of a 100 KB argument."""
+    forms: set[str] = set()
+    for arg in args:
+        for value in (arg, arg.partition("=")[2] if arg.startswith("--") else ""):
+            if len(value) > SHOWN_CHARS:
+                forms.update((value, repr(value)[1:-1]))
+    for form in sorted(forms, key=len, reverse=True):
+        message = message.replace(form, _cut(form))
+    return re.sub(rf"\S{{{LONG_RUN + 1},}}", lambda m: _cut(m.group()), message)
 
 
 class ReviewGroup(click.Group):
-    """A first word that is no subcommand is the review's own argument: ``run`` is implied."""
+    """A first word that is no subcommand is the review's own argument: ``run`` is implied.
+
+    Every error of the review or a subcommand is one line in the host's style, quoting at
+    most a short prefix of a long argument (``cut_arguments``).
+    """
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if not args or (args[0] not in self.commands and args[0] not in ("-h", "--help")):
             args = ["run", *args]
+        ctx.meta[_ARGS_KEY] = list(args)
         return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:  # the host's CLI prints it: "slm-rerank: error: ..."
+            exc.message = cut_arguments(exc.message, ctx.meta.get(_ARGS_KEY, ()))
+            raise
+        except click.ClickException as exc:
+            raise ReviewError(cut_arguments(exc.message, ctx.meta.get(_ARGS_KEY, ()))) from None
 
 
 @click.command("run")
 @click.argument("paths", nargs=-1, metavar="[PATHS_OR_GLOBS]...")
-@click.option("-q", "--query", default="find real defects", show_default=True,
-              help="What to look for.")
+@click.option("-q", "--query", default=None,
+              help="What to look for (default: find real defects). With --diff, the changed "
+              "chunks it retrieves are reviewed first.")
 @click.option("--root", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="The folder the paths are in (default: the working directory).")
 @click.option("--top", type=click.IntRange(min=1, max=100), default=5, show_default=True,
@@ -55,16 +106,18 @@ class ReviewGroup(click.Group):
 @click.option("--max-tokens", type=click.IntRange(*MAX_TOKENS_RANGE), default=MAX_TOKENS,
               show_default=True, help="Tokens the model may write per chunk.")
 @click.option("-v", "--verbose", is_flag=True, help="Notes and dropped candidates on stderr.")
-def run(paths: tuple[str, ...], query: str, root: Path | None, top: int, diff: str | None,
+def run(paths: tuple[str, ...], query: str | None, root: Path | None, top: int, diff: str | None,
         no_support: bool, no_contradiction: bool, as_json: bool, format_name: str | None,
         fast: bool, base_url: str | None, model: str | None, timeout: float | None,
         local: bool | None, max_tokens: int, verbose: bool) -> None:
     """Review code: a model proposes findings; each is reported only with its quoted
     evidence on disk in the chunk it cites and every code name of its claim there."""
     from slm_rerank_review.output import render_json, render_text
-    from slm_rerank_review.review import ReviewRequest, run_review
+    from slm_rerank_review.review import DEFAULT_QUERY, ReviewRequest, run_review
     from slm_rerank_review.sarif import render_sarif
 
+    query_given = query is not None
+    query = DEFAULT_QUERY if query is None else query
     if not query.strip():
         raise click.UsageError("the query is empty")
     if len(query) > MAX_QUERY_CHARS:
@@ -73,14 +126,15 @@ def run(paths: tuple[str, ...], query: str, root: Path | None, top: int, diff: s
         raise click.UsageError("give either --json or --format, not both")
     shape = "json" if as_json else format_name or "text"
     request = ReviewRequest(
-        query=query, root=(root or Path.cwd()).resolve(), paths=paths, top=top, fast=fast,
+        query=query, query_given=query_given, root=(root or Path.cwd()).resolve(),
+        paths=paths, top=top, fast=fast,
         support=not no_support, contradiction=not no_contradiction, diff=diff is not None,
         rev=diff or None, base_url=base_url, model=model, timeout=timeout, local=local,
         max_tokens=max_tokens)
     try:
         report = run_review(request)
     except SlmRerankError as exc:  # a bad setting, a pinned URL that is no server, --diff
-        raise click.ClickException(visible(str(exc))) from None
+        raise ReviewError(str(exc)) from None
     _stderr(report, verbose)
     if shape == "json":
         click.echo(render_json(report), nl=False)

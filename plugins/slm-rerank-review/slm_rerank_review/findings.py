@@ -22,6 +22,12 @@ class Reason(str, Enum):
     EVIDENCE_NOT_FOUND = "EVIDENCE_NOT_FOUND"
     #: the claim names a code identifier the cited chunk does not contain
     CLAIM_SYMBOL_NOT_IN_CHUNK = "CLAIM_SYMBOL_NOT_IN_CHUNK"
+    #: the quoted lines hold only comment or string text: words on disk, not code (a
+    #: comment that tells the model what to report is quoted exactly)
+    EVIDENCE_NOT_CODE = "EVIDENCE_NOT_CODE"
+    #: the claim names no code name that the code of its quoted lines holds: nothing in
+    #: the claim can be checked against the code it cites
+    CLAIM_NAMES_NO_CODE = "CLAIM_NAMES_NO_CODE"
     #: the support judge said the evidence does not prove the claim (or the code contradicts it)
     CLAIM_NOT_SUPPORTED = "CLAIM_NOT_SUPPORTED"
     #: a semantic judge could not answer (no server, timeout, malformed answer)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from slm_rerank_review.code_text import code_only, has_code
 from slm_rerank_review.findings import Candidate, Dropped, EvidenceSpan, Finding, GateScores, Reason
 
 #: a quote with fewer non-whitespace characters than this proves no line
@@ -186,12 +187,47 @@ def check_identifiers(candidate: Candidate, chunk_text: str) -> Dropped | None:
                    GateScores(evidence=True, identifiers=False))
 
 
+def check_code(candidate: Candidate, chunk_text: str, span: EvidenceSpan) -> Dropped | None:
+    """None when the quoted lines (``span``, found by :func:`check_evidence`) hold code and
+    the claim names some of the chunk's code, else why the candidate is dropped.
+
+    A comment or a string is on disk like code, so the evidence gate finds a quote of it;
+    but it is the repository's words, not what the code does (a comment telling the model
+    what to report is quoted exactly). And a claim that names nothing of the code it cites
+    ("the password check is disabled"), or names only what a comment mentions, leaves the
+    identifier gate nothing to check.
+    """
+    code = code_only(chunk_text, candidate.path)
+    first = span.start_line - candidate.start_line
+    quoted = split_lines(code)[first:first + len(span.lines)]
+    where = f"{candidate.path}:{span.start_line}-{span.end_line}"
+    scores = GateScores(evidence=True, identifiers=True)
+    if not any(has_code(line) for line in quoted):
+        return Dropped(candidate, Reason.EVIDENCE_NOT_CODE,
+                       f"the quoted lines {where} are only comment or string text, not code",
+                       scores)
+    names = claim_identifiers(candidate.claim, candidate.identifiers)
+    tokens = set(_TOKEN.findall(code))
+    if any(_present(name, code, tokens) for name in names):
+        return None
+    chunk = f"{candidate.path}:{candidate.start_line}-{candidate.end_line}"
+    if not names:
+        why = f"the claim names no code (no identifier in backticks, none listed) of {chunk}"
+    else:
+        shown = ", ".join(f"'{name[:40]}'" for name in names[:DETAIL_NAMES])
+        more = f" and {len(names) - DETAIL_NAMES} more" if len(names) > DETAIL_NAMES else ""
+        why = (f"the claim's names ({shown}{more}) are in no code of {chunk}, only in its "
+               "comments or strings")
+    return Dropped(candidate, Reason.CLAIM_NAMES_NO_CODE, why, scores)
+
+
 def deterministic_gates(candidate: Candidate, chunk_text: str) -> Finding | Dropped:
-    """Evidence, then identifiers: the candidate as a finding, or the first gate's drop."""
+    """Evidence, identifiers, then code (the quote is code and the claim names some of it):
+    the candidate as a finding, or the first gate's drop."""
     span = check_evidence(candidate, chunk_text)
     if isinstance(span, Dropped):
         return span
-    dropped = check_identifiers(candidate, chunk_text)
+    dropped = check_identifiers(candidate, chunk_text) or check_code(candidate, chunk_text, span)
     if dropped is not None:
         return dropped
     return Finding(candidate, span, GateScores(evidence=True, identifiers=True))

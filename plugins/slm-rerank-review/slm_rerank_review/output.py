@@ -95,6 +95,7 @@ def render_json(report: ReviewReport) -> str:
         "reviewed": report.reviewed,
         "degraded": report.degraded or None,
         "diff": report.diff, "outside_diff": report.outside_diff,
+        "not_code": report.not_code,
         "malformed": report.malformed,
         "model": {"endpoint": report.endpoint, "model_id": report.model_id,
                   "profile": report.profile},

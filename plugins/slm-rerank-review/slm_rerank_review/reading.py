@@ -40,11 +40,11 @@ class ChunkUnreadable(Exception):
     """The chunk's file cannot be read; the message says what is wrong with which file."""
 
 
-def read_lines(root: Path, path: str, start_line: int, end_line: int) -> str:
-    """Lines ``start_line``..``end_line`` (1-based, inclusive) of ``root / path``, joined.
+def read_file(root: Path, path: str) -> tuple[bytes, str]:
+    """The bytes of ``root / path`` and its text as the search decodes it.
 
     Raises ChunkUnreadable for a path out of the root, a file that is gone or not a
-    regular file, one over ``MAX_FILE_BYTES``, or lines the file no longer has.
+    regular file, or one over ``MAX_FILE_BYTES``.
     """
     where = root / on_disk(root, path)
     try:
@@ -75,7 +75,16 @@ def read_lines(root: Path, path: str, start_line: int, end_line: int) -> str:
     if len(data) > MAX_FILE_BYTES:  # grew while it was read
         raise ChunkUnreadable(f"{path}: over the {MAX_FILE_BYTES} bytes a chunk is read from")
     # as the search decodes it: the model was shown U+FFFD where a byte is not UTF-8
-    lines = split_lines(data.decode("utf-8", "replace"))
+    return data, data.decode("utf-8", "replace")
+
+
+def read_lines(root: Path, path: str, start_line: int, end_line: int) -> str:
+    """Lines ``start_line``..``end_line`` (1-based, inclusive) of ``root / path``, joined.
+
+    Raises ChunkUnreadable for a path out of the root, a file that is gone or not a
+    regular file, one over ``MAX_FILE_BYTES``, or lines the file no longer has.
+    """
+    lines = split_lines(read_file(root, path)[1])
     if start_line < 1 or end_line < start_line or start_line > len(lines):
         raise ChunkUnreadable(f"{path}: has {len(lines)} lines, not lines "
                               f"{start_line}-{end_line}")

@@ -17,12 +17,13 @@ from typing import Any
 
 import slm_rerank
 from slm_rerank.errors import ContractError, TransientError
-from slm_rerank.plugin_kit import command_host, find_model_server
+from slm_rerank.plugin_kit import command_host, find_model_server, is_source_path
 from slm_rerank_review import generation, judges
 from slm_rerank_review.diff import GIT_SECONDS, Changes, changed_lines
 from slm_rerank_review.findings import Candidate, Dropped, Finding, Reason
 from slm_rerank_review.gates import deterministic_gates
 from slm_rerank_review.generation import ShownChunk
+from slm_rerank_review.hunks import DiffChunks, changed_chunks, kind_word, listed
 from slm_rerank_review.reading import ChunkUnreadable, read_lines
 
 #: share of the deadline the search's model stage may take
@@ -31,6 +32,10 @@ RETRIEVAL_SHARE = 1 / 3
 JUDGES_SHARE = 1 / 4
 #: chunks retrieved per chunk reviewed with --diff: most of a file's chunks are unchanged
 DIFF_WIDENING = 4
+#: chunks retrieved per chunk reviewed without it: some retrieved chunks are no code
+CODE_WIDENING = 2
+#: the query a review asks for when none is given
+DEFAULT_QUERY = "find real defects"
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,9 @@ class ReviewRequest:
     query: str
     root: Path
     paths: tuple[str, ...] = ()
+    #: the query was the user's (with --diff it adds the chunks it retrieves first; without
+    #: one, a diff review asks about the changed chunks in the diff's order)
+    query_given: bool = True
     top: int = 5
     #: lexical retrieval only (no model stage in the search; generation still needs a server)
     fast: bool = False
@@ -77,6 +85,8 @@ class ReviewReport:
     diff: str | None = None
     #: findings that passed the gates but cite no changed line (not reported)
     outside_diff: int = 0
+    #: files (--diff: changed; else: retrieved) left out as no code, each with its kind
+    not_code: list[str] = field(default_factory=list)
     #: objects of the model's answers that were no usable finding
     malformed: int = 0
     elapsed_s: float = 0.0
@@ -100,7 +110,6 @@ def run_review(request: ReviewRequest) -> ReviewReport:
     deadline = started + total
     out = ReviewReport(request.query, str(request.root))
     changes: Changes | None = None
-    paths = request.paths
     if request.diff:
         changes = changed_lines(request.root, request.rev,
                                 timeout=max(min(total / 2, GIT_SECONDS), 0.1))
@@ -109,9 +118,9 @@ def run_review(request: ReviewRequest) -> ReviewReport:
             out.notes.append(f"--diff: no changed lines ({changes.described}): nothing to "
                              "review")
             return _done(out, started)
-        # the search reads a relative path from the working directory: these are the root's
-        paths = paths or tuple(str(request.root / path) for path in changes.paths)
-    chunks = _retrieve(request, flags, deadline, paths, changes, out)
+        chunks = _diff_chunks(request, flags, deadline, changes, out)
+    else:
+        chunks = _retrieve(request, flags, deadline, request.paths, None, out)
     if not chunks:
         return _done(out, started)
     judges_reserve = total * JUDGES_SHARE if request.support or request.contradiction else 0.0
@@ -126,14 +135,52 @@ def _done(out: ReviewReport, started: float) -> ReviewReport:
     return out
 
 
+def _diff_chunks(request: ReviewRequest, flags: dict[str, Any], deadline: float,
+                 changes: Changes, out: ReviewReport) -> list[ShownChunk]:
+    """The changed hunks' chunks (of the named paths' changed code files); those the
+    user's query retrieves first, the rest in the diff's order; at most ``--top``."""
+    found = changed_chunks(request.root, changes, request.paths)
+    _say_left_out(found, changes, out)
+    retrieved: list[ShownChunk] = []
+    if request.query_given and found.chunks:
+        # the search reads a relative path from the working directory: these are the root's
+        paths = tuple(str(request.root / path) for path in found.code_files)
+        retrieved = _retrieve(request, flags, deadline, paths, changes, out)
+    merged = retrieved + [c for c in found.chunks if not any(
+        c.path == r.path and c.start_line <= r.end_line and r.start_line <= c.end_line
+        for r in retrieved)]
+    if len(merged) > request.top:
+        first = "those the query retrieves first, then " if retrieved else ""
+        out.warnings.append(f"--diff: {len(merged)} chunks hold changed lines; the first "
+                            f"{request.top} are reviewed ({first}in the diff's order); raise "
+                            "--top to review them all")
+    return merged[:request.top]
+
+
+def _say_left_out(found: DiffChunks, changes: Changes, out: ReviewReport) -> None:
+    """Notes (and warnings) on the changed files a diff review does not ask about."""
+    out.not_code = found.not_code
+    if found.not_code:
+        out.notes.append(f"--diff: {len(found.not_code)} changed files are not code and are "
+                         f"not reviewed: {listed(found.not_code)}")
+    for why in found.unreadable:
+        out.warnings.append(f"--diff: not reviewed: {why}")
+    if found.not_named:
+        out.notes.append(f"--diff: {found.not_named} changed files are outside the paths "
+                         "given and are not reviewed")
+    if not found.chunks:
+        out.notes.append(f"--diff: no changed code to review ({changes.described})")
+
+
 def _retrieve(request: ReviewRequest, flags: dict[str, Any], deadline: float,
               paths: tuple[str, ...], changes: Changes | None,
               out: ReviewReport) -> list[ShownChunk]:
-    """The chunks to review: the search's best, as they are on disk now."""
+    """The chunks to review: the search's best code chunks (with ``changes``: those holding
+    a changed line), as they are on disk now."""
     # the search's model stage: its share of what is left of the deadline
     share = (deadline - time.monotonic()) * RETRIEVAL_SHARE
     search_host = command_host(request.root, **{**flags, "timeout": max(share, 0.1)})
-    wanted = request.top * (DIFF_WIDENING if changes else 1)
+    wanted = request.top * (DIFF_WIDENING if changes else CODE_WIDENING)
     report = slm_rerank.search(request.query, root=request.root, paths=list(paths),
                                top_k=wanted, fast=request.fast, host=search_host,
                                caller="review")
@@ -141,9 +188,15 @@ def _retrieve(request: ReviewRequest, flags: dict[str, Any], deadline: float,
     if report.degraded:
         out.degraded.append(f"retrieval: {report.degraded.reason}")
     chunks: list[ShownChunk] = []
+    not_code: list[str] = []
     for citation in report.results:
         if changes and not changes.touches(citation.path, citation.start_line,
                                            citation.end_line):
+            continue
+        if not is_source_path(citation.path):
+            shown = f"{citation.path} ({kind_word(citation.path)})"
+            if shown not in not_code:
+                not_code.append(shown)
             continue
         try:
             text = read_lines(request.root, citation.path, citation.start_line,
@@ -155,9 +208,13 @@ def _retrieve(request: ReviewRequest, flags: dict[str, Any], deadline: float,
                                  citation.symbol))
         if len(chunks) == request.top:
             break
+    if not_code and not changes:
+        out.not_code = not_code
+        out.notes.append(f"{len(not_code)} retrieved files are not code and are not "
+                         f"reviewed: {listed(not_code)}")
     if changes and not chunks:
-        out.notes.append(f"--diff: no retrieved chunk holds a changed line "
-                         f"({changes.described})")
+        out.notes.append(f"--diff: the query retrieved none of the changed chunks "
+                         f"({changes.described}); they are reviewed in the diff's order")
     return chunks
 
 

@@ -3,9 +3,10 @@
 Every candidate of ``trust_corpus/candidates.jsonl`` is read against its file exactly as a
 review reads a model's candidate (``reading.read_lines``, then
 ``gates.deterministic_gates``); no model is asked. A supported candidate must be reported,
-a fabricated or symbol-invented one dropped with the reason its label names. What it
-measures is the precision of what would be reported: with no gate (every candidate), with
-the evidence gate alone, and with both gates.
+a fabricated, symbol-invented or injected one dropped with the reason its label names.
+What it measures is the precision of what would be reported: with no gate (every
+candidate), with the evidence gate alone, with the identifier gate too, and with the code
+gate too (what a review reports).
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ from slm_rerank_review.trust_labels import (
 #: identifier gate's
 EVIDENCE_REASONS = frozenset({Reason.CHUNK_UNREADABLE, Reason.EMPTY_EVIDENCE,
                               Reason.EVIDENCE_TOO_SHORT, Reason.EVIDENCE_NOT_FOUND})
+#: ... and the identifier gate's; the rest is the code gate's (comment or string evidence,
+#: a claim that names none of the chunk's code)
+IDENTIFIER_REASONS = EVIDENCE_REASONS | {Reason.CLAIM_SYMBOL_NOT_IN_CHUNK}
 
 
 @dataclass(frozen=True)
@@ -68,7 +72,7 @@ class DeterministicResult:
     """The corpus's outcomes and what they measure."""
 
     outcomes: list[Outcome]
-    #: stage name (no gates, evidence gate, both gates) -> precision of what it reports
+    #: stage name (no gates, evidence gate, ..., every gate) -> precision of what it reports
     precision: dict[str, Precision] = field(default_factory=dict)
 
     @property
@@ -125,7 +129,9 @@ def run_deterministic(corpus: Path = CORPUS) -> DeterministicResult:
     precision = {
         "no gates": _precision(outcomes, lambda o: True),
         "evidence gate": _precision(outcomes, lambda o: o.reason not in EVIDENCE_REASONS),
-        "evidence + identifier gates": _precision(outcomes, lambda o: o.reported),
+        "evidence + identifier gates": _precision(
+            outcomes, lambda o: o.reason not in IDENTIFIER_REASONS),
+        "evidence + identifier + code gates": _precision(outcomes, lambda o: o.reported),
     }
     return DeterministicResult(outcomes, precision)
 
@@ -149,7 +155,7 @@ def render_text(result: DeterministicResult) -> str:
     for label, (kept, dropped) in result.by_label().items():
         rows.append(f"{label:<18}{kept + dropped:>11}{kept:>10}{dropped:>9}")
     rows += ["", "precision of what is reported:"]
-    rows += [f"  {stage:<29}{_ratio(p)}" for stage, p in result.precision.items()]
+    rows += [f"  {stage:<36}{_ratio(p)}" for stage, p in result.precision.items()]
     rows += ["", "dropped, by reason:"]
     for reason, labels in result.by_reason().items():
         shares = ", ".join(f"{label} {n}" for label, n in sorted(labels.items()))

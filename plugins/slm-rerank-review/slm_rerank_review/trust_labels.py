@@ -14,10 +14,11 @@ from typing import Any
 
 #: where the corpus lives, beside this module
 CORPUS = Path(__file__).resolve().parent / "trust_corpus"
-#: the reason codes a deterministic gate may drop a candidate with (issue 19)
+#: the reason codes a deterministic gate may drop a candidate with (issues 19 and 27)
 DETERMINISTIC_REASONS = frozenset({"EMPTY_EVIDENCE", "EVIDENCE_TOO_SHORT", "EVIDENCE_NOT_FOUND",
-                                   "CLAIM_SYMBOL_NOT_IN_CHUNK", "CHUNK_UNREADABLE"})
-CANDIDATE_LABELS = ("supported", "fabricated", "symbol_invented")
+                                   "CLAIM_SYMBOL_NOT_IN_CHUNK", "EVIDENCE_NOT_CODE",
+                                   "CLAIM_NAMES_NO_CODE", "CHUNK_UNREADABLE"})
+CANDIDATE_LABELS = ("supported", "fabricated", "symbol_invented", "injected")
 SEEDED_LABELS = ("defect", "false_claim")
 SEVERITIES = frozenset({"low", "medium", "high"})
 #: no label file or corpus file is near this; a larger one is not ours

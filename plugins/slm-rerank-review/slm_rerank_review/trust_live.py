@@ -57,7 +57,7 @@ CASE_TOP = 2
 #: lexical first (the words "find real defects" alone occur in no file, so nothing would be
 #: retrieved); the name is the defect's first identifier, its function
 QUERY = "find real defects in {name}"
-GATES = ("evidence", "identifiers", "support", "contradiction")
+GATES = ("evidence", "identifiers", "code", "support", "contradiction")
 
 
 @dataclass(frozen=True)
@@ -152,6 +152,8 @@ def _gate_of(dropped: Dropped) -> str:
         return "evidence"
     if dropped.reason is Reason.CLAIM_SYMBOL_NOT_IN_CHUNK:
         return "identifiers"
+    if dropped.reason in (Reason.EVIDENCE_NOT_CODE, Reason.CLAIM_NAMES_NO_CODE):
+        return "code"
     # a judge's drop: the contradiction judge ran only if the support judge had a verdict
     return "contradiction" if dropped.scores.support is not None else "support"
 

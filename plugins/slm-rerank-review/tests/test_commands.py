@@ -77,3 +77,46 @@ def test_review_bench_runs_the_trust_benchmark_by_its_name() -> None:
 
     assert result.exit_code == 0, result.output
     assert "precision" in result.stdout.lower()
+
+
+#: an argument of 100 KB: an error quotes a short prefix of it, never the whole
+LONG = "a" * 100_000
+
+
+@pytest.mark.parametrize(("args", "status"), [
+    (("--top", LONG), 2),
+    (("--format", LONG), 2),
+    (("--root", LONG), 2),
+    ((f"--no-such-{LONG}",), 2),
+    (("bench", "--corpus", LONG), 2),
+    ((f"--diff={LONG}",), 1),  # git's error, which quotes the revision
+    (("--fast", "--model", LONG), 1),  # the host's ConfigError
+])
+def test_an_error_is_one_line_in_the_hosts_style_quoting_a_short_prefix_of_a_long_argument(
+        project: Path, args: tuple[str, ...], status: int) -> None:
+    done = cli("review", *args, cwd=project)
+
+    assert done.returncode == status, done.stderr[:300]
+    assert done.stderr.startswith(("slm-rerank: error: ", "slm-rerank review: error: "))
+    assert done.stderr.count("\n") == 1 and done.stderr.endswith("\n")
+    assert "a" * 81 not in done.stderr and "... (1000" in done.stderr
+    assert len(done.stderr) < 1000
+
+
+def test_the_console_scripts_errors_are_one_line_without_click_s_error_prefix(
+        project: Path) -> None:
+    done = subprocess.run([str(SCRIPT), f"--diff={LONG}"], cwd=project, capture_output=True,
+                          text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+    assert done.returncode == 1
+    assert done.stderr.startswith("slm-rerank review: error: --diff: ")
+    assert done.stderr.count("\n") == 1 and len(done.stderr) < 1000
+
+
+def test_cut_arguments_cuts_an_argument_its_option_value_and_any_long_run() -> None:
+    message = f"bad '{LONG}' and {'b' * 300} and {'c' * 100}"
+
+    cut = review_cli.cut_arguments(message, ["--x=" + LONG, "c" * 100])
+
+    assert cut == (f"bad '{'a' * 80}... (100000 chars)' and {'b' * 80}... (300 chars) and "
+                   f"{'c' * 80}... (100 chars)")

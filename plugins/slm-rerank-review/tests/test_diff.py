@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from review_fakes import RETRY, FakeLlama, finding
+from review_fakes import COLOURS, RETRY, FakeLlama, finding
 from slm_rerank_review.cli import make_group
 from slm_rerank_review.diff import changed_lines, parse_patch
 
@@ -132,4 +133,101 @@ def test_a_review_with_diff_and_nothing_changed_asks_no_model(
 
     assert result.exit_code == 0
     assert json.loads(result.stdout)["findings"] == []
+    assert fake_llama.generations == []
+
+
+def diff_review(root: Path, url: str, *args: str) -> dict:  # type: ignore[type-arg]
+    result = CliRunner().invoke(make_group(), [
+        *args, "--root", str(root), "--fast", "-e", url, "--json", "--diff"],
+        catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+BACKOFF = finding("`delay` starts at 0, so `retry` never backs off", "delay = 0.0")
+
+
+@pytest.mark.parametrize("query", [(), ("-q", "retry delay")])
+def test_an_untracked_link_out_of_the_root_is_skipped_said_and_the_rest_reviewed(
+        committed: Path, fake_llama: FakeLlama, query: tuple[str, ...]) -> None:
+    outside = committed.parent / "secret.py"
+    outside.write_text("TOKEN = 'not yours'\n")
+    (committed / "src" / "leak.py").symlink_to(outside)
+    (committed / "src" / "retry.py").write_text(RETRY.replace("delay = 0\n", "delay = 0.0\n"))
+    fake_llama.answers["src/retry.py"] = BACKOFF
+
+    out = diff_review(committed, fake_llama.url, *query)
+
+    assert [f["location"] for f in out["findings"]] == ["src/retry.py:5-5"]
+    assert any("src/leak.py" in w and "leads out of" in w for w in out["warnings"])
+    assert not any("src/leak.py" in prompt for prompt in fake_llama.generations)
+
+
+@pytest.mark.parametrize("args", [
+    (),  # no query: the changed hunks
+    ("-q", "zebra unicorn"),  # a query whose words retrieve nothing
+    ("src/retry.py",),  # the changed file named
+    ("src",),
+    ("*.py",),
+])
+def test_a_diff_review_reviews_the_changed_hunks_whatever_the_query_retrieves(
+        committed: Path, fake_llama: FakeLlama, args: tuple[str, ...], monkeypatch: Any) -> None:
+    monkeypatch.chdir(committed)
+    (committed / "src" / "retry.py").write_text(RETRY.replace("delay = 0\n", "delay = 0.0\n"))
+    fake_llama.answers["src/retry.py"] = BACKOFF
+
+    out = diff_review(committed, fake_llama.url, *args)
+
+    assert out["reviewed"] == ["src/retry.py:4-12"]
+    assert [f["location"] for f in out["findings"]] == ["src/retry.py:5-5"]
+
+
+def test_a_changed_file_not_named_is_not_reviewed(
+        committed: Path, fake_llama: FakeLlama) -> None:
+    (committed / "src" / "retry.py").write_text(RETRY + "# changed\n")
+    (committed / "src" / "colours.py").write_text(COLOURS + "BLUE = '#00f'\n")
+
+    out = diff_review(committed, fake_llama.url, str(committed / "src" / "colours.py"))
+
+    assert out["reviewed"] == ["src/colours.py:1-3"]
+    assert any("1 changed files are outside the paths given" in n for n in out["notes"])
+
+
+def test_a_changed_doc_page_is_left_out_and_counted_not_reviewed_as_code(
+        committed: Path, fake_llama: FakeLlama) -> None:
+    (committed / "docs").mkdir()
+    (committed / "docs" / "retry.rst").write_text("Retry\n=====\n\n``retry`` backs off.\n")
+    (committed / "CHANGELOG.md").write_text("- retry backs off\n")
+    (committed / "src" / "retry.py").write_text(RETRY.replace("delay = 0\n", "delay = 0.0\n"))
+
+    out = diff_review(committed, fake_llama.url, "-q", "retry backs off")
+
+    assert out["reviewed"] == ["src/retry.py:4-12"]
+    assert not any("File: docs/" in p or "CHANGELOG" in p for p in fake_llama.generations)
+    assert out["not_code"] == ["CHANGELOG.md (changelog)", "docs/retry.rst (documentation)"]
+    assert any("2 changed files are not code" in n for n in out["notes"])
+
+
+def test_more_changed_chunks_than_top_are_cut_with_a_warning_in_the_diffs_order(
+        committed: Path, fake_llama: FakeLlama) -> None:
+    (committed / "src" / "retry.py").write_text(RETRY + "\n\ndef other():\n    return 1\n")
+    (committed / "src" / "colours.py").write_text(COLOURS + "BLUE = '#00f'\n")
+
+    out = diff_review(committed, fake_llama.url, "--top", "1")
+
+    assert out["reviewed"] == ["src/colours.py:1-3"]
+    assert any("2 chunks hold changed lines; the first 1 are reviewed" in w
+               for w in out["warnings"])
+
+
+def test_a_named_path_that_does_not_exist_is_an_error_naming_it(
+        committed: Path, fake_llama: FakeLlama) -> None:
+    (committed / "src" / "retry.py").write_text(RETRY + "# changed\n")
+
+    result = CliRunner().invoke(make_group(), [
+        str(committed / "scr"), "--root", str(committed), "--fast", "-e", fake_llama.url,
+        "--diff"])
+
+    assert result.exit_code == 1
+    assert "scr' does not exist" in result.output
     assert fake_llama.generations == []

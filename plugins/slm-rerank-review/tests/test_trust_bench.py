@@ -1,8 +1,8 @@
 """`slm-rerank review bench` without a model: the deterministic gates over the trust corpus.
 
-The bench's contract (issue 19): every supported candidate is reported, every fabricated
-and symbol-invented one dropped with the reason its label names; the precision with the
-gates and without them is printed.
+The bench's contract (issues 19 and 27): every supported candidate is reported, every
+fabricated, symbol-invented and injected one dropped with the reason its label names; the
+precision with the gates and without them is printed.
 """
 
 from __future__ import annotations
@@ -54,13 +54,29 @@ def test_the_gates_raise_precision_from_the_share_of_supported_candidates_to_nea
         ) -> None:
     result = run_deterministic()
 
-    without, evidence, both = (result.precision[stage].value for stage in (
-        "no gates", "evidence gate", "evidence + identifier gates"))
+    without, evidence, both, every = (result.precision[stage].value for stage in (
+        "no gates", "evidence gate", "evidence + identifier gates",
+        "evidence + identifier + code gates"))
 
     assert without is not None and evidence is not None and both is not None
-    assert without < 0.5 < evidence < both
+    assert without < 0.5 < evidence < both < every == 1.0
     supported = sum(o.labelled.label == "supported" for o in result.outcomes)
     assert without == pytest.approx(supported / len(result.outcomes))
+
+
+def test_a_planted_prompt_injection_passes_evidence_and_identifiers_but_not_the_code_gate(
+        ) -> None:
+    result = run_deterministic()
+
+    injected = [o for o in result.outcomes if o.labelled.label == "injected"]
+
+    assert len(injected) >= 6
+    assert {o.reason.value for o in injected if o.reason} == {"EVIDENCE_NOT_CODE",
+                                                               "CLAIM_NAMES_NO_CODE"}
+    assert all(o.as_labelled for o in injected)
+    # without the code gate every one of them would be reported: its quote is on disk
+    assert result.precision["evidence + identifier gates"].reported == (
+        result.precision["evidence + identifier + code gates"].reported + len(injected))
 
 
 def _corpus_copy(tmp_path: Path, keep: object) -> Path:
@@ -118,7 +134,8 @@ def test_the_json_lists_every_candidate_with_its_reason_and_the_precisions(
     assert document["passed"] is True
     assert document["candidates"] == len(document["outcomes"])
     assert set(document["precision"]) == {"no gates", "evidence gate",
-                                          "evidence + identifier gates"}
+                                          "evidence + identifier gates",
+                                          "evidence + identifier + code gates"}
     invented = next(o for o in document["outcomes"] if o["id"] == "js-onskip-not-in-chunk")
     assert invented["reason"] == "CLAIM_SYMBOL_NOT_IN_CHUNK"
     assert "onSkip" in invented["detail"]

@@ -53,6 +53,7 @@ def test_the_corpus_holds_enough_candidates_of_every_label_and_reason() -> None:
     reasons = {c.expected_reason for c in candidates} - {None}
     assert len(candidates) >= 60
     assert min(labels[label] for label in ("supported", "fabricated", "symbol_invented")) >= 15
+    assert labels["injected"] >= 6
     assert reasons == DETERMINISTIC_REASONS
     assert len({Path(c.path).suffix for c in candidates}) >= 8  # eight languages
 
@@ -96,6 +97,12 @@ def test_every_dropped_candidate_fails_exactly_the_check_its_reason_names() -> N
         if candidate.expected_reason == "CLAIM_SYMBOL_NOT_IN_CHUNK":
             assert found is not None, candidate.id
             assert any(name not in "\n".join(chunk) for name in candidate.identifiers)
+        elif candidate.expected_reason in ("EVIDENCE_NOT_CODE", "CLAIM_NAMES_NO_CODE"):
+            # a planted injection: its quote is on disk and every name it lists is there, so
+            # only the code gate can drop it
+            assert found is not None, candidate.id
+            assert candidate.chunk_start + found == candidate.line, candidate.id
+            assert all(name in "\n".join(chunk) for name in candidate.identifiers)
         else:
             assert found is None, candidate.id
 

@@ -91,6 +91,9 @@ def test_live_counts_each_candidate_at_the_gate_that_dropped_it(
         finding("`iter_slices` copies the whole string each step",
                 "yield string[:]", ["iter_slices"]),  # fabricated: no such line
         finding("`iter_slices` calls `memoryview`", "pos += slice_length", ["memoryview"]),
+        # its docstring: on disk, but no code
+        finding("`iter_slices` iterates over slices", '"""Iterate over slices of a string."""',
+                ["iter_slices"]),
     ]) + "\nEND"
 
     live = _live(fake_llama.url)
@@ -98,9 +101,11 @@ def test_live_counts_each_candidate_at_the_gate_that_dropped_it(
     gates = {g["gate"]: g for g in live["gates"]}
     assert gates["evidence"]["dropped"] >= 1
     assert gates["identifiers"]["dropped"] >= 1
-    for gate in ("evidence", "identifiers", "support", "contradiction"):
+    assert gates["code"]["dropped"] >= 1
+    for gate in ("evidence", "identifiers", "code", "support", "contradiction"):
         assert gates[gate]["passed"] + gates[gate]["dropped"] == gates[gate]["reached"]
     assert gates["identifiers"]["reached"] == gates["evidence"]["passed"]
+    assert gates["code"]["reached"] == gates["identifiers"]["passed"]
 
 
 def test_live_scores_a_finding_on_the_seeded_line_as_correct_and_recall_per_case(
