@@ -278,7 +278,8 @@ def quality(count: int, trees: Path, cases_file: Path, mode: str,
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--split", choices=("dev", "held-out", "fresh", "fresh-2", "all"), default=None,
+    parser.add_argument("--split", choices=("dev", "held-out", "fresh", "fresh-2", "all"),
+                        default=None,
                         help="report this split only (default: each, and all)")
     parser.add_argument("--show", action="store_true", help="list the misjudged prompts")
     parser.add_argument("--latency", type=int, default=60, metavar="N",
