@@ -115,8 +115,11 @@ _CODE_NOUN = re.compile(
 _BEHAVIOUR = re.compile(
     r"\b(?:wrong(?:ly)?|broken|breaks|fails?|failing|crash(?:es)?|doesn'?t|isn'?t|never|"
     r"always|instead of|is called|gets called|returns?|throws?|raises?|leaks?|hangs?|"
-    r"ignores?|escapes?|drops?|skips?|flaky|flakes?|flaking|intermittent(?:ly)?|"
-    r"sporadic(?:ally)?|randomly|slow|slower|times? out|timing out)\b", re.IGNORECASE)
+    r"ignores?|escapes?|drops?|skips?|flakes?|flaking|intermittent(?:ly)?|"
+    r"sporadic(?:ally)?|randomly|times? out|timing out"
+    # said of the thing ("the tests are flaky"), not a kind of test ("run the slow tests")
+    r"|(?:flaky|slow|slower)(?![ \t]+(?:tests?|suites?|specs?|jobs?|checks?|ones?|builds?|"
+    r"runs?|markers?)\b))\b", re.IGNORECASE)
 #: a reference to the repository itself: "here" closing a clause, "in this project", "our
 #: code", a question about what "we" do; with a request or a question it is about this code
 _HERE = re.compile(

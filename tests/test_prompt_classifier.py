@@ -175,5 +175,10 @@ def test_formatting_linting_and_dependency_chores_are_process(prompt: str) -> No
     assert classify(prompt).reason == "process, status or tool request"
 
 
+@pytest.mark.parametrize("prompt", ["execute the slow tests only", "list the flaky tests"])
+def test_a_kind_of_test_is_not_a_behaviour(prompt: str) -> None:
+    assert classify(prompt).reason != "behaviour of a part of the code"
+
+
 def test_format_with_what_to_change_is_still_a_code_request() -> None:
     assert judged("format the upload sizes in the progress bar as megabytes")
