@@ -3,10 +3,12 @@
 Two signals, in a fixed order (docs/user-guide.md, "Claude Code prompt hook", says the
 same). First the shape of the prompt: strong evidence of code (a fence, error text), then
 what makes it process, a pleasantry or chat (a version-control or tool request, thanks,
-a question about the conversation, a general-knowledge question), then the shapes of code
-talk (a source path, a code-form symbol, a question that locates code). A prompt none of
-those decide is asked of the repository: it is a code question when its plain words are
-this codebase's words (``vocabulary.py``), strongly enough (``by_vocabulary``).
+a question about the conversation, a general-knowledge question, a piece of writing), then
+the shapes of code talk (a source path, a code-form symbol, a question that locates code,
+a request that refers to this repository). A prompt none of those decide is asked of the
+repository: it is a code question when its plain words are this codebase's words
+(``vocabulary.py``), strongly enough, or when it asks for work on something whose words
+are (``by_vocabulary``).
 
 Every rule is a general shape of talk or a count over the repository's words; none names a
 phrase of any labelled prompt (tests/bench/hook_prompts.jsonl holds them, part held out).
@@ -131,7 +133,8 @@ _HERE = re.compile(
 #: a request or a question: what a reference to the repository makes a code question
 _ASKS = re.compile(
     r"\b(?:how|where|why|what|which|when|whether)\b|\?"
-    r"|^\s*(?:(?:now|then|so|next|also|please|can you|could you|would you|I'?d like you to"
+    # [ \t], not \s, after ^ in MULTILINE: \s crosses newlines (see _ERROR)
+    r"|^[ \t]*(?:(?:now|then|so|next|also|please|can you|could you|would you|I'?d like you to"
     r"|I want you to),? )*(?:explain|describe|document|walk me through|help me|go (?:through|"
     r"over)|tell me|show me|find|figure out|investigate|look into|dig into|trace|check|"
     r"clarify|outline|summari[sz]e)\b", re.IGNORECASE | re.MULTILINE)

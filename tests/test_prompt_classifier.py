@@ -87,7 +87,9 @@ def test_names_in_code_beat_the_chat_shapes() -> None:
     assert classify("what is the difference between load() and loads() in your answer").code
 
 
-@pytest.mark.parametrize("unit", ["thanks ", "ok, ", "upload ", "hi there, "])
+@pytest.mark.parametrize("unit", ["thanks ", "ok, ", "upload ", "hi there, ", "\n", " \n",
+                                  "here ", "explain the ", "add support ", "refactor the ",
+                                  "please, "])
 def test_the_chat_shapes_and_the_word_count_take_time_linear_in_the_prompt(unit: str) -> None:
     def both(text: str) -> None:
         classify(text)
@@ -182,3 +184,11 @@ def test_a_kind_of_test_is_not_a_behaviour(prompt: str) -> None:
 
 def test_format_with_what_to_change_is_still_a_code_request() -> None:
     assert judged("format the upload sizes in the progress bar as megabytes")
+
+
+def test_a_run_of_blank_lines_takes_time_linear_in_its_length() -> None:
+    # each blank line starts a line; a pattern that let \s cross newlines after ^ rescanned
+    # the rest of the run from each of them
+    ratio = linear_growth(classify, "stuck here.\n" + "\n" * 2000 + "x",
+                          "stuck here.\n" + "\n" * 16000 + "x")
+    assert ratio < 20, f"8x the blank lines took {ratio:.0f}x the time"
