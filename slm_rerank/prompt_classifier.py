@@ -122,13 +122,21 @@ _BEHAVIOUR = re.compile(
     # said of the thing ("the tests are flaky"), not a kind of test ("run the slow tests")
     r"|(?:flaky|slow|slower)(?![ \t]+(?:tests?|suites?|specs?|jobs?|checks?|ones?|builds?|"
     r"runs?|markers?)\b))\b", re.IGNORECASE)
-#: a reference to the repository itself: "here" closing a clause, "in this project", "our
-#: code", a question about what "we" do; with a request or a question it is about this code
-_HERE = re.compile(
-    r"\bhere[ \t]*(?:[?.!,;:)]|$)"
-    r"|\b(?:this|our) (?:code ?base|repo(?:sitory)?|project|library|package|app(?:lication)?|"
+#: a reference to the repository itself: "in this project", "our code", a question about
+#: what "we" do; with a request or a question it is about this code
+_THIS_CODE = re.compile(
+    r"\b(?:this|our) (?:code ?base|repo(?:sitory)?|project|library|package|app(?:lication)?|"
     r"code|tool|service|module)\b"
     r"|\b(?:how|where|why|when|what) (?:do|does|should|can|could|would) we\b",
+    re.IGNORECASE)
+#: "here" closing a clause: about this code with a request to explain or locate, not with
+#: any question ("what's the weather like here?")
+_HERE = re.compile(r"\bhere[ \t]*(?:[?.!,;:)]|$)", re.IGNORECASE | re.MULTILINE)
+_HERE_ASKS = re.compile(
+    r"\b(?:how|where|why|which)\b"
+    r"|^[ \t]*(?:(?:now|then|so|next|also|please|can you|could you|would you),? )*"
+    r"(?:explain|describe|document|walk me through|help me|go (?:through|over)|show me|find|"
+    r"figure out|investigate|look into|dig into|trace|clarify|outline)\b",
     re.IGNORECASE | re.MULTILINE)
 #: a request or a question: what a reference to the repository makes a code question
 _ASKS = re.compile(
@@ -169,12 +177,15 @@ _SESSION = re.compile(
     r"|\b(?:previous|earlier|last) (?:answer|reply|message|step|steps|turn)\b"
     r"|\b(?:forget|repeat|ignore) (?:what|that|everything|the (?:previous|last))\b",
     re.IGNORECASE)
-#: A piece of writing to edit or write: an email, a paragraph, a poem (not code)
+#: A piece of writing to edit or write: an email, a paragraph, a poem (not code); the noun
+#: ends its phrase ("my email validation" is code, "my email to the team" is not)
 _WRITING = re.compile(
-    r"\b(?:this|my|the following) (?:paragraph|sentence|e-?mail|essay|letter|resume|cv|story|"
-    r"poem|article|blog post|tweet|speech|cover letter)s?\b"
-    r"|\b(?:a|an) (?:poem|haiku|limerick|essay|joke|cover letter|blog post|tweet|speech|song|"
-    r"lyrics)\b", re.IGNORECASE)
+    r"(?:\b(?:this|my|the following) (?:paragraph|sentence|e-?mail|essay|letter|resume|cv|"
+    r"poem|article|blog post|tweet|speech|cover letter)s?"
+    r"|\b(?:a|an) (?:poem|haiku|limerick|essay|joke|cover letter|blog post|tweet|speech|song"
+    r"|lyrics))(?=[ \t]*(?:$|[,.;:!?]|(?:so|to|about|for|into|and|that|which|it|more|less|a"
+    r"|an|the|in|on|with|from|as|because|I|we|please|sound|read|reads)\b))",
+    re.IGNORECASE | re.MULTILINE)
 #: General knowledge: comparing tools or ideas, what a name stands for, which is best
 _GENERAL = re.compile(
     r"\bdifferences? between\b|\b(?:compare|compares|comparison) (?:to|with|between)\b"
@@ -233,7 +244,8 @@ def _shapes(text: str) -> Decision | None:
         return Decision(True, "behaviour of a part of the code")
     if _SUPPORT.search(text):
         return Decision(True, "support for a feature")
-    if _HERE.search(text) and (_ASKS.search(text) or _CODE_WORK.search(text)):
+    if (_THIS_CODE.search(text) and (_ASKS.search(text) or _CODE_WORK.search(text))
+            or _HERE.search(text) and (_HERE_ASKS.search(text) or _CODE_WORK.search(text))):
         return Decision(True, "request about this codebase")
     return None
 

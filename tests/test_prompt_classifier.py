@@ -162,6 +162,8 @@ def test_a_request_whose_subject_is_this_codebases_words_is_a_code_question(
     "write a poem about the settings page",
     "rewrite this paragraph so that the user sees the theme first",
     "can you add a reminder to call the support team",
+    "what's the weather like here?",
+    "polish my email to the team so it sounds friendlier",
 ])
 def test_the_same_verbs_about_other_things_stay_silent(prompt: str) -> None:
     assert not judged(prompt)
@@ -180,6 +182,17 @@ def test_formatting_linting_and_dependency_chores_are_process(prompt: str) -> No
 @pytest.mark.parametrize("prompt", ["execute the slow tests only", "list the flaky tests"])
 def test_a_kind_of_test_is_not_a_behaviour(prompt: str) -> None:
     assert classify(prompt).reason != "behaviour of a part of the code"
+
+
+@pytest.mark.parametrize("prompt", [
+    "my email validation rejects addresses with a plus sign",
+    "the joke endpoint returns the same joke every time",
+])
+def test_a_writing_word_that_names_part_of_the_code_is_not_a_piece_of_writing(
+        prompt: str) -> None:
+    decision = classify(prompt)
+
+    assert decision.code or not decision.final  # left to the repository's words
 
 
 def test_format_with_what_to_change_is_still_a_code_request() -> None:
