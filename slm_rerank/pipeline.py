@@ -357,13 +357,18 @@ def attach_stubs(citations: list[Citation], selected: list[Fused], ranked: Ranke
             citation.stub = build_stub(entry.item.path, text, cited, skeleton=skeleton)
 
 
-def group_by_slice(citations: list[Citation], paths: list[str], roots: list[str]
-                   ) -> list[SliceGroup]:
-    """Each citation's slice, and the slices in order of their best result."""
-    from slm_rerank.context.grouping import group, slice_of
+def group_by_slice(citations: list[Citation], paths: list[str], roots: list[str],
+                   in_scope: list[str]) -> list[SliceGroup]:
+    """Each citation's slice, and the slices in order of their best result.
 
+    ``in_scope``: every file searched, whose layout says which wrapper folder (``src/pkg``)
+    to look through (``grouping.wrapper_of``).
+    """
+    from slm_rerank.context.grouping import group, slice_of, wrapper_of
+
+    wrapper = wrapper_of(in_scope)
     for citation, path in zip(citations, paths, strict=True):
-        name = slice_of(path, roots)
+        name = slice_of(path, roots, wrapper)
         citation.slice = None if name is None else display_path(name)
     return group([c.slice for c in citations], [c.score for c in citations])
 
@@ -451,7 +456,7 @@ def run_search(request: SearchRequest, host: Host, settings: Settings | None = N
     slices = None
     if request.by_slice:
         slices = group_by_slice(citations, [e.item.path for e in selected],
-                                host.settings.slice_roots)
+                                host.settings.slice_roots, gathered.hits.files)
     notes.insert(0, f"source: {gathered.source}; {len(gathered.hits.files)} files in scope, "
                     f"{len(gathered.evidence)} with evidence; terms: "
                     f"{', '.join(terms.literals())}")

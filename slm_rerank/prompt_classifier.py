@@ -3,10 +3,12 @@
 Two signals, in a fixed order (docs/user-guide.md, "Claude Code prompt hook", says the
 same). First the shape of the prompt: strong evidence of code (a fence, error text), then
 what makes it process, a pleasantry or chat (a version-control or tool request, thanks,
-a question about the conversation, a general-knowledge question), then the shapes of code
-talk (a source path, a code-form symbol, a question that locates code). A prompt none of
-those decide is asked of the repository: it is a code question when its plain words are
-this codebase's words (``vocabulary.py``), strongly enough (``by_vocabulary``).
+a question about the conversation, a general-knowledge question, a piece of writing), then
+the shapes of code talk (a source path, a code-form symbol, a question that locates code,
+a request that refers to this repository). A prompt none of those decide is asked of the
+repository: it is a code question when its plain words are this codebase's words
+(``vocabulary.py``), strongly enough, or when it asks for work on something whose words
+are (``by_vocabulary``).
 
 Every rule is a general shape of talk or a count over the repository's words; none names a
 phrase of any labelled prompt (tests/bench/hook_prompts.jsonl holds them, part held out).
@@ -87,6 +89,12 @@ _PROCESS = re.compile(
     r"deploy|publish|install|re-?run|run|build|open|revert|undo|continue|proceed|go ahead|"
     r"stop|stage|unstage|git|check ?out|clone|fetch|summari[sz]e|draft|"
     r"write (?:a|the) (?:commit|changelog|email|message|pr|release)"
+    # a formatter or linter over the tree, and dependency chores
+    r"|(?:(?:re)?format|lint|type-?check)(?=(?:[ \t]+(?:all|the|every|my|our|this|these|"
+    r"changed|whole|entire))*[ \t]+(?:files?|code|code ?base|project|repo|repository|"
+    r"changes|sources?|everything|tree)\b)"
+    r"|(?:update|upgrade|bump|pin|refresh|regenerate)(?=[ \t]+(?:the |all |our |my )?(?:"
+    r"deps|dependencies|requirements|lock ?files?|lockfiles?|packages|versions)\b)"
     # make the build tool (make, make test), not "make the parser accept tabs"
     r"|make(?=(?:[ \t]+[\w.-]+)?[ \t]*[.!]?[ \t]*$))\b"
     # version control things as the object: a branch of the repository, a pull request
@@ -107,9 +115,43 @@ _CODE_NOUN = re.compile(
     r"exceptions?|codebase|code)\b", re.IGNORECASE)
 #: words that describe what code does wrong or how it behaves
 _BEHAVIOUR = re.compile(
-    r"\b(?:wrong(?:ly)?|broken|breaks|fails?|crash(?:es)?|doesn'?t|isn'?t|never|always|"
-    r"instead of|is called|gets called|returns?|throws?|raises?|leaks?|hangs?|ignores?|"
-    r"escapes?|drops?|skips?)\b", re.IGNORECASE)
+    r"\b(?:wrong(?:ly)?|broken|breaks|fails?|failing|crash(?:es)?|doesn'?t|isn'?t|never|"
+    r"always|instead of|is called|gets called|returns?|throws?|raises?|leaks?|hangs?|"
+    r"ignores?|escapes?|drops?|skips?|flakes?|flaking|intermittent(?:ly)?|"
+    r"sporadic(?:ally)?|randomly|times? out|timing out"
+    # said of the thing ("the tests are flaky"), not a kind of test ("run the slow tests")
+    r"|(?:flaky|slow|slower)(?![ \t]+(?:tests?|suites?|specs?|jobs?|checks?|ones?|builds?|"
+    r"runs?|markers?)\b))\b", re.IGNORECASE)
+#: a reference to the repository itself: "in this project", "our code", a question about
+#: what "we" do; with a request or a question it is about this code
+_THIS_CODE = re.compile(
+    r"\b(?:this|our) (?:code ?base|repo(?:sitory)?|project|library|package|app(?:lication)?|"
+    r"code|tool|service|module)\b"
+    r"|\b(?:how|where|why|when|what) (?:do|does|should|can|could|would) we\b",
+    re.IGNORECASE)
+#: "here" closing a clause: about this code with a request to explain or locate, not with
+#: any question ("what's the weather like here?")
+_HERE = re.compile(r"\bhere[ \t]*(?:[?.!,;:)]|$)", re.IGNORECASE | re.MULTILINE)
+_HERE_ASKS = re.compile(
+    r"\b(?:how|where|why|which)\b"
+    r"|^[ \t]*(?:(?:now|then|so|next|also|please|can you|could you|would you),? )*"
+    r"(?:explain|describe|document|walk me through|help me|go (?:through|over)|show me|find|"
+    r"figure out|investigate|look into|dig into|trace|clarify|outline)\b",
+    re.IGNORECASE | re.MULTILINE)
+#: a request or a question: what a reference to the repository makes a code question
+_ASKS = re.compile(
+    r"\b(?:how|where|why|what|which|when|whether)\b|\?"
+    # [ \t], not \s, after ^ in MULTILINE: \s crosses newlines (see _ERROR)
+    r"|^[ \t]*(?:(?:now|then|so|next|also|please|can you|could you|would you|I'?d like you to"
+    r"|I want you to),? )*(?:explain|describe|document|walk me through|help me|go (?:through|"
+    r"over)|tell me|show me|find|figure out|investigate|look into|dig into|trace|check|"
+    r"clarify|outline|summari[sz]e)\b", re.IGNORECASE | re.MULTILINE)
+#: "implement X support for Y", "add support for Y", "drop support for Y": a feature of code
+_SUPPORT = re.compile(
+    r"^\s*(?:(?:now|then|so|next|also|please|can you|could you|let'?s|we need to|I want to"
+    r"|I'?d like to),? )*(?:implement|add|drop|remove|improve|extend|finish|fix|restore"
+    r"|complete)\b[^.!?\n]{0,80}?\bsupport(?:s|ed)?\b(?! (?:team|ticket|staff|agent|"
+    r"group|call|line|desk))", re.IGNORECASE)
 _WORDS_ONLY = re.compile(r"[A-Za-z']+")
 #: snake_case words that are plain English (not identifiers) in prose
 _PROSE_SNAKE = frozenset({"e_g", "i_e"})
@@ -135,6 +177,15 @@ _SESSION = re.compile(
     r"|\b(?:previous|earlier|last) (?:answer|reply|message|step|steps|turn)\b"
     r"|\b(?:forget|repeat|ignore) (?:what|that|everything|the (?:previous|last))\b",
     re.IGNORECASE)
+#: A piece of writing to edit or write: an email, a paragraph, a poem (not code); the noun
+#: ends its phrase ("my email validation" is code, "my email to the team" is not)
+_WRITING = re.compile(
+    r"(?:\b(?:this|my|the following) (?:paragraph|sentence|e-?mail|essay|letter|resume|cv|"
+    r"poem|article|blog post|tweet|speech|cover letter)s?"
+    r"|\b(?:a|an) (?:poem|haiku|limerick|essay|joke|cover letter|blog post|tweet|speech|song"
+    r"|lyrics))(?=[ \t]*(?:$|[,.;:!?]|(?:so|to|about|for|into|and|that|which|it|more|less|a"
+    r"|an|the|in|on|with|from|as|because|I|we|please|sound|read|reads)\b))",
+    re.IGNORECASE | re.MULTILINE)
 #: General knowledge: comparing tools or ideas, what a name stands for, which is best
 _GENERAL = re.compile(
     r"\bdifferences? between\b|\b(?:compare|compares|comparison) (?:to|with|between)\b"
@@ -191,6 +242,11 @@ def _shapes(text: str) -> Decision | None:
         return Decision(True, "work on a named part of the code")
     if _CODE_NOUN.search(text) and _BEHAVIOUR.search(text):
         return Decision(True, "behaviour of a part of the code")
+    if _SUPPORT.search(text):
+        return Decision(True, "support for a feature")
+    if (_THIS_CODE.search(text) and (_ASKS.search(text) or _CODE_WORK.search(text))
+            or _HERE.search(text) and (_HERE_ASKS.search(text) or _CODE_WORK.search(text))):
+        return Decision(True, "request about this codebase")
     return None
 
 
@@ -225,6 +281,9 @@ def classify(prompt: str) -> Decision:
         if _PROCESS.search(rest) and not _strong_symbol(rest):
             return Decision(False, "process, status or tool request")
         text = rest
+    if _WRITING.search(text) and not (_PATH.search(text) or _BACKTICKS.search(text)
+                                      or _strong_symbol(text)):
+        return Decision(False, "a piece of writing, not code")
     if (_SESSION.search(text) or _GENERAL.search(text)) and not (
             _PATH.search(text) or _BACKTICKS.search(text) or _strong_symbol(text)):
         return Decision(False, "about the conversation or general knowledge")
@@ -247,6 +306,30 @@ issues bug bugs help tell show give gives try tried trying keep keeps kept put p
 takes long big small many lot lots every whole same different new old good bad better
 best default thing stuff time times instead already again still ever never always also
 """.split())
+#: A request to work on, explain or look into something, and that thing (``subject``): the
+#: words after the verb up to the first word that starts a clause of purpose, time or
+#: manner, or a verb of its own ("refactor the retry loop | so that ...", "explain how the
+#: cache | is invalidated").
+_REQUEST = re.compile(
+    r"^\s*(?:(?:now|then|so|next|also|please|can you|could you|would you|let'?s|we need to"
+    r"|I want (?:you )?to|I'?d like (?:you )?to),? )*"
+    r"(?:refactor|rework|restructure|reorgani[sz]e|rewrite|simplify|clean up|tidy(?: up)?|split"
+    r"|port|migrate|extract|deduplicate|decouple|generali[sz]e|speed up|optimi[sz]e|profile"
+    r"|debug|investigate|look into|dig into|figure out|track down|document|explain|describe"
+    r"|walk me through|help me (?:understand|follow)|go (?:through|over)|tell me how"
+    r"|show me how|get rid of|harden|improve|fix|extend|implement|add|remove|move"
+    r"|write (?:\w+ )?tests? for|test)\b(?P<subject>.*)", re.IGNORECASE | re.DOTALL)
+#: the words that end a request's subject: a clause of purpose, time, cause or manner, or
+#: an auxiliary verb
+_SUBJECT_END = re.compile(
+    r"[,.;:!?]|\b(?:so|to|into|when|whenever|because|since|if|unless|which|who|while|but"
+    r"|instead|without|than|as|by|and then|work|works|working|happens?"
+    # a verb after the subject: "explain how the cache | is invalidated"
+    r"|is|are|was|were|gets?|got|does|do|did|can|could|should|will|would|has|have|had)\b",
+    re.IGNORECASE)
+#: The request rule: of a request's subject's plain words, at least this share must be this
+#: codebase's words, and one of them must name a file, folder or symbol whole (or two count).
+MIN_SUBJECT_SHARE = 0.5
 #: The repository rule: distinct plain words of the prompt that must be this codebase's
 #: words, and the share of the prompt's plain words they must be.
 MIN_HITS = 2
@@ -264,6 +347,18 @@ def plain_words(text: str) -> list[str]:
         if len(word) >= 3 and word not in STOP_WORDS and word not in _ASKING:
             seen[word] = None
     return list(seen)
+
+
+def request_subject(prompt: str) -> list[str] | None:
+    """The plain words of the thing a request asks to work on or explain, or None when the
+    prompt is no such request ("refactor the retry loop so that ...": retry, loop)."""
+    found = _REQUEST.match(prompt[:QUERY_CHARS])
+    if found is None:
+        return None
+    rest = re.sub(r"^\s*(?:how|why|what|where|which|whether)\b", "", found.group("subject"),
+                  flags=re.IGNORECASE)
+    end = _SUBJECT_END.search(rest)
+    return plain_words(rest[:end.start()] if end else rest)
 
 
 def by_vocabulary(prompt: str, vocabulary: Vocabulary) -> Decision:
@@ -290,4 +385,12 @@ def by_vocabulary(prompt: str, vocabulary: Vocabulary) -> Decision:
     if (len(hits) >= MIN_HITS and len(hits) >= MIN_SHARE * len(words)
             and (named or len(hits) > MIN_HITS)):
         return Decision(True, "words of this codebase", evidence=evidence)
+    subject = request_subject(prompt)
+    if subject:
+        found_in = [vocabulary.lookup(word) for word in subject]
+        known = [f for f in found_in if f is not None and f[0] <= ceiling]
+        evidence += f"; the request's subject: {len(known)} of {len(subject)} words"
+        if (len(known) >= MIN_SUBJECT_SHARE * len(subject)
+                and (len(known) >= 2 or any(flags & NAME for _, flags in known))):
+            return Decision(True, "a request about this codebase's words", evidence=evidence)
     return Decision(False, "no code in the prompt", evidence=evidence)

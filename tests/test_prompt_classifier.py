@@ -87,7 +87,9 @@ def test_names_in_code_beat_the_chat_shapes() -> None:
     assert classify("what is the difference between load() and loads() in your answer").code
 
 
-@pytest.mark.parametrize("unit", ["thanks ", "ok, ", "upload ", "hi there, "])
+@pytest.mark.parametrize("unit", ["thanks ", "ok, ", "upload ", "hi there, ", "\n", " \n",
+                                  "here ", "explain the ", "add support ", "refactor the ",
+                                  "please, "])
 def test_the_chat_shapes_and_the_word_count_take_time_linear_in_the_prompt(unit: str) -> None:
     def both(text: str) -> None:
         classify(text)
@@ -114,3 +116,92 @@ def test_error_text_or_a_fence_anywhere_in_a_long_paste_still_decides() -> None:
     assert classify(paste + traceback).reason == "error text"
     assert classify(traceback + paste).reason == "error text"
     assert classify(paste + "\n```\nrun()\n```\n" + paste).reason == "code fence"
+
+
+# --- requests that name no file or symbol (issue 27) -----------------------------------------
+
+
+@pytest.mark.parametrize("prompt, reason", [
+    ("explain how uploads are resumed here", "request about this codebase"),
+    ("walk me through uploads here", "request about this codebase"),
+    ("walk me through the login flow in this project", "request about this codebase"),
+    ("implement chunked support for large uploads", "support for a feature"),
+    ("please add proxy support to the downloader", "support for a feature"),
+    ("the tests for the settings page are flaky, investigate", "behaviour of a part of the code"),
+    ("the upload tests fail intermittently on CI", "behaviour of a part of the code"),
+])
+def test_a_request_about_this_codebase_is_a_code_question_by_its_shape(
+        prompt: str, reason: str) -> None:
+    decision = classify(prompt)
+
+    assert (decision.code, decision.final, decision.reason) == (True, True, reason)
+
+
+@pytest.mark.parametrize("prompt", [
+    "refactor the retry handling so that it backs off for longer each time",
+    "clean up the theme handling so that it stops flashing on every reload",
+    "explain how the theme gets applied on every single visit",
+    "look into the retry handling, it gives up far too early on slow networks",
+])
+def test_a_request_whose_subject_is_this_codebases_words_is_a_code_question(
+        prompt: str) -> None:
+    # the prompt's words as a whole are too few of the codebase's for the repository rule;
+    # the thing asked about (the retry handling) is the codebase's
+    assert not classify(prompt).final
+    assert by_vocabulary(prompt, WORDS).reason == "a request about this codebase's words"
+
+
+@pytest.mark.parametrize("prompt", [
+    "explain how photosynthesis works",
+    "refactor my essay so that it flows better",
+    "implement a weekly meal plan for me",
+    "investigate why my wifi drops every evening",
+    "help me understand how compound interest works",
+    "I'm stuck here.",
+    "explain the rules of cricket here briefly",
+    "write a poem about the settings page",
+    "rewrite this paragraph so that the user sees the theme first",
+    "can you add a reminder to call the support team",
+    "what's the weather like here?",
+    "polish my email to the team so it sounds friendlier",
+])
+def test_the_same_verbs_about_other_things_stay_silent(prompt: str) -> None:
+    assert not judged(prompt)
+
+
+@pytest.mark.parametrize("prompt", [
+    "format all the files with black",
+    "lint the whole project",
+    "update the dependencies",
+    "bump the lock file",
+])
+def test_formatting_linting_and_dependency_chores_are_process(prompt: str) -> None:
+    assert classify(prompt).reason == "process, status or tool request"
+
+
+@pytest.mark.parametrize("prompt", ["execute the slow tests only", "list the flaky tests"])
+def test_a_kind_of_test_is_not_a_behaviour(prompt: str) -> None:
+    assert classify(prompt).reason != "behaviour of a part of the code"
+
+
+@pytest.mark.parametrize("prompt", [
+    "my email validation rejects addresses with a plus sign",
+    "the joke endpoint returns the same joke every time",
+])
+def test_a_writing_word_that_names_part_of_the_code_is_not_a_piece_of_writing(
+        prompt: str) -> None:
+    decision = classify(prompt)
+
+    assert decision.code or not decision.final  # left to the repository's words
+
+
+def test_format_with_what_to_change_is_still_a_code_request() -> None:
+    assert judged("format the upload sizes in the progress bar as megabytes")
+
+
+def test_a_run_of_blank_lines_takes_time_linear_in_its_length() -> None:
+    # each blank line starts a line; a pattern that let \s cross newlines after ^ rescanned
+    # the rest of the run from each of them
+    ratio = linear_growth(classify, "stuck here.\n" + "\n" * 2000 + "x",
+                          "stuck here.\n" + "\n" * 16000 + "x")
+    assert ratio < 20, f"8x the blank lines took {ratio:.0f}x the time"

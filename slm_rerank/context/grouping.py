@@ -12,14 +12,32 @@ the searched root, and a folder that is itself a root name is not a slice:
 ``src/features/auth/x.ts`` is in ``src/features/auth``, not ``src/features``. A
 file directly inside a root, or outside every root, has no slice; such files form one group
 of their own.
+
+A wrapper folder is looked through. On the most common Python layouts all the code sits in
+one package (``src/<package>/``, or ``<package>/`` at the top), so the roots alone would give
+one slice for everything. ``wrapper_of`` finds, from the files in scope, the folder that holds
+nearly all (``NEARLY_ALL``) of the program source, going down while one subfolder holds nearly
+all of what is below it: ``src/pkg`` in a src layout, ``pkg`` for a top-level package. Below
+it each subfolder is a slice (``src/pkg/lexical``, ``src/pkg/model``) and the files directly
+in it form the slice named by the wrapper itself (``src/pkg``). The roots still decide where
+they name a slice inside the wrapper, or one that does not hold it (a monorepo's
+``packages/auth`` stays ``packages/auth`` unless that package is nearly the whole code).
 """
 
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+
+from slm_rerank.lexical.filetypes import path_kind
+
+#: the share of the program source below a folder that makes one subfolder a wrapper to look
+#: through: 0.8 takes pytest's ``src/_pytest`` (its scripts and benchmarks beside it) and
+#: xarray's ``xarray`` (its ``asv_bench`` beside it), not a monorepo's larger package
+NEARLY_ALL = 0.8
 
 
 @lru_cache(maxsize=8)  # one query asks for each result's slice with the same roots
@@ -44,14 +62,62 @@ def _parse_roots(roots: tuple[str, ...]) -> tuple[frozenset[str], tuple[tuple[st
     return frozenset(names), tuple(anchored)
 
 
-def slice_of(path: str, roots: Sequence[str]) -> str | None:
-    """The slice (``root/name``) holding ``path`` (relative, ``/``-separated), if any."""
-    folders = path.split("/")[:-1]  # the last part is the file itself
+def wrapper_of(files: Iterable[str]) -> str | None:
+    """The folder that holds nearly all of the program source among ``files``, if any.
+
+    From the searched root down: while one subfolder holds at least NEARLY_ALL of the source
+    files below the current folder (the files directly in it count against it), go into it.
+    Tests, docs and non-source files are not counted: a src layout has its tests and docs
+    beside the package. None when no folder at the top holds nearly all of it.
+    """
+    below = [f.split("/") for f in files if path_kind(f) == "source"]
+    depth = 0
+    while below:
+        counts = Counter(parts[depth] if len(parts) > depth + 1 else None for parts in below)
+        name, count = counts.most_common(1)[0]
+        if name is None or count < NEARLY_ALL * len(below):
+            break
+        below = [parts for parts in below if len(parts) > depth + 1 and parts[depth] == name]
+        depth += 1
+    if depth == 0:
+        return None
+    return "/".join(below[0][:depth])
+
+
+def slice_of(path: str, roots: Sequence[str], wrapper: str | None = None) -> str | None:
+    """The slice holding ``path`` (relative, ``/``-separated), if any.
+
+    ``wrapper`` (``wrapper_of`` the files in scope) is looked through: a file below it whose
+    roots name no slice, or one that holds the wrapper, is in the wrapper's subfolder (a
+    root name there is not a slice: ``src/pkg/features/auth``), or in the wrapper's own
+    slice when it sits directly in it.
+    """
     names, anchored = _parse_roots(tuple(roots))
+    folders = path.split("/")[:-1]  # the last part is the file itself
+    named = _by_paths(folders, anchored) or _by_names(folders, names)
+    if wrapper is None or not path.startswith(wrapper + "/"):
+        return named
+    if named is not None and not (wrapper + "/").startswith(named + "/"):
+        return named  # the roots name a slice inside the wrapper
+    inside = folders[wrapper.count("/") + 1:]
+    if not inside:
+        return wrapper
+    if inside[0] in names:
+        return f"{wrapper}/{_by_names(inside, names) or inside[0]}"
+    return f"{wrapper}/{inside[0]}"
+
+
+def _by_paths(folders: list[str], anchored: tuple[tuple[str, ...], ...]) -> str | None:
+    """The slice an anchored root (a path from the searched root) gives these folders."""
     for parts in anchored:
         width = len(parts)
         if tuple(folders[:width]) == parts and width < len(folders):
             return "/".join(folders[:width + 1])
+    return None
+
+
+def _by_names(folders: list[str], names: frozenset[str]) -> str | None:
+    """The slice a root name gives these folders: the folder under the outermost one."""
     for i, folder in enumerate(folders[:-1]):
         # ``src/features/auth``: the slice is src/features/auth, not src/features.
         if folder in names and folders[i + 1] not in names:

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The prompt hook's classifier on labelled prompts, and the hook's latency on sympy.
 
-    python tests/bench/hook_prompts.py [--split dev|held-out|all] [--show] [--latency N]
+    python tests/bench/hook_prompts.py [--split dev|held-out|fresh|fresh-2|all] [--show]
+                                       [--latency N]
                                        [--before DIR]
     python tests/bench/hook_prompts.py --quality N
 
@@ -10,6 +11,12 @@ repository), ``prompt``, ``label`` (code, process or chat), ``kind`` (plain: a c
 request without an identifier; named: one with a path, a symbol or error text; vcs, run,
 social, session, general) and ``split``. The split was fixed by the prompt's sha256 before
 any rule was written (two fifths held out); tune on ``--split dev`` only and report both.
+The ``fresh`` split (issue 27) is 100 prompts written afterwards, before the rules for
+requests that name no file or symbol ("refactor X so that it ...", "explain how X works
+here"): 60 such requests and 40 non-code prompts in the same verbs (explain, implement,
+investigate) about other things; it is held out too. ``fresh-2`` is 90 more (50 requests in
+other phrasings: "it would be nice if", "can we", "there's a bug where"; 40 non-code),
+written after the rules and judged once.
 
 For each repository the classifier runs as the hook runs it: the shape rules, then, for a
 prompt they leave open, the repository's vocabulary (``slm_rerank.vocabulary``) of that
@@ -271,8 +278,9 @@ def quality(count: int, trees: Path, cases_file: Path, mode: str,
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--split", choices=("dev", "held-out", "all"), default=None,
-                        help="report this split only (default: dev, held-out and all)")
+    parser.add_argument("--split", choices=("dev", "held-out", "fresh", "fresh-2", "all"),
+                        default=None,
+                        help="report this split only (default: each, and all)")
     parser.add_argument("--show", action="store_true", help="list the misjudged prompts")
     parser.add_argument("--latency", type=int, default=60, metavar="N",
                         help="prompts timed through the hook on sympy (0: all; -1: none)")
@@ -296,7 +304,7 @@ def main() -> int:
         quality(args.quality, TREES, args.cases, args.mode, variants)
         return 0
     rows = [json.loads(line) for line in PROMPTS.read_text().splitlines() if line.strip()]
-    splits = [args.split] if args.split else ["dev", "held-out", "all"]
+    splits = [args.split] if args.split else ["dev", "held-out", "fresh", "fresh-2", "all"]
     if args.split and args.split != "all":
         rows = [r for r in rows if r["split"] == args.split]
     with tempfile.TemporaryDirectory() as cache:

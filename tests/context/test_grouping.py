@@ -8,7 +8,7 @@ import pytest
 from search_fixtures import cli, make_repo, search
 
 from slm_rerank.config import Settings
-from slm_rerank.context.grouping import group, slice_of
+from slm_rerank.context.grouping import group, slice_of, wrapper_of
 
 ROOTS = Settings().slice_roots
 
@@ -168,3 +168,122 @@ def test_a_dot_slash_root_is_anchored_at_the_searched_root() -> None:
 @pytest.mark.parametrize("root", ["", "/", ".", "..", "../src", "src/../.."])
 def test_a_slice_root_that_names_no_folder_under_the_root_matches_nothing(root: str) -> None:
     assert slice_of("src/auth/login.py", [root]) is None
+
+
+# --- a wrapper folder that holds nearly all the code is looked through ------------------
+
+
+def _package(prefix: str) -> dict[str, str | bytes]:
+    """A Python project whose package sits at ``prefix``, with its tests and docs beside."""
+    return {
+        f"{prefix}/__init__.py": "from .cli import main\n",
+        f"{prefix}/cli.py": "def main(): return score_terms(load_judge())\n",
+        f"{prefix}/lexical/__init__.py": "",
+        f"{prefix}/lexical/terms.py": "def score_terms(terms): return len(terms)\n",
+        f"{prefix}/lexical/rank.py": "def rank_terms(terms): return score_terms(terms)\n",
+        f"{prefix}/model/__init__.py": "",
+        f"{prefix}/model/judge.py": "def load_judge(): return 'judge terms'\n",
+        f"{prefix}/model/prompt.py": "def judge_prompt(terms): return load_judge()\n",
+        "tests/test_terms.py": "def test_score_terms(): assert score_terms('judge')\n",
+        "tests/test_judge.py": "def test_load_judge(): assert load_judge()\n",
+        "tests/conftest.py": "import pytest\n",
+        "docs/index.md": "# score terms, load judge\n",
+        "docs/conf.py": "project = 'judge terms'\n",
+        "README.md": "score terms and load the judge\n",
+        "pyproject.toml": "[project]\nname = 'pkg'\n",
+    }
+
+
+#: the slices of the files above, by path below the package
+PACKAGE_SLICES = {"cli.py": "", "lexical/terms.py": "/lexical", "lexical/rank.py": "/lexical",
+                  "model/judge.py": "/model", "model/prompt.py": "/model"}
+
+
+@pytest.mark.parametrize("prefix", ["src/pkg", "pkg", "src/main/python/org/pkg"])
+def test_the_package_holding_all_the_code_is_split_into_its_subpackages(
+        tmp_path: Path, prefix: str) -> None:
+    repo = make_repo(tmp_path / "project", _package(prefix))
+
+    report = search(repo, "score terms load judge prompt rank main", by_slice=True, top_k=20)
+
+    by_path = {c.path: c.slice for c in report.results}
+    for below, suffix in PACKAGE_SLICES.items():
+        assert by_path[f"{prefix}/{below}"] == prefix + suffix, below
+    assert by_path["tests/test_terms.py"] is None
+    assert report.slices is not None
+    assert {g.name for g in report.slices} >= {prefix, f"{prefix}/lexical", f"{prefix}/model"}
+
+
+def test_a_src_layout_is_split_below_its_package_in_the_json_output(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "project", _package("src/pkg"))
+
+    doc = cli("--fast", "--by-slice", "--format", "json", "-q", "score terms load judge",
+              cwd=repo).json()
+
+    slices = {r["path"]: r["slice"] for r in doc["results"]}
+    assert slices["src/pkg/lexical/terms.py"] == "src/pkg/lexical"
+    assert slices["src/pkg/model/judge.py"] == "src/pkg/model"
+    assert {s["slice"] for s in doc["slices"]} >= {"src/pkg/lexical", "src/pkg/model"}
+
+
+@pytest.mark.parametrize(("files", "expected"), [
+    (["src/pkg/a.py", "src/pkg/b/c.py", "src/pkg/b/d.py", "src/pkg/e/f.py", "tests/test_a.py",
+      "tests/test_b.py", "docs/x.md", "docs/conf.py", "setup.py"], "src/pkg"),
+    (["pkg/a.py", "pkg/b/c.py", "pkg/d/e.py", "pkg/f.py", "setup.py"], "pkg"),
+    # scripts and benchmarks beside the package: under a fifth of the source
+    (["src/pkg/a.py", "src/pkg/b.py", "src/pkg/c/d.py", "src/pkg/e.py", "scripts/run.py"],
+     "src/pkg"),
+    # no folder holds nearly all the code: no wrapper
+    (["app/a.py", "app/b.py", "lib/c.py", "lib/d.py"], None),
+    (["main.py", "util.py", "lib/x.py"], None),
+    (["README.md", "docs/a.md", "tests/test_x.py"], None),
+    ([], None),
+])
+def test_wrapper_of_goes_down_while_one_folder_holds_nearly_all_the_source(
+        files: list[str], expected: str | None) -> None:
+    assert wrapper_of(files) == expected
+
+
+#: layouts whose slices the roots already give: the wrapper rule changes none of them
+UNCHANGED_LAYOUTS = [
+    # a monorepo: no folder holds nearly all its code
+    ["packages/auth/login.py", "packages/auth/token.py", "packages/billing/pay.py",
+     "services/api/routes.py", "services/api/app.py", "scripts/tool.py"],
+    # a monorepo whose every package is under packages/: the wrapper is packages itself
+    ["packages/auth/src/login.py", "packages/auth/src/token.py", "packages/ui/button.ts",
+     "packages/ui/menu.ts", "packages/core/x.go"],
+    # two top-level packages of equal size
+    ["app/views/a.py", "app/models/b.py", "lib/io/c.py", "lib/net/d.py"],
+    # this project's own shape: a package beside its plugins
+    ["slm_rerank/a.py", "slm_rerank/b.py", "slm_rerank/c/d.py", "plugins/git/g.py",
+     "plugins/rg/r.py", "plugins/rg/s.py"],
+]
+
+
+@pytest.mark.parametrize("files", UNCHANGED_LAYOUTS)
+def test_layouts_the_roots_already_slice_keep_their_slices(files: list[str]) -> None:
+    wrapper = wrapper_of(files)
+
+    assert [slice_of(f, ROOTS, wrapper) for f in files] == [slice_of(f, ROOTS) for f in files]
+
+
+def test_the_roots_still_name_a_slice_inside_the_wrapper() -> None:
+    files = ["src/pkg/features/auth/login.ts", "src/pkg/features/cart/cart.ts",
+             "src/pkg/core/a.ts", "src/pkg/main.ts"]
+    wrapper = wrapper_of(files)
+
+    assert wrapper == "src/pkg"
+    assert slice_of("src/pkg/features/auth/login.ts", ROOTS, wrapper) == "src/pkg/features/auth"
+    assert slice_of("src/pkg/core/a.ts", ROOTS, wrapper) == "src/pkg/core"
+    assert slice_of("src/pkg/main.ts", ROOTS, wrapper) == "src/pkg"
+    # a root path inside the wrapper: the roots decide
+    assert slice_of("src/pkg/core/db/a.ts", ["src/pkg/core"], wrapper) == "src/pkg/core/db"
+
+
+def test_a_wrapper_folder_that_is_a_root_name_is_looked_through_too() -> None:
+    files = ["src/pkg/features/auth/login.ts", "src/pkg/features/cart/cart.ts"]
+    wrapper = wrapper_of(files)
+
+    assert wrapper == "src/pkg/features"
+    assert slice_of(files[0], ROOTS, wrapper) == "src/pkg/features/auth"
+    assert slice_of(files[0], ROOTS) == "src/pkg"  # the roots alone: one slice for both
