@@ -54,7 +54,7 @@ def resolve_root(root: Path | None, cwd: Path) -> Path:
             is_dir = False
         if not is_dir:
             raise ScopeError(f"root {shown(str(folder))} does not exist or is not "
-                              "a directory")
+                             "a directory")
         return folder.resolve()
     return repo_root(cwd) or cwd.resolve()
 
@@ -102,8 +102,8 @@ def _not_searchable(mode: int) -> str | None:
 
 def _outside(arg: str, root: Path, root_name: str) -> ScopeError:
     return ScopeError(f"path '{shown(arg)}' is outside the searched root "
-                       f"{display_path(str(root))}; pass {root_name} to search another "
-                       "repository")
+                      f"{display_path(str(root))}; pass {root_name} to search another "
+                      "repository")
 
 
 def resolve_scope(root: Path, args: Sequence[str], piped: Sequence[str], cwd: Path,
@@ -172,7 +172,7 @@ def _add_argument(scope: Scope, arg: str, cwd: Path, root_name: str) -> None:
     problem = _not_searchable(mode)
     if problem:
         raise ScopeError(f"path '{shown(arg)}' cannot be searched: {problem}; "
-                          "pass regular files or folders")
+                         "pass regular files or folders")
     resolved = candidate.resolve()
     if not _inside(resolved, scope.root):
         raise _outside(arg, scope.root, root_name)
