@@ -104,8 +104,8 @@ def search(
     given = overrides(top_k=top_k, chunks=chunks)
     if host is None:
         host = Host.from_environment(start=root_path or cwd, flags=given)
+    host.validate()  # first: it may leave out a repository's value (a format, a source)
     settings = apply_overrides(host.settings, given, "argument")
-    host.validate()
     folder = usable_folder(cache_path(settings))
     cache_dir = folder.path
     scope = resolve_scope(root_path or resolve_root(None, cwd), paths, piped_paths, cwd,

@@ -90,9 +90,11 @@ def read_repo_toml(path: Path, below: Settings) -> RepoLayer:
     """Read a repository's ``.slm-rerank.toml`` under the rules of each key's ``repo`` field.
 
     ``below`` holds the values of the layers under the repository's (defaults, the user's
-    file): a REPO_LOWER key may not rise above them. A refused or lowered key is recorded in
-    ``refused``, never raised: a stranger's file must not stop the user's query. Unknown
-    keys and values of the wrong type are still errors naming the file and the key.
+    file): a REPO_LOWER key may not rise above them. The file arrives with a clone: nothing
+    in it may stop the user's query. A refused or lowered key, an unknown key and a value a
+    key cannot take (a wrong type, nan, out of bounds) are each recorded in ``refused``
+    (one line naming the file and the key) and left out; a file that cannot be read or
+    parsed is left out whole. Nothing is raised.
     """
     from slm_rerank.report import display_path, visible
 
@@ -100,30 +102,48 @@ def read_repo_toml(path: Path, below: Settings) -> RepoLayer:
     refused: dict[str, str] = {}
     # the path is the repository's too (its folder names): no raw control characters
     where = visible(display_path(str(path)))
-    for key, value in _parse_file(path).items():
-        if key not in TYPES:
-            check_value(key, value, str(path))  # raises: unknown key
-        rule, why = repo_rule(key)
-        name, it = f"key '{key}'", "it"
-        if key == "plugins" and isinstance(value, dict):
-            names = [f"[plugins.{shown(n)}]" for n in list(value)[:3]]
-            more = f" and {len(value) - 3} more" if len(value) > 3 else ""
-            name, it = " ".join(names) + more, "plugin options"
-        if rule == REPO_NO:
-            refused[key] = (f"{where}: {name} ignored: a repository's {REPO_FILE} may not set "
-                            f"{it} ({why}); set {it} in the user config instead")
+    try:
+        data = _parse_file(path)
+    except ConfigError as exc:
+        return RepoLayer({}, {REPO_FILE: f"{visible(str(exc))}; the whole file is ignored"})
+    for key, value in data.items():
+        try:
+            taken, why_not = _repo_value(key, value, below, where)
+        except ConfigError as exc:
+            applies = (f", {shown(getattr(below, key))} applies" if key in TYPES
+                       and key != "plugins" else "")
+            refused[key] = f"{visible(str(exc))}; ignored{applies}"
             continue
-        if rule == REPO_LOWER:
-            value = check_typed(TYPES[key], value, f"{path}: key '{key}'")
-            limit = getattr(below, key)
-            if value is not None and limit is not None and value > limit:
-                may = ("turn it off, not on" if isinstance(limit, bool) else
-                       f"lower it, not raise it above {shown(limit)}")
-                refused[key] = (f"{where}: key '{key}' = {shown(value)} ignored: a repository "
-                                f"may {may} ({why}); {shown(limit)} applies")
-                continue
-        values[key] = check_value(key, value, str(path))
+        if why_not is not None:
+            refused[key] = why_not
+        else:
+            values[key] = taken
     return RepoLayer(values, refused)
+
+
+def _repo_value(key: str, value: Any, below: Settings, where: str) -> tuple[Any, str | None]:
+    """(the checked value, None), or (None, why a repository may not set it): ConfigError
+    when the key is unknown or cannot take ``value``."""
+    if key not in TYPES:
+        check_value(key, value, where)  # raises: unknown key
+    rule, why = repo_rule(key)
+    name, it = f"key '{key}'", "it"
+    if key == "plugins" and isinstance(value, dict):
+        names = [f"[plugins.{shown(n)}]" for n in list(value)[:3]]
+        more = f" and {len(value) - 3} more" if len(value) > 3 else ""
+        name, it = " ".join(names) + more, "plugin options"
+    if rule == REPO_NO:
+        return None, (f"{where}: {name} ignored: a repository's {REPO_FILE} may not set "
+                      f"{it} ({why}); set {it} in the user config instead")
+    if rule == REPO_LOWER:
+        value = check_typed(TYPES[key], value, f"{where}: key '{key}'")
+        limit = getattr(below, key)
+        if value is not None and limit is not None and value > limit:
+            may = ("turn it off, not on" if isinstance(limit, bool) else
+                   f"lower it, not raise it above {shown(limit)}")
+            return None, (f"{where}: key '{key}' = {shown(value)} ignored: a repository "
+                          f"may {may} ({why}); {shown(limit)} applies")
+    return check_value(key, value, where), None
 
 
 #: refusals already printed by this process: a long-lived caller (MCP, the hook reading its
@@ -131,7 +151,8 @@ def read_repo_toml(path: Path, below: Settings) -> RepoLayer:
 _WARNED: set[str] = set()
 
 
-def _warn(refused: Mapping[str, str]) -> None:
+def warn_refused(refused: Mapping[str, str]) -> None:
+    """Print each refusal of a repository's value once per process, one line each."""
     for text in refused.values():
         if text not in _WARNED:
             _WARNED.add(text)
@@ -192,12 +213,20 @@ def load_settings(
     repo = repo_config_path(start or Path.cwd())
     if repo is not None:
         layer = read_repo_toml(repo, settings)
+        settings.repo_replaced = {key: (getattr(settings, key), origins[key])
+                                  for key in layer.values if key != "plugins"}
         apply(f"repo: {repo}", layer.values)
         settings.repo_refusals = layer.refused
-        _warn(layer.refused)
+        warn_refused(layer.refused)
     for f in fields(Settings):
         for name in f.metadata.get("env", ()):
-            if environ.get(name):
+            value = environ.get(name)
+            if value and not value.strip():
+                # `SLM_ENDPOINT=" "` is a mistake (a quoted template, a stray space), not a
+                # wish: read as unset, it silently scanned ports instead of the server named
+                raise ConfigError(f"environment {name} is blank ({shown(value)}); give it a "
+                                  "value, or unset it (an empty value counts as unset)")
+            if value:
                 apply(f"env: {name}", {f.name: parse_text(f.name, environ[name],
                                                            f"environment {name}")})
                 break

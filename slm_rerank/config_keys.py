@@ -195,6 +195,10 @@ class Settings:
     origins: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
     #: key -> why a repository's value for it was refused or lowered (one line each)
     repo_refusals: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    #: key -> (value, origin) that a repository's value replaced: what applies when the
+    #: repository's value names no installed plugin (a format, a source)
+    repo_replaced: dict[str, tuple[Any, str]] = field(default_factory=dict, repr=False,
+                                                      compare=False)
 
 
 @dataclass(frozen=True)
@@ -230,7 +234,7 @@ class KeyType:
 
 
 #: key -> the type its values must have, from the Settings annotations
-_BOOKKEEPING = ("origins", "repo_refusals")
+_BOOKKEEPING = ("origins", "repo_refusals", "repo_replaced")
 TYPES: dict[str, KeyType] = {
     name: KeyType.of(hint) for name, hint in get_type_hints(Settings).items()
     if name not in _BOOKKEEPING

@@ -37,6 +37,11 @@ class QueryError(SearchError):
     """The query itself is unusable (empty, or only stop words)."""
 
 
+class ScopeError(SearchError):
+    """A path the user named (an argument, a name piped on stdin, the root) cannot be
+    searched; the message names it."""
+
+
 class SourceError(SearchError):
     """A candidate source (rg, git) failed; the message names it and carries its stderr."""
 

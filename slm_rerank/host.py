@@ -81,12 +81,38 @@ class Host:
         """
         if self._validated:
             return
+        self.refuse_repo_choices()
         for key in CHOICE_KEYS:
             if self._origin(key) != "default":
                 self.check_choice(key, getattr(self.settings, key), self._origin(key))
         for name in self.settings.plugins:
             self.options_for(name)
         self._validated = True
+
+    def refuse_repo_choices(self) -> None:
+        """Leave out a repository's value that names no installed plugin (a format, a
+        source), with one warning line: what the layers below it set applies instead.
+
+        The repository's file is untrusted input; its typo must not stop the user's query.
+        """
+        from slm_rerank.config import warn_refused
+        from slm_rerank.report import display_path, visible
+
+        settings = self.settings
+        for key in CHOICE_KEYS:
+            origin = self._origin(key)
+            if not origin.startswith("repo: ") or key not in settings.repo_replaced:
+                continue
+            where = visible(display_path(origin.removeprefix("repo: ")))
+            try:
+                self.check_choice(key, getattr(settings, key), where)
+            except ConfigError as exc:
+                value, below = settings.repo_replaced[key]
+                setattr(settings, key, value)
+                settings.origins[key] = below
+                refusal = f"{visible(str(exc))}; ignored, {shown(value)} applies"
+                settings.repo_refusals = {**settings.repo_refusals, key: refusal}
+                warn_refused({key: refusal})
 
     def check_choice(self, key: str, value: Any, where: str) -> None:
         """Raise ConfigError unless ``value`` names installed plugins for ``key``."""

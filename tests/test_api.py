@@ -45,7 +45,8 @@ def test_search_raises_named_errors(repo: Path, tmp_path: Path) -> None:
         slm_rerank.search("the of and", root=repo)
     with pytest.raises(SearchError, match="does not exist"):
         slm_rerank.search("retry", root=tmp_path / "nowhere")
-    (repo / ".slm-rerank.toml").write_text("top_k = 'x'\n")
+    user_config_path().parent.mkdir(parents=True, exist_ok=True)
+    user_config_path().write_text("top_k = 'x'\n")  # a repository's file only warns
     with pytest.raises(ConfigError, match="key 'top_k' must be an integer"):
         slm_rerank.search("retry", root=repo)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from search_fixtures import CLI, cli, free_port, linear_growth, make_repo
+from search_fixtures import CLI, cli, free_port, linear_growth, make_repo, user_config
 
 from slm_rerank.claude_hook import classify, deadline_from
 from slm_rerank.usage import summarize
@@ -284,13 +284,14 @@ def test_the_classifier_takes_time_linear_in_the_prompt(shape: str) -> None:
 
 @pytest.mark.parametrize("config", ["unknown_key = 1\n", "x = [\n"],
                          ids=["unknown-key", "bad-toml"])
-def test_a_broken_repository_config_is_reported_as_a_config_error_not_a_log_failure(
+def test_a_broken_user_config_is_reported_as_a_config_error_not_a_log_failure(
         repo: Path, isolated_home: Path, config: str) -> None:
-    (repo / ".slm-rerank.toml").write_text(config)
+    # the user's own file: a repository's only warns (tests/cli/test_config_input.py)
+    user_config().write_text(config)
     done = run_hook(hook_input("where is backoff defined", repo), repo)
     assert (done.returncode, done.stdout) == (0, b"")
     line = done.stderr.decode()
-    assert "config error, no context given" in line and ".slm-rerank.toml" in line
+    assert "config error, no context given" in line and "config.toml" in line
     assert "usage log" not in line
 
 

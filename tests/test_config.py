@@ -66,11 +66,11 @@ def test_the_nearest_repo_file_wins_and_the_walk_stops_at_the_repo_root(tmp_path
 
 
 def test_an_unknown_key_names_the_file_and_the_key(tmp_path: Path) -> None:
-    repo = make_repo(tmp_path)
-    (repo / ".slm-rerank.toml").write_text("top_kk = 3\n")
+    # the user's own file; a repository's is a warning (tests/cli/test_config_input.py)
+    path = write_user_config("top_kk = 3\n")
     with pytest.raises(ConfigError) as info:
-        load_settings(start=repo, environ={})
-    assert str(repo.resolve() / ".slm-rerank.toml") in str(info.value)
+        load_settings(start=tmp_path, environ={})
+    assert str(path) in str(info.value)
     assert "unknown key 'top_kk'" in str(info.value)
 
 

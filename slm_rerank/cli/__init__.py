@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import click
 
 
 def main() -> None:
@@ -31,6 +35,12 @@ def main() -> None:
         from slm_rerank.cli.commands import cli
     try:
         cli.main(args=args, prog_name=prog, standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        # click's message is the whole --help text, which the one-line form below would
+        # print with its newlines escaped: say what is missing instead
+        print(f"slm-rerank: error: {_missing_command(exc.ctx)} (see "
+              f"'{exc.ctx.command_path} --help')", file=sys.stderr)
+        sys.exit(exc.exit_code)
     except click.UsageError as exc:
         # One line that names the culprit, instead of click's usage block.
         where = exc.ctx.command_path if exc.ctx is not None else "slm-rerank"
@@ -43,3 +53,14 @@ def main() -> None:
     except click.Abort:
         print("slm-rerank: aborted", file=sys.stderr)
         sys.exit(1)
+
+
+def _missing_command(ctx: click.Context) -> str:
+    """What a group (or a command) run without its arguments lacks, in one line."""
+    import click
+
+    command = ctx.command
+    if isinstance(command, click.Group):
+        names = ", ".join(command.list_commands(ctx))
+        return f"'{ctx.command_path}' needs a command: {names}"
+    return f"'{ctx.command_path}' needs arguments"

@@ -5,6 +5,8 @@ The server itself is ``slm_rerank.servers.mcp`` (no click there); this is its co
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -36,3 +38,13 @@ def mcp(**flags: Any) -> None:
     except SlmRerankError as exc:
         fail(str(exc))
     build_server(service).run("stdio")
+    if service.busy:
+        # The client closed stdin while a search ran: nobody is left to read its answer.
+        # End its tools (rg, git) and the process now; the search thread, abandoned by the
+        # server, would otherwise run on to its deadline, and the interpreter wait for it.
+        from slm_rerank.lexical.matches import kill_tools
+
+        kill_tools(close=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)

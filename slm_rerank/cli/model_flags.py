@@ -129,10 +129,18 @@ def _base_urls(ctx: click.Context, param: click.Parameter, values: tuple[str, ..
 
     The list goes into the command's parameters as ``endpoints``, the setting it overrides.
     """
-    if len(values) < 2:
-        return values[0] if values else None
+    if not values:
+        return None
     from slm_rerank.errors import ConfigError
     from slm_rerank.model.discovery import check_base_url
+
+    if len(values) == 1:
+        # checked now, as a bad --host is: found by the model stage, it was an exit 1
+        try:
+            check_base_url(values[0])
+        except ConfigError as exc:
+            raise click.BadParameter(str(exc), ctx, param) from None
+        return values[0]
 
     urls: list[str] = []
     for value in values:

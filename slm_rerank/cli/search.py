@@ -13,8 +13,8 @@ import click
 from slm_rerank.cli.model_flags import model_options
 from slm_rerank.cli.terminal import emit, fail, warn
 from slm_rerank.config import Settings
-from slm_rerank.errors import SlmRerankError
-from slm_rerank.host import Host
+from slm_rerank.errors import ConfigError, ScopeError, SlmRerankError
+from slm_rerank.host import CHOICE_KEYS, Host
 from slm_rerank.overrides import overrides
 from slm_rerank.query_limit import MAX_QUERY_BYTES, QUERY_LIMIT, too_long
 
@@ -173,6 +173,8 @@ def search(query: str | None, query_file: str | None, paths: tuple[str, ...], ro
         host = Host.from_environment(start=root or Path.cwd(), flags=flags)
         settings = host.settings
         formatters = host.registry.formatters()
+        host.refuse_repo_choices()  # a repository's unknown format warns, then text applies
+        _check_flag_choices(host)
         if settings.format not in formatters:
             _no_formatter(settings, sorted(formatters))
         report = run(
@@ -182,7 +184,7 @@ def search(query: str | None, query_file: str | None, paths: tuple[str, ...], ro
             expand=expand, stubs="stub" if stub else "skeleton" if skeleton else None,
             dirty=dirty, by_slice=by_slice, root_name="--root",
         )
-    except QueryError as exc:
+    except (QueryError, ScopeError) as exc:  # the query or a path the user typed
         raise click.UsageError(str(exc)) from None
     except SlmRerankError as exc:  # config, plugins, sources, a server's broken answer
         fail(str(exc))
@@ -198,6 +200,18 @@ def search(query: str | None, query_file: str | None, paths: tuple[str, ...], ro
         warn(f"{short.shown} of {short.asked} results: {short.reason}")
     output = formatters[settings.format].render(report, tty=sys.stdout.isatty())
     emit(output if output.endswith("\n") or not output else output + "\n")
+
+
+def _check_flag_choices(host: Host) -> None:
+    """A flag that names no installed plugin (``--model``, ``--scorer``) is a usage error,
+    like any other bad flag; the same name from a config file stays a config error."""
+    for key in CHOICE_KEYS:
+        origin = host.settings.origins.get(key, "default")
+        if origin.startswith("flag: ") and key != "format":  # _no_formatter says more
+            try:
+                host.check_choice(key, getattr(host.settings, key), origin)
+            except ConfigError as exc:
+                raise click.UsageError(str(exc)) from None
 
 
 #: The plugin that ships text, json, jsonl and markdown: its entry-point and distribution name.

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from slm_rerank.config import repo_root
-from slm_rerank.errors import SearchError
+from slm_rerank.errors import ScopeError
 from slm_rerank.report import display_path
 
 GLOB_CHARS = frozenset("*?[")
@@ -53,8 +53,8 @@ def resolve_root(root: Path | None, cwd: Path) -> Path:
         except (OSError, ValueError):
             is_dir = False
         if not is_dir:
-            raise SearchError(f"root {shown(str(folder))} does not exist or is not "
-                              "a directory")
+            raise ScopeError(f"root {shown(str(folder))} does not exist or is not "
+                             "a directory")
         return folder.resolve()
     return repo_root(cwd) or cwd.resolve()
 
@@ -100,10 +100,10 @@ def _not_searchable(mode: int) -> str | None:
     return f"it is {what}, not a regular file or folder"
 
 
-def _outside(arg: str, root: Path, root_name: str) -> SearchError:
-    return SearchError(f"path '{shown(arg)}' is outside the searched root "
-                       f"{display_path(str(root))}; pass {root_name} to search another "
-                       "repository")
+def _outside(arg: str, root: Path, root_name: str) -> ScopeError:
+    return ScopeError(f"path '{shown(arg)}' is outside the searched root "
+                      f"{display_path(str(root))}; pass {root_name} to search another "
+                      "repository")
 
 
 def resolve_scope(root: Path, args: Sequence[str], piped: Sequence[str], cwd: Path,
@@ -112,16 +112,16 @@ def resolve_scope(root: Path, args: Sequence[str], piped: Sequence[str], cwd: Pa
 
     A path argument must exist and be a regular file or a folder inside ``root``, or be a
     glob (a name with ``*?[`` that does not exist) inside ``root``; anything else is a
-    ``SearchError`` naming it. A piped name is taken literally (never as a glob), and one
+    ``ScopeError`` naming it. A piped name is taken literally (never as a glob), and one
     that is missing or cannot be searched is skipped with a note. ``root_name`` is how the
     caller's user sets the root (the CLI's ``--root``), for the error a path outside it gets.
     """
     scope = Scope(root)
     if any("\0" in name for name in piped):
-        raise SearchError(BINARY_STDIN)
+        raise ScopeError(BINARY_STDIN)
     for arg in args:
         if "\0" in arg:
-            raise SearchError(f"path '{shown(arg)}' holds a NUL byte; no file has such a name")
+            raise ScopeError(f"path '{shown(arg)}' holds a NUL byte; no file has such a name")
         _add_argument(scope, arg, cwd, root_name)
     piped_found = False
     for name in piped:
@@ -131,12 +131,12 @@ def resolve_scope(root: Path, args: Sequence[str], piped: Sequence[str], cwd: Pa
         if not piped_found:
             first = piped[0]
             cut = first if len(first) <= STDIN_LINE_CHARS else first[:STDIN_LINE_CHARS] + "…"
-            raise SearchError(
+            raise ScopeError(
                 f"stdin held no existing file names (first line: '{display_path(cut)}'); "
                 "to search the whole tree, run without a pipe on stdin "
                 "(add `< /dev/null`), or pass the query with --query-file -")
         why = next(n for n in scope.notes if not n.endswith(MISSING))
-        raise SearchError(f"none of the files named on stdin can be searched ({why})")
+        raise ScopeError(f"none of the files named on stdin can be searched ({why})")
     return scope
 
 
@@ -154,12 +154,12 @@ def _add_argument(scope: Scope, arg: str, cwd: Path, root_name: str) -> None:
     try:
         mode = _kind(candidate)
     except _Unusable as exc:
-        raise SearchError(f"path '{shown(arg)}' cannot be searched: {exc}") from None
+        raise ScopeError(f"path '{shown(arg)}' cannot be searched: {exc}") from None
     invalid = glob_problem(arg) if mode is None and GLOB_CHARS & set(arg) else None
     if mode is None and invalid:
         # Not a path, and no tool could read it as a glob: what the user meant is a path,
         # and the clear error is that it is missing, not the source's glob parse error.
-        raise SearchError(f"path '{shown(arg)}' does not exist (nor is it a glob: {invalid})")
+        raise ScopeError(f"path '{shown(arg)}' does not exist (nor is it a glob: {invalid})")
     if mode is None and GLOB_CHARS & set(arg):
         # a glob is written relative to where the user stands, like any other path
         glob = os.path.relpath(os.path.abspath(cwd / arg), scope.root)
@@ -168,11 +168,11 @@ def _add_argument(scope: Scope, arg: str, cwd: Path, root_name: str) -> None:
         scope.globs.append(glob)
         return
     if mode is None:
-        raise SearchError(f"path '{shown(arg)}' does not exist")
+        raise ScopeError(f"path '{shown(arg)}' does not exist")
     problem = _not_searchable(mode)
     if problem:
-        raise SearchError(f"path '{shown(arg)}' cannot be searched: {problem}; "
-                          "pass regular files or folders")
+        raise ScopeError(f"path '{shown(arg)}' cannot be searched: {problem}; "
+                         "pass regular files or folders")
     resolved = candidate.resolve()
     if not _inside(resolved, scope.root):
         raise _outside(arg, scope.root, root_name)

@@ -85,14 +85,22 @@ _MAX_DIGITS = 18
 
 
 def parse_budget(text: str, where: str = "--budget") -> Budget:
-    """``"2000"`` or ``"2000t"``: prompt tokens; ``"20s"``: seconds; ``"off"``: no cap."""
-    if text.strip().lower() in ("", "off", "none", "0"):
+    """``"2000"`` or ``"2000t"``: prompt tokens; ``"20s"``: seconds; ``"off"``: no cap.
+
+    A budget of 0 (in any unit) is an error, not a synonym of off: read as a number it
+    means no model work at all, read as "no limit" the opposite, and the two must not be
+    told apart by a unit letter.
+    """
+    if text.strip().lower() in ("", "off", "none"):
         return Budget()
     found = _BUDGET.fullmatch(text)
     if found is None:
         raise ConfigError(f"{where}: {text[:40]!r} is not a budget; give prompt tokens "
                           "(--budget 2000) or seconds (--budget 20s), or off")
     number, unit = found.group(1), (found.group(2) or "t").lower()
+    if not number.strip("0."):
+        raise ConfigError(f"{where}: {text.strip()!r} is a budget of nothing; give off for "
+                          "no cap, or --fast for no model work at all")
     if len(number.split(".")[0]) > _MAX_DIGITS:
         raise ConfigError(f"{where}: {number[:20]}... is too large for a budget; give at "
                           f"most {_MAX_DIGITS} digits, or off for no cap")

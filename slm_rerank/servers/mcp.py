@@ -11,6 +11,7 @@ that every other command stays free of the SDK's import cost).
 """
 
 import dataclasses
+import json
 import logging
 import os
 import sys
@@ -65,6 +66,11 @@ class RerankService:
 
     def __post_init__(self) -> None:
         self.default_root = self.default_root.resolve()
+
+    @property
+    def busy(self) -> bool:
+        """Whether a search is running (in its worker thread, perhaps abandoned)."""
+        return self._lock.locked()
 
     def host_for(self, root: Path) -> Host:
         """The warm Host for ``root``: settings read once, plugins loaded and checked once."""
@@ -176,18 +182,86 @@ def citations_text(report: Report) -> str:
     return "\n".join(lines)
 
 
+#: how an argument error shows a JSON type of the tool's input schema
+_JSON_TYPES = {"string": "a string", "integer": "an integer", "number": "a number",
+               "boolean": "true or false", "null": "null", "object": "an object"}
+#: how much of a rejected argument an error shows
+_SHOWN_ARGUMENT = 60
+
+
+def expected_type(schema: dict[str, Any]) -> str:
+    """What a parameter of the tool's JSON schema takes, in words: "an integer of at least
+    1", "a list of strings or null"."""
+    words = []
+    for option in schema.get("anyOf", [schema]):
+        kind = option.get("type")
+        if kind == "array":
+            item = _JSON_TYPES.get(option.get("items", {}).get("type", ""), "")
+            word = f"a list of {item.split(' ', 1)[1]}s" if item.startswith("a") else "a list"
+        else:
+            word = _JSON_TYPES.get(kind, str(kind))
+        low, high = option.get("minimum"), option.get("maximum")
+        if low is not None and high is not None:
+            word += f" from {low:g} to {high:g}"
+        elif low is not None:
+            word += f" of at least {low:g}"
+        elif high is not None:
+            word += f" of at most {high:g}"
+        words.append(word)
+    return " or ".join(words)
+
+
+def argument_error(errors: Sequence[Any], arguments: dict[str, Any],
+                   schema: dict[str, Any]) -> str:
+    """One line for pydantic's ``errors()`` of a call's arguments: each parameter at fault,
+    what it takes and what it got (not pydantic's several lines and its URL)."""
+    properties = schema.get("properties", {})
+    said: dict[str, str] = {}
+    for error in errors:
+        location = error.get("loc") or ("?",)
+        name = str(location[0])
+        if name in said:
+            continue
+        takes = expected_type(properties.get(name, {})) or "another value"
+        if error.get("type") == "missing":
+            said[name] = f"parameter '{name}' is required: {takes}"
+            continue
+        got = json.dumps(arguments.get(name), default=repr)
+        if len(got) > _SHOWN_ARGUMENT:
+            got = got[:_SHOWN_ARGUMENT] + "..."
+        said[name] = f"parameter '{name}' must be {takes}, got {got}"
+    return "; ".join(said.values()) or "the arguments do not fit the tool's input schema"
+
+
 def build_server(service: RerankService) -> Any:
     """An ``MCPServer`` with the one tool, bound to ``service``."""
     import anyio
     from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
     from mcp.types import CallToolResult, TextContent
-    from pydantic import Field
+    from pydantic import Field, ValidationError
 
     from slm_rerank import __version__
 
-    server = MCPServer(name="slm-rerank", version=__version__,
-                       instructions="Call rerank_codebase to locate code that answers a "
-                                    "question; it returns ranked file:line citations.")
+    class Server(MCPServer):
+        """Arguments that do not fit the schema get one line naming each parameter."""
+
+        async def call_tool(self, name: str, arguments: dict[str, Any],
+                            context: Any = None) -> Any:
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as exc:
+                cause = exc.__cause__
+                if isinstance(exc, UnexpectedToolError) or not isinstance(cause,
+                                                                          ValidationError):
+                    raise
+                schema = next((tool.input_schema for tool in await self.list_tools()
+                               if tool.name == name), {})
+                raise ToolError(argument_error(cause.errors(), arguments, schema)) from cause
+
+    server = Server(name="slm-rerank", version=__version__,
+                    instructions="Call rerank_codebase to locate code that answers a "
+                                 "question; it returns ranked file:line citations.")
     # The SDK logs at INFO to stderr, and httpx then reports every request to a model
     # server there ("HTTP Request: GET .../api/version 404" from a probe), which an MCP
     # client's log shows as if it were an error; what goes wrong reaches the agent in the
@@ -238,9 +312,13 @@ def build_server(service: RerankService) -> Any:
                          "the cited code, skeleton folds every body; pass one")
         stubs = "stub" if stub else "skeleton" if skeleton else None
         try:
+            # abandon_on_cancel: when the client closes stdin, the server cancels this call
+            # and returns at once instead of waiting for the search (the command then ends
+            # the process, and with it the search: cli/mcp.py)
             report = await anyio.to_thread.run_sync(
                 lambda: service.rerank(query, paths_or_globs or (), threshold, top_k, fast,
-                                       root, expand, stubs, dirty, by_slice))
+                                       root, expand, stubs, dirty, by_slice),
+                abandon_on_cancel=True)
         except SlmRerankError as exc:
             return error(str(exc))
         except Exception as exc:  # a bug must cost one call, never the agent's server

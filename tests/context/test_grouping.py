@@ -131,23 +131,24 @@ def test_slice_roots_come_from_the_repository_config(monorepo: Path) -> None:
     assert {r["path"]: r["slice"] for r in doc["results"]}["packages/auth/login.py"] is None
 
 
-def test_a_bad_slice_roots_value_is_a_config_error_naming_the_key(monorepo: Path) -> None:
+def test_a_bad_slice_roots_value_is_a_warning_naming_the_key(monorepo: Path) -> None:
     (monorepo / ".slm-rerank.toml").write_text('slice_roots = "packages"\n')
 
     run = cli("--fast", "--by-slice", "-q", "login token", cwd=monorepo)
 
-    assert run.returncode != 0
-    assert "slice_roots" in run.stderr
+    # a repository's file: the value is left out with a warning, the search runs
+    assert run.returncode == 0, run.stderr
+    assert "key 'slice_roots' must be a list of strings" in run.stderr
 
 
 @pytest.mark.parametrize("root", ["", "/", ".", "..", "../x", "/abs/path", "a/../.."])
-def test_a_slice_root_naming_no_folder_under_the_root_is_a_config_error(
+def test_a_slice_root_naming_no_folder_under_the_root_is_a_warning(
         monorepo: Path, root: str) -> None:
     (monorepo / ".slm-rerank.toml").write_text(f'slice_roots = ["packages", "{root}"]\n')
 
     run = cli("--fast", "--by-slice", "-q", "login token", cwd=monorepo)
 
-    assert run.returncode == 1
+    assert run.returncode == 0, run.stderr  # a repository's file: a warning, not an error
     assert "key 'slice_roots'" in run.stderr and "names no folder" in run.stderr
 
 

@@ -144,7 +144,7 @@ def test_binary_data_on_stdin_is_not_taken_for_a_file_list(root: Path) -> None:
 def test_binary_data_on_stdin_is_a_one_line_cli_error(root: Path) -> None:
     run = cli("-q", "retry", "--fast", cwd=root, stdin="src/retry.py\n\x00\x01\x02\n")
 
-    assert run.returncode == 1
+    assert run.returncode == 2
     assert "stdin does not look like a list of file names (binary data)" in run.stderr
     assert "Traceback" not in run.stderr
 
@@ -203,7 +203,7 @@ def test_the_cli_says_a_missing_path_with_a_bracket_does_not_exist_not_that_rg_f
         root: Path) -> None:
     run = cli("-q", "retry", "--fast", "nope[", cwd=root)
 
-    assert run.returncode == 1
+    assert run.returncode == 2
     assert "path 'nope[' does not exist" in run.stderr
     assert "ripgrep" not in run.stderr and "choose another source" not in run.stderr
 

@@ -44,7 +44,7 @@ def test_a_url_with_a_control_or_invisible_character_is_a_config_error_naming_it
 
 
 def test_endpoints_with_such_a_url_is_an_error_naming_the_flag(isolated_home: Path):
-    assert_clean_error(run_cli("endpoints", "-e", ESCAPED), 1, "-e")
+    assert_clean_error(run_cli("endpoints", "-e", ESCAPED), 2, "-e")  # a usage error
 
 
 def test_a_search_with_such_a_url_in_the_environment_names_the_variable(
@@ -55,8 +55,8 @@ def test_a_search_with_such_a_url_in_the_environment_names_the_variable(
 
 
 def test_a_search_with_such_a_url_as_a_flag_names_the_flag(isolated_home: Path, repo: Path):
-    assert_clean_error(run_cli("-q", "retry", "--root", str(repo), "-e", ESCAPED), 1,
-                       "--base-url")
+    assert_clean_error(run_cli("-q", "retry", "--root", str(repo), "-e", ESCAPED), 2,
+                       "--base-url")  # bad command-line input: a usage error
 
 
 def test_a_probe_of_a_url_httpx_refuses_is_a_config_error_not_a_traceback():

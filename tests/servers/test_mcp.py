@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
+import subprocess
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
@@ -13,6 +16,7 @@ from typing import Any, TextIO, TypeVar
 import pytest
 from click.testing import CliRunner, Result
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from misbehaving_servers import misbehaving_server
 from pytest_httpserver import HTTPServer
 from search_fixtures import CLI, REPO_FILES, make_repo
 
@@ -112,19 +116,34 @@ def test_top_k_limits_the_results(repo: Path) -> None:
 
 
 @pytest.mark.parametrize(("arguments", "message"), [
-    ({"fast": True}, "query"),
-    ({"query": 42, "fast": True}, "query"),
-    ({"query": "retry", "top_k": "many"}, "top_k"),
-    ({"query": "retry", "fast": "yes"}, "fast"),
-    ({"query": "retry", "paths_or_globs": "src"}, "paths_or_globs"),
-    ({"query": "retry", "threshold": 2}, "threshold"),
+    ({"fast": True}, "parameter 'query' is required: a string"),
+    ({"query": 42, "fast": True}, "parameter 'query' must be a string, got 42"),
+    ({"query": "retry", "top_k": "many"},
+     "parameter 'top_k' must be an integer of at least 1, got \"many\""),
+    ({"query": "retry", "top_k": 0}, "parameter 'top_k' must be an integer of at least 1, got 0"),
+    ({"query": "retry", "fast": "yes"}, "parameter 'fast' must be true or false, got \"yes\""),
+    ({"query": "retry", "paths_or_globs": "src"},
+     "parameter 'paths_or_globs' must be a list of strings or null, got \"src\""),
+    ({"query": "retry", "paths_or_globs": ["src", 3]},
+     "parameter 'paths_or_globs' must be a list of strings or null, got [\"src\", 3]"),
+    ({"query": "retry", "threshold": 2},
+     "parameter 'threshold' must be a number from 0 to 1 or null, got 2"),
 ])
-def test_bad_arguments_are_an_error_result_naming_the_parameter(
+def test_bad_arguments_are_a_one_line_error_result_naming_the_parameter_and_its_type(
         repo: Path, arguments: dict[str, Any], message: str) -> None:
+    # pydantic's own text took four lines and sent the agent to a URL
     result = call(repo, arguments)
 
     assert result.is_error
-    assert message in text(result)
+    assert text(result) == message
+
+
+def test_several_bad_arguments_are_named_in_one_line(repo: Path) -> None:
+    result = call(repo, {"query": "retry", "top_k": 1.5, "fast": 1})
+
+    assert result.is_error
+    assert text(result) == ("parameter 'top_k' must be an integer of at least 1, got 1.5; "
+                            "parameter 'fast' must be true or false, got 1")
 
 
 @pytest.mark.parametrize("outside", ["../elsewhere", "/etc/passwd", "../*.py"])
@@ -361,3 +380,40 @@ def test_mcp_takes_local_as_the_degraded_note_tells_its_user(
 
     assert result.exit_code == 0, result.output
     assert served[0].host_for(served[0].default_root).settings.auto_serve is True
+
+
+def test_closing_stdin_ends_a_running_search_and_the_server_at_once(repo: Path) -> None:
+    # a model server that answers one byte at a time: the search runs to its deadline
+    with misbehaving_server("trickle", interval=0.2) as slow:
+        server = subprocess.Popen([str(CLI), "mcp"], cwd=repo, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  env={**os.environ, "SLM_ENDPOINT": slow.url})
+        try:
+            assert server.stdin is not None and server.stdout is not None
+
+            def send(message: dict[str, Any]) -> None:
+                assert server.stdin is not None
+                server.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+                server.stdin.flush()
+
+            send({"id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "test", "version": "1"}}})
+            assert b'"id":1' in server.stdout.readline()
+            send({"method": "notifications/initialized"})
+            send({"id": 2, "method": "tools/call", "params": {
+                "name": TOOL, "arguments": {"query": "retry backoff"}}})
+            waited = time.monotonic()
+            while not slow.connections and time.monotonic() - waited < 20:
+                time.sleep(0.05)  # until the search has reached the model server
+            assert slow.connections, "the search never reached the model server"
+
+            server.stdin.close()
+            closed = time.monotonic()
+            server.wait(timeout=30)
+            # before the fix it searched on to its model deadline, about 15 s
+            assert time.monotonic() - closed < 5
+        finally:
+            if server.poll() is None:
+                server.kill()
+                server.wait()
