@@ -213,6 +213,11 @@ class Report:
         """``c``'s fused P(relevant); None unless the model judged it and was fused."""
         return c.score if self.score_kind == "fused" and c.model_score is not None else None
 
+    def _best_score(self, members: list[int]) -> float | None:
+        """The best shown score of the results at ``members``; None when none has one."""
+        shown = [self.shown_score(self.results[i]) for i in members]
+        return max((score for score in shown if score is not None), default=None)
+
     def to_dict(self) -> dict[str, Any]:
         """The stable JSON document described in docs/output.md."""
         return {
@@ -249,9 +254,7 @@ class Report:
             "model": None if self.model is None else {
                 **vars(self.model), "endpoints": [vars(e).copy() for e in self.model.endpoints]},
             "slices": None if self.slices is None else [
-                {"slice": g.name, "best_score": _rounded(max(
-                    (s for s in (self.shown_score(self.results[i]) for i in g.members)
-                     if s is not None), default=None)),
+                {"slice": g.name, "best_score": _rounded(self._best_score(g.members)),
                  "ranks": [i + 1 for i in g.members]}
                 for g in self.slices
             ],

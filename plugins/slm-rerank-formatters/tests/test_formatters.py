@@ -200,3 +200,15 @@ def test_a_markdown_slice_heading_shows_a_pipe_as_it_is() -> None:
     out = slm_rerank_formatters.render_markdown(report)
 
     assert "### slice `packages/pk|g`" in out.splitlines()
+
+
+def test_a_slice_of_unjudged_results_has_no_best_score_in_a_fused_run() -> None:
+    from slm_rerank.testing import SliceGroup
+
+    report = fused_report()
+    report.slices = [SliceGroup("src/a", [0], 0.8312), SliceGroup("src/b", [1], 0.0)]
+
+    doc = json.loads(slm_rerank_formatters.render_json(report))
+
+    assert [(s["slice"], s["best_score"]) for s in doc["slices"]] == [("src/a", 0.8312),
+                                                                      ("src/b", None)]
