@@ -19,13 +19,14 @@ OUTSIDE = "(outside any slice)"
 LEXICAL = "lexical (BM25)"
 FUSED = "fused (0-1)"
 JUDGE = "judge (0-1)"
-#: What the columns mean, under a table on a terminal and in Markdown.
+#: What the columns mean, under a table: lines on a terminal, one paragraph in Markdown.
 LEGENDS = {
-    "lexical": (f"{LEXICAL}: the query's evidence in path and text, 0 or more, no upper "
-                "bound; compare it within one query only"),
-    "fused": (f"{FUSED}: P(relevant), the judge's verdict fused with the lexical score; "
-              f"{JUDGE}: the model's own P(relevant); {LEXICAL}: the query's evidence, no "
-              "upper bound; -: not judged (below the judged results, in lexical order)"),
+    "lexical": (f"{LEXICAL}: the query's evidence in path and text, no upper bound; "
+                "compare within one query",),
+    "fused": (f"{FUSED}: the judge's P(relevant) fused with the lexical score; {JUDGE}: "
+              "its own P(relevant)",
+              f"{LEXICAL}: the query's evidence, no upper bound; -: not judged (ranked "
+              "below, lexically)"),
 }
 #: The comment line that heads piped text: its columns, and what the score is.
 PIPED_HEADERS = {
@@ -125,7 +126,7 @@ def render_text(report: Report, tty: bool = False) -> str:
         if heading is not None:
             lines.append(f"slice: {visible(heading)}")
         lines += [line(rows[i]) for i in members]
-    lines.append(LEGENDS[report.score_kind])
+    lines += LEGENDS[report.score_kind]
     return "\n".join(lines) + "\n" + render_stubs(report, tty)
 
 
@@ -181,7 +182,7 @@ def render_markdown(report: Report, tty: bool = False) -> str:
             lines.append(f"| {i + 1} | {_code(_cell(c.location))} | "
                          + " | ".join(show(c) for _, show in scores) + f" | {symbol} |")
         lines.append("")
-    lines += [f"_{LEGENDS[report.score_kind]}_", ""]
+    lines += ["_" + "; ".join(LEGENDS[report.score_kind]) + "_", ""]
     for rank, c in enumerate(report.results, 1):
         if c.stub is None:
             continue

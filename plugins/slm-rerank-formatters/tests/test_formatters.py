@@ -48,7 +48,7 @@ def test_a_fused_table_names_each_score_and_its_scale_and_shows_no_score_unjudge
                                 "lexical", "(BM25)", "symbol"]
     assert lines[1].split() == ["1", "src/retry.py:1-9", "0.831", "0.900", "14.500", "backoff"]
     assert lines[2].split() == ["2", "src/http.py:3-4", "-", "-", "12.250"]
-    assert lines[3].startswith("fused (0-1): P(relevant), the judge's verdict fused with")
+    assert lines[3].startswith("fused (0-1): the judge's P(relevant) fused with")
     assert "0.000" not in "\n".join(lines)
 
 
@@ -65,7 +65,7 @@ def test_a_fused_markdown_table_names_each_score_and_shows_no_score_unjudged() -
 
     assert lines[0] == "| # | location | fused (0-1) | judge (0-1) | lexical (BM25) | symbol |"
     assert lines[3] == "| 2 | `src/http.py:3-4` | - | - | 12.250 |  |"
-    assert lines[-1].startswith("_fused (0-1): P(relevant)")
+    assert lines[-1].startswith("_fused (0-1): the judge's P(relevant)")
 
 
 def test_fused_json_gives_no_score_to_an_unjudged_result_and_says_what_score_is() -> None:
