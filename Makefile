@@ -15,6 +15,10 @@ LLAMA_SERVER_INSTALL := contrib/llama-server/install.py
 LLAMA_SERVER_ARGS ?=
 # An install without llama-server has a stamp of its own: a later plain `make install` adds it.
 STAMP := $(VENV)/.installed$(if $(filter skip,$(LLAMA_SERVER)),-without-llama-server)
+# setuptools says of every editable install, in ten lines, that a folder named like the
+# package in the working directory may shadow it: a notice, not a fault (fifteen of them
+# buried what went wrong), so it is not shown.
+QUIET_EDITABLE := PYTHONWARNINGS="ignore:Editable installation"
 plugin ?=
 PLUGIN_DIR := $(firstword $(wildcard plugins/$(plugin) plugins/slm-rerank-$(plugin)))
 
@@ -25,7 +29,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml $(wildcard plugins/*/pyproject.toml) $(wildcard contrib/llama-server/*.py)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]' $(foreach p,$(PLUGIN_DIRS),-e '$(p)$(TEST_EXTRA)')
+	$(QUIET_EDITABLE) $(BIN)/python -m pip install -q -e '.[dev]' $(foreach p,$(PLUGIN_DIRS),-e '$(p)$(TEST_EXTRA)')
 ifneq ($(LLAMA_SERVER),skip)
 	$(BIN)/python $(LLAMA_SERVER_INSTALL) $(LLAMA_SERVER_ARGS)
 endif

@@ -18,7 +18,7 @@ from slm_rerank import usage
 from slm_rerank.cache_folder import cache_path, usable_folder
 from slm_rerank.host import Host
 from slm_rerank.lexical.plan import SearchPlan
-from slm_rerank.lexical.scope import resolve_root, resolve_scope
+from slm_rerank.lexical.scope import choose_root, resolve_root, resolve_scope
 from slm_rerank.overrides import apply_overrides, overrides
 from slm_rerank.pipeline import SearchRequest, run_search
 from slm_rerank.report import Report
@@ -108,7 +108,9 @@ def search(
     settings = apply_overrides(host.settings, given, "argument")
     folder = usable_folder(cache_path(settings))
     cache_dir = folder.path
-    scope = resolve_scope(root_path or resolve_root(None, cwd), paths, piped_paths, cwd,
+    # no root given: the repository holding the cwd, else the cwd itself, said on stderr
+    chosen = choose_root(cwd, root_name) if root_path is None else None
+    scope = resolve_scope(chosen.path if chosen else root_path, paths, piped_paths, cwd,
                           root_name)
     request = SearchRequest(
         query=query, root=scope.root, paths=scope.paths, globs=scope.globs, notes=scope.notes,
@@ -132,6 +134,11 @@ def search(
         else:
             touch(cache_dir)  # a managed server found by the scan is in use too
     report = run_search(request, host)
+    if chosen is not None:
+        report.root_source = chosen.source
+        if chosen.reason and not scope.paths and not scope.globs:
+            # the whole folder was walked: say which and why (stderr, the JSON's warnings)
+            report.warnings.insert(0, chosen.reason)
     if started_note:
         report.warnings.insert(0, started_note)
     if folder.warning:

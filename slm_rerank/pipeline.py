@@ -406,6 +406,7 @@ def run_search(request: SearchRequest, host: Host, settings: Settings | None = N
 
     degraded, model = None, None
     dropped: str | None = None  # what the threshold dropped, if anything
+    score_kind = "lexical"  # "fused" once a verdict is fused into the order
     fused = fuse(ranked)
     settings = settings or host.settings
     if not request.fast and ranked.chunks:
@@ -427,6 +428,7 @@ def run_search(request: SearchRequest, host: Host, settings: Settings | None = N
             # cascade that found the lexical order decisive, shows --fast's scores, not 0s.
             fused = [Fused(ranked.chunks[f.index], f.score, f.model, f.bounded, f.prior)
                      for f in verdicts.kept]
+            score_kind = "fused"
         if judgement.degraded:
             degraded = Degraded(judgement.degraded)
         lowered = sorted({(path_kind(ranked.chunks[i].path), round(priors[i], 2))
@@ -464,4 +466,4 @@ def run_search(request: SearchRequest, host: Host, settings: Settings | None = N
     return Report(query=request.query, root=display_path(str(request.root)),
                   mode="fast" if request.fast else "rerank", results=citations,
                   timings=timings, degraded=degraded, notes=notes, model=model,
-                  warnings=warnings, slices=slices, shortfall=shortfall)
+                  warnings=warnings, slices=slices, shortfall=shortfall, score_kind=score_kind)

@@ -7,7 +7,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: Bumped when a key of the JSON document changes meaning or disappears (docs/output.md).
-SCHEMA_VERSION = 1
+#: 2: ``score`` is null for a result the model did not judge in a run it fused (it was 0.0).
+SCHEMA_VERSION = 2
+
+#: What a result's ``score`` is, by ``Report.score_kind``: the lexical score (``--fast``, or
+#: a run that fused no verdict) or the fused P(relevant). Said in the JSON document and in
+#: the text formats' header, so the two scales are never read as one.
+SCORE_MEANINGS = {
+    "lexical": ("score is the lexical score: the query's evidence in the path and the text "
+                "(BM25-like, 0 or more, no upper bound; compare it within one query only)"),
+    "fused": ("score is the fused P(relevant), 0 to 1: the judge's verdict combined with "
+              "the lexical score; null for a result the model did not judge (those follow "
+              "the judged ones, in lexical order)"),
+}
 
 
 #: What a terminal, a Markdown renderer or an agent reading text takes as structure or as a
@@ -182,6 +194,29 @@ class Report:
     slices: list[Any] | None = None
     #: fewer results than asked for, and why; None when there are as many as asked for
     shortfall: Shortfall | None = None
+    #: what ``score`` is (``SCORE_MEANINGS``): "fused" when the model's verdicts were fused
+    #: into the order, else "lexical" (``--fast``, a run that degraded before any verdict)
+    score_kind: str = "lexical"
+    #: how the searched root was chosen (``lexical.scope.RootChoice.source``): "given",
+    #: "repository" (the git repository holding the working directory) or
+    #: "working directory" (no git repository at or above it)
+    root_source: str = "given"
+
+    def shown_score(self, c: Citation) -> float | None:
+        """``c``'s score as the output shows it: None for a result the model did not judge
+        in a fused run (its internal 0.0 only places it below the judged ones)."""
+        if self.score_kind == "fused" and c.model_score is None:
+            return None
+        return c.score
+
+    def fused_score(self, c: Citation) -> float | None:
+        """``c``'s fused P(relevant); None unless the model judged it and was fused."""
+        return c.score if self.score_kind == "fused" and c.model_score is not None else None
+
+    def _best_score(self, members: list[int]) -> float | None:
+        """The best shown score of the results at ``members``; None when none has one."""
+        shown = [self.shown_score(self.results[i]) for i in members]
+        return max((score for score in shown if score is not None), default=None)
 
     def to_dict(self) -> dict[str, Any]:
         """The stable JSON document described in docs/output.md."""
@@ -189,7 +224,10 @@ class Report:
             "version": SCHEMA_VERSION,
             "query": self.query,
             "root": self.root,
+            "root_source": self.root_source,
             "mode": self.mode,
+            "score_kind": self.score_kind,
+            "score_meaning": SCORE_MEANINGS[self.score_kind],
             "results": [
                 {
                     "rank": rank,
@@ -197,16 +235,17 @@ class Report:
                     "start_line": c.start_line,
                     "end_line": c.end_line,
                     "symbol": c.symbol,
-                    "score": round(c.score, 4),
+                    "score": _rounded(self.shown_score(c)),
                     "lexical_score": round(c.lexical_score, 4),
-                    "model_score": None if c.model_score is None else round(c.model_score, 4),
+                    "model_score": _rounded(c.model_score),
+                    "fused_score": _rounded(self.fused_score(c)),
                     "matched_terms": list(c.matched_terms),
                     "bounded": c.bounded,
                     "stub": _stub_dict(c.stub),
                     "slice": c.slice,
                     "dirty": c.dirty,
                     "kind": c.kind,
-                    "prior": None if c.prior is None else round(c.prior, 4),
+                    "prior": _rounded(c.prior),
                 }
                 for rank, c in enumerate(self.results, 1)
             ],
@@ -215,13 +254,17 @@ class Report:
             "model": None if self.model is None else {
                 **vars(self.model), "endpoints": [vars(e).copy() for e in self.model.endpoints]},
             "slices": None if self.slices is None else [
-                {"slice": g.name, "best_score": round(g.best_score, 4),
+                {"slice": g.name, "best_score": _rounded(self._best_score(g.members)),
                  "ranks": [i + 1 for i in g.members]}
                 for g in self.slices
             ],
             "warnings": list(self.warnings),
             "shortfall": None if self.shortfall is None else vars(self.shortfall).copy(),
         }
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
 
 
 def _stub_dict(stub: Any) -> dict[str, Any] | None:

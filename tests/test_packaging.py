@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,52 @@ def test_the_quickstart_warns_of_the_source_build_before_make_install() -> None:
     before = quickstart.split("    make install", 1)[0]
     assert "15-20 minutes" in before
     assert "make install LLAMA_SERVER=skip" in before
+
+
+def test_the_review_plugin_builds_quietly_with_its_corpus_in_the_wheel(tmp_path: Path) -> None:
+    # Its trust corpus is data with .py files in it: undeclared, setuptools warned of each
+    # folder as a package missing from `packages` (some 400 lines of every make install).
+    plugin = ROOT / "plugins/slm-rerank-review"
+    source = tmp_path / "src"
+    shutil.copytree(plugin, source, ignore=shutil.ignore_patterns(
+        "build", "*.egg-info", "__pycache__", ".ruff_cache", "tests"))
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                            "--no-build-isolation", str(source), "-w", str(tmp_path / "dist")],
+                           capture_output=True, text=True, timeout=300)
+
+    assert built.returncode == 0, built.stderr
+    said = built.stdout + built.stderr
+    assert "Warning" not in said and "absent from the `packages`" not in said, said
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    corpus = source / "slm_rerank_review/trust_corpus"
+    data = {p.relative_to(source).as_posix() for p in corpus.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts and p.name != "ruff.toml"}
+    assert len(data) > 20 and data <= names, sorted(data - names)
+    assert any(name.endswith(".py") and "/seeded/" in name for name in names)
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_install_hides_setuptools_notice_of_each_editable_install(tmp_path: Path) -> None:
+    # Ten lines per editable install ("be careful with folders in your working directory
+    # with the same name as your package"), fifteen installs: a notice, not a fault.
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "LLAMA_SERVER", "PYTHONWARNINGS")}
+    plan = subprocess.run(["make", "-n", "-B", "install", "LLAMA_SERVER=skip"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, check=True).stdout
+    [line] = [line for line in plan.splitlines() if "pip install -q -e" in line]
+    setting = re.match(r'(\w+)="([^"]*)" ', line)
+    assert setting, f"the editable install sets no environment: {line}"
+    source = tmp_path / "formatters"
+    shutil.copytree(ROOT / "plugins/slm-rerank-formatters", source, ignore=shutil.ignore_patterns(
+        "build", "*.egg-info", "__pycache__", ".ruff_cache", "tests"))
+
+    # The editable build alone (PEP 660), as pip runs it: nothing is installed anywhere.
+    built = subprocess.run(
+        [sys.executable, "-c", "import setuptools.build_meta as b; b.build_editable('dist')"],
+        cwd=source, env={**env, setting.group(1): setting.group(2)}, capture_output=True,
+        text=True, timeout=300)
+
+    assert built.returncode == 0, built.stderr
+    assert list((source / "dist").glob("*.whl"))
+    assert "Editable installation" not in built.stderr + built.stdout

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from slm_rerank.calibration.measure import LEXICAL, OrderSummary
+from slm_rerank.calibration.measure import LEXICAL, OrderSummary, first_gold_rank
+from slm_rerank.calibration.mining import Case
 from slm_rerank.calibration.run import Measurement
 from slm_rerank.report import visible
 
@@ -34,7 +36,58 @@ def table(summaries: list[OrderSummary]) -> list[str]:
     return lines
 
 
-def render_text(measurement: Measurement, header: list[str], written: str | None) -> str:
+@dataclass(frozen=True)
+class CaseResult:
+    """One case of the cases file as measured: the rank of its first gold file in each
+    order (None: not ranked at all), or no ranks when it was left out."""
+
+    id: str
+    query: str
+    #: order name -> 1-based rank of the first gold file, None when none was ranked
+    ranks: dict[str, int | None]
+    left_out: bool = False
+    #: why it was left out, when the measurement's one reason for leaving cases out says so
+    why: str | None = None
+
+
+def case_results(cases: Sequence[Case], measurement: Measurement) -> list[CaseResult]:
+    """Each of ``cases``, in the file's order, with its ranks from ``measurement``.
+
+    A measured case is matched to its input by id and query (a measured case keeps both;
+    only its gold files are narrowed to those in the tree); the rest were left out."""
+    measured: dict[tuple[str, str], list[Any]] = {}
+    for result in measurement.results:
+        measured.setdefault((result.case.id, result.case.query), []).append(result)
+    reasons = list(measurement.dropped)
+    why = reasons[0] if len(reasons) == 1 else None
+    shown = []
+    for case in cases:
+        found = measured.get((case.id, case.query))
+        if not found:
+            shown.append(CaseResult(case.id, case.query, {}, left_out=True, why=why))
+            continue
+        result = found.pop(0)
+        shown.append(CaseResult(case.id, case.query, {
+            order: first_gold_rank(files, result.case.gold_files)
+            for order, files in result.orders.items()}))
+    return shown
+
+
+def case_lines(results: Sequence[CaseResult]) -> list[str]:
+    """A line per case: its id, then the rank of its first gold file in each order ("miss":
+    no gold file was ranked), or "left out"."""
+    lines = ["per case: rank of the first gold file in each order (miss: not ranked)"]
+    for r in results:
+        left_out = f"left out ({r.why})" if r.why else "left out"
+        ranks = (left_out if r.left_out else ", ".join(
+            f"{order} {'miss' if rank is None else rank}" for order, rank in r.ranks.items()))
+        lines.append(visible(f"  {r.id}: {ranks}"))
+    return lines
+
+
+def render_text(measurement: Measurement, header: list[str], written: str | None,
+                per_case: Sequence[CaseResult] | None = None) -> str:
+    """``per_case`` (``bench --cases``) adds a line per case after the table."""
     lines = [visible(line) for line in header]
     if measurement.dropped:
         lines.append("left out: " + ", ".join(f"{n} ({reason})" for reason, n
@@ -51,6 +104,8 @@ def render_text(measurement: Measurement, header: list[str], written: str | None
                       f"{100 * share:.1f} %"]
     if not measurement.results:
         lines.append("no case was measured")
+    if per_case is not None:
+        lines += ["", *case_lines(per_case)]
     choice = measurement.choice
     if choice is not None:
         lines += ["", visible(f"best weight: {choice.reason}")]
@@ -63,8 +118,10 @@ def _number(value: float) -> float | None:
     return None if math.isnan(value) else round(value, 4)
 
 
-def render_json(measurement: Measurement, about: Mapping[str, Any], written: str | None
-                ) -> str:
+def render_json(measurement: Measurement, about: Mapping[str, Any], written: str | None,
+                per_case: Sequence[CaseResult] | None = None) -> str:
+    """``per_case`` (``bench --cases``) adds a ``per_case`` list: each case's id, query,
+    ``ranks`` (order -> rank of its first gold file, null: not ranked) and ``left_out``."""
     model, choice = measurement.model, measurement.choice
     document = {
         **about,
@@ -88,5 +145,8 @@ def render_json(measurement: Measurement, about: Mapping[str, Any], written: str
             "reason": choice.reason, "ci": list(choice.ci) if choice.ci else None},
         "written": written,
     }
+    if per_case is not None:
+        document["per_case"] = [{"id": r.id, "query": r.query, "ranks": r.ranks,
+                                 "left_out": r.left_out} for r in per_case]
     return visible(json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False),
                    json=True) + "\n"

@@ -37,7 +37,9 @@ def bench(root: Path, cases_file: Path, fast: bool, weights: list[float], format
 
     Prints Hit@1/5/10 and MRR@10 of the lexical order, the judge alone and the fused
     order at each weight (with --fast, the lexical order alone), with a 95 % interval on
-    each one's difference from the lexical order. Gold files are paths relative to ROOT.
+    each one's difference from the lexical order, then each case's rank of its first gold
+    file in each order ("miss": not ranked). Gold files are paths relative to ROOT; when
+    no case can be measured it is an error.
     """
     from slm_rerank.calibration.labelled import load_cases
     from slm_rerank.calibration.run import same_tree
@@ -49,6 +51,6 @@ def bench(root: Path, cases_file: Path, fast: bool, weights: list[float], format
             measure(folder, cases, lambda cache: same_tree(folder), fast, weights, False,
                     format_name, model_flags,
                     [f"{folder}: {len(cases)} cases from {cases_file}"],
-                    {"root": str(folder), "cases_file": str(cases_file)})
+                    {"root": str(folder), "cases_file": str(cases_file)}, per_case=True)
         except SlmRerankError as exc:
             fail(str(exc))

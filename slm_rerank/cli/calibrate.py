@@ -225,12 +225,15 @@ def _calibrate(repo: Path, commits: int, with_body: bool, fast: bool, weights: l
 def measure(root: Path, cases: list[Any], trees: Callable[[Path], Any], fast: bool,
             weights: list[float],
             write: bool, format_name: str, model_flags: dict[str, Any], header: list[str],
-            about: dict[str, Any], progress: Progress | None = None) -> None:
+            about: dict[str, Any], progress: Progress | None = None,
+            per_case: bool = False) -> None:
     """Run the measurement over ``cases`` and print it; ``write``: keep the best weight.
 
-    ``trees`` gives, for the cache folder, what lays out each case's tree."""
+    ``trees`` gives, for the cache folder, what lays out each case's tree. ``per_case``
+    (``bench --cases``, the user's own labelled cases) prints each case's result, and
+    ends with an error when not one case could be measured."""
     from slm_rerank.cache_folder import cache_path, ensure_writable
-    from slm_rerank.calibration.output import render_json, render_text
+    from slm_rerank.calibration.output import case_results, render_json, render_text
     from slm_rerank.calibration.run import run_cases
     from slm_rerank.host import Host
     from slm_rerank.overrides import overrides
@@ -251,11 +254,19 @@ def measure(root: Path, cases: list[Any], trees: Callable[[Path], Any], fast: bo
     if len(measured.bad_trees) > 5:
         warn(f"... and {len(measured.bad_trees) - 5} more cases whose tree could not be laid "
              "out")
+    if per_case and not measured.results:
+        reasons = measured.dropped.most_common()
+        why = (reasons[0][0] if len(reasons) == 1
+               else ", ".join(f"{n}: {reason}" for reason, n in reasons))
+        hint = (f"; gold files are paths relative to {root}"
+                if any("gold" in reason for reason in measured.dropped) else "")
+        fail(f"no case could be measured: all {len(cases)} were left out ({why}){hint}")
+    shown = case_results(cases, measured) if per_case else None
     written = _write(measured) if write else None
     if format_name == "json":
-        emit(render_json(measured, about, written))
+        emit(render_json(measured, about, written, shown))
     else:
-        emit(render_text(measured, header, written))
+        emit(render_text(measured, header, written, shown))
 
 
 def _write(measured: Any) -> str | None:

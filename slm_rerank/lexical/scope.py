@@ -42,6 +42,33 @@ class Scope:
     notes: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class RootChoice:
+    """The folder a search with no root given runs in, and why that one."""
+
+    path: Path
+    #: "repository": the git repository holding the working directory; "working
+    #: directory": no git repository at or above it, so the working directory itself
+    source: str
+    #: one line saying which folder is searched and why, when that is no repository (it may
+    #: be a home or shared temporary folder full of other programs' files); else None
+    reason: str | None = None
+
+
+def choose_root(cwd: Path, root_name: str = "--root") -> RootChoice:
+    """The repository holding ``cwd``, else ``cwd`` itself with a reason saying so;
+    ``root_name`` is how the caller's user sets the root instead."""
+    found = repo_root(cwd)
+    if found is not None:
+        return RootChoice(found, "repository")
+    folder = cwd.resolve()
+    shown_folder = display_path(str(folder))
+    return RootChoice(folder, "working directory",
+                      f"no git repository found at or above {shown_folder}; searching "
+                      f"{shown_folder} (the working directory) and everything under it; "
+                      f"pass {root_name} or run inside a repository to search one")
+
+
 def resolve_root(root: Path | None, cwd: Path) -> Path:
     """``root`` as an absolute folder, or the repository holding ``cwd`` (else ``cwd``)."""
     if root is not None:
@@ -56,7 +83,7 @@ def resolve_root(root: Path | None, cwd: Path) -> Path:
             raise ScopeError(f"root {shown(str(folder))} does not exist or is not "
                              "a directory")
         return folder.resolve()
-    return repo_root(cwd) or cwd.resolve()
+    return choose_root(cwd).path
 
 
 def shown(name: str) -> str:

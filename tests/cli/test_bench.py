@@ -86,3 +86,50 @@ def test_a_bad_cases_file_stops_bench_with_the_line_named(
 
     assert run.returncode == 1
     assert "cases.jsonl line 1: key 'gold_files' must be a non-empty list" in run.stderr
+
+
+def test_each_case_gets_a_line_with_the_rank_of_its_gold_file_or_miss(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    isolate(monkeypatch, tmp_path)
+    root = make_repo(tmp_path / "repo", TREE)
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("\n".join(json.dumps(case) for case in [
+        {"id": "retries", "query": "retry backoff", "gold_files": ["src/retry.py"]},
+        {"query": "retry backoff", "gold_files": ["src/http.py"]},  # never ranked
+        {"id": "gone", "query": "retry", "gold_files": ["src/nope.py"]},
+    ]) + "\n")
+
+    text = cli("bench", "--cases", str(cases), "--fast", str(root), cwd=tmp_path, timeout=60)
+    document = cli("bench", "--cases", str(cases), "--fast", "--format", "json", str(root),
+                   cwd=tmp_path, timeout=60).json()
+
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.splitlines()[-4:] == [
+        "per case: rank of the first gold file in each order (miss: not ranked)",
+        "  retries: lexical 1",
+        "  line 2: lexical miss",
+        "  gone: left out (gold files missing or generated in the searched tree)"]
+    assert [(c["id"], c["ranks"], c["left_out"]) for c in document["per_case"]] == [
+        ("retries", {"lexical": 1}, False), ("line 2", {"lexical": None}, False),
+        ("gone", {}, True)]
+
+
+def test_no_measurable_case_is_an_error_not_an_empty_table(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    isolate(monkeypatch, tmp_path)
+    root = make_repo(tmp_path / "repo", TREE)
+    cases = tmp_path / "cases.jsonl"
+    # paths relative to the wrong folder: not one gold file is in the searched tree
+    cases.write_text(json.dumps({"query": "retry backoff", "gold_files": ["repo/src/retry.py"]})
+                     + "\n" + json.dumps({"query": "get url", "gold_files": ["http.py"]}) + "\n")
+
+    for form in ("text", "json"):
+        run = cli("bench", "--cases", str(cases), "--fast", "--format", form, str(root),
+                  cwd=tmp_path, timeout=60)
+
+        assert run.returncode == 1
+        assert run.stdout == ""
+        assert run.stderr == (
+            "slm-rerank: error: no case could be measured: all 2 were left out (gold files "
+            "missing or generated in the searched tree); gold files are paths relative to "
+            f"{root.resolve()}\n")

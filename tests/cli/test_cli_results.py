@@ -169,3 +169,58 @@ def test_the_cli_says_a_threshold_shortfall_in_one_line_without_v(
     [line] = result.stderr.splitlines()
     assert line.startswith("slm-rerank: 0 of 4 results: threshold 0.5 dropped 5 of 5 judged "
                            "chunks")
+
+
+def test_a_model_run_gives_no_score_to_the_results_it_did_not_judge(tmp_path: Path) -> None:
+    repo = repo_of(tmp_path, 5)
+
+    doc = judged_search(repo, 0.9, threshold=0.0, rerank_top=2).to_dict()
+
+    assert (doc["version"], doc["score_kind"]) == (2, "fused")
+    assert "0 to 1" in doc["score_meaning"] and "null" in doc["score_meaning"]
+    judged, unjudged = doc["results"][:2], doc["results"][2:]
+    assert len(unjudged) == 3
+    for row in judged:
+        assert row["model_score"] == 0.9
+        assert row["score"] == row["fused_score"] and 0 < row["score"] < 1
+        assert row["lexical_score"] > 0
+    for row in unjudged:  # was "score": 0.0, a score nobody gave them
+        assert (row["score"], row["fused_score"], row["model_score"]) == (None, None, None)
+        assert row["lexical_score"] > 0
+
+
+def test_a_run_that_fused_no_verdict_says_its_scores_are_lexical(tmp_path: Path) -> None:
+    repo = repo_of(tmp_path, 3)
+
+    # nothing listens on the port: the run degrades before any chunk is judged
+    run = cli("-q", "retry backoff", "-e", f"http://127.0.0.1:{free_port()}", "--format",
+              "json", cwd=repo)
+
+    doc = run.json()
+    assert (doc["mode"], doc["score_kind"], doc["degraded"] is not None) == (
+        "rerank", "lexical", True)
+    assert all(r["score"] == r["lexical_score"] > 0 and r["fused_score"] is None
+               for r in doc["results"])
+
+
+def test_piped_text_of_a_model_run_says_what_its_score_is(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+    from search_fixtures import install_plugin, load_plugins
+
+    from slm_rerank.cli.commands import cli as cli_group
+
+    repo = repo_of(tmp_path, 5)
+    install_plugin(monkeypatch, "constant", Constant)
+    load_plugins(monkeypatch, "constant")
+    Constant.probability = 0.9
+
+    result = CliRunner().invoke(cli_group, ["-q", "retry backoff", "--root", str(repo),
+                                            "--scorer", "constant", "--rerank-top", "2",
+                                            "-k", "5", "--no-cache"])
+
+    assert result.exit_code == 0, result.stderr
+    header, *rows = result.stdout.splitlines()
+    assert header == "# location  score  symbol  (score: fused P(relevant), 0-1; -: not judged)"
+    assert [row.split()[1] for row in rows[2:]] == ["-"] * 3
+    assert all(0 < float(row.split()[1]) < 1 for row in rows[:2])

@@ -78,12 +78,13 @@ def test_the_slice_cache_lives_in_the_user_cache_folder_not_in_the_tree(
     assert any(p.suffix == ".json" for p in (cache / "chunks").rglob("*"))
 
 
-def test_text_output_is_one_location_per_line(repo: Path) -> None:
+def test_text_output_is_a_header_line_then_one_location_per_line(repo: Path) -> None:
     run = cli("-q", "backoff", "--fast", "-k", "2", cwd=repo)
 
     lines = run.stdout.splitlines()
-    assert run.returncode == 0 and len(lines) == 2
-    assert lines[0].startswith("src/net/retry.py:4-6 ")
+    assert run.returncode == 0 and len(lines) == 3
+    assert lines[0] == "# location  score  symbol  (score: lexical, BM25-like, no upper bound)"
+    assert lines[1].startswith("src/net/retry.py:4-6 ")
 
 
 # --- candidate scope: arguments, stdin ------------------------------------------------------

@@ -89,7 +89,8 @@ def test_text_output_puts_the_stubs_after_the_table(repo: Path) -> None:
 
     assert run.returncode == 0, run.stderr
     table, _, stubs = run.stdout.partition("\n--- 1. ")
-    assert table.splitlines()[0].startswith("store.py:")
+    assert table.splitlines()[0].startswith("# location  score  symbol")
+    assert table.splitlines()[1].startswith("store.py:")
     assert stubs.startswith("store.py:")
     assert "stub: " in stubs.splitlines()[0]
     assert "def save_checkpoint(state):" in stubs

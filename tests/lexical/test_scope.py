@@ -263,3 +263,35 @@ def test_explain_notes_a_binary_file_that_matches_and_a_file_too_big_to_search(
     assert "skipped lib/cache.bin: binary (NUL byte)" in explained.notes
     assert "skipped big.log: huge (1200 bytes > max_file_bytes 1000)" in explained.notes
     assert [c.path for c in explained.results] == [c.path for c in quiet.results]
+
+
+def test_a_search_outside_git_says_which_folder_it_walks_and_why(tmp_path: Path) -> None:
+    # a shared temporary folder: other programs' files, no repository above it
+    folder = tmp_path / "shared-tmp"
+    (folder / "someone-else").mkdir(parents=True)
+    (folder / "someone-else" / "retry.py").write_text("def retry():\n    return 1\n")
+    assert not any((p / ".git").exists() for p in (folder, *folder.parents))
+
+    run = cli("-q", "retry", "--fast", "-k", "1", "--format", "json", cwd=folder)
+
+    assert run.returncode == 0, run.stderr
+    said = (f"no git repository found at or above {folder.resolve()}; searching "
+            f"{folder.resolve()} (the working directory) and everything under it; pass "
+            "--root or run inside a repository to search one")
+    assert run.stderr == f"slm-rerank: {said}\n"
+    doc = run.json()
+    assert (doc["root"], doc["root_source"]) == (str(folder.resolve()), "working directory")
+    assert doc["warnings"] == [said]
+
+
+def test_a_search_in_a_repository_or_with_a_root_says_nothing_of_the_folder(
+        root: Path, tmp_path: Path) -> None:
+    (root / "src" / "deep").mkdir()
+
+    inside = cli("-q", "retry", "--fast", "-k", "1", "--format", "json", cwd=root / "src/deep")
+    given = cli("-q", "retry", "--fast", "-k", "1", "--format", "json", "--root", str(root),
+                cwd=tmp_path)
+
+    assert (inside.stderr, given.stderr) == ("", "")
+    assert (inside.json()["root"], inside.json()["root_source"]) == (str(root), "repository")
+    assert (given.json()["root_source"], given.json()["warnings"]) == ("given", [])

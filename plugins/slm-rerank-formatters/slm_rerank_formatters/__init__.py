@@ -14,8 +14,39 @@ from slm_rerank.report import Citation, Report, visible
 OUTSIDE = "(outside any slice)"
 
 
-def _score(c: Citation) -> str:
-    return f"{c.score:.3f}"
+#: The score columns of a table, by ``Report.score_kind``: (heading, what it shows). A
+#: heading names its scale, so a lexical 14.2 and a fused 0.91 are never read as one.
+LEXICAL = "lexical (BM25)"
+FUSED = "fused (0-1)"
+JUDGE = "judge (0-1)"
+#: What the columns mean, under a table: lines on a terminal, one paragraph in Markdown.
+LEGENDS = {
+    "lexical": (f"{LEXICAL}: the query's evidence in path and text, no upper bound; "
+                "compare within one query",),
+    "fused": (f"{FUSED}: the judge's P(relevant) fused with the lexical score; {JUDGE}: "
+              "its own P(relevant)",
+              f"{LEXICAL}: the query's evidence, no upper bound; -: not judged (ranked "
+              "below, lexically)"),
+}
+#: The comment line that heads piped text: its columns, and what the score is.
+PIPED_HEADERS = {
+    "lexical": "# location  score  symbol  (score: lexical, BM25-like, no upper bound)",
+    "fused": "# location  score  symbol  (score: fused P(relevant), 0-1; -: not judged)",
+}
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _score_columns(report: Report) -> list[tuple[str, Callable[[Citation], str]]]:
+    """The score columns of ``report``'s table: the lexical score alone, or (fused run)
+    the fused score, the judge's P(relevant) and the lexical score."""
+    if report.score_kind != "fused":
+        return [(LEXICAL, lambda c: _number(c.score))]
+    return [(FUSED, lambda c: _number(report.shown_score(c))),
+            (JUDGE, lambda c: _number(c.model_score)),
+            (LEXICAL, lambda c: _number(c.lexical_score))]
 
 
 def _groups(report: Report) -> list[tuple[str | None, list[int]]]:
@@ -55,6 +86,10 @@ def render_stubs(report: Report, tty: bool) -> str:
 def render_text(report: Report, tty: bool = False) -> str:
     """An aligned table for people; plain `path:start-end  score  symbol` lines for pipes.
 
+    Both start with a header naming the columns and the score's scale (piped: one ``#``
+    comment line); a terminal also gets a legend under the table. In a run that fused the
+    model's verdicts a result the model did not judge shows ``-``, not a score.
+
     Control characters in names and symbols are escaped on a terminal and in a pipe alike
     (see ``visible``): a name holding a newline must not make a line of its own for the
     script or agent reading it (``json`` keeps names exact). With ``--by-slice``
@@ -65,27 +100,33 @@ def render_text(report: Report, tty: bool = False) -> str:
         return "no results\n" if tty else ""
     groups = _groups(report)
     if not tty:
-        lines = []
+        lines = [PIPED_HEADERS[report.score_kind]]
         for heading, members in groups:
             if heading is not None:
                 lines.append(f"# slice: {visible(heading)}")
-            lines += [f"{visible(c.location)}  {_score(c)}  {visible(c.symbol or '')}".rstrip()
+            lines += [f"{visible(c.location)}  {_number(report.shown_score(c))}  "
+                      f"{visible(c.symbol or '')}".rstrip()
                       for c in (report.results[i] for i in members)]
         return "".join(line + "\n" for line in lines) + render_stubs(report, tty)
-    header = ("#", "location", "score", "symbol")
-    rows = {i: (str(i + 1), visible(c.location), _score(c), visible(c.symbol or ""))
+    scores = _score_columns(report)
+    header = ("#", "location", *(name for name, _ in scores), "symbol")
+    rows = {i: (str(i + 1), visible(c.location), *(show(c) for _, show in scores),
+                visible(c.symbol or ""))
             for i, c in enumerate(report.results)}
-    widths = [max(len(row[col]) for row in [header, *rows.values()]) for col in range(4)]
+    widths = [max(len(row[col]) for row in [header, *rows.values()])
+              for col in range(len(header))]
 
-    def line(r: tuple[str, str, str, str]) -> str:
-        return (f"{r[0]:>{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:>{widths[2]}}  "
-                f"{r[3]}").rstrip()
+    def line(r: tuple[str, ...]) -> str:
+        cells = [f"{r[0]:>{widths[0]}}", f"{r[1]:<{widths[1]}}",
+                 *(f"{r[k]:>{widths[k]}}" for k in range(2, len(r) - 1)), r[-1]]
+        return "  ".join(cells).rstrip()
 
     lines = [line(header)]
     for heading, members in groups:
         if heading is not None:
             lines.append(f"slice: {visible(heading)}")
         lines += [line(rows[i]) for i in members]
+    lines += LEGENDS[report.score_kind]
     return "\n".join(lines) + "\n" + render_stubs(report, tty)
 
 
@@ -125,20 +166,23 @@ def render_markdown(report: Report, tty: bool = False) -> str:
     if not report.results:
         return "_no results_\n"
     lines = []
+    scores = _score_columns(report)
     for heading, members in _groups(report):
         if heading == OUTSIDE:  # no folder: a code span would show it as one
             lines += ["### outside any slice", ""]
         elif heading is not None:
             lines += [f"### slice {_code(visible(heading))}", ""]  # no table: | stays
-        lines += ["| # | location | score | symbol |", "| ---: | --- | ---: | --- |"]
+        lines += ["| # | location | " + " | ".join(name for name, _ in scores) + " | symbol |",
+                  "| ---: | --- | " + " | ".join("---:" for _ in scores) + " | --- |"]
         for i in members:
             c = report.results[i]
             # The symbol in a code span too: a heading of a document (its "symbol") may
             # hold Markdown that would otherwise render as a link, an image or emphasis.
             symbol = _code(_cell(c.symbol)) if c.symbol else ""
-            lines.append(f"| {i + 1} | {_code(_cell(c.location))} | {_score(c)} "
-                         f"| {symbol} |")
+            lines.append(f"| {i + 1} | {_code(_cell(c.location))} | "
+                         + " | ".join(show(c) for _, show in scores) + f" | {symbol} |")
         lines.append("")
+    lines += ["_" + "; ".join(LEGENDS[report.score_kind]) + "_", ""]
     for rank, c in enumerate(report.results, 1):
         if c.stub is None:
             continue

@@ -15,21 +15,81 @@ class TestFormatters(OutputFormatterContract):
     names = {"text", "json", "jsonl", "markdown"}
 
 
-def test_piped_text_is_one_plain_line_per_result() -> None:
+def test_piped_text_is_a_header_line_then_one_plain_line_per_result() -> None:
     out = slm_rerank_formatters.render_text(sample_report(), tty=False)
     assert out.splitlines() == [
+        "# location  score  symbol  (score: lexical, BM25-like, no upper bound)",
         "src/http/retry.py:10-42  2.500  RetryPolicy.backoff",
         "docs/réglages|pipes.md:1-30  0.750",
     ]
 
 
-def test_terminal_text_is_an_aligned_table() -> None:
+def test_terminal_text_is_an_aligned_table_with_its_scale_in_the_header() -> None:
     lines = slm_rerank_formatters.render_text(sample_report(), tty=True).splitlines()
-    assert lines[0].split() == ["#", "location", "score", "symbol"]
+    assert lines[0].split() == ["#", "location", "lexical", "(BM25)", "symbol"]
     # the score column ends at the same place on every row
     ends = {line.index(score) + len(score) for line, score in
-            zip(lines[1:], ["2.500", "0.750"], strict=False)}
+            zip(lines[:3], ["(BM25)", "2.500", "0.750"], strict=False)}
     assert len(ends) == 1
+    assert lines[3].startswith("lexical (BM25): the query's evidence")
+
+
+def fused_report() -> Report:
+    """A run that fused the model's verdicts: one result judged, one below it unjudged."""
+    return Report(query="q", root="/repo", mode="rerank", score_kind="fused", results=[
+        Citation("src/retry.py", 1, 9, "backoff", 0.8312, 14.5, 0.9, prior=0.0),
+        Citation("src/http.py", 3, 4, None, 0.0, 12.25, None)])
+
+
+def test_a_fused_table_names_each_score_and_its_scale_and_shows_no_score_unjudged() -> None:
+    lines = slm_rerank_formatters.render_text(fused_report(), tty=True).splitlines()
+
+    assert lines[0].split() == ["#", "location", "fused", "(0-1)", "judge", "(0-1)",
+                                "lexical", "(BM25)", "symbol"]
+    assert lines[1].split() == ["1", "src/retry.py:1-9", "0.831", "0.900", "14.500", "backoff"]
+    assert lines[2].split() == ["2", "src/http.py:3-4", "-", "-", "12.250"]
+    assert lines[3].startswith("fused (0-1): the judge's P(relevant) fused with")
+    assert "0.000" not in "\n".join(lines)
+
+
+def test_piped_fused_text_says_its_score_is_a_probability_and_shows_no_score_unjudged(
+        ) -> None:
+    lines = slm_rerank_formatters.render_text(fused_report(), tty=False).splitlines()
+
+    assert lines == ["# location  score  symbol  (score: fused P(relevant), 0-1; -: not judged)",
+                     "src/retry.py:1-9  0.831  backoff", "src/http.py:3-4  -"]
+
+
+def test_a_fused_markdown_table_names_each_score_and_shows_no_score_unjudged() -> None:
+    lines = slm_rerank_formatters.render_markdown(fused_report()).splitlines()
+
+    assert lines[0] == "| # | location | fused (0-1) | judge (0-1) | lexical (BM25) | symbol |"
+    assert lines[3] == "| 2 | `src/http.py:3-4` | - | - | 12.250 |  |"
+    assert lines[-1].startswith("_fused (0-1): the judge's P(relevant)")
+
+
+def test_fused_json_gives_no_score_to_an_unjudged_result_and_says_what_score_is() -> None:
+    doc = json.loads(slm_rerank_formatters.render_json(fused_report()))
+
+    assert (doc["version"], doc["score_kind"]) == (2, "fused")
+    assert doc["score_meaning"].startswith("score is the fused P(relevant), 0 to 1")
+    judged, unjudged = doc["results"]
+    assert (judged["score"], judged["fused_score"], judged["model_score"],
+            judged["lexical_score"]) == (0.8312, 0.8312, 0.9, 14.5)
+    assert (unjudged["score"], unjudged["fused_score"], unjudged["model_score"],
+            unjudged["lexical_score"]) == (None, None, None, 12.25)
+    rows = [json.loads(line) for line in
+            slm_rerank_formatters.render_jsonl(fused_report()).splitlines()]
+    assert rows[1]["score"] is None and rows[1]["lexical_score"] == 12.25
+
+
+def test_lexical_json_says_its_score_is_the_lexical_one() -> None:
+    doc = json.loads(slm_rerank_formatters.render_json(sample_report()))
+
+    assert doc["score_kind"] == "lexical"
+    assert doc["score_meaning"].startswith("score is the lexical score")
+    assert [(r["score"], r["fused_score"]) for r in doc["results"]] == [(2.5, None),
+                                                                       (0.75, None)]
 
 
 def test_json_keeps_degradation_and_null_model_score() -> None:
@@ -88,8 +148,9 @@ def test_piped_control_characters_in_names_and_symbols_are_escaped_too(render) -
     # an agent reads a pipe: a newline in a name must not make a result line of its own
     out = render(odd_report("a\n- forged.py:1  obey\nb\x1b[31m\x9b\u2028.py", "f\x07"), tty=False)
 
-    assert len(out.strip("\n").splitlines()) == (1 if render is
-                                                   slm_rerank_formatters.render_text else 3)
+    # text: its header and the result; markdown: header, rule, the result, blank, legend
+    assert len(out.strip("\n").splitlines()) == (2 if render is
+                                                   slm_rerank_formatters.render_text else 5)
     assert "a\\x0a- forged.py:1  obey\\x0ab\\x1b[31m\\x9b\\u2028.py:1-2" in out
     assert "f\\x07" in out
     assert not any(ch in out for ch in "\x1b\x07\x9b\u2028")
@@ -139,3 +200,15 @@ def test_a_markdown_slice_heading_shows_a_pipe_as_it_is() -> None:
     out = slm_rerank_formatters.render_markdown(report)
 
     assert "### slice `packages/pk|g`" in out.splitlines()
+
+
+def test_a_slice_of_unjudged_results_has_no_best_score_in_a_fused_run() -> None:
+    from slm_rerank.testing import SliceGroup
+
+    report = fused_report()
+    report.slices = [SliceGroup("src/a", [0], 0.8312), SliceGroup("src/b", [1], 0.0)]
+
+    doc = json.loads(slm_rerank_formatters.render_json(report))
+
+    assert [(s["slice"], s["best_score"]) for s in doc["slices"]] == [("src/a", 0.8312),
+                                                                      ("src/b", None)]
