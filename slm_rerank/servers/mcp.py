@@ -162,7 +162,10 @@ def citations_text(report: Report) -> str:
         for index in members:
             c = report.results[index]
             where = f"{display_path(c.path)}:{c.start_line}"
-            detail = [f"lines {c.start_line}-{c.end_line}", f"score {c.score:.2f}"]
+            shown = report.shown_score(c)
+            detail = [f"lines {c.start_line}-{c.end_line}",
+                      "not judged" if shown is None
+                      else f"{report.score_kind} score {shown:.2f}"]
             if c.symbol:
                 detail.insert(0, c.symbol)
             if c.dirty:

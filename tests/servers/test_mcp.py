@@ -417,3 +417,22 @@ def test_closing_stdin_ends_a_running_search_and_the_server_at_once(repo: Path) 
             if server.poll() is None:
                 server.kill()
                 server.wait()
+
+
+def test_the_text_answer_gives_no_score_to_a_result_the_model_did_not_judge() -> None:
+    from slm_rerank.report import Citation, Report
+
+    judged = Citation("a.py", 1, 9, "judged", score=0.83, lexical_score=12.0,
+                      model_score=0.8)
+    unjudged = Citation("b.py", 3, 7, "tail", score=0.0, lexical_score=9.0)
+    fused = Report(query="q", root=".", mode="model", results=[judged, unjudged],
+                   score_kind="fused")
+    text = mcp_server.citations_text(fused)
+    assert "1. a.py:1  (judged, lines 1-9, fused score 0.83)" in text
+    assert "2. b.py:3  (tail, lines 3-7, not judged)" in text
+    assert "0.00" not in text
+
+    fast = Citation("b.py", 3, 7, "tail", score=9.0, lexical_score=9.0)
+    lexical = Report(query="q", root=".", mode="fast", results=[fast])
+    assert "1. b.py:3  (tail, lines 3-7, lexical score 9.00)" in mcp_server.citations_text(
+        lexical)
