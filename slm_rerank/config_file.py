@@ -2,11 +2,11 @@
 
 ``config set`` and ``calibrate --write`` both rewrite the user's ``config.toml``. Each reads
 the file, changes its own key and puts the result in place; two at once each wrote what they
-had read, and one's change was lost (189 of 400 updates, two writers). ``update_toml`` holds
-an advisory lock (``flock`` on ``.NAME.lock`` beside the file) from the read to the rename,
-and waits for another writer at most LOCK_SECONDS. The new text goes to a temporary file
-renamed over the old one: a crash or a full disk leaves the old file whole, and a reader
-never sees half a file.
+had read, and one's change was lost (189 of 400 updates, two writers). ``update_toml``
+holds an advisory lock (``flock`` on a ``.lock`` file beside it, ``lock_path``) from the
+read to the rename, and waits for another writer at most LOCK_SECONDS. The new text goes
+to a temporary file renamed over the old one: a crash or a full disk leaves the old file
+whole, and a reader never sees half a file.
 """
 
 from __future__ import annotations
@@ -32,8 +32,11 @@ NEW_FILE_MODE = 0o644
 
 
 def lock_path(path: Path) -> Path:
-    """The lock file of the config file ``path``: ``.NAME.lock`` in the same folder."""
-    return path.with_name(f".{path.name}.lock")
+    """The lock file of the config file ``path``, in the same folder: ``.config.toml.lock``,
+    ``.slm-rerank.toml.lock``. It stays there: removing it could let two writers hold two
+    different files' locks at once."""
+    name = path.name if path.name.startswith(".") else f".{path.name}"
+    return path.with_name(f"{name}.lock")
 
 
 @contextlib.contextmanager
