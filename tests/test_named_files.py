@@ -15,6 +15,7 @@ from search_fixtures import cli, free_port
 
 from slm_rerank import safefile
 from slm_rerank.cli.commands import cli as main
+from slm_rerank.model import progress
 from slm_rerank.servers import api_key
 
 #: generous: each refusal here comes after a deadline of half a second
@@ -51,6 +52,7 @@ def test_a_fifo_nobody_writes_is_a_one_line_error_within_its_deadline(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]) -> None:
     monkeypatch.setattr(safefile, "PIPE_SECONDS", 0.5)
     monkeypatch.setattr(api_key, "KEY_PIPE_SECONDS", 0.5)
+    monkeypatch.setattr(progress, "QUIET", progress.QUIET)  # serve-api sets it, in-process
     monkeypatch.chdir(tmp_path)
     fifo = tmp_path / "named.fifo"
     os.mkfifo(fifo)
