@@ -176,9 +176,10 @@ class PidFile:
     cache_dir: str | None = None
 
 
-def pid_file_text(pid: int, cache_dir: Path) -> str:
-    """What a supervisor writes in ``server.pid``: its pid, then its cache folder."""
-    return f"{pid}\n{folder_id(cache_dir)}\n"
+def pid_file_bytes(pid: int, cache_dir: Path) -> bytes:
+    """What a supervisor writes in ``server.pid``: its pid, then its cache folder (the
+    file system's bytes of it: any name a folder may have is written and read back)."""
+    return f"{pid}\n".encode() + os.fsencode(folder_id(cache_dir)) + b"\n"
 
 
 def pid_file(cache_dir: Path) -> PidFile | None:
@@ -190,10 +191,10 @@ def pid_file(cache_dir: Path) -> PidFile | None:
     except OSError:
         return PidFile(False, None)
     try:
-        lines = os.read(fd, STATE_READ_CAP).decode("utf-8", "replace").split("\n")
-        text = lines[0].strip()
+        head, _, rest = os.read(fd, STATE_READ_CAP).partition(b"\n")
+        text = head.decode("ascii", "replace").strip()
         pid = int(text) if text.isdigit() and int(text) > 0 else None
-        folder = lines[1] if len(lines) > 1 and lines[1] else None
+        folder = os.fsdecode(rest.removesuffix(b"\n")) if rest.strip() else None
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:

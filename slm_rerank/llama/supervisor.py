@@ -35,7 +35,7 @@ from slm_rerank.llama.state import (
     log_tail,
     open_log,
     open_state_file,
-    pid_file_text,
+    pid_file_bytes,
     state_dir,
     touch,
     write_state,
@@ -98,7 +98,7 @@ def _supervisor_lock(cache_dir: Path) -> Iterator[None]:
                              f"{other or '?'} in {path}); see slm-rerank serve status, stop "
                              "it with slm-rerank serve stop, or use another cache_dir") from None
         os.ftruncate(fd, 0)
-        os.write(fd, pid_file_text(os.getpid(), cache_dir).encode())
+        os.write(fd, pid_file_bytes(os.getpid(), cache_dir))
         try:
             yield
         finally:
