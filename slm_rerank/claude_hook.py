@@ -10,21 +10,20 @@ nothing unless it has context to give, and says at most one line on stderr.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import math
 import os
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from slm_rerank.errors import ConfigError
+from slm_rerank.hook_io import held_stderr, read_stdin, say_one_line
 from slm_rerank.prompt_classifier import (
     MAX_FILE_SHARE,
     QUERY_CHARS,
@@ -353,118 +352,6 @@ def _cwd_hint(data: bytes) -> Path:
     return Path(cwd) if cwd else Path.cwd()
 
 
-#: Bytes read from stdin at a time while waiting for the hook's JSON object.
-_READ_STEP = 1 << 16
-
-
-def _complete(data: bytes) -> bool:
-    """True once ``data`` holds a whole JSON value (what follows it is not waited for)."""
-    if not data.rstrip().endswith((b"}", b"]")):  # an object or array ends so; skip the parse
-        return False
-    try:
-        json.JSONDecoder().raw_decode(data.decode("utf-8", errors="replace").lstrip())
-    except RecursionError:  # nested past any prompt: parse_input says so, not a longer wait
-        return True
-    except ValueError:
-        return False
-    return True
-
-
-def read_input(fd: int, seconds: float, cap: int = MAX_STDIN_BYTES + 1) -> tuple[bytes, bool]:
-    """The hook's stdin: until it ends, holds a complete JSON value, or ``cap`` bytes;
-    ``(data, False)`` if ``seconds`` passed first.
-
-    Claude Code writes the object and closes the pipe; a caller that leaves it open must not
-    hold the prompt past the deadline, which this read counts against.
-    """
-    import select
-
-    deadline = time.monotonic() + seconds
-    data = bytearray()
-    while len(data) < cap:
-        left = deadline - time.monotonic()
-        try:
-            ready = left > 0 and select.select([fd], [], [], left)[0]
-        except (OSError, ValueError):  # not a descriptor select takes: read it as it is
-            ready = True
-        if not ready:
-            return bytes(data), False
-        try:
-            chunk = os.read(fd, min(_READ_STEP, cap - len(data)))
-        except BlockingIOError:
-            continue
-        except OSError:
-            break
-        if not chunk:
-            break
-        data += chunk
-        if _complete(data):
-            break
-    return bytes(data), True
-
-
-def _read_stdin(seconds: float) -> tuple[bytes, bool]:
-    try:
-        fd = sys.stdin.fileno() if sys.stdin is not None else None
-    except (OSError, ValueError):
-        fd = None
-    return read_input(fd, seconds) if fd is not None else (b"", True)
-
-
-@contextlib.contextmanager
-def _held_stderr() -> Iterator[list[str]]:
-    """Hold back what is written to stderr meanwhile (by this process, its threads and the
-    tools it starts: fd 2 itself points elsewhere), and yield its lines once done.
-
-    A repository's file with four refused keys printed four warnings; the hook says one
-    line at most, and ``_say`` makes it from what was held back.
-    """
-    held: list[str] = []
-    try:
-        sys.stderr.flush()
-        spool = tempfile.TemporaryFile()
-        saved = os.dup(2)
-    except (OSError, ValueError, AttributeError):  # no fd 2: nothing to hold or to say
-        yield held
-        return
-    try:
-        os.dup2(spool.fileno(), 2)
-        try:
-            yield held
-        finally:
-            with contextlib.suppress(Exception):
-                sys.stderr.flush()
-            os.dup2(saved, 2)
-            spool.seek(0)
-            text = spool.read(MAX_HELD_BYTES).decode("utf-8", errors="replace")
-            held.extend(line.strip() for line in text.splitlines() if line.strip())
-    finally:
-        os.close(saved)
-        spool.close()
-
-
-#: The most of the held-back stderr read: only its first line is ever said.
-MAX_HELD_BYTES = 1 << 16
-
-
-def _say(problem: str | None, held: list[str]) -> None:
-    """At most one line on stderr: the problem, else the first line held back, with how
-    many more there were."""
-    if problem is None and not held:
-        return
-    more = len(held) - (0 if problem else 1)
-    text = problem if problem else held[0].removeprefix("slm-rerank: ")
-    line = visible(" ".join(text.split()))[:300]
-    if more > 0:
-        line += f" (and {more} more line{'s' if more > 1 else ''} held back)"
-    try:
-        # one line; Claude Code shows a hook's stderr in verbose mode only
-        print(f"slm-rerank hook: {line}", file=sys.stderr)
-        sys.stderr.flush()
-    except Exception:  # noqa: BLE001, S110 - a closed stderr leaves nothing to tell
-        pass
-
-
 def main(deadline_option: str | None, force_fast: bool) -> None:
     """The command: never raises, always exits 0 (anything else would reach the user).
 
@@ -473,10 +360,11 @@ def main(deadline_option: str | None, force_fast: bool) -> None:
     started = time.monotonic()
     outcome: Outcome | None = None
     problem: str | None = None
-    with _held_stderr() as held:
+    with held_stderr() as held:
         try:
             # the option or the environment bound the read; the settings are read after it
-            data, in_time = _read_stdin(deadline_from(deadline_option, os.environ))
+            data, in_time = read_stdin(deadline_from(deadline_option, os.environ),
+                                       MAX_STDIN_BYTES + 1)
             deadline = deadline_from(deadline_option, os.environ,
                                      _configured_deadline(_cwd_hint(data)))
             if in_time:
@@ -497,7 +385,7 @@ def main(deadline_option: str | None, force_fast: bool) -> None:
                 sys.stdout.flush()
         except Exception as exc:  # noqa: BLE001
             problem = f"{type(exc).__name__}: {exc}"
-    _say(problem, held)
+    say_one_line("slm-rerank hook", problem, held)
     if outcome is not None and outcome.abandoned:
         # The search thread may hold subprocesses or a pool the interpreter would wait for
         # at exit: end now, output and log already flushed. First the tools it may have
