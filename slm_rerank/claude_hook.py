@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from slm_rerank.errors import ConfigError
+from slm_rerank.hook_io import held_stderr, read_stdin, say_one_line
 from slm_rerank.prompt_classifier import (
     MAX_FILE_SHARE,
     QUERY_CHARS,
@@ -235,13 +236,14 @@ def _by_repository(prompt: str, cwd: Path, host: Any, seconds: float
                                ), loaded.vocabulary
 
 
-def run(data: bytes, deadline: float, force_fast: bool = False) -> Outcome:
+def run(data: bytes, deadline: float, force_fast: bool = False, spent: float = 0.0) -> Outcome:
     """Decide on the prompt in ``data`` and, for a code question, search within ``deadline``.
 
     The shapes decide first; a prompt they leave open is judged by the repository's
     vocabulary, read in the search's thread, so that its time counts against the deadline.
+    ``spent``: seconds of the deadline already gone (reading stdin).
     """
-    started = time.perf_counter()
+    started = time.perf_counter() - spent
 
     def elapsed_ms() -> float:
         return (time.perf_counter() - started) * 1000
@@ -351,36 +353,39 @@ def _cwd_hint(data: bytes) -> Path:
 
 
 def main(deadline_option: str | None, force_fast: bool) -> None:
-    """The command: never raises, always exits 0 (anything else would reach the user)."""
-    try:
-        # One byte over the cap, so that parse_input can tell a too-long input from a cut one
-        data = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1) if sys.stdin is not None else b""
-    except (OSError, ValueError):
-        data = b""
+    """The command: never raises, always exits 0 (anything else would reach the user).
+
+    Says at most one line on stderr, whatever else wrote there meanwhile.
+    """
+    started = time.monotonic()
     outcome: Outcome | None = None
     problem: str | None = None
-    try:
-        deadline = deadline_from(deadline_option, os.environ,
-                                 _configured_deadline(_cwd_hint(data)))
-        outcome = run(data, deadline, force_fast)
-        problem = log(outcome, _cwd_hint(data))
-        if outcome.hook["decision"] == "error":
-            # What went wrong with the prompt first: a log that failed for the same reason
-            # (a broken config file) would only repeat it, less clearly.
-            problem = outcome.hook["reason"]
-        if outcome.output:
-            sys.stdout.write(outcome.output + "\n")
-            sys.stdout.flush()
-    except Exception as exc:  # noqa: BLE001
-        problem = f"{type(exc).__name__}: {exc}"
-    if problem:
+    with held_stderr() as held:
         try:
-            # one line; Claude Code shows a hook's stderr in verbose mode only
-            print(f"slm-rerank hook: {visible(' '.join(problem.split()))[:300]}",
-                  file=sys.stderr)
-            sys.stderr.flush()
-        except Exception:  # noqa: BLE001, S110 - a closed stderr leaves nothing to tell
-            pass
+            # the option or the environment bound the read; the settings are read after it
+            data, in_time = read_stdin(deadline_from(deadline_option, os.environ),
+                                       MAX_STDIN_BYTES + 1)
+            deadline = deadline_from(deadline_option, os.environ,
+                                     _configured_deadline(_cwd_hint(data)))
+            if in_time:
+                outcome = run(data, deadline, force_fast, time.monotonic() - started)
+            else:
+                outcome = Outcome(None, {
+                    "decision": "error", "queried": False,
+                    "reason": f"stdin was left open without a complete JSON object for "
+                              f"{time.monotonic() - started:.1f} s (the deadline); no "
+                              "context given"}, latency_ms=(time.monotonic() - started) * 1000)
+            problem = log(outcome, _cwd_hint(data))
+            if outcome.hook["decision"] == "error":
+                # What went wrong with the prompt first: a log that failed for the same
+                # reason (a broken config file) would only repeat it, less clearly.
+                problem = outcome.hook["reason"]
+            if outcome.output:
+                sys.stdout.write(outcome.output + "\n")
+                sys.stdout.flush()
+        except Exception as exc:  # noqa: BLE001
+            problem = f"{type(exc).__name__}: {exc}"
+    say_one_line("slm-rerank hook", problem, held)
     if outcome is not None and outcome.abandoned:
         # The search thread may hold subprocesses or a pool the interpreter would wait for
         # at exit: end now, output and log already flushed. First the tools it may have

@@ -259,18 +259,13 @@ def write_setting(path: Path, key: str, text: str, repo: bool = False) -> Any:
     ``repo``: ``path`` is a repository's file, which may not hold a REPO_NO key (every
     search would ignore it).
     """
-    import tomli_w
-
     if repo and key in TYPES and repo_rule(key)[0] == REPO_NO:
         raise ConfigError(f"config set {key} --repo: a repository's {REPO_FILE} may not set "
                           f"'{key}' ({repo_rule(key)[1]}), and every search would ignore it; "
                           "set it without --repo, in the user config")
+    from slm_rerank.config_file import update_toml
+
     value = parse_text(key, text, f"config set {key}")
-    data = read_toml(path) if path.is_file() else {}
-    data[key] = value
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(tomli_w.dumps(data), encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot write: {exc}") from None
+    # under the file's lock: a `calibrate --write` at the same time keeps its change too
+    update_toml(path, lambda data: data.__setitem__(key, value))
     return value

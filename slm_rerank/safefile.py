@@ -1,5 +1,6 @@
 """Opening files in the cache folder: only regular files, never through a symlink, never
-blocking.
+blocking; and reading a file the user names on the command line without waiting on it for
+ever (``read_named``).
 
 The cache folder holds only slm-rerank's own files, yet anything may be put there: a
 symlink would make a write land in its target (a query appended to someone's file, our
@@ -12,6 +13,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import time
 from pathlib import Path
 
 
@@ -91,6 +93,66 @@ def read_at_most(fd: int, limit: int) -> bytes:
         parts.append(part)
         left -= len(part)
     return b"".join(parts)
+
+
+#: Seconds a pipe the user names (``--query-file <(gh issue view 12)``, a FIFO) has to
+#: deliver all it holds: a FIFO that nobody writes would otherwise be waited on for ever.
+PIPE_SECONDS = 10.0
+
+
+class PipeTimeout(OSError):
+    """A pipe the user named did not end (its writer did not close it) within its time."""
+
+    def __init__(self, path: Path, seconds: float) -> None:
+        super().__init__(errno.ETIMEDOUT, f"nothing closed the pipe within {seconds:g} s",
+                         str(path))
+        self.path = path
+        self.seconds = seconds
+
+    def __str__(self) -> str:
+        return (f"{self.path}: it is a pipe (FIFO), and no program wrote to it and closed it "
+                f"within {self.seconds:g} s")
+
+
+def read_named(path: Path, limit: int, pipe_seconds: float | None = None) -> bytes:
+    """At most ``limit`` bytes of a file the user named (``--query-file``, ``--cases``,
+    ``--api-key-file``): a regular file, or a pipe read until it ends or ``pipe_seconds``
+    (PIPE_SECONDS unless given) have passed.
+
+    Opened without blocking, so a FIFO nobody writes costs ``pipe_seconds``, not for ever
+    (PipeTimeout); a directory, device (``/dev/zero`` never ends) or socket is refused
+    (NotRegularFile, whose ``what`` names it). A symlink is followed: the user named it.
+    Other faults (a missing file, permissions) raise as the usual ``OSError``.
+    """
+    import select
+
+    seconds = PIPE_SECONDS if pipe_seconds is None else pipe_seconds
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISREG(mode):
+            os.set_blocking(fd, True)
+            return read_at_most(fd, limit)
+        if not stat.S_ISFIFO(mode):
+            raise NotRegularFile(path, describe(mode))
+        parts: list[bytes] = []
+        left = limit
+        deadline = time.monotonic() + seconds
+        while left > 0:
+            wait = deadline - time.monotonic()
+            if wait <= 0 or not select.select([fd], [], [], wait)[0]:
+                raise PipeTimeout(path, seconds)
+            try:
+                part = os.read(fd, min(left, 1 << 20))
+            except BlockingIOError:
+                continue
+            if not part:
+                break
+            parts.append(part)
+            left -= len(part)
+        return b"".join(parts)
+    finally:
+        os.close(fd)
 
 
 def check_regular(path: Path) -> None:

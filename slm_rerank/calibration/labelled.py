@@ -83,9 +83,12 @@ def _case(path: Path, number: int, obj: Any) -> Case:
 
 def load_cases(path: Path) -> list[Case]:
     """Every case of a ``.jsonl`` file, each line checked; blank lines are skipped."""
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_CASES_BYTES + 1)
+    from slm_rerank import safefile
+
+    try:  # a FIFO nobody writes: an error after PIPE_SECONDS, not a hang
+        raw = safefile.read_named(path, MAX_CASES_BYTES + 1)
+    except (safefile.NotRegularFile, safefile.PipeTimeout) as exc:
+        raise ConfigError(f"{exc}; give the .jsonl file of cases") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if len(raw) > MAX_CASES_BYTES:

@@ -10,12 +10,11 @@ user's behalf.
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from slm_rerank.config import REPO_FILE, ConfigError, Settings, read_toml
+from slm_rerank.config import REPO_FILE, ConfigError, Settings
 
 if TYPE_CHECKING:
     from slm_rerank.model.stage import Judgement
@@ -90,21 +89,18 @@ def check_weights(value: dict[str, object], where: str) -> None:
 
 def write_judge_weight(path: Path, model_id: str, weight: float) -> None:
     """Store ``weight`` for ``model_id`` in the user config at ``path``, keeping every other
-    key and table of the file; written to a temporary file and renamed, so a crash leaves
-    the old file whole."""
-    import tomli_w
+    key and table of the file; under the file's lock (a `config set` at the same time keeps
+    its change), written to a temporary file and renamed, so a crash leaves the old file
+    whole."""
+    from slm_rerank.config_file import update_toml
 
     if path.name == REPO_FILE:
         raise ConfigError(f"{path}: a measured judge weight belongs in the user config, "
                           f"never a repository's {REPO_FILE}")
-    data = read_toml(path) if path.is_file() else {}
-    table = dict(data.get(KEY, {}))
-    table[model_id] = round(float(weight), 4)
-    data[KEY] = table
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        temporary.write_text(tomli_w.dumps(data), encoding="utf-8")
-        os.replace(temporary, path)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot write: {exc.strerror or exc}") from None
+
+    def change(data: dict[str, Any]) -> None:
+        table = dict(data.get(KEY, {}))
+        table[model_id] = round(float(weight), 4)
+        data[KEY] = table
+
+    update_toml(path, change)

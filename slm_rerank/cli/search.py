@@ -24,12 +24,16 @@ STDIN_WAIT_SECONDS = 2.0
 
 def _read_query_file(query_file: str) -> str:
     """At most MAX_QUERY_BYTES from ``query_file`` ('-': stdin), decoded with replacement."""
+    from slm_rerank import safefile
+
     try:
         if query_file == "-":
             data = sys.stdin.buffer.read(MAX_QUERY_BYTES + 1)
-        else:
-            with open(query_file, "rb") as handle:
-                data = handle.read(MAX_QUERY_BYTES + 1)
+        else:  # a FIFO nobody writes: an error after PIPE_SECONDS, not a hang
+            data = safefile.read_named(Path(query_file), MAX_QUERY_BYTES + 1)
+    except (safefile.NotRegularFile, safefile.PipeTimeout) as exc:
+        raise click.BadParameter(f"{exc}; give a file holding the query",
+                                 param_hint="--query-file") from None
     except OSError as exc:
         raise click.BadParameter(f"cannot read {query_file}: {exc.strerror}",
                                  param_hint="--query-file") from None

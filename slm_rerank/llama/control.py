@@ -27,6 +27,7 @@ from slm_rerank.llama.processes import (
     describe,
     is_supervisor,
     kill_orphan,
+    left_orphan,
     our_llama,
     running,
     supervisor_pid,
@@ -43,6 +44,7 @@ from slm_rerank.llama.state import (
     open_state_file,
     pid_file,
     read_state,
+    recorded_elsewhere,
     state_dir,
 )
 from slm_rerank.llama.supervisor import LOAD_SECONDS, PROGRESS_SECONDS, ServeOptions
@@ -151,18 +153,36 @@ def _wait_ready(cache_dir: Path, pid: int, process: subprocess.Popen[bytes] | No
 def _foreign_lock(cache_dir: Path) -> str | None:
     """A note if ``server.pid`` is locked but names no supervisor of ours (else None)."""
     found = pid_file(cache_dir)
-    if found is None or not found.locked or (found.pid is not None
-                                             and is_supervisor(found.pid)):
+    if found is None or not found.locked:
         return None
     path = state_dir(cache_dir) / "server.pid"
+    elsewhere = recorded_elsewhere(found.cache_dir, cache_dir)
+    if elsewhere is not None:  # a hard-linked copy: the original's supervisor holds it
+        return (f"{path} is locked by pid {found.pid or '?'} for the cache folder "
+                f"{elsewhere} (this folder's file is linked to that one's); that server is "
+                "not this folder's and nothing was signalled")
+    if found.pid is not None and is_supervisor(found.pid):
+        return None
     if found.pid is None:
         return f"{path} is locked by a process but holds no pid; nothing was signalled"
     return (f"{path} is locked but names pid {describe(found.pid)}, which is not a "
             "slm-rerank serve supervisor; nothing was signalled")
 
 
+def _elsewhere_note(state: ServerState, elsewhere: str) -> str:
+    """What a record copied from another cache folder describes: that folder's server."""
+    serving = (f"; its supervisor (pid {state.pid}) still runs, serving that folder"
+               if is_supervisor(state.pid) else "")
+    return (f"the record was written for the cache folder {elsewhere} (a copied or restored "
+            f"cache), not this one: it describes that folder's server{serving}")
+
+
 def _stale_note(state: ServerState) -> str:
     """Why the record's supervisor is not running: gone, or its pid now someone else's."""
+    if is_supervisor(state.pid):
+        return (f"the record names supervisor pid {describe(state.pid)}, a slm-rerank serve "
+                "that does not hold this folder's server.pid: it serves another cache "
+                "folder, and the record is stale here")
     if alive(state.pid):
         return (f"the record names supervisor pid {describe(state.pid)}, which is another "
                 "process now, not slm-rerank serve (a reused pid): the record is stale and "
@@ -181,12 +201,15 @@ def status_text(cache_dir: Path) -> tuple[bool, str]:
     state = load_state(cache_dir)
     if pid is None:
         foreign = _foreign_lock(cache_dir)
-        if state is None:
-            note = f"; {foreign}" if foreign else ""
-            return False, f"not running (no managed server recorded in {folder}){note}"
-        orphan = (f"; its llama-server (pid {state.server_pid}) still runs on {state.url}: "
-                  "slm-rerank serve stop stops it" if our_llama(state) else "")
         note = f"; {foreign}" if foreign else ""
+        if state is None:
+            return False, f"not running (no managed server recorded in {folder}){note}"
+        elsewhere = recorded_elsewhere(state.cache_dir, cache_dir)
+        if elsewhere is not None:
+            return False, (f"not running: {_elsewhere_note(state, elsewhere)} (in {folder}; "
+                           f"slm-rerank serve stop removes the copy){note}")
+        orphan = (f"; its llama-server (pid {state.server_pid}) still runs on {state.url}: "
+                  "slm-rerank serve stop stops it" if left_orphan(state, cache_dir) else "")
         return False, f"not running: {_stale_note(state)} (in {folder}){orphan}{note}"
     if state is None or state.pid != pid:
         return False, (f"starting: pid {pid} is loading the model; log "
@@ -212,7 +235,8 @@ def stop(cache_dir: Path, wait: float = 15.0) -> str:
     pid = supervisor_pid(cache_dir)
     if pid is None:
         state = load_state(cache_dir)
-        stale = _stale_note(state) if state is not None and not our_llama(state) else None
+        stale = (_stale_note(state) if state is not None and not left_orphan(state, cache_dir)
+                 and recorded_elsewhere(state.cache_dir, cache_dir) is None else None)
         foreign = _foreign_lock(cache_dir)
         cleared = clear_stale(cache_dir)
         if cleared and cleared.startswith("stopped"):
@@ -233,7 +257,8 @@ def stop(cache_dir: Path, wait: float = 15.0) -> str:
     if supervisor_pid(cache_dir) == pid:  # still the holder of server.pid: still ours
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    if state is not None and state.pid == pid and our_llama(state):
+    if state is not None and state.pid == pid and our_llama(state) \
+            and recorded_elsewhere(state.cache_dir, cache_dir) is None:
         kill_orphan(state, wait=0)
     clear_state(cache_dir, pid)
     return f"killed {what} (pid {pid}): it did not stop within {wait:.0f} s"

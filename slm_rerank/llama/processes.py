@@ -2,6 +2,9 @@
 
 A pid in a file outlives its process and the number is handed to the next one, so a pid is
 taken for ours only when its command line says so; nothing else is reported or signalled.
+A server is also this cache folder's only when its files were written for this folder
+(``state.recorded_elsewhere``): a copied or restored cache folder holds the original's
+records, whose supervisor and llama-server may well be alive, serving the original.
 """
 
 from __future__ import annotations
@@ -15,7 +18,13 @@ from pathlib import Path
 
 from slm_rerank.errors import ServeError
 from slm_rerank.llama.ports import healthy, listening
-from slm_rerank.llama.state import ServerState, clear_state, pid_file, read_state
+from slm_rerank.llama.state import (
+    ServerState,
+    clear_state,
+    pid_file,
+    read_state,
+    recorded_elsewhere,
+)
 
 #: What ``serve --background`` runs detached: ``python -m slm_rerank.llama`` (its
 #: ``__main__``). A supervisor is known by this word in its command line, so the spawn
@@ -108,10 +117,13 @@ def supervisor_pid(cache_dir: Path) -> int | None:
 
     A locked ``server.pid`` whose number is not a ``slm-rerank serve`` process (a file
     someone else locked, a number someone wrote) names no supervisor: it is never signalled.
+    Nor does one written for another cache folder (a hard-linked copy shares the lock).
     Raises ServeError if ``server.pid`` is a symlink, a FIFO or another non-regular file.
     """
     found = pid_file(cache_dir)
     if found is None or not found.locked or found.pid is None:
+        return None
+    if recorded_elsewhere(found.cache_dir, cache_dir) is not None:
         return None
     return found.pid if is_supervisor(found.pid) else None
 
@@ -124,6 +136,17 @@ def our_llama(state: ServerState) -> bool:
     """
     args = _args(state.server_pid)
     return args is not None and f" --host {state.host} --port {state.port} " in f" {args} "
+
+
+def left_orphan(state: ServerState, cache_dir: Path) -> bool:
+    """True if ``state`` is this cache folder's record and its llama-server still runs with
+    no supervisor (one killed where llama-server does not die with it): ours to stop.
+
+    Not when the record was written for another cache folder (a copy's), nor while the
+    supervisor it names lives: that llama-server is its child, serving its own folder.
+    """
+    return (recorded_elsewhere(state.cache_dir, cache_dir) is None
+            and not is_supervisor(state.pid) and our_llama(state))
 
 
 def kill_orphan(state: ServerState, wait: float = 10.0) -> None:
@@ -145,14 +168,22 @@ def kill_orphan(state: ServerState, wait: float = 10.0) -> None:
 
 
 def clear_stale(cache_dir: Path) -> str | None:
-    """Drop a record its supervisor outlived, stopping the llama-server it left; say what."""
+    """Drop a record its supervisor outlived, stopping the llama-server it left; say what.
+
+    A record copied from another cache folder is dropped and its processes left alone.
+    """
     state = read_state(cache_dir)
     if state is None or supervisor_pid(cache_dir) == state.pid:
         return None
+    orphaned = left_orphan(state, cache_dir)
     clear_state(cache_dir, state.pid)
-    if our_llama(state):
+    if orphaned:
         kill_orphan(state)
         return f"stopped llama-server (pid {state.server_pid}) left by a dead supervisor"
+    elsewhere = recorded_elsewhere(state.cache_dir, cache_dir)
+    if elsewhere is not None:
+        return (f"removed a record copied from the cache folder {elsewhere}; its server "
+                "was not signalled")
     return "removed a stale record"
 
 

@@ -1,12 +1,17 @@
 """The managed server's files in ``<cache>/serve/``, opened only as regular files.
 
-``server.pid`` holds the supervising process's pid, locked while it lives (a pid in an
-unlocked file is stale, whoever holds that number now); ``server.json`` records the running
-server (port, model, the llama-server pid, start time, idle timeout; written once it
-answers); ``server.log`` holds both processes' output; ``last-used`` is touched by every
-query that uses the server, for the idle stop; ``start.lock`` is held by a start under way.
+``server.pid`` holds the supervising process's pid and its cache folder, locked while it
+lives (a pid in an unlocked file is stale, whoever holds that number now); ``server.json``
+records the running server (port, model, the llama-server pid, start time, idle timeout,
+the cache folder; written once it answers); ``server.log`` holds both processes' output;
+``last-used`` is touched by every query that uses the server, for the idle stop;
+``start.lock`` is held by a start under way.
 The locks are taken where they are held: ``supervisor`` (``server.pid``) and ``control``
 (``start.lock``).
+
+Both files name the cache folder they were written for (``folder_id``): a cache folder
+copied or restored elsewhere brings them along, and the server they describe is the
+original folder's, alive perhaps, never the copy's to report as its own or to stop.
 """
 
 from __future__ import annotations
@@ -38,6 +43,22 @@ class ServerState:
     started: float
     idle: float
     log: str
+    #: ``folder_id`` of the cache folder whose supervisor wrote it ("": written by a version
+    #: that did not say, taken for the folder it is found in)
+    cache_dir: str = ""
+
+
+def folder_id(cache_dir: Path) -> str:
+    """What ``server.json`` and ``server.pid`` record of their cache folder: its real path."""
+    return os.path.realpath(cache_dir)
+
+
+def recorded_elsewhere(recorded: str | None, cache_dir: Path) -> str | None:
+    """The other cache folder a record was written for (None: this one, or it does not say).
+    A copied or restored cache folder holds its original's records."""
+    if not recorded or recorded == folder_id(cache_dir):
+        return None
+    return recorded
 
 
 # --- files ---------------------------------------------------------------------------------
@@ -100,7 +121,8 @@ def load_state(cache_dir: Path) -> ServerState | None:
     ints = (state.pid, state.server_pid, state.port, state.slots)
     # pid 0 or -1 given to os.kill signals a whole process group or every process.
     if not all(type(n) is int and n > 0 for n in ints) or not all(
-            isinstance(v, str) for v in (state.url, state.host, state.model, state.log)):
+            isinstance(v, str) for v in (state.url, state.host, state.model, state.log,
+                                         state.cache_dir)):
         return None
     if not all(isinstance(v, (int, float)) for v in (state.started, state.idle)):
         return None
@@ -146,10 +168,18 @@ def clear_state(cache_dir: Path, pid: int) -> None:
 
 @dataclass(frozen=True)
 class PidFile:
-    """What ``server.pid`` says: whether a process holds its lock, and the number in it."""
+    """What ``server.pid`` says: whether a process holds its lock, the number in it, and
+    the cache folder it was written for (None: an older supervisor's, which did not say)."""
 
     locked: bool
     pid: int | None
+    cache_dir: str | None = None
+
+
+def pid_file_bytes(pid: int, cache_dir: Path) -> bytes:
+    """What a supervisor writes in ``server.pid``: its pid, then its cache folder (the
+    file system's bytes of it: any name a folder may have is written and read back)."""
+    return f"{pid}\n".encode() + os.fsencode(folder_id(cache_dir)) + b"\n"
 
 
 def pid_file(cache_dir: Path) -> PidFile | None:
@@ -161,16 +191,18 @@ def pid_file(cache_dir: Path) -> PidFile | None:
     except OSError:
         return PidFile(False, None)
     try:
-        text = os.read(fd, 32).decode("ascii", "replace").strip()
+        head, _, rest = os.read(fd, STATE_READ_CAP).partition(b"\n")
+        text = head.decode("ascii", "replace").strip()
         pid = int(text) if text.isdigit() and int(text) > 0 else None
+        folder = os.fsdecode(rest.removesuffix(b"\n")) if rest.strip() else None
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            return PidFile(True, pid)
+            return PidFile(True, pid, folder)
         except OSError:
-            return PidFile(False, pid)
+            return PidFile(False, pid, folder)
         fcntl.flock(fd, fcntl.LOCK_UN)  # we got it: nobody holds it
-        return PidFile(False, pid)
+        return PidFile(False, pid, folder)
     finally:
         os.close(fd)
 

@@ -29,11 +29,13 @@ from slm_rerank.llama.processes import clear_stale, supervisor_pid
 from slm_rerank.llama.state import (
     ServerState,
     clear_state,
+    folder_id,
     last_used,
     log_size,
     log_tail,
     open_log,
     open_state_file,
+    pid_file_bytes,
     state_dir,
     touch,
     write_state,
@@ -96,7 +98,7 @@ def _supervisor_lock(cache_dir: Path) -> Iterator[None]:
                              f"{other or '?'} in {path}); see slm-rerank serve status, stop "
                              "it with slm-rerank serve stop, or use another cache_dir") from None
         os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        os.write(fd, pid_file_bytes(os.getpid(), cache_dir))
         try:
             yield
         finally:
@@ -214,7 +216,8 @@ def _supervise(child: subprocess.Popen[bytes], options: ServeOptions, cache_dir:
         time.sleep(0.2)
     state = ServerState(pid=os.getpid(), server_pid=child.pid, url=url, host=options.host,
                         port=options.port, model=str(model), slots=options.slot_count(),
-                        started=time.time(), idle=options.idle, log=str(log))
+                        started=time.time(), idle=options.idle, log=str(log),
+                        cache_dir=folder_id(cache_dir))
     write_state(cache_dir, state)
     touch(cache_dir)
     idle_note = f"; stops after {options.idle:g} s without a query" if options.idle else ""

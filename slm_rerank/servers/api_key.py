@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 #: The longest API key file read: a key is a few dozen characters; more is the wrong file.
@@ -15,46 +14,28 @@ KEY_PIPE_SECONDS = 10.0
 def _read_key_file(path: Path) -> bytes:
     """The bytes of ``--api-key-file``: a regular file, or a pipe that delivers in time.
 
-    Bounded in size (KEY_FILE_CAP) and, for a pipe, in time: ``/dev/zero`` was read for
-    ever, and opening or reading a FIFO nobody writes blocked start-up without end. A pipe
-    is allowed because ``--api-key-file <(pass show rerank)`` keeps the key off the disk.
+    Bounded in size (KEY_FILE_CAP) and, for a pipe, in time (``safefile.read_named``):
+    ``/dev/zero`` was read for ever, and a FIFO nobody writes blocked start-up without end.
+    A pipe is allowed because ``--api-key-file <(pass show rerank)`` keeps the key off the
+    disk.
     """
-    import select
-    import stat
-
+    from slm_rerank import safefile
     from slm_rerank.errors import ConfigError
 
     where = f"--api-key-file {path}"
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        data = safefile.read_named(path, KEY_FILE_CAP + 1, KEY_PIPE_SECONDS)
+    except safefile.NotRegularFile as exc:
+        if exc.what == "a directory":
+            raise ConfigError(f"{where} is a directory; give the file that holds the key") \
+                from None
+        raise ConfigError(f"{where} is {exc.what}, not a file holding a key; give a file "
+                          "(or a pipe such as <(pass show KEY))") from None
+    except safefile.PipeTimeout:
+        raise ConfigError(f"{where}: the pipe did not deliver the key within "
+                          f"{KEY_PIPE_SECONDS:g} s") from None
     except OSError as exc:
         raise ConfigError(f"{where}: cannot read it ({exc.strerror or exc})") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise ConfigError(f"{where} is a directory; give the file that holds the key")
-        if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
-            raise ConfigError(f"{where} is a device or socket, not a file holding a key; "
-                              "give a file (or a pipe such as <(pass show KEY))")
-        data = b""
-        deadline = time.monotonic() + KEY_PIPE_SECONDS
-        while len(data) <= KEY_FILE_CAP:
-            if stat.S_ISFIFO(mode):
-                left = deadline - time.monotonic()
-                if left <= 0 or not select.select([fd], [], [], left)[0]:
-                    raise ConfigError(f"{where}: the pipe did not deliver the key within "
-                                      f"{KEY_PIPE_SECONDS:g} s")
-            try:
-                chunk = os.read(fd, KEY_FILE_CAP + 1 - len(data))
-            except BlockingIOError:
-                continue
-            if not chunk:
-                break
-            data += chunk
-    except OSError as exc:
-        raise ConfigError(f"{where}: cannot read it ({exc.strerror or exc})") from None
-    finally:
-        os.close(fd)
     if len(data) > KEY_FILE_CAP:
         raise ConfigError(f"{where} is longer than {KEY_FILE_CAP} bytes, which no API key "
                           "is; is it the right file? Put only the key in it")

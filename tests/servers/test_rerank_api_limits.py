@@ -49,7 +49,7 @@ def test_a_device_as_api_key_file_is_refused_naming_the_option_not_read_for_ever
                          preexec_fn=_one_gigabyte_of_memory)
 
     assert run.returncode == 1, run.stderr
-    assert "--api-key-file /dev/zero is a device or socket, not a file holding a key" \
+    assert "--api-key-file /dev/zero is a character device, not a file holding a key" \
         in run.stderr
     assert "Traceback" not in run.stderr
 

@@ -29,7 +29,8 @@ def test_background_start_status_reuse_and_stop(cache: Path, tmp_path: Path) -> 
     assert started.returncode == 0, started.stderr
     assert started.stdout.strip() == f"http://127.0.0.1:{port}"
     assert "waiting for the model to load" in started.stderr
-    assert (cache / "serve" / "server.pid").read_text().strip() == str(server_json(cache)["pid"])
+    pid_line = (cache / "serve" / "server.pid").read_text().split("\n")[0]
+    assert pid_line == str(server_json(cache)["pid"])
     status = cli("serve", "status", cwd=tmp_path)
     assert status.returncode == 0
     assert f"running: http://127.0.0.1:{port} model gemma-3-270m-q4_k_m.gguf" in status.stdout

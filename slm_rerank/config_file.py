@@ -1,0 +1,109 @@
+"""Changing a config file: read, change and replace it whole, one writer at a time.
+
+``config set`` and ``calibrate --write`` both rewrite the user's ``config.toml``. Each reads
+the file, changes its own key and puts the result in place; two at once each wrote what they
+had read, and one's change was lost (189 of 400 updates, two writers). ``update_toml``
+holds an advisory lock (``flock`` on a ``.lock`` file beside it, ``lock_path``) from the
+read to the rename, and waits for another writer at most LOCK_SECONDS. The new text goes
+to a temporary file renamed over the old one: a crash or a full disk leaves the old file
+whole, and a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import stat
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from slm_rerank import safefile
+from slm_rerank.errors import ConfigError
+
+#: Seconds a writer waits for another to finish with the same file. A change takes
+#: milliseconds; a lock held this long is a stuck process, and waiting with it helps no one.
+LOCK_SECONDS = 10.0
+#: The mode of a config file written where none was (an existing file keeps its own).
+NEW_FILE_MODE = 0o644
+
+
+def lock_path(path: Path) -> Path:
+    """The lock file of the config file ``path``, in the same folder: ``.config.toml.lock``,
+    ``.slm-rerank.toml.lock``. It stays there: removing it could let two writers hold two
+    different files' locks at once."""
+    name = path.name if path.name.startswith(".") else f".{path.name}"
+    return path.with_name(f"{name}.lock")
+
+
+@contextlib.contextmanager
+def locked(path: Path, seconds: float | None = None) -> Iterator[None]:
+    """Hold the lock of ``path`` (see ``lock_path``); ConfigError after ``seconds``
+    (LOCK_SECONDS unless given) of waiting for another writer."""
+    wait = LOCK_SECONDS if seconds is None else seconds
+    lock = lock_path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # open_regular: a symlink or FIFO planted at the lock's name is refused, not followed
+        fd = safefile.open_regular(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot open its lock {lock}: {exc.strerror or exc}; "
+                          "nothing was written") from None
+    try:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise ConfigError(
+                        f"{path}: another process has been changing it for over {wait:g} s "
+                        f"(it holds {lock}); nothing was written: retry when it is done") \
+                        from None
+                time.sleep(0.02)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def update_toml(path: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    """Apply ``change`` to the TOML file at ``path`` (``{}`` if there is none) and write it
+    back, holding its lock from the read to the rename.
+
+    A symlinked config (a dotfiles checkout) is changed where it points, the link kept.
+    ConfigError names the file when it cannot be read, locked or written.
+    """
+    import tomli_w
+
+    from slm_rerank.config import read_toml
+
+    target = Path(os.path.realpath(path))
+    with locked(target):
+        data = read_toml(target) if target.is_file() else {}
+        change(data)
+        text = tomli_w.dumps(data)
+        try:
+            mode = stat.S_IMODE(os.stat(target).st_mode)
+        except OSError:
+            mode = NEW_FILE_MODE
+        try:
+            fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
+                                             dir=target.parent)
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot write: {exc.strerror or exc}") from None
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(text)
+            os.chmod(temporary, mode)
+            os.replace(temporary, target)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise ConfigError(f"{path}: cannot write: {exc.strerror or exc}") from None
