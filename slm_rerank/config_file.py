@@ -3,8 +3,8 @@
 ``config set`` and ``calibrate --write`` both rewrite the user's ``config.toml``. Each reads
 the file, changes its own key and puts the result in place; two at once each wrote what they
 had read, and one's change was lost (189 of 400 updates, two writers). ``update_toml``
-holds an advisory lock (``flock`` on a ``.lock`` file beside it, ``lock_path``) from the
-read to the rename, and waits for another writer at most LOCK_SECONDS. The new text goes
+holds an advisory lock (``flock`` on the folder holding it, ``locked``) from the read to
+the rename, and waits for another writer at most LOCK_SECONDS. The new text goes
 to a temporary file renamed over the old one: a crash or a full disk leaves the old file
 whole, and a reader never sees half a file.
 """
@@ -21,7 +21,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from slm_rerank import safefile
 from slm_rerank.errors import ConfigError
 
 #: Seconds a writer waits for another to finish with the same file. A change takes
@@ -31,26 +30,19 @@ LOCK_SECONDS = 10.0
 NEW_FILE_MODE = 0o644
 
 
-def lock_path(path: Path) -> Path:
-    """The lock file of the config file ``path``, in the same folder: ``.config.toml.lock``,
-    ``.slm-rerank.toml.lock``. It stays there: removing it could let two writers hold two
-    different files' locks at once."""
-    name = path.name if path.name.startswith(".") else f".{path.name}"
-    return path.with_name(f"{name}.lock")
-
-
 @contextlib.contextmanager
 def locked(path: Path, seconds: float | None = None) -> Iterator[None]:
-    """Hold the lock of ``path`` (see ``lock_path``); ConfigError after ``seconds``
-    (LOCK_SECONDS unless given) of waiting for another writer."""
+    """Hold the lock of ``path``: ``flock`` on the folder holding it, so no lock file is
+    left beside a repository's ``.slm-rerank.toml`` (and none can be planted there);
+    ConfigError after ``seconds`` (LOCK_SECONDS unless given) of waiting for another
+    writer."""
     wait = LOCK_SECONDS if seconds is None else seconds
-    lock = lock_path(path)
+    folder = path.parent
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # open_regular: a symlink or FIFO planted at the lock's name is refused, not followed
-        fd = safefile.open_regular(lock, os.O_RDWR | os.O_CREAT, 0o600)
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot open its lock {lock}: {exc.strerror or exc}; "
+        raise ConfigError(f"{path}: cannot lock its folder {folder}: {exc.strerror or exc}; "
                           "nothing was written") from None
     try:
         deadline = time.monotonic() + wait
@@ -62,8 +54,8 @@ def locked(path: Path, seconds: float | None = None) -> Iterator[None]:
                 if time.monotonic() >= deadline:
                     raise ConfigError(
                         f"{path}: another process has been changing it for over {wait:g} s "
-                        f"(it holds {lock}); nothing was written: retry when it is done") \
-                        from None
+                        f"(it holds a lock on {folder}); nothing was written: retry when "
+                        "it is done") from None
                 time.sleep(0.02)
         try:
             yield

@@ -4,6 +4,7 @@ same time both keep their changes, and a lock held too long is a one-line error.
 from __future__ import annotations
 
 import fcntl
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -53,22 +54,26 @@ def test_two_writers_at_once_keep_every_update(tmp_path: Path) -> None:
             if f"{name}-{i}" not in weights]
     assert lost == [], f"{len(lost)} of {2 * UPDATES} updates lost"
     assert data["top_k"] == UPDATES and data["format"] == "json"
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".config.toml.lock", "config.toml"]
+    # the lock is the folder's own: no lock file is left beside the config
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.toml"]
 
 
 def test_a_lock_held_too_long_is_one_line_naming_the_file_and_nothing_is_written(
         tmp_path: Path) -> None:
     path = tmp_path / "config.toml"
     path.write_text("top_k = 3\n")
-    with open(config_file.lock_path(path), "w") as held:
+    held = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
         fcntl.flock(held, fcntl.LOCK_EX)
         with pytest.raises(ConfigError) as raised, config_file.locked(path, seconds=0.3):
             pass
+    finally:
+        os.close(held)
 
     message = str(raised.value)
     assert "\n" not in message
     assert message.startswith(f"{path}: another process has been changing it for over 0.3 s")
-    assert str(config_file.lock_path(path)) in message
+    assert f"it holds a lock on {tmp_path}" in message
     assert path.read_text() == "top_k = 3\n"
 
 
