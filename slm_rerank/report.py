@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +54,32 @@ def visible(text: str, keep_lines: bool = False, json: bool = False) -> str:
     if json:
         return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     return (_UNSAFE_BUT_LINES if keep_lines else _UNSAFE).sub(_escape, text)
+
+
+#: how much of a long argument an error message quotes
+QUOTED_CHARS = 80
+#: a run of characters without a space longer than this is cut in an error message even
+#: when it is no argument as given (a path the argument was resolved to, git's echo of it)
+LONG_RUN = 200
+
+
+def _cut(text: str) -> str:
+    return f"{text[:QUOTED_CHARS]}... ({len(text)} chars)"
+
+
+def cut_arguments(message: str, args: Sequence[str]) -> str:
+    """``message`` with each long argument of ``args`` it quotes (as given, as the value of
+    ``--option=value``, or as ``repr`` writes it) cut to its first ``QUOTED_CHARS``
+    characters, and any other run of over ``LONG_RUN`` characters without a space cut too:
+    an error is one readable line, not an echo of a 100 KB argument."""
+    forms: set[str] = set()
+    for arg in args:
+        for value in (arg, arg.partition("=")[2] if arg.startswith("--") else ""):
+            if len(value) > QUOTED_CHARS:
+                forms.update((value, repr(value)[1:-1]))
+    for form in sorted(forms, key=len, reverse=True):
+        message = message.replace(form, _cut(form))
+    return re.sub(rf"\S{{{LONG_RUN + 1},}}", lambda m: _cut(m.group()), message)
 
 
 def display_path(path: str) -> str:

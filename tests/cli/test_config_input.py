@@ -95,7 +95,7 @@ def test_a_bad_value_in_a_repositorys_file_is_one_warning_and_the_search_runs(
     run = cli("-q", "retry backoff", "--fast", cwd=repo)
 
     assert run.returncode == 0, run.stderr
-    assert run.stdout.startswith("src/net/retry.py:")
+    assert run.stdout.splitlines()[1].startswith("src/net/retry.py:")  # after the header
     [line] = warnings(run.stderr)
     assert str(repo / ".slm-rerank.toml") in line and f"'{key}'" in line
     assert "ignored" in line
@@ -120,7 +120,7 @@ def test_only_the_bad_key_of_a_repositorys_file_is_left_out(repo: Path) -> None:
     run = cli("-q", "retry backoff", "--fast", cwd=repo)
 
     assert run.returncode == 0, run.stderr
-    assert len(run.stdout.splitlines()) == 1  # the good keys apply
+    assert len(run.stdout.splitlines()) == 2  # the good keys apply (top_k 1; the header)
     assert len(warnings(run.stderr)) == 2
 
 
@@ -192,6 +192,18 @@ def test_bad_command_line_input_is_a_one_line_usage_error_with_exit_2(
     assert (run.returncode, run.stdout) == (2, "")
     line = one_error_line(run.stderr)
     assert says in line and "--help" in line
+
+
+@pytest.mark.parametrize("option", ["--top-k", "--format", "--root", "-e"])
+def test_a_usage_error_quotes_a_short_prefix_of_a_huge_argument(repo: Path,
+                                                                 option: str) -> None:
+    huge = "7" * 100_000
+    run = cli("-q", "retry", "--fast", option, huge, cwd=repo)
+
+    assert (run.returncode, run.stdout) == (2, "")
+    line = one_error_line(run.stderr)
+    assert len(line) < 600
+    assert f"{huge[:80]}... (100000 chars)" in line
 
 
 def test_names_piped_on_stdin_that_all_miss_are_a_usage_error(repo: Path) -> None:

@@ -4,16 +4,14 @@ the review itself, so ``slm-rerank review src -q "..."`` reviews and a subcomman
 
 from __future__ import annotations
 
-import re
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
 import click
 
 from slm_rerank.errors import SlmRerankError
-from slm_rerank.report import visible
+from slm_rerank.report import cut_arguments, visible
 from slm_rerank_review.generation import MAX_TOKENS, MAX_TOKENS_RANGE
 
 #: the subcommands of `slm-rerank review` besides the review itself (`run`, the default)
@@ -21,11 +19,6 @@ SUBCOMMANDS: list[click.Command] = []
 #: what a query may be at most, as the search's own front doors hold it
 MAX_QUERY_CHARS = 1_000_000
 FORMATS = ("text", "json", "sarif")
-#: how much of a long argument an error message quotes (as the host's config errors do)
-SHOWN_CHARS = 80
-#: a run of characters without a space longer than this is cut in an error message even
-#: when it is no argument as given (a path the argument was resolved to, git's echo of it)
-LONG_RUN = 200
 #: where the review's arguments are kept for its error messages (``click.Context.meta``)
 _ARGS_KEY = "slm_rerank_review.args"
 
@@ -36,25 +29,6 @@ class ReviewError(click.ClickException):
     def show(self, file: IO[Any] | None = None) -> None:
         click.echo(f"slm-rerank review: error: {visible(self.format_message())}",
                    file=file, err=file is None)
-
-
-def _cut(text: str) -> str:
-    return f"{text[:SHOWN_CHARS]}... ({len(text)} chars)"
-
-
-def cut_arguments(message: str, args: Sequence[str]) -> str:
-    """``message`` with each long argument of ``args`` it quotes (as given, as the value of
-    ``--option=value``, or as ``repr`` writes it) cut to its first ``SHOWN_CHARS``
-    characters, and any other run of over ``LONG_RUN`` characters without a space cut too:
-    an error is one readable line, not an echo of a 100 KB argument."""
-    forms: set[str] = set()
-    for arg in args:
-        for value in (arg, arg.partition("=")[2] if arg.startswith("--") else ""):
-            if len(value) > SHOWN_CHARS:
-                forms.update((value, repr(value)[1:-1]))
-    for form in sorted(forms, key=len, reverse=True):
-        message = message.replace(form, _cut(form))
-    return re.sub(rf"\S{{{LONG_RUN + 1},}}", lambda m: _cut(m.group()), message)
 
 
 class ReviewGroup(click.Group):
