@@ -478,5 +478,4 @@ def test_the_prompt_hook_command_imports_no_other_command() -> None:
     done = subprocess.run([sys.executable, "-c", script], input=b"{}", capture_output=True,
                           timeout=60)
 
-    assert done.stdout.decode().split("\n")[-2] == "['slm_rerank.cli.hook', " \
-                                                    "'slm_rerank.cli.terminal']", done.stderr
+    assert done.stdout.decode().split("\n")[-2] == "['slm_rerank.cli.hook']", done.stderr

@@ -70,7 +70,7 @@ def test_a_killed_server_degrades_to_the_lexical_order(small_repo: Path,
 
 def test_an_unknown_model_profile_is_a_one_line_error(small_repo: Path, llama_server) -> None:  # type: ignore[no-untyped-def]
     run = cli("-q", "retry", "-e", llama_server.base_url, "--model", "nosuch", cwd=small_repo)
-    assert run.returncode == 1
+    assert run.returncode == 2  # a flag naming no installed profile is bad command-line input
     assert run.stderr.count("\n") == 1 and "unknown model profile 'nosuch'" in run.stderr
 
 
