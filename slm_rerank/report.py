@@ -68,14 +68,15 @@ def _cut(text: str) -> str:
 
 
 def cut_arguments(message: str, args: Sequence[str]) -> str:
-    """``message`` with each long argument of ``args`` it quotes (as given, as the value of
-    ``--option=value``, or as ``repr`` writes it) cut to its first ``QUOTED_CHARS``
-    characters, and any other run of over ``LONG_RUN`` characters without a space cut too:
-    an error is one readable line, not an echo of a 100 KB argument."""
+    """``message`` with each argument of ``args`` over ``LONG_RUN`` characters it quotes (as
+    given, as the value of ``--option=value``, or as ``repr`` writes it) cut to its first
+    ``QUOTED_CHARS`` characters, and any other run of over ``LONG_RUN`` characters without a
+    space cut too: an error is one readable line, not an echo of a 100 KB argument, while a
+    path of ordinary length is named whole."""
     forms: set[str] = set()
     for arg in args:
         for value in (arg, arg.partition("=")[2] if arg.startswith("--") else ""):
-            if len(value) > QUOTED_CHARS:
+            if len(value) > LONG_RUN:
                 forms.update((value, repr(value)[1:-1]))
     for form in sorted(forms, key=len, reverse=True):
         message = message.replace(form, _cut(form))

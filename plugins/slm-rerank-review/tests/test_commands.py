@@ -114,9 +114,10 @@ def test_the_console_scripts_errors_are_one_line_without_click_s_error_prefix(
 
 
 def test_cut_arguments_cuts_an_argument_its_option_value_and_any_long_run() -> None:
-    message = f"bad '{LONG}' and {'b' * 300} and {'c' * 100}"
+    path = "/tmp/" + "d" * 150  # an argument of ordinary length is named whole
+    message = f"bad '{LONG}' and {'b' * 300} and {'c' * 250} and {path}"
 
-    cut = review_cli.cut_arguments(message, ["--x=" + LONG, "c" * 100])
+    cut = review_cli.cut_arguments(message, ["--x=" + LONG, "c" * 250, path])
 
     assert cut == (f"bad '{'a' * 80}... (100000 chars)' and {'b' * 80}... (300 chars) and "
-                   f"{'c' * 80}... (100 chars)")
+                   f"{'c' * 80}... (250 chars) and {path}")
