@@ -79,8 +79,7 @@ def search(
     contacts the model server even when ``fast``.
 
     ``stubs="stub"`` gives each result a ghost stub of its file (``citation.stub``: the
-    skeleton with the cited chunk in full), ``stubs="skeleton"`` the skeleton alone (the
-    old name ``"slice"`` is taken for a release). ``dirty``
+    skeleton with the cited chunk in full), ``stubs="skeleton"`` the skeleton alone. ``dirty``
     lifts files with uncommitted changes (``--dirty``); ``by_slice`` fills each citation's
     ``slice`` and ``report.slices`` (``--by-slice``). ``root_name`` is how the caller's
     user sets the root, for the error a path outside it gets (the MCP tool's ``root``).
@@ -92,10 +91,8 @@ def search(
         # a str is a sequence too: its characters were searched as paths one by one
         if isinstance(given, (str, bytes)) or not all(isinstance(p, str) for p in given):
             raise TypeError(f"search({name}=...) must be a list of str, not {given!r}")
-    if stubs not in (None, "stub", "skeleton", "slice"):
+    if stubs not in (None, "stub", "skeleton"):
         raise ValueError(f"stubs must be None, 'stub' or 'skeleton', not {stubs!r}")
-    if stubs == "slice":
-        stubs = "skeleton"  # the old name, taken for a release
     if (not fast or expand) and (host is None or host.model_session is None):
         _refuse_running_loop()
     started = time.perf_counter()
