@@ -31,6 +31,12 @@ MAX_FILE_BYTES = 50_000_000
 #: What ``serve_model`` names: the bundled test model, or the judge fetched on request.
 SERVE_MODELS = ("bundled", "judge")
 
+#: Environment names no release reads, each with the one to set instead: a user who still
+#: exports one is told so (one warning line), rather than finding it silently ignored.
+REMOVED_ENV: dict[str, str] = {"RERANKER_BASE_URL": "SLM_ENDPOINT",
+                               "LFM_ENDPOINT": "SLM_ENDPOINT",
+                               "RERANKER_HOST": "SLM_HOST"}
+
 #: Longest value echoed back in an error message; a 30 MB value is cut, not printed.
 SHOWN_CHARS = 80
 
@@ -107,12 +113,11 @@ class Settings:
         "stage on")
     base_url: str | None = _setting(
         None, "model server URL (-e/--base-url); unset: scan host on ports 8033-8040. Not "
-        "settable from a repository's file", env=("SLM_ENDPOINT", "RERANKER_BASE_URL",
-                                                  "LFM_ENDPOINT"),
+        "settable from a repository's file", env=("SLM_ENDPOINT",),
         repo=REPO_NO, why="which server receives the code")
     host: str | None = _setting(None, "host to scan for model servers (--host); unset: "
                                 "127.0.0.1. Not settable from a repository's file",
-                                env=("SLM_HOST", "RERANKER_HOST"), repo=REPO_NO,
+                                env=("SLM_HOST",), repo=REPO_NO,
                                 why="which server receives the code")
     endpoints: dict[str, str] | list[str] = _setting(
         {}, "a list of server URLs of one model, judged together, least-loaded first (-e "
