@@ -256,13 +256,6 @@ class Registry:
     def scorers(self) -> dict[str, Scorer]:
         return self.of(Scorer)
 
-    def everything(self) -> dict[str, Any]:
-        """Every registered thing of every family, by name (for ``[plugins.NAME]``)."""
-        out: dict[str, Any] = {}
-        for hook_name in FAMILIES:
-            out.update(self.items(hook_name))
-        return out
-
     def names_by_plugin(self) -> dict[str, dict[str, list[str]]]:
         """plugin name -> hook name -> the names it registered (for `slm-rerank plugins`)."""
         out: dict[str, dict[str, list[str]]] = {}
