@@ -31,6 +31,13 @@ MAX_FILE_BYTES = 50_000_000
 #: What ``serve_model`` names: the bundled test model, or the judge fetched on request.
 SERVE_MODELS = ("bundled", "judge")
 
+#: With no server given, the model stage scans these ports of the ``host`` setting, whose
+#: default is SCAN_HOST (``model.discovery`` scans; the settings' and flags' help say so).
+SCAN_HOST = "127.0.0.1"
+SCAN_PORTS = range(8033, 8041)
+#: the scanned ports as help texts name them
+SCAN_PORTS_SHOWN = f"{SCAN_PORTS.start}-{SCAN_PORTS.stop - 1}"
+
 # The cascade's rule (``model.token_budget`` applies it), here because the ``cascade``
 # setting's help and the --cascade flag's are built from it.
 #: passages the cascade always judges before it may stop
@@ -125,11 +132,11 @@ class Settings:
         why="picks a server of the user's [endpoints] table and turns the hook's model "
         "stage on")
     base_url: str | None = _setting(
-        None, "model server URL (-e/--base-url); unset: scan host on ports 8033-8040. Not "
-        "settable from a repository's file", env=("SLM_ENDPOINT",),
+        None, f"model server URL (-e/--base-url); unset: scan host on ports {SCAN_PORTS_SHOWN}. "
+        "Not settable from a repository's file", env=("SLM_ENDPOINT",),
         repo=REPO_NO, why="which server receives the code")
     host: str | None = _setting(None, "host to scan for model servers (--host); unset: "
-                                "127.0.0.1. Not settable from a repository's file",
+                                f"{SCAN_HOST}. Not settable from a repository's file",
                                 env=("SLM_HOST",), repo=REPO_NO,
                                 why="which server receives the code")
     endpoints: dict[str, str] | list[str] = _setting(

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from slm_rerank.config_keys import CASCADE_RULE, Settings
+from slm_rerank.config_keys import CASCADE_RULE, SCAN_HOST, SCAN_PORTS_SHOWN, Settings
 from slm_rerank.registrations import SERVER_KINDS
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
@@ -37,10 +37,10 @@ def _flags() -> dict[str, Decorator]:
             "-e", "--base-url", "base_url", metavar="URL", multiple=True, callback=_base_urls,
             help="Model server URL; repeat for several servers of one model (least-loaded "
                  "first); default: SLM_ENDPOINT, the config, then a scan of --host on ports "
-                 "8033-8040."),
+                 f"{SCAN_PORTS_SHOWN}."),
         "host": click.option(
             "--host", metavar="HOST", callback=_check_host,
-            help="Host to scan for a model server (default 127.0.0.1)."),
+            help=f"Host to scan for a model server (default {SCAN_HOST})."),
         "api": click.option(
             "--api", type=click.Choice(SERVER_KINDS),
             help="How to ask the server (default: as probed; openai-chat sends real chat "

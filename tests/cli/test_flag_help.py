@@ -9,7 +9,14 @@ from pathlib import Path
 
 from search_fixtures import cli
 
-from slm_rerank.config_keys import CASCADE_FIRST, CLEAR_YES, DECISIVE_LEAD, Settings
+from slm_rerank.config_keys import (
+    CASCADE_FIRST,
+    CLEAR_YES,
+    DECISIVE_LEAD,
+    SCAN_HOST,
+    SCAN_PORTS,
+    Settings,
+)
 from slm_rerank.registrations import SERVER_KINDS
 
 
@@ -30,6 +37,9 @@ def test_search_help_states_the_cascade_constants_defaults_and_server_kinds(
     assert f"--api [{'|'.join(SERVER_KINDS)}]" in shown
     assert f"(default {Settings().rerank_top})" in shown
     assert f"the scorer setting, {Settings().scorer})" in shown
+    ports = f"{SCAN_PORTS[0]}-{SCAN_PORTS[-1]}"
+    assert f"a scan of --host on ports {ports}." in shown
+    assert f"Host to scan for a model server (default {SCAN_HOST})." in shown
 
 
 def test_an_api_choice_outside_the_server_kinds_is_a_usage_error_listing_them(
@@ -47,3 +57,11 @@ def test_config_show_gives_the_cascade_setting_the_same_constants(tmp_path: Path
     assert f"{DECISIVE_LEAD:g} times the next" in told
     assert f"the first {CASCADE_FIRST} passages" in told
     assert told.endswith("(--cascade)")
+    assert f"on ports {SCAN_PORTS[0]}-{SCAN_PORTS[-1]}" in doc["base_url"]["help"]
+    assert f"unset: {SCAN_HOST}." in doc["host"]["help"]
+
+
+def test_serve_help_names_the_ports_queries_scan(tmp_path: Path) -> None:
+    shown = flat(cli("serve", "--help", cwd=tmp_path).stdout)
+
+    assert f"Port ({SCAN_PORTS[0]}-{SCAN_PORTS[-1]} are scanned by queries)." in shown
