@@ -7,12 +7,13 @@ says nothing of the way out, and the coroutine made for it warns that it was nev
 
 from __future__ import annotations
 
-import asyncio
-
 
 def refuse_running_loop(called: str, instead: str) -> None:
     """Raise one clear RuntimeError when called on a running event loop's thread: what was
     ``called`` there and what to do ``instead``."""
+    # imported here: slm_rerank.search imports this module, and --fast starts no event loop
+    import asyncio
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:
