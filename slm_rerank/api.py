@@ -16,6 +16,7 @@ from pathlib import Path
 
 from slm_rerank import usage
 from slm_rerank.cache_folder import cache_path, usable_folder
+from slm_rerank.event_loop import refuse_running_loop
 from slm_rerank.host import Host
 from slm_rerank.lexical.plan import SearchPlan
 from slm_rerank.lexical.scope import choose_root, resolve_root, resolve_scope
@@ -25,24 +26,6 @@ from slm_rerank.report import Report
 
 #: The query expander ``expand=True`` (``--expand``) asks: slm-rerank-expand's.
 EXPANDER = "llm"
-
-
-def _refuse_running_loop() -> None:
-    """Raise a clear error when called on a running event loop's thread.
-
-    The model stage runs its own loop (asyncio.run), which cannot start there: the caller
-    got asyncio's bare "cannot be called from a running event loop", after the lexical
-    work, and a "coroutine was never awaited" warning.
-    """
-    import asyncio
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return
-    raise RuntimeError("slm_rerank.search() with the model (fast=False or expand=True) was "
-                       "called inside a running event loop; run it in a worker thread: "
-                       "`await asyncio.to_thread(slm_rerank.search, ...)`")
 
 
 def search(
@@ -79,8 +62,7 @@ def search(
     contacts the model server even when ``fast``.
 
     ``stubs="stub"`` gives each result a ghost stub of its file (``citation.stub``: the
-    skeleton with the cited chunk in full), ``stubs="skeleton"`` the skeleton alone (the
-    old name ``"slice"`` is taken for a release). ``dirty``
+    skeleton with the cited chunk in full), ``stubs="skeleton"`` the skeleton alone. ``dirty``
     lifts files with uncommitted changes (``--dirty``); ``by_slice`` fills each citation's
     ``slice`` and ``report.slices`` (``--by-slice``). ``root_name`` is how the caller's
     user sets the root, for the error a path outside it gets (the MCP tool's ``root``).
@@ -92,12 +74,13 @@ def search(
         # a str is a sequence too: its characters were searched as paths one by one
         if isinstance(given, (str, bytes)) or not all(isinstance(p, str) for p in given):
             raise TypeError(f"search({name}=...) must be a list of str, not {given!r}")
-    if stubs not in (None, "stub", "skeleton", "slice"):
+    if stubs not in (None, "stub", "skeleton"):
         raise ValueError(f"stubs must be None, 'stub' or 'skeleton', not {stubs!r}")
-    if stubs == "slice":
-        stubs = "skeleton"  # the old name, taken for a release
     if (not fast or expand) and (host is None or host.model_session is None):
-        _refuse_running_loop()
+        # checked before the lexical work, which the model stage's asyncio.run would waste
+        refuse_running_loop("slm_rerank.search() with the model (fast=False or expand=True)",
+                            "run it in a worker thread: "
+                            "`await asyncio.to_thread(slm_rerank.search, ...)`")
     started = time.perf_counter()
     cwd = Path.cwd()
     root_path = resolve_root(Path(root), cwd) if root is not None else None

@@ -17,6 +17,7 @@ from typing import Any
 from slm_rerank.config_keys import (
     KEYS,
     MAX_FILE_BYTES,
+    REMOVED_ENV,
     REPO_LOWER,
     REPO_NO,
     TYPES,
@@ -154,9 +155,14 @@ _WARNED: set[str] = set()
 def warn_refused(refused: Mapping[str, str]) -> None:
     """Print each refusal of a repository's value once per process, one line each."""
     for text in refused.values():
-        if text not in _WARNED:
-            _WARNED.add(text)
-            print(f"slm-rerank: warning: {text}", file=sys.stderr)
+        warn_once(text)
+
+
+def warn_once(text: str) -> None:
+    """Print ``text`` as one warning line on stderr, once per process."""
+    if text not in _WARNED:
+        _WARNED.add(text)
+        print(f"slm-rerank: warning: {text}", file=sys.stderr)
 
 
 def user_config_path() -> Path:
@@ -230,6 +236,9 @@ def load_settings(
                 apply(f"env: {name}", {f.name: parse_text(f.name, environ[name],
                                                            f"environment {name}")})
                 break
+    for name, instead in REMOVED_ENV.items():
+        if environ.get(name):
+            warn_once(f"environment {name} is no longer read; set {instead} instead")
     for key, value in (flags or {}).items():
         if value is None and key not in _NONE_IS_GIVEN:
             continue

@@ -31,6 +31,32 @@ MAX_FILE_BYTES = 50_000_000
 #: What ``serve_model`` names: the bundled test model, or the judge fetched on request.
 SERVE_MODELS = ("bundled", "judge")
 
+#: With no server given, the model stage scans these ports of the ``host`` setting, whose
+#: default is SCAN_HOST (``model.discovery`` scans; the settings' and flags' help say so).
+SCAN_HOST = "127.0.0.1"
+SCAN_PORTS = range(8033, 8041)
+#: the scanned ports as help texts name them
+SCAN_PORTS_SHOWN = f"{SCAN_PORTS.start}-{SCAN_PORTS.stop - 1}"
+
+# The cascade's rule (``model.token_budget`` applies it), here because the ``cascade``
+# setting's help and the --cascade flag's are built from it.
+#: passages the cascade always judges before it may stop
+CASCADE_FIRST = 4
+#: a verdict at least this sure ends the cascade: the judge found what it was asked for
+CLEAR_YES = 0.8
+#: a lexical lead (``lexical.rank.lead``) at least this large: the cascade judges nothing
+DECISIVE_LEAD = 1.2
+#: what the cascade does, in the words of the setting's and the flag's help
+CASCADE_RULE = (f"judge nothing when the lexical order is decisive (its first file scores "
+                f"{DECISIVE_LEAD:g} times the next), else the first {CASCADE_FIRST} passages, "
+                f"then go on only while none has a clear yes (P(relevant) >= {CLEAR_YES:g})")
+
+#: Environment names no release reads, each with the one to set instead: a user who still
+#: exports one is told so (one warning line), rather than finding it silently ignored.
+REMOVED_ENV: dict[str, str] = {"RERANKER_BASE_URL": "SLM_ENDPOINT",
+                               "LFM_ENDPOINT": "SLM_ENDPOINT",
+                               "RERANKER_HOST": "SLM_HOST"}
+
 #: Longest value echoed back in an error message; a 30 MB value is cut, not printed.
 SHOWN_CHARS = 80
 
@@ -106,13 +132,12 @@ class Settings:
         why="picks a server of the user's [endpoints] table and turns the hook's model "
         "stage on")
     base_url: str | None = _setting(
-        None, "model server URL (-e/--base-url); unset: scan host on ports 8033-8040. Not "
-        "settable from a repository's file", env=("SLM_ENDPOINT", "RERANKER_BASE_URL",
-                                                  "LFM_ENDPOINT"),
+        None, f"model server URL (-e/--base-url); unset: scan host on ports {SCAN_PORTS_SHOWN}. "
+        "Not settable from a repository's file", env=("SLM_ENDPOINT",),
         repo=REPO_NO, why="which server receives the code")
     host: str | None = _setting(None, "host to scan for model servers (--host); unset: "
-                                "127.0.0.1. Not settable from a repository's file",
-                                env=("SLM_HOST", "RERANKER_HOST"), repo=REPO_NO,
+                                f"{SCAN_HOST}. Not settable from a repository's file",
+                                env=("SLM_HOST",), repo=REPO_NO,
                                 why="which server receives the code")
     endpoints: dict[str, str] | list[str] = _setting(
         {}, "a list of server URLs of one model, judged together, least-loaded first (-e "
@@ -158,9 +183,7 @@ class Settings:
         "keeps what it has, as planned, not degraded (--budget 20s); unset: no cap",
         minimum=0.1, repo=REPO_LOWER, why="a deadline")
     cascade: bool = _setting(
-        False, "judge nothing when the lexical order is decisive (its first file scores "
-        "1.2 times the next), else the first 4 passages, then go on only while none has a "
-        "clear yes (--cascade)", repo=REPO_NO,
+        False, f"{CASCADE_RULE} (--cascade)", repo=REPO_NO,
         why="how much of the head a query judges: off, every query spends the server on "
         "the whole head")
     auto_serve: bool = _setting(

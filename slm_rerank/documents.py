@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from slm_rerank.cache_folder import cache_path, usable_folder
+from slm_rerank.event_loop import refuse_running_loop
 from slm_rerank.host import Host
 from slm_rerank.overrides import apply_overrides, overrides
 from slm_rerank.registrations import Document, Endpoint, ModelProfile
@@ -287,9 +288,6 @@ def rerank_documents(query: str, documents: Sequence[Any], **options: Any) -> Do
     that cannot be parsed ``slm_rerank.errors.SlmRerankError``. Inside a running event loop,
     ``await arerank_documents(...)`` instead.
     """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(arerank_documents(query, documents, **options))
-    raise RuntimeError("rerank_documents() was called inside a running event loop; "
-                       "use `await slm_rerank.arerank_documents(...)` there")
+    refuse_running_loop("rerank_documents()",
+                        "use `await slm_rerank.arerank_documents(...)` there")
+    return asyncio.run(arerank_documents(query, documents, **options))

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, get_args, get_type_hints
 
 import pluggy
+from pluggy import HookImpl
 
 from slm_rerank import hookspecs
 from slm_rerank.errors import RegistrationError
@@ -159,6 +160,25 @@ def report_load_errors(infos: dict[str, PluginInfo]) -> None:
             )
 
 
+#: hookimpl options that only mean something when pluggy calls a hook's implementations
+#: together; slm-rerank calls each plugin's alone (to know which plugin gave what), so there
+#: they would silently do nothing
+UNSUPPORTED_OPTIONS = ("hookwrapper", "wrapper", "tryfirst", "trylast")
+
+
+def refuse_unsupported_options(impl: HookImpl, hook_name: str) -> None:
+    """Raise a RegistrationError naming the plugin when ``impl``, an implementation of
+    ``hook_name`` the host calls alone, asks for an option of ``UNSUPPORTED_OPTIONS``:
+    ``tryfirst`` would do nothing, and a hookwrapper would be called as a plain function."""
+    asked = [option for option in UNSUPPORTED_OPTIONS if getattr(impl, option, False)]
+    if asked:
+        raise RegistrationError(
+            f"plugin '{impl.plugin_name}' marks its {hook_name} "
+            f"{', '.join(f'{o}=True' for o in asked)}, which slm-rerank does not support "
+            "(it calls each plugin's implementation alone); remove it from the "
+            "@slm_rerank.hookimpl")
+
+
 # --- the registry -----------------------------------------------------------------
 
 T = TypeVar("T")
@@ -202,9 +222,9 @@ class Registry:
         expected = FAMILIES[hook_name]
         noun = expected.noun  # type: ignore[attr-defined]
         found: dict[str, Registered[Any]] = {}
-        caller = getattr(self.pm.hook, hook_name)
         # Called one implementation at a time so that each name is attributed to its plugin.
-        for impl in reversed(caller.get_hookimpls()):
+        for impl in reversed(getattr(self.pm.hook, hook_name).get_hookimpls()):
+            refuse_unsupported_options(impl, hook_name)
             plugin = impl.plugin_name
 
             def register(item: Any, _plugin: str = plugin) -> None:
@@ -255,13 +275,6 @@ class Registry:
 
     def scorers(self) -> dict[str, Scorer]:
         return self.of(Scorer)
-
-    def everything(self) -> dict[str, Any]:
-        """Every registered thing of every family, by name (for ``[plugins.NAME]``)."""
-        out: dict[str, Any] = {}
-        for hook_name in FAMILIES:
-            out.update(self.items(hook_name))
-        return out
 
     def names_by_plugin(self) -> dict[str, dict[str, list[str]]]:
         """plugin name -> hook name -> the names it registered (for `slm-rerank plugins`)."""

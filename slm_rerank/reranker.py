@@ -23,6 +23,7 @@ from pathlib import Path
 from slm_rerank.cache_folder import cache_path, usable_folder
 from slm_rerank.config import check_value, shown
 from slm_rerank.documents import check_list
+from slm_rerank.event_loop import refuse_running_loop
 from slm_rerank.host import Host
 from slm_rerank.lexical.chunking import split_lines
 from slm_rerank.lexical.filetypes import path_kind
@@ -175,13 +176,7 @@ class Reranker:
                     *, threshold: float | None = None, top_k: int | None = None
                     ) -> RerankResult:
         """``rerank`` for callers without an event loop."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            pass
-        else:  # asyncio.run's own error says nothing of the way out
-            raise RuntimeError("Reranker.rerank_sync() was called inside a running event "
-                               "loop; use `await reranker.rerank(...)` there")
+        refuse_running_loop("Reranker.rerank_sync()", "use `await reranker.rerank(...)` there")
         return asyncio.run(self.rerank(query, candidates, threshold=threshold, top_k=top_k))
 
 

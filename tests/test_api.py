@@ -68,16 +68,18 @@ def test_search_refuses_an_unknown_stub_kind(repo: Path) -> None:
         slm_rerank.search("retry", root=repo, stubs="full")
 
 
-def test_stubs_skeleton_folds_every_body_and_the_old_name_slice_still_does(
+def test_stubs_skeleton_folds_every_body_and_the_old_name_slice_is_refused(
         tmp_path: Path) -> None:
     (tmp_path / "store.py").write_text(
         "import json\n\n\ndef save_checkpoint(state):\n    json.dumps(state)\n    return 1\n")
 
-    skeleton, old, stub = (slm_rerank.search("save checkpoint", root=tmp_path, top_k=1,
-                                             stubs=kind).results[0].stub
-                           for kind in ("skeleton", "slice", "stub"))
+    skeleton, stub = (slm_rerank.search("save checkpoint", root=tmp_path, top_k=1,
+                                        stubs=kind).results[0].stub
+                      for kind in ("skeleton", "stub"))
 
-    assert skeleton == old
+    assert skeleton is not None and "def save_checkpoint(state):" in skeleton.text
+    with pytest.raises(ValueError, match="stubs must be None, 'stub' or 'skeleton', not 'slice'"):
+        slm_rerank.search("save checkpoint", root=tmp_path, stubs="slice")
     assert "json.dumps(state)" in stub.text and "json.dumps(state)" not in skeleton.text
 
 

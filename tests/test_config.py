@@ -188,37 +188,39 @@ def test_numbers_and_optional_values_parse_from_text() -> None:
         check_typed(KeyType(float), float("inf"), "x")
 
 
-def test_slm_endpoint_wins_over_the_other_endpoint_variables(tmp_path: Path) -> None:
-    environ = {"LFM_ENDPOINT": "http://c:3", "RERANKER_BASE_URL": "http://b:2",
-               "SLM_ENDPOINT": "http://a:1"}
+def test_the_endpoint_and_host_come_from_slm_endpoint_and_slm_host(tmp_path: Path) -> None:
+    settings = load_settings(start=tmp_path, environ={"SLM_ENDPOINT": "http://a:1",
+                                                       "SLM_HOST": "gpu-box"})
 
-    def endpoint() -> tuple[str | None, str]:
-        settings = load_settings(start=tmp_path, environ=environ)
-        return settings.base_url, settings.origins["base_url"]
-
-    assert endpoint() == ("http://a:1", "env: SLM_ENDPOINT")
-    del environ["SLM_ENDPOINT"]
-    assert endpoint() == ("http://b:2", "env: RERANKER_BASE_URL")
-    del environ["RERANKER_BASE_URL"]
-    assert endpoint() == ("http://c:3", "env: LFM_ENDPOINT")
-    environ.clear()
-    assert endpoint() == (None, "default")
+    assert (settings.base_url, settings.origins["base_url"]) == ("http://a:1",
+                                                                 "env: SLM_ENDPOINT")
+    assert (settings.host, settings.origins["host"]) == ("gpu-box", "env: SLM_HOST")
 
 
 def test_an_empty_endpoint_variable_counts_as_unset(tmp_path: Path) -> None:
-    settings = load_settings(start=tmp_path, environ={"SLM_ENDPOINT": "",
-                                                       "RERANKER_BASE_URL": "http://b:2/v1/"})
-    assert (settings.base_url, settings.origins["base_url"]) == (
-        "http://b:2/v1/", "env: RERANKER_BASE_URL")
+    settings = load_settings(start=tmp_path, environ={"SLM_ENDPOINT": ""})
+    assert (settings.base_url, settings.origins["base_url"]) == (None, "default")
 
 
-def test_slm_host_wins_over_reranker_host(tmp_path: Path) -> None:
-    def host(environ: dict[str, str]) -> str | None:
-        return load_settings(start=tmp_path, environ=environ).host
+def test_a_removed_environment_name_is_not_read_and_one_line_says_which_to_set(
+        tmp_path: Path) -> None:
+    removed = {"RERANKER_BASE_URL": "http://b:2", "LFM_ENDPOINT": "http://c:3",
+               "RERANKER_HOST": "b"}
+    shown = cli("config", "show", cwd=tmp_path, env=removed)
 
-    assert host({"RERANKER_HOST": "b", "SLM_HOST": "a"}) == "a"
-    assert host({"RERANKER_HOST": "b"}) == "b"
-    assert host({}) is None
+    assert shown.returncode == 0, shown.stderr
+    assert "http://b:2" not in shown.stdout and "http://c:3" not in shown.stdout
+    warnings = shown.stderr.splitlines()
+    assert ("slm-rerank: warning: environment RERANKER_BASE_URL is no longer read; "
+            "set SLM_ENDPOINT instead") in warnings
+    assert ("slm-rerank: warning: environment LFM_ENDPOINT is no longer read; "
+            "set SLM_ENDPOINT instead") in warnings
+    assert ("slm-rerank: warning: environment RERANKER_HOST is no longer read; "
+            "set SLM_HOST instead") in warnings
+    assert len(warnings) == 3
+    # the documented name still works beside them
+    named = cli("config", "show", cwd=tmp_path, env={**removed, "SLM_ENDPOINT": "http://a:1"})
+    assert "http://a:1" in named.stdout and "http://b:2" not in named.stdout
 
 
 # --- what a repository's own file may set (docs/user-guide.md, "What a repository may set") -

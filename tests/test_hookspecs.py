@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import fake_plugins as fakes
@@ -101,6 +101,53 @@ def test_a_plugin_that_raises_while_registering_is_named() -> None:
     host.pm.register(fakes.RaisesWhileRegistering(), name="explosive")
     with pytest.raises(RegistrationError, match="plugin 'explosive' raised .*ValueError: boom"):
         host.registry.formatters()
+
+
+class FirstFormats:
+    @slm_rerank.hookimpl(tryfirst=True)
+    def register_output_formatters(self, register: Callable[[OutputFormatter], None]) -> None:
+        register(OutputFormatter("first", "wants to go first", lambda report, tty=False: ""))
+
+
+class LastFormats:
+    @slm_rerank.hookimpl(trylast=True)
+    def register_output_formatters(self, register: Callable[[OutputFormatter], None]) -> None:
+        register(OutputFormatter("last", "wants to go last", lambda report, tty=False: ""))
+
+
+class WrapsFormats:
+    @slm_rerank.hookimpl(hookwrapper=True)
+    def register_output_formatters(self, register: Callable[[OutputFormatter], None]
+                                   ) -> Iterator[None]:
+        register(OutputFormatter("wrapped", "around the others", lambda report, tty=False: ""))
+        yield
+
+
+class NewStyleWrapsFormats:
+    @slm_rerank.hookimpl(wrapper=True)
+    def register_output_formatters(self, register: Callable[[OutputFormatter], None]
+                                   ) -> Iterator[None]:
+        register(OutputFormatter("wrapped", "around the others", lambda report, tty=False: ""))
+        return (yield)
+
+
+@pytest.mark.parametrize(("plugin", "option"), [
+    (FirstFormats(), "tryfirst=True"), (LastFormats(), "trylast=True"),
+    (WrapsFormats(), "hookwrapper=True"), (NewStyleWrapsFormats(), "wrapper=True")])
+def test_a_hook_option_the_registry_cannot_honour_is_an_error_naming_the_plugin(
+        plugin: object, option: str) -> None:
+    # each plugin's registry hook is called alone, to know whose each name is: there
+    # tryfirst would do nothing and a wrapper would be called as a plain function
+    host = Host.with_plugins(Settings())
+    assert host.pm is not None
+    host.pm.register(fakes.Formats(), name="plain")
+    host.pm.register(plugin, name="eager")
+
+    with pytest.raises(RegistrationError) as info:
+        host.registry.formatters()
+    message = str(info.value)
+    assert "plugin 'eager'" in message and "register_output_formatters" in message
+    assert option in message and "remove it" in message
 
 
 def test_registering_the_wrong_type_is_an_error() -> None:

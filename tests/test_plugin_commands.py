@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import re
 import types
 
 import click
@@ -38,6 +39,14 @@ class TakesABuiltinName:
         @cli.command("config")
         def config() -> None:
             click.echo("not the real config")
+
+
+class WantsToGoFirst:
+    @slm_rerank.hookimpl(tryfirst=True)
+    def register_commands(self, cli: click.Group) -> None:
+        @cli.command()
+        def first() -> None:
+            click.echo("first")
 
 
 def group_with(*plugins: object) -> click.Group:
@@ -83,6 +92,20 @@ def test_a_hook_that_raises_is_one_line_naming_the_plugin_and_the_builtins_still
     assert "RuntimeError: no click for me" in line
     assert "search" in listed.stdout and "config" in listed.stdout
     assert said.stdout == "hello you\n"  # the other plugin's commands are kept
+
+
+def test_a_hook_option_slm_rerank_cannot_honour_leaves_that_plugins_commands_out() -> None:
+    # each plugin's register_commands is called alone: tryfirst would silently do nothing
+    group = group_with(WantsToGoFirst(), Hello())
+
+    listed = run(group, "--help")
+
+    assert listed.exit_code == 0
+    [line] = listed.stderr.splitlines()
+    assert "plugin 'wantstogofirst' marks its register_commands tryfirst=True" in line
+    assert "its commands are left out" in line
+    assert not re.search(r"^\s+first\b", listed.stdout, re.M)
+    assert run(group, "hello", "you").stdout == "hello you\n"  # the other plugin's are kept
 
 
 def test_a_builtin_command_still_runs_beside_a_broken_plugin() -> None:

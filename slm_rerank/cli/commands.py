@@ -76,10 +76,18 @@ def plugin_commands(pm: pluggy.PluginManager, taken: Iterable[str]) -> dict[str,
     plugin whose hook raises, or a command whose name is taken (by slm-rerank or by an
     earlier plugin), is left out with one line on stderr naming the plugin.
     """
+    from slm_rerank.errors import RegistrationError
+    from slm_rerank.plugins import refuse_unsupported_options
+
     builtin = set(taken)
     found: dict[str, tuple[str, click.Command]] = {}
     for impl in pm.hook.register_commands.get_hookimpls():  # in the order of registering
         plugin = impl.plugin_name
+        try:
+            refuse_unsupported_options(impl, "register_commands")
+        except RegistrationError as exc:
+            warn(f"{exc}; its commands are left out")
+            continue
         group = click.Group("slm-rerank")
         try:
             impl.function(**({"cli": group} if "cli" in impl.argnames else {}))

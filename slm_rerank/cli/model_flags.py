@@ -9,11 +9,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
+from dataclasses import fields
 from typing import Any
 
 import click
 
+from slm_rerank.config_keys import CASCADE_RULE, SCAN_HOST, SCAN_PORTS_SHOWN, Settings
+from slm_rerank.registrations import SERVER_KINDS
+
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+def _default(key: str) -> Any:
+    """The built-in default of setting ``key``, for a flag's help."""
+    [found] = [f.default for f in fields(Settings) if f.name == key]
+    return found
 
 
 def _flags() -> dict[str, Decorator]:
@@ -27,13 +37,12 @@ def _flags() -> dict[str, Decorator]:
             "-e", "--base-url", "base_url", metavar="URL", multiple=True, callback=_base_urls,
             help="Model server URL; repeat for several servers of one model (least-loaded "
                  "first); default: SLM_ENDPOINT, the config, then a scan of --host on ports "
-                 "8033-8040."),
+                 f"{SCAN_PORTS_SHOWN}."),
         "host": click.option(
             "--host", metavar="HOST", callback=_check_host,
-            help="Host to scan for a model server (default 127.0.0.1)."),
+            help=f"Host to scan for a model server (default {SCAN_HOST})."),
         "api": click.option(
-            "--api", type=click.Choice(["llama.cpp", "openai-completions", "openai-chat",
-                                        "ollama"]),
+            "--api", type=click.Choice(SERVER_KINDS),
             help="How to ask the server (default: as probed; openai-chat sends real chat "
                  "messages)."),
         "local": click.option(
@@ -43,10 +52,12 @@ def _flags() -> dict[str, Decorator]:
                  "or judge; it stops after serve_idle s."),
         "scorer": click.option(
             "--scorer", metavar="NAME",
-            help="How each chunk or document is judged (default: the scorer setting, yesno)."),
+            help="How each chunk or document is judged (default: the scorer setting, "
+                 f"{_default('scorer')})."),
         "rerank_top": click.option(
             "--rerank-top", "rerank_top", type=click.IntRange(min=1),
-            help="Chunks of the lexical head the model judges (default 16)."),
+            help=f"Chunks of the lexical head the model judges (default "
+                 f"{_default('rerank_top')})."),
         "full": click.option(
             "--full", is_flag=True, default=None,
             help="Judge every kept chunk, not only the head."),
@@ -65,9 +76,7 @@ def _flags() -> dict[str, Decorator]:
                  "order. off: no cap."),
         "cascade": click.option(
             "--cascade/--no-cascade", default=None,
-            help="Judge nothing when the lexical order is decisive (its first file scores "
-                 "1.2 times the next); else the first 4 passages, then more only while "
-                 "none has a clear yes."),
+            help=f"{CASCADE_RULE[0].upper()}{CASCADE_RULE[1:]}."),
         "cache": click.option(
             "--no-cache", "cache", flag_value=False, default=None,
             help="Do not read or write the score cache."),

@@ -146,8 +146,6 @@ def _exists(name: str) -> bool:
               help="After the results, a skeleton of each file with the cited code in full.")
 @click.option("--skeleton", is_flag=True,
               help="After the results, the skeleton of each file alone (every body folded).")
-# the old name of --skeleton, kept hidden for a release: "slice" is --by-slice's word now
-@click.option("--slice", "old_skeleton", is_flag=True, hidden=True)
 @click.option("--by-slice", is_flag=True,
               help="Group the results by architectural slice (packages/x, services/x, ...).")
 @click.option("--dirty", is_flag=True,
@@ -156,15 +154,11 @@ def _exists(name: str) -> bool:
 def search(query: str | None, query_file: str | None, paths: tuple[str, ...], root: Path | None,
            fast: bool, top_k: int | None, chunks: bool | None, format_name: str | None,
            caller: str | None, verbose: bool, stub: bool, skeleton: bool,
-           old_skeleton: bool, by_slice: bool, dirty: bool, **model_flags: Any) -> None:
+           by_slice: bool, dirty: bool, **model_flags: Any) -> None:
     """Rank the places in a repository that answer QUERY (the default command)."""
     from slm_rerank.api import search as run
     from slm_rerank.pipeline import QueryError
 
-    if old_skeleton:
-        warn("--slice is now called --skeleton (slice means --by-slice's groups); the old "
-             "name goes in a later release")
-        skeleton = True
     if stub and skeleton:
         raise click.UsageError("give either --stub (skeleton and cited code) or --skeleton "
                                "(skeleton alone), not both")

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from slm_rerank.cli.terminal import emit, fail, warn
+from slm_rerank.config_keys import SCAN_PORTS_SHOWN
 from slm_rerank.errors import SlmRerankError
 
 
@@ -27,7 +28,7 @@ def _cache_dir() -> Path:
               help="Address to listen on; anything but loopback exposes your code's "
                    "model server to the network.")
 @click.option("--port", type=click.IntRange(1, 65535), default=8035, show_default=True,
-              help="Port (8033-8040 are scanned by queries).")
+              help=f"Port ({SCAN_PORTS_SHOWN} are scanned by queries).")
 @click.option("--slots", type=click.IntRange(min=1), default=None,
               help="Requests served at once (default 1: on a CPU a second slot adds no "
                    "throughput, and each slot reads a query's shared prefix again).")

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from slm_rerank.config_keys import SCAN_HOST, SCAN_PORTS
 from slm_rerank.errors import ConfigError, SlmRerankError
 from slm_rerank.model.answers import (
     ACCEPT_ENCODING,
@@ -34,10 +35,10 @@ from slm_rerank.model.answers import (
 from slm_rerank.registrations import Endpoint
 from slm_rerank.report import visible
 
-DEFAULT_HOST = "127.0.0.1"
+DEFAULT_HOST = SCAN_HOST
 #: probe reasons that a retry cannot cure (the rest: refused, timeout, loading, unreachable)
 PERMANENT_REASONS = ("not a model server", "needs an API key", "Ollama ")
-PORTS = range(8033, 8041)
+PORTS = SCAN_PORTS
 #: the first Ollama release whose answers carry logprobs
 OLLAMA_LOGPROBS = (0, 12, 11)
 #: The most a probe reads of one answer: llama.cpp's /props, chat template included, is

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from slm_rerank.errors import ContractError, TransientError
+from slm_rerank.event_loop import refuse_running_loop
 from slm_rerank.registrations import DocumentScore, Endpoint, Scorer, ScoreRequest
 
 
@@ -299,9 +300,6 @@ def _renumber(batch: list[int], on_verdict: Callable[[DocumentScore], None] | No
 
 def score_sync(scorer: Scorer, request: ScoreRequest) -> ScoreOutcome:
     """``collect`` for callers without an event loop (the CLI, scripts)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(collect(scorer, request))
-    raise RuntimeError("score_sync() was called inside a running event loop; "
-                       "await slm_rerank.model.scoring.collect(...) instead")
+    refuse_running_loop("score_sync()",
+                        "await slm_rerank.model.scoring.collect(...) instead")
+    return asyncio.run(collect(scorer, request))

@@ -18,7 +18,9 @@ This module lets a query spend less, and says what it spent:
   file's best chunk scores at least ``DECISIVE_LEAD`` times the next file's: there the
   lexical first is right far more often than a judge can lift, docs/benchmarks.md);
   otherwise it judges the first ``CASCADE_FIRST`` passages, then goes on one round at a
-  time only while none of the judged has a clear yes (P(relevant) >= ``CLEAR_YES``).
+  time only while none of the judged has a clear yes (P(relevant) >= ``CLEAR_YES``). The
+  three constants live in ``config_keys`` beside the ``cascade`` setting, whose help (and
+  the --cascade flag's) is built from them.
 
 Passages go in head order (lexical order, file-diverse), so what a budget or the cascade
 leaves unjudged is the lexical tail, which keeps its lexical order below the judged ones
@@ -35,17 +37,11 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
+from slm_rerank.config_keys import CASCADE_FIRST, CLEAR_YES, DECISIVE_LEAD
 from slm_rerank.errors import ConfigError
 from slm_rerank.model.passages import CHARS_PER_TOKEN
 from slm_rerank.model.scoring import ScoreOutcome
 from slm_rerank.registrations import Document
-
-#: passages the cascade always judges before it may stop
-CASCADE_FIRST = 4
-#: a verdict at least this sure ends the cascade: the judge found what it was asked for
-CLEAR_YES = 0.8
-#: a lexical lead (``lexical.rank.lead``) at least this large: the cascade judges nothing
-DECISIVE_LEAD = 1.2
 
 
 def decisive_lead(lead: float | None) -> str | None:

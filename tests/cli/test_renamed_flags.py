@@ -1,4 +1,4 @@
-"""Renamed flags: the new name works, the old one still does for a release, hidden and noted."""
+"""Renamed flags: the new name works; the old one, never in a published release, is gone."""
 
 from __future__ import annotations
 
@@ -25,19 +25,15 @@ def test_skeleton_gives_each_file_its_skeleton_alone(tmp_path: Path) -> None:
     assert stub["folded_lines"] > 0
 
 
-def test_the_old_name_slice_still_gives_the_skeleton_and_says_it_is_renamed(
-        tmp_path: Path) -> None:
-    repo = make_repo(tmp_path)
-    new = cli("--fast", "--skeleton", "--format", "json", "-q", "save checkpoint", cwd=repo)
-    old = cli("--fast", "--slice", "--format", "json", "-q", "save checkpoint", cwd=repo)
+def test_the_old_name_slice_is_a_usage_error(tmp_path: Path) -> None:
+    old = cli("--fast", "--slice", "--format", "json", "-q", "save checkpoint",
+              cwd=make_repo(tmp_path))
 
-    assert old.returncode == 0, old.stderr
-    assert old.json()["results"][0]["stub"] == new.json()["results"][0]["stub"]
-    assert "--slice is now called --skeleton" in old.stderr
-    assert "--slice" not in new.stderr
+    assert old.returncode == 2
+    assert "--slice" in old.stderr and old.stdout == ""
 
 
-def test_help_lists_skeleton_and_hides_slice(tmp_path: Path) -> None:
+def test_help_lists_skeleton_and_not_slice(tmp_path: Path) -> None:
     shown = cli("search", "--help", cwd=tmp_path).stdout
 
     assert "--skeleton" in shown

@@ -73,8 +73,8 @@ def test_json_gives_each_result_a_stub_with_true_line_numbers(repo: Path) -> Non
     assert stub["kept_lines"] + stub["folded_lines"] == stub["total_lines"] == len(source)
 
 
-def test_slice_folds_the_cited_method_too(repo: Path) -> None:
-    doc = cli("--fast", "--slice", "--chunks", "--format", "json", "-k", "1",
+def test_skeleton_folds_the_cited_method_too(repo: Path) -> None:
+    doc = cli("--fast", "--skeleton", "--chunks", "--format", "json", "-k", "1",
               "-q", "save checkpoint", cwd=repo).json()
 
     text = doc["results"][0]["stub"]["text"]
@@ -104,8 +104,8 @@ def test_without_the_flags_json_stubs_are_null_and_text_has_none(repo: Path) -> 
     assert "--- 1." not in run.stdout
 
 
-def test_stub_and_slice_together_are_a_usage_error(repo: Path) -> None:
-    run = cli("--fast", "--stub", "--slice", "-q", "save", cwd=repo)
+def test_stub_and_skeleton_together_are_a_usage_error(repo: Path) -> None:
+    run = cli("--fast", "--stub", "--skeleton", "-q", "save", cwd=repo)
 
     assert run.returncode == 2
     assert "either --stub" in run.stderr

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 
 import slm_rerank
 from slm_rerank.errors import ConfigError, ContractError
+from slm_rerank.plugin_kit import sigmoid
 from slm_rerank.registrations import (
     DocumentScore,
     Endpoint,
@@ -90,13 +91,6 @@ def _logsumexp(values: Sequence[float]) -> float:
     return top + math.log(sum(math.exp(v - top) for v in values))
 
 
-def _sigmoid(x: float) -> float:
-    if x >= 0:
-        return 1.0 / (1.0 + math.exp(-x))
-    e = math.exp(x)
-    return e / (1.0 + e)
-
-
 def yes_no_verdict(top: Sequence[TokenChoice], yes_words: Sequence[str],
                    no_words: Sequence[str], ids: AnswerIds | None = None) -> Verdict:
     """P(yes) against P(no) from one token's top-K candidates (see the module docstring).
@@ -135,7 +129,7 @@ def yes_no_verdict(top: Sequence[TokenChoice], yes_words: Sequence[str],
         note = (f"no no-word in the top {k}: its logprob is at most the smallest returned "
                 f"({floor:.2f}), so this probability is a lower bound")
     logit = lp_yes - lp_no
-    return Verdict(_sigmoid(logit), logit, bounded, note)
+    return Verdict(sigmoid(logit), logit, bounded, note)
 
 
 # --- answer-word token ids, once per server ------------------------------------------------
