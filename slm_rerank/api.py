@@ -20,7 +20,7 @@ from slm_rerank.event_loop import refuse_running_loop
 from slm_rerank.host import Host
 from slm_rerank.lexical.plan import SearchPlan
 from slm_rerank.lexical.scope import choose_root, resolve_root, resolve_scope
-from slm_rerank.overrides import apply_overrides, overrides
+from slm_rerank.overrides import overrides
 from slm_rerank.pipeline import SearchRequest, run_search
 from slm_rerank.report import Report
 
@@ -84,11 +84,11 @@ def search(
     started = time.perf_counter()
     cwd = Path.cwd()
     root_path = resolve_root(Path(root), cwd) if root is not None else None
-    given = overrides(top_k=top_k, chunks=chunks)
     if host is None:
-        host = Host.from_environment(start=root_path or cwd, flags=given)
+        host = Host.from_environment(start=root_path or cwd)
+    host = host.with_overrides("search({key}=...)", **overrides(top_k=top_k, chunks=chunks))
     host.validate()  # first: it may leave out a repository's value (a format, a source)
-    settings = apply_overrides(host.settings, given, "argument")
+    settings = host.settings
     folder = usable_folder(cache_path(settings))
     cache_dir = folder.path
     # no root given: the repository holding the cwd, else the cwd itself, said on stderr
@@ -97,7 +97,7 @@ def search(
                           root_name)
     request = SearchRequest(
         query=query, root=scope.root, paths=scope.paths, globs=scope.globs, notes=scope.notes,
-        fast=fast, top_k=settings.top_k, chunks=settings.chunks, cache_dir=cache_dir,
+        fast=fast, cache_dir=cache_dir,
         explain=explain, expanders=[EXPANDER] if expand else [], stubs=stubs, dirty=dirty,
         by_slice=by_slice, plan=plan,
     )

@@ -178,7 +178,7 @@ def _host_for(cwd: Path, deadline: float) -> tuple[Any, bool, bool]:
     if not fast:
         # the model stage keeps what it has past its timeout: leave room to print
         changes["timeout"] = max(0.1, min(settings.timeout, deadline * 0.8))
-    host.settings = dataclasses.replace(settings, **changes)
+    host = host.with_overrides("the prompt hook ({key})", **changes)
     return host, settings.usage_log, fast
 
 

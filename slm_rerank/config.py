@@ -198,9 +198,13 @@ def repo_config_path(start: Path) -> Path | None:
 def load_settings(
     start: Path | None = None,
     environ: Mapping[str, str] | None = None,
-    flags: Mapping[str, Any] | None = None,
 ) -> Settings:
-    """Merge every layer into one Settings, recording each value's origin."""
+    """Merge every layer into one Settings, recording each value's origin.
+
+    The layers a user configures: defaults, the user config, the repository's file, the
+    environment. What a caller gives for one run (a flag, an argument) goes on top through
+    ``Host.with_overrides``.
+    """
     environ = os.environ if environ is None else environ
     settings = Settings()
     origins = {key: "default" for key in KEYS}
@@ -239,18 +243,8 @@ def load_settings(
     for name, instead in REMOVED_ENV.items():
         if environ.get(name):
             warn_once(f"environment {name} is no longer read; set {instead} instead")
-    for key, value in (flags or {}).items():
-        if value is None and key not in _NONE_IS_GIVEN:
-            continue
-        setattr(settings, key, check_value(key, value, f"option for {key}"))
-        origins[key] = f"flag: --{key.replace('_', '-')}"
     settings.origins = origins
     return settings
-
-
-#: flags whose None is a value, not "not given": --budget sets both keys, None being no cap
-#: (``off``, or the other unit), so it replaces a configured budget instead of adding to it
-_NONE_IS_GIVEN = frozenset({"budget_tokens", "budget_seconds"})
 
 
 def _merge_plugin_tables(into: dict[str, dict[str, Any]], tables: dict[str, Any], origin: str,

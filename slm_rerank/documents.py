@@ -34,7 +34,7 @@ from typing import Any
 from slm_rerank.cache_folder import cache_path, usable_folder
 from slm_rerank.event_loop import refuse_running_loop
 from slm_rerank.host import Host
-from slm_rerank.overrides import apply_overrides, overrides
+from slm_rerank.overrides import overrides
 from slm_rerank.registrations import Document, Endpoint, ModelProfile
 
 #: The keys (or attributes) a document's text is read from, in this order.
@@ -217,11 +217,12 @@ async def arerank_documents(
                         "joined, lone ones asked as U+FFFD")
     ids = [(id or document_id)(d, i) for i, d in enumerate(documents)]
     _check_each(ids, "id")
-    plugins = host or Host.from_environment(start=Path.cwd())
     given = overrides(scorer=scorer, base_url=base_url, model=model, timeout=timeout,
                       cache=cache)
-    settings = apply_overrides(plugins.settings, given, "rerank_documents({key}=...)")
+    plugins = (host or Host.from_environment(start=Path.cwd())).with_overrides(
+        "rerank_documents({key}=...)", **given)
     plugins.validate()
+    settings = plugins.settings
     out = DocumentsResult([], scorer=settings.scorer, warnings=warnings)
     if not documents:
         return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -9,7 +10,7 @@ from typing import Any
 
 import pluggy
 
-from slm_rerank.config import KeyType, Settings, check_typed, load_settings, shown
+from slm_rerank.config import KeyType, Settings, check_typed, check_value, load_settings, shown
 from slm_rerank.errors import ConfigError
 from slm_rerank.plugins import (
     FAMILIES,
@@ -22,6 +23,15 @@ from slm_rerank.plugins import (
 
 #: settings whose values must name an installed plugin's registration
 CHOICE_KEYS = ("format", "sources", "scorer", "model")
+
+#: How the command line's flags say where a value came from: ``flag: --top-k``, in an error
+#: about the value and as its origin (``config show``, the messages that name a setting's
+#: origin). ``{flag}`` is the settings key as a flag, ``{key}`` the key itself.
+FLAG = "flag: --{flag}"
+
+#: settings whose None is a value, not "not given": --budget sets both keys, None being no cap
+#: (``off``, or the other unit), so it replaces a configured budget instead of adding to it
+NONE_IS_GIVEN = frozenset({"budget_tokens", "budget_seconds"})
 
 #: One host may be shared by threads (a Reranker, rerank_documents' callers): a second
 #: thread saw the first's still-empty plugin manager and reported no plugin installed.
@@ -45,7 +55,42 @@ class Host:
     def from_environment(
         cls, start: Path | None = None, flags: dict[str, Any] | None = None
     ) -> Host:
-        return cls(load_settings(start=start, flags=flags))
+        """The settings layers for ``start`` (user config, the repository's file, the
+        environment), with the command line's ``flags`` (settings keys, from
+        ``overrides.overrides``) on top: ``with_overrides(FLAG, **flags)``."""
+        return cls(load_settings(start=start)).with_overrides(FLAG, **(flags or {}))
+
+    def with_overrides(self, where: str, **given: Any) -> Host:
+        """This host for one call, with ``given`` above every settings layer.
+
+        The one way a front door sets what its caller gave for one run (a flag, a keyword
+        argument, a tool parameter); ``given`` holds settings keys, as
+        ``overrides.overrides`` names a caller's values. ``where`` says who gave them, as
+        that caller writes them: ``{key}`` stands for the settings key, ``{flag}`` for it
+        as a flag (``"Reranker({key}=...)"``, ``FLAG``). A value a key cannot take is a
+        ``ConfigError`` naming ``where`` and the key; each value's origin is ``where``
+        (``config show``, and the errors that name where a setting came from). None means
+        "not given", except for the budget keys (``NONE_IS_GIVEN``: no cap).
+
+        Returns a new host that shares this one's loaded plugins and model session; this
+        host is left as it was (``self`` when nothing is given). A plugin choice given
+        (``scorer``, ``model``, ``format``, ``sources``) is checked again by ``validate``.
+        """
+        checked: dict[str, Any] = {}
+        origins = dict(self.settings.origins)
+        for key, value in given.items():
+            if value is None and key not in NONE_IS_GIVEN:
+                continue
+            named = where.format(key=key, flag=key.replace("_", "-"))
+            checked[key] = check_value(key, value, named)
+            origins[key] = named
+        if not checked:
+            return self
+        settings = dataclasses.replace(self.settings, **checked)
+        settings.origins = origins
+        return dataclasses.replace(
+            self, settings=settings,
+            _validated=self._validated and not checked.keys() & set(CHOICE_KEYS))
 
     @classmethod
     def with_plugins(cls, settings: Settings, *plugins: object) -> Host:

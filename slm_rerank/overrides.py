@@ -3,15 +3,12 @@
 The CLI's flags, ``serve-api``, ``mcp``, ``search()``, ``Reranker`` and ``rerank_documents``
 all name their values as their users write them (``cache``, ``--local``); this is the one
 place that says which setting each one overrides. Free of click: the Python API uses it.
+``Host.with_overrides`` is the one place that puts them in.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping
 from typing import Any
-
-from slm_rerank.config import Settings, check_value
 
 
 def overrides(*, model: str | None = None, base_url: str | None = None,
@@ -44,13 +41,3 @@ def overrides(*, model: str | None = None, base_url: str | None = None,
         out["budget_tokens"], out["budget_seconds"] = parsed.tokens, parsed.seconds
     return out
 
-
-def apply_overrides(settings: Settings, given: Mapping[str, Any], where: str) -> Settings:
-    """A copy of ``settings`` with ``given`` (from ``overrides``) put in, each value checked.
-
-    A value a setting cannot take is a ``ConfigError`` naming ``where`` (``{key}`` in it is
-    the settings key, as in ``"Reranker({key}=...)"``), the key and what it accepts.
-    """
-    checked = {key: check_value(key, value, where.format(key=key))
-               for key, value in given.items()}
-    return dataclasses.replace(settings, **checked)

@@ -38,7 +38,11 @@ if TYPE_CHECKING:
 
 @dataclass
 class SearchRequest:
-    """One query, with its scope already resolved against the working directory."""
+    """One query, with its scope already resolved against the working directory.
+
+    What the settings say (``top_k``, ``chunks``, the model stage's keys) is the host's:
+    a caller that sets one for this query passes ``host.with_overrides(...)``.
+    """
 
     query: str
     #: the searched folder, absolute and resolved
@@ -48,8 +52,6 @@ class SearchRequest:
     #: glob patterns relative to ``root``
     globs: list[str] = field(default_factory=list)
     fast: bool = True
-    top_k: int = 10
-    chunks: bool = False
     cache_dir: Path | None = None
     #: query expanders to ask for extra recall terms, by name
     expanders: list[str] = field(default_factory=list)
@@ -183,7 +185,7 @@ def rank(request: SearchRequest, host: Host, gathered: Gathered, notes: list[str
     (``lexical/rank.py``)."""
     if request.plan is not None:
         gathered.evidence = planned_files(gathered.evidence, request.plan)
-    return rank_chunks(request.root, gathered, notes, top_k=request.top_k,
+    return rank_chunks(request.root, gathered, notes, top_k=host.settings.top_k,
                        limit=host.settings.max_file_bytes, cache_dir=request.cache_dir)
 
 
@@ -243,7 +245,7 @@ def judge_head(request: SearchRequest, host: Host, settings: Settings, terms: Qu
     # at most the head, and 0 or unset leaves the head as it is.
     multiplier = host.options_for(settings.scorer).get("multiplier")
     if isinstance(multiplier, (int, float)) and multiplier > 0 and not settings.full:
-        size = min(size, max(1, math.ceil(request.top_k * multiplier)))
+        size = min(size, max(1, math.ceil(settings.top_k * multiplier)))
     chosen = head(ranked, size)
     read = head_passages(ranked, chosen, terms, settings.prompt_chars)
     decisive = None
@@ -383,8 +385,8 @@ def query_terms(query: str) -> QueryTerms:
     return terms
 
 
-def run_search(request: SearchRequest, host: Host, settings: Settings | None = None) -> Report:
-    """Rank the chunks of ``request.root`` for ``request.query`` (``settings``: the host's)."""
+def run_search(request: SearchRequest, host: Host) -> Report:
+    """Rank the chunks of ``request.root`` for ``request.query`` by ``host``'s settings."""
     clock = time.perf_counter
     started = clock()
     notes = list(request.notes)
@@ -408,7 +410,7 @@ def run_search(request: SearchRequest, host: Host, settings: Settings | None = N
     dropped: str | None = None  # what the threshold dropped, if anything
     score_kind = "lexical"  # "fused" once a verdict is fused into the order
     fused = fuse(ranked)
-    settings = settings or host.settings
+    settings = host.settings
     if not request.fast and ranked.chunks:
         from slm_rerank.calibration.weights import use_judge_weight
         from slm_rerank.model.fusion import apply_verdicts
@@ -445,8 +447,8 @@ def run_search(request: SearchRequest, host: Host, settings: Settings | None = N
         model = ModelInfo.of(judgement, settings.threshold if not degraded else None)
         model.judge_weight, model.judge_weight_source = weight.weight, weight.source
         timings["model_ms"] = judgement.model_ms
-    selected = select(fused, request.top_k, request.chunks)
-    shortfall = fewer(ranked, len(selected), request.top_k, request.chunks, dropped)
+    selected = select(fused, settings.top_k, settings.chunks)
+    shortfall = fewer(ranked, len(selected), settings.top_k, settings.chunks, dropped)
     if dropped and shortfall is None:
         notes.append(dropped)  # as many results as asked for: -v alone says it
     citations = cite(selected, dirty)

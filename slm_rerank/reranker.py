@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slm_rerank.cache_folder import cache_path, usable_folder
-from slm_rerank.config import check_value, shown
+from slm_rerank.config import Settings, shown
 from slm_rerank.documents import check_list
 from slm_rerank.event_loop import refuse_running_loop
 from slm_rerank.host import Host
@@ -34,7 +34,7 @@ from slm_rerank.model.fusion import apply_verdicts
 from slm_rerank.model.intent import query_intent
 from slm_rerank.model.passages import Passage, cut_lines
 from slm_rerank.model.stage import Judgement, judge_async
-from slm_rerank.overrides import apply_overrides, overrides
+from slm_rerank.overrides import overrides
 from slm_rerank.report import Citation, Report
 
 
@@ -109,9 +109,16 @@ class Reranker:
                  cache: bool | None = None, plugin_host: Host | None = None) -> None:
         given = overrides(model=model, base_url=base_url, host=host, scorer=scorer,
                           threshold=threshold, timeout=timeout, cache=cache)
-        self.host = plugin_host or Host.from_environment(start=Path.cwd())
-        self.settings = apply_overrides(self.host.settings, given, "Reranker({key}=...)")
+        base = plugin_host or Host.from_environment(start=Path.cwd())
+        #: the host every call asks with: ``plugin_host``'s (or the settings layers'), with
+        #: the arguments on top
+        self.host = base.with_overrides("Reranker({key}=...)", **given)
         self.host.validate()
+
+    @property
+    def settings(self) -> Settings:
+        """The settings every call judges with: the layers, with the arguments on top."""
+        return self.host.settings
 
     async def rerank(self, query: str, candidates: Report | Sequence[Candidate | Citation],
                      *, threshold: float | None = None, top_k: int | None = None
@@ -135,9 +142,7 @@ class Reranker:
         if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int)
                                   or top_k < 1):
             raise ValueError(f"top_k must be a positive integer, not {top_k!r}")
-        if threshold is not None:
-            threshold = check_value("threshold", threshold, "rerank(threshold=...)")
-        settings = self.settings
+        settings = self.host.with_overrides("rerank({key}=...)", threshold=threshold).settings
         # Citations (a search's results) are code: the judge gets the question of the
         # query's intent and fusion the file-kind prior, as in the search; Candidates may
         # be any text (a RAG pipeline's documents), judged by the profile's one question.
@@ -158,7 +163,7 @@ class Reranker:
                                       query_intent(query, terms) if code else None)
         if folder and folder.warning:
             judgement.warnings.insert(0, folder.warning)
-        limit = settings.threshold if threshold is None else threshold
+        limit = settings.threshold
         # the same fusion and threshold as a search (fusion.apply_verdicts)
         verdicts = apply_verdicts([c.lexical_score for c in items], judgement, limit,
                                   {i: len(p.code) for i, p in enumerate(passages)},

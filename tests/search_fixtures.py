@@ -184,8 +184,11 @@ def cli(*args: str, cwd: Path, stdin: str | None = None, env: dict[str, str] | N
 
 def search(root: Path, query: str, cache: Path | None = None, settings: Settings | None = None,
            **options: Any) -> Report:
-    """``run_search`` in-process over ``root`` with the ripgrep source only."""
-    host = Host.with_plugins(settings or Settings(), slm_rerank_ripgrep)
+    """``run_search`` in-process over ``root`` with the ripgrep source only; ``top_k`` and
+    ``chunks`` among ``options`` override ``settings``, as ``slm_rerank.search``'s do."""
+    given = {key: options.pop(key) for key in ("top_k", "chunks") if key in options}
+    host = Host.with_plugins(settings or Settings(), slm_rerank_ripgrep).with_overrides(
+        "search({key}=...)", **given)
     # Path arguments are scoped at the edge, as the CLI and API do, against the cwd.
     scope = resolve_scope(root.resolve(), options.pop("paths", ()), (), Path.cwd())
     request = SearchRequest(query=query, root=scope.root, paths=scope.paths, globs=scope.globs,

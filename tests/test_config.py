@@ -16,6 +16,7 @@ from slm_rerank.config import (
     user_config_path,
     write_setting,
 )
+from slm_rerank.host import FLAG, Host
 
 
 def make_repo(tmp_path: Path) -> Path:
@@ -42,11 +43,9 @@ def test_each_layer_overrides_the_one_below(tmp_path: Path) -> None:
     repo = make_repo(tmp_path)
     user = write_user_config('format = "json"\ntop_k = 3\nchunks = true\ncache_dir = "/u"\n')
     (repo / ".slm-rerank.toml").write_text("top_k = 2\nchunks = false\n")
-    settings = load_settings(
-        start=repo / "pkg" / "deep",
-        environ={"SLM_RERANK_CACHE_DIR": "/from-env"},
-        flags={"chunks": True, "format": None},
-    )
+    layers = load_settings(start=repo / "pkg" / "deep",
+                           environ={"SLM_RERANK_CACHE_DIR": "/from-env"})
+    settings = Host(layers).with_overrides(FLAG, chunks=True, format=None).settings
     assert (settings.format, settings.origins["format"]) == ("json", f"user: {user}")
     assert (settings.top_k, settings.origins["top_k"]) == (
         2, f"repo: {repo.resolve() / '.slm-rerank.toml'}")

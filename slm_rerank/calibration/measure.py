@@ -132,7 +132,7 @@ def measure_case(case: Case, tree: Path, host: Host, settings: Settings, cache_d
     run degraded, since its verdicts would not be the whole head."""
     from slm_rerank.calibration.weights import judge_weight
 
-    request = SearchRequest(query=case.query, root=tree.resolve(), fast=fast, top_k=10,
+    request = SearchRequest(query=case.query, root=tree.resolve(), fast=fast,
                             cache_dir=cache_dir)
     terms = query_terms(case.query)
     notes: list[str] = []

@@ -21,7 +21,6 @@ from slm_rerank.calibration.measure import (
 )
 from slm_rerank.calibration.mining import Case
 from slm_rerank.calibration.trees import BadTree
-from slm_rerank.config import Settings
 from slm_rerank.errors import QueryError
 from slm_rerank.host import Host
 
@@ -30,6 +29,9 @@ GIVE_UP_AFTER = 3
 TreeOf = Callable[[Case], contextlib.AbstractContextManager[Path]]
 #: called after each case with (cases done, cases in all)
 Advance = Callable[[int, int], None]
+#: the results a measured search asks for, whatever the user's ``top_k``: it widens the
+#: candidate files (``lexical.rank``), so each case is measured over the same candidates
+MEASURED_TOP_K = 10
 #: the reason a case whose tree could not be laid out is left out (``trees.BadTree``)
 NO_TREE = "tree could not be laid out"
 
@@ -59,10 +61,12 @@ def same_tree(root: Path) -> TreeOf:
     return tree
 
 
-def run_cases(cases: Sequence[Case], tree_of: TreeOf, host: Host, settings: Settings,
+def run_cases(cases: Sequence[Case], tree_of: TreeOf, host: Host,
               cache_dir: Path | None, weights: Sequence[float], fast: bool,
               advance: Advance | None = None) -> Measurement:
-    """Measure every case (``measure.measure_case``) in the tree ``tree_of`` lays out."""
+    """Measure every case (``measure.measure_case``) in the tree ``tree_of`` lays out, by
+    ``host``'s settings (``MEASURED_TOP_K`` results asked for)."""
+    host = host.with_overrides("calibrate ({key} of a measured search)", top_k=MEASURED_TOP_K)
     model = None if fast else ModelRun()
     results: list[CaseOrders] = []
     dropped: Counter[str] = Counter()
@@ -84,7 +88,7 @@ def run_cases(cases: Sequence[Case], tree_of: TreeOf, host: Host, settings: Sett
             else:
                 try:
                     results.append(measure_case(replace(case, gold_files=gold), tree, host,
-                                                settings, cache_dir, weights, not ask,
+                                                host.settings, cache_dir, weights, not ask,
                                                 model or ModelRun()))
                 except QueryError:
                     dropped["query has no searchable words"] += 1

@@ -243,8 +243,7 @@ def measure(root: Path, cases: list[Any], trees: Callable[[Path], Any], fast: bo
     cache = ensure_writable(cache_path(settings))
     progress = progress or Progress()
     try:
-        measured = run_cases(cases, trees(cache), host, settings, cache, weights, fast,
-                             progress)
+        measured = run_cases(cases, trees(cache), host, cache, weights, fast, progress)
     finally:
         progress.close()
     for line in (measured.model.degraded if measured.model else [])[:5]:

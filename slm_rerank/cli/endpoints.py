@@ -17,7 +17,6 @@ from slm_rerank.overrides import overrides
 @text_or_json
 def endpoints(format_name: str, **flags: Any) -> None:
     """List the model servers that answer, and why each other port does not."""
-    from slm_rerank.config import load_settings
     from slm_rerank.errors import ConfigError, SlmRerankError
     from slm_rerank.host import Host
     from slm_rerank.model import discovery
@@ -25,7 +24,8 @@ def endpoints(format_name: str, **flags: Any) -> None:
 
     try:
         given = overrides(**flags)
-        settings = load_settings(flags={"host": given.get("host")})
+        host = Host.from_environment(flags={"host": given.get("host")})
+        settings = host.settings
         # every -e given, else base_url from the environment or the config
         one = given.get("base_url", settings.base_url)
         urls = given.get("endpoints") or ([one] if one else [])
@@ -37,7 +37,7 @@ def endpoints(format_name: str, **flags: Any) -> None:
         # the managed server may listen off the scanned ports (serve --port 8235)
         managed = None if urls else discovery.managed_url(cache_path(settings), scan_host)
         probes = asyncio.run(_probe(discovery, urls, scan_host, managed))
-        profiles = Host(settings).registry.profiles()
+        profiles = host.registry.profiles()
         rows = []
         for p in probes:
             choice, reason = None, p.reason

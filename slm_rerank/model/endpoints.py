@@ -36,8 +36,10 @@ _LAYERS = ("default", "user", "repo", "env", "flag")
 
 
 def _layer(origin: str) -> int:
+    """The layer of ``origin``; one that names no layer is a caller's argument
+    (``Reranker(base_url=...)``, ``Host.with_overrides``), above them all as a flag is."""
     name = origin.split(":", 1)[0]
-    return _LAYERS.index(name) if name in _LAYERS else 0
+    return _LAYERS.index(name) if name in _LAYERS else len(_LAYERS)
 
 
 def pinned_urls(settings: Settings, notes: list[str] | None = None) -> tuple[list[str], str]:

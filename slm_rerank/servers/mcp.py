@@ -92,7 +92,7 @@ class RerankService:
                by_slice: bool = False) -> Report:
         """Run one search; raises ``SlmRerankError`` with a one-line message on bad input."""
         from slm_rerank.api import search
-        from slm_rerank.config import check_value
+        from slm_rerank.overrides import overrides
         from slm_rerank.query_limit import MAX_QUERY_BYTES, too_long
 
         # The CLI's cap: calls run one at a time, so one oversized query would hold up
@@ -103,21 +103,15 @@ class RerankService:
             raise ToolInputError("parameter 'query' is empty; ask a question, e.g. "
                                  "'where are retries configured'")
         folder = resolve_root(Path(root), self.default_root) if root else self.default_root
-        if threshold is not None:
-            threshold = check_value("threshold", threshold, "parameter 'threshold'")
-        top_k = check_value("top_k", top_k, "parameter 'top_k'")
         paths = [_inside_root(p, folder) for p in paths_or_globs]
         with self._lock:
-            base = self.host_for(folder)
-            # A copy that shares the loaded plugins: the threshold is this call's alone
-            # (unset, the user's configured one holds).
-            if threshold is not None:
-                base = dataclasses.replace(
-                    base, settings=dataclasses.replace(base.settings, threshold=threshold))
-            host = base
-            return search(query, folder, paths=paths, top_k=top_k, fast=fast,
-                          caller=CALLER, host=host, expand=expand, stubs=stubs,
-                          dirty=dirty, by_slice=by_slice, root_name="root")
+            # A copy that shares the loaded plugins: the threshold and top_k are this
+            # call's alone (an unset threshold leaves the user's configured one).
+            host = self.host_for(folder).with_overrides(
+                "parameter '{key}'", **overrides(threshold=threshold, top_k=top_k))
+            return search(query, folder, paths=paths, fast=fast, caller=CALLER, host=host,
+                          expand=expand, stubs=stubs, dirty=dirty, by_slice=by_slice,
+                          root_name="root")
 
 
 def _inside_root(name: str, root: Path) -> str:

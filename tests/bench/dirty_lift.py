@@ -27,7 +27,6 @@ from cases import MODES, add_case_options, load_cases, tree_ready
 
 from slm_rerank import pipeline
 from slm_rerank.cache_folder import cache_path
-from slm_rerank.config import load_settings
 from slm_rerank.context import dirty
 from slm_rerank.host import Host
 from slm_rerank.pipeline import SearchRequest
@@ -58,11 +57,8 @@ def main() -> int:
     ap.add_argument("--bonus", type=float, default=None, help="dirty_bonus (default: setting)")
     ap.add_argument("--seed", type=int, default=9)
     args = ap.parse_args()
-    settings = load_settings()
-    if args.bonus is not None:
-        settings.dirty_bonus = args.bonus
-    host = Host(settings)
-    cache = cache_path(settings)
+    host = Host.from_environment(flags={"top_k": 10, "dirty_bonus": args.bonus})
+    cache = cache_path(host.settings)
     rng = random.Random(args.seed)
     cases = [c for c in load_cases(args.cases) if tree_ready(c.tree(args.trees))]
     cases = sorted(rng.sample(cases, min(args.sample, len(cases))), key=lambda c: c.id)
@@ -75,7 +71,7 @@ def main() -> int:
             query, root = case.text(mode), case.tree(args.trees).resolve()
 
             def make(on: bool, query: str = query, root: Path = root) -> SearchRequest:
-                return SearchRequest(query=query, root=root, top_k=10, cache_dir=cache,
+                return SearchRequest(query=query, root=root, cache_dir=cache,
                                      dirty=on)
             gold = set(case.gold_files)
             head0, order0 = ranked_files(make(False), host, set())
@@ -94,7 +90,7 @@ def main() -> int:
             row["u_head"] += other in head2
             row["u_top5"] += other in order2[:5]
             row["u_lost"] += bool(gold & set(order0[:5])) and not (gold & set(order2[:5]))
-    bonus = settings.dirty_bonus
+    bonus = host.settings.dirty_bonus
     print(f"dirty_bonus = {bonus:g} (score x{1 + bonus:g}), {len(cases)} cases, seed "
           f"{args.seed}, {time.perf_counter() - started:.0f} s\n")
     print("| mode | cases | gold in head, clean | gold dirty: in head | gold in top 5, clean "

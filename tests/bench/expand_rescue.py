@@ -23,7 +23,6 @@ from cases import MODES, add_case_options, spread_sample
 from metrics import hit_at
 
 from slm_rerank.cache_folder import cache_path, ensure_writable
-from slm_rerank.config import load_settings
 from slm_rerank.host import Host
 from slm_rerank.pipeline import SearchRequest, run_search
 
@@ -46,9 +45,9 @@ def main() -> int:
                     help="stop after this many not-located queries per mode")
     ap.add_argument("--modes", default=",".join(MODES))
     args = ap.parse_args()
-    settings = load_settings(flags={"base_url": args.endpoint, "timeout": 120.0})
-    host = Host(settings)
-    cache = ensure_writable(cache_path(settings))
+    host = Host.from_environment(flags={"base_url": args.endpoint, "timeout": 120.0,
+                                        "top_k": 10})
+    cache = ensure_writable(cache_path(host.settings))
     sample = spread_sample(args.cases, args.trees, args.sample)
     for mode in args.modes.split(","):
         missed = rescued = hurt = located = changed = 0
@@ -57,11 +56,11 @@ def main() -> int:
             if missed >= args.limit:
                 break
             root = case.tree(args.trees).resolve()
-            base = SearchRequest(query=case.text(mode), root=root, fast=True, top_k=10,
+            base = SearchRequest(query=case.text(mode), root=root, fast=True,
                                  cache_dir=cache)
             plain = files(run_search(base, host))
             started = time.perf_counter()
-            wider = SearchRequest(query=case.text(mode), root=root, fast=True, top_k=10,
+            wider = SearchRequest(query=case.text(mode), root=root, fast=True,
                                   cache_dir=cache, expanders=["llm"])
             report = run_search(wider, host)
             seconds.append(time.perf_counter() - started)

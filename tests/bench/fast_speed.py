@@ -53,18 +53,17 @@ def worker() -> int:
     """Answer one JSON request a line: run the fast pipeline, say how long it took."""
     import slm_rerank
     from slm_rerank.cache_folder import cache_path
-    from slm_rerank.config import load_settings
     from slm_rerank.host import Host
     from slm_rerank.pipeline import SearchRequest, run_search
 
-    host = Host(load_settings())
+    host = Host.from_environment(flags={"top_k": 10})
     cache = cache_path(host.settings)
     print(json.dumps({"code": str(Path(slm_rerank.__file__).parent.parent)}), flush=True)
     for line in sys.stdin:
         asked = json.loads(line)
         started = time.perf_counter()
         report = run_search(SearchRequest(query=asked["query"], root=Path(asked["root"]),
-                                          fast=True, top_k=10, cache_dir=cache), host)
+                                          fast=True, cache_dir=cache), host)
         wall = (time.perf_counter() - started) * 1000
         print(json.dumps({"wall_ms": wall, "timings": report.timings,
                           "top": [c.path for c in report.results]}), flush=True)

@@ -228,7 +228,6 @@ def quality(count: int, trees: Path, cases_file: Path, mode: str,
     from metrics import hit_at
 
     from slm_rerank.claude_hook import HOOK_FILES, HOOK_TERMS, hook_plan
-    from slm_rerank.config import load_settings
     from slm_rerank.host import Host
     from slm_rerank.pipeline import SearchRequest, run_search
 
@@ -238,7 +237,7 @@ def quality(count: int, trees: Path, cases_file: Path, mode: str,
         return (own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime) * 1000
 
     sample = spread_sample(cases_file, trees, count)
-    host = Host(load_settings())
+    host = Host.from_environment(flags={"top_k": 5})
     sizes = [(HOOK_TERMS, HOOK_FILES)] + [v for v in variants if v != (HOOK_TERMS, HOOK_FILES)]
     names = ["normal fast search"] + [f"plan: {t} terms, {f} files" + (
         " (the hook's)" if (t, f) == (HOOK_TERMS, HOOK_FILES) else "") for t, f in sizes] + [
@@ -255,7 +254,7 @@ def quality(count: int, trees: Path, cases_file: Path, mode: str,
             for warm in (True, False):
                 for name, plan in zip(names, plans, strict=True):
                     started = cpu()
-                    found = run_search(SearchRequest(query=query, root=tree, top_k=5,
+                    found = run_search(SearchRequest(query=query, root=tree,
                                                      cache_dir=Path(cache), plan=plan), host)
                     if not warm:
                         costs[name].append(cpu() - started)

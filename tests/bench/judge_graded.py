@@ -27,7 +27,6 @@ from cases import add_case_options, file_order, spread_sample
 from metrics import hit_at, mean
 
 from slm_rerank.cache_folder import cache_path, ensure_writable
-from slm_rerank.config import load_settings
 from slm_rerank.host import Host
 from slm_rerank.model.client import ModelClient
 from slm_rerank.pipeline import (
@@ -82,17 +81,17 @@ def main() -> int:
     counting()
     hosts = {}
     for judge in JUDGES:
-        settings = load_settings(flags={"base_url": args.endpoint, "rerank_top": args.rerank_top,
-                                        "timeout": 900.0, "scorer": judge,
-                                        "score_cache": False})
-        hosts[judge] = (Host(settings), settings)
+        host = Host.from_environment(flags={
+            "base_url": args.endpoint, "rerank_top": args.rerank_top, "timeout": 900.0,
+            "scorer": judge, "score_cache": False, "top_k": 10})
+        hosts[judge] = (host, host.settings)
     cache = ensure_writable(cache_path(hosts[JUDGES[0]][1]))
     sample = spread_sample(args.cases, args.trees, args.sample)
     rows: list[dict] = []
     cost = {j: {"calls": [], "tokens": [], "seconds": [], "scored": []} for j in JUDGES}
     for n, case in enumerate(sample, 1):
         request = SearchRequest(query=case.text(args.mode),
-                                root=case.tree(args.trees).resolve(), fast=False, top_k=10,
+                                root=case.tree(args.trees).resolve(), fast=False,
                                 cache_dir=cache)
         terms = query_terms(request.query)
         host, settings = hosts[JUDGES[0]]

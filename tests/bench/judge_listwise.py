@@ -21,7 +21,6 @@ request here, its run sets ``concurrency`` to the head size.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import time
@@ -32,7 +31,6 @@ from typing import Any
 from cases import MODES, add_case_options, file_order, spread_sample
 from metrics import hit_at, mean
 
-from slm_rerank.config import load_settings
 from slm_rerank.host import Host
 from slm_rerank.model.client import ModelClient
 from slm_rerank.pipeline import Fused, SearchRequest, fuse, gather, query_terms, rank, score
@@ -96,19 +94,20 @@ def main() -> int:
     hosts = {}
     for scorer in SCORERS:
         flags: dict[str, Any] = {"base_url": args.endpoint, "rerank_top": args.rerank_top,
-                                 "timeout": 900.0, "scorer": scorer, "score_cache": False}
+                                 "timeout": 900.0, "scorer": scorer, "score_cache": False,
+                                 "top_k": 10}
         if scorer == "listwise":
             flags["concurrency"] = args.rerank_top
-        settings = load_settings(flags=flags)
-        settings = dataclasses.replace(settings, plugins={
-            **settings.plugins, "listwise": {"window": args.window, "step": args.step}})
-        hosts[scorer] = (Host(settings), settings)
+        host = Host.from_environment(flags=flags)
+        host.settings.plugins = {**host.settings.plugins,
+                                 "listwise": {"window": args.window, "step": args.step}}
+        hosts[scorer] = (host, host.settings)
     sample = spread_sample(args.cases, args.trees, args.sample)
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
     for n, case in enumerate(sample, 1):
         request = SearchRequest(query=case.text(args.mode),
-                                root=case.tree(args.trees).resolve(), fast=False, top_k=10)
+                                root=case.tree(args.trees).resolve(), fast=False)
         terms = query_terms(request.query)
         host, settings = hosts["yesno"]
         ranked = rank(request, host, gather(request, host, terms, []), [])

@@ -23,7 +23,6 @@ from cases import SPLITS, add_case_options, load_cases, split_of, tree_ready
 from metrics import first_gold_rank
 
 from slm_rerank.cache_folder import cache_path
-from slm_rerank.config import load_settings
 from slm_rerank.host import Host
 from slm_rerank.lexical.rank import lead
 from slm_rerank.pipeline import SearchRequest, fuse, gather, query_terms, rank, select
@@ -39,7 +38,7 @@ def main() -> int:
     ap.add_argument("--modes", default="title,query")
     ap.add_argument("--json", type=Path, help="write each case's lead and rank here")
     args = ap.parse_args()
-    host = Host(load_settings())
+    host = Host.from_environment(flags={"top_k": 10})
     cache = cache_path(host.settings)
     started = time.perf_counter()
     rows: list[dict[str, object]] = []
@@ -48,7 +47,7 @@ def main() -> int:
         if not tree_ready(tree) or args.split not in ("all", split_of(case.id)):
             continue
         for mode in args.modes.split(","):
-            request = SearchRequest(query=case.text(mode), root=tree.resolve(), top_k=10,
+            request = SearchRequest(query=case.text(mode), root=tree.resolve(),
                                     cache_dir=cache)
             notes: list[str] = []
             ranked = rank(request, host, gather(request, host, query_terms(request.query),

@@ -26,7 +26,6 @@ from cases import MODES, SPLITS, add_case_options, file_order, spread_sample
 from metrics import hit_at, mean
 
 from slm_rerank.cache_folder import cache_path, ensure_writable
-from slm_rerank.config import load_settings
 from slm_rerank.host import Host
 from slm_rerank.pipeline import (
     Fused,
@@ -73,8 +72,8 @@ def main() -> int:
 
         budget = parse_budget(args.budget)
         flags.update(budget_tokens=budget.tokens, budget_seconds=budget.seconds)
-    settings = load_settings(flags=flags)
-    host = Host(settings)
+    host = Host.from_environment(flags={**flags, "top_k": 10})
+    settings = host.settings
     cache = ensure_writable(cache_path(settings))
     sample = spread_sample(args.cases, args.trees, args.sample, args.split)
     modes = args.modes.split(",")
@@ -84,7 +83,7 @@ def main() -> int:
     for n, case in enumerate(sample, 1):
         for mode in modes:
             request = SearchRequest(query=case.text(mode), root=case.tree(args.trees).resolve(),
-                                    fast=False, top_k=10, cache_dir=cache)
+                                    fast=False, cache_dir=cache)
             terms = query_terms(request.query)
             notes: list[str] = []
             ranked = rank(request, host, gather(request, host, terms, notes), notes)

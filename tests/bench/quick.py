@@ -19,7 +19,6 @@ from cases import MODES, add_case_options, load_cases, tree_ready
 from metrics import first_gold_rank, hit_at, mean, reciprocal_rank
 
 from slm_rerank.cache_folder import cache_path
-from slm_rerank.config import load_settings
 from slm_rerank.host import Host
 from slm_rerank.pipeline import SearchRequest, run_search
 
@@ -31,7 +30,7 @@ def main() -> int:
     ap.add_argument("--repo")
     ap.add_argument("--json", type=Path, help="write each case's gold rank per mode here")
     args = ap.parse_args()
-    host = Host(load_settings())
+    host = Host.from_environment(flags={"top_k": 10})
     cache = cache_path(host.settings)
     started = time.perf_counter()
     ranks: dict[str, list[dict[str, object]]] = {mode: [] for mode in MODES}
@@ -42,7 +41,7 @@ def main() -> int:
         if (args.repo and case.repo != args.repo) or not tree_ready(tree):
             continue
         for mode in MODES:
-            report = run_search(SearchRequest(query=case.text(mode), root=tree.resolve(), top_k=10,
+            report = run_search(SearchRequest(query=case.text(mode), root=tree.resolve(),
                                               cache_dir=cache), host)
             paths = [c.path for c in report.results]
             ranks[mode].append({"id": case.id, "paths": paths,

@@ -44,7 +44,7 @@ def measured(history: Callable[[str], History], tmp_path: Path, count: int, fast
     cache = tmp_path / "cache"
     cases = mine(repo.root, count).cases
     return run_cases(cases, lambda case: commit_tree(repo.root, case.tree, cache), host,
-                     settings, cache, [0.5, 2.0], fast)
+                     cache, [0.5, 2.0], fast)
 
 
 def test_fast_measures_the_lexical_order_alone_and_never_asks_a_judge(
@@ -207,7 +207,7 @@ def test_a_scorer_plugin_judges_each_case_through_the_real_model_stage(
     LengthJudge.seen.clear()
 
     result = run_cases(mine(repo.root, 3).cases,
-                       lambda case: commit_tree(repo.root, case.tree, cache), host, settings,
+                       lambda case: commit_tree(repo.root, case.tree, cache), host,
                        cache, [1.0], fast=False)
 
     assert len(result.results) == 3 and not result.dropped

@@ -62,11 +62,11 @@ def judged_search(repo: Path, probability: float, top_k: int = 10, fast: bool = 
                   **settings: Any) -> Report:
     """An in-process search whose chunks the ``Constant`` scorer judges (none: ``fast``)."""
     Constant.probability = probability
-    options = {"scorer": "constant", "score_cache": False, **settings}
+    options = {"scorer": "constant", "score_cache": False, "top_k": top_k, **settings}
     host = Host.with_plugins(dataclasses.replace(Settings(), **options), slm_rerank_ripgrep,
                              Constant, slm_rerank_openai)
-    return run_search(SearchRequest(query="retry backoff", root=repo.resolve(), fast=fast,
-                                    top_k=top_k), host)
+    return run_search(SearchRequest(query="retry backoff", root=repo.resolve(), fast=fast),
+                      host)
 
 
 def test_the_cut_note_counts_the_judged_chunks(tmp_path: Path) -> None:

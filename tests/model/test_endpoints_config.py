@@ -22,6 +22,7 @@ from slm_rerank.config import (
     user_config_path,
     write_setting,
 )
+from slm_rerank.host import FLAG, Host
 from slm_rerank.model.endpoints import pinned_urls
 
 
@@ -64,7 +65,8 @@ def test_the_profile_table_still_pins_the_server_of_the_requested_model(
         tmp_path: Path) -> None:
     write_user_config('[endpoints]\nqwen = "http://gpu-a:8000"\n')
 
-    settings = load_settings(start=tmp_path, environ={}, flags={"model": "qwen"})
+    settings = Host(load_settings(start=tmp_path, environ={})).with_overrides(
+        FLAG, model="qwen").settings
 
     assert pinned_urls(settings) == (["http://gpu-a:8000"], "[endpoints] qwen")
     assert pinned_urls(load_settings(start=tmp_path, environ={})) == ([], "default")
@@ -160,7 +162,8 @@ def test_e_repeated_is_the_endpoints_list_and_beats_the_config(tmp_path: Path) -
     write_user_config('endpoints = ["http://gpu-c:8000", "http://gpu-d:8000"]\n')
     flags = flags_of("-e", "http://gpu-a:8000", "--base-url", "http://gpu-b:8000/v1")
 
-    settings = load_settings(start=tmp_path, environ={}, flags=flags)
+    settings = Host(load_settings(start=tmp_path, environ={})).with_overrides(
+        FLAG, **flags).settings
 
     assert flags["base_url"] is None
     assert settings.endpoints == ["http://gpu-a:8000", "http://gpu-b:8000"]

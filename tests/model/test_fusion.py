@@ -172,12 +172,12 @@ def test_a_search_and_the_reranker_keep_the_same_fused_order_and_threshold_cut(
         tmp_path: Path, threshold: float) -> None:
     repo = make_repo(tmp_path / "repo", FRONT_DOOR_FILES)
     settings = dataclasses.replace(Settings(), scorer="fixed", model="weighted", full=True,
-                                   score_cache=False, threshold=threshold)
+                                   score_cache=False, threshold=threshold, chunks=True,
+                                   top_k=100)
     host = Host.with_plugins(settings, FixedVerdicts, slm_rerank_ripgrep)
 
     def asked(fast: bool) -> SearchRequest:
-        return SearchRequest(query="retry backoff", root=repo.resolve(), fast=fast,
-                             chunks=True, top_k=100)
+        return SearchRequest(query="retry backoff", root=repo.resolve(), fast=fast)
 
     lexical = run_search(asked(fast=True), host)
     searched = run_search(asked(fast=False), host)

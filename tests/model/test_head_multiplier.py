@@ -41,13 +41,12 @@ def test_the_head_is_top_k_times_the_multiplier_at_most_rerank_top(
         tmp_path: Path, multiplier: float, top_k: int, judged: int) -> None:
     files = {f"mod{i}.py": f"def retry_{i}():\n    return 'retry'\n" for i in range(20)}
     repo = make_repo(tmp_path / "repo", files)
-    settings = dataclasses.replace(Settings(), scorer="counting", rerank_top=12,
+    settings = dataclasses.replace(Settings(), scorer="counting", rerank_top=12, top_k=top_k,
                                    score_cache=False, threshold=0.0,
                                    plugins={"counting": {"multiplier": multiplier}})
     host = Host.with_plugins(settings, slm_rerank_ripgrep, Counting, slm_rerank_openai)
     Counting.asked = []
 
-    run_search(SearchRequest(query="retry", root=repo.resolve(), fast=False, top_k=top_k),
-               host)
+    run_search(SearchRequest(query="retry", root=repo.resolve(), fast=False), host)
 
     assert Counting.asked == [judged]

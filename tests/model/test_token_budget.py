@@ -307,12 +307,12 @@ def test_a_budget_flag_replaces_the_configured_budget(
     # addition to the configured tokens
     from search_fixtures import isolate, user_config
 
-    from slm_rerank.config import load_settings
+    from slm_rerank.host import Host
     from slm_rerank.overrides import overrides
 
     isolate(monkeypatch, tmp_path)
     user_config().write_text("budget_tokens = 60\n")
 
-    settings = load_settings(start=tmp_path, flags=overrides(budget=given))
+    settings = Host.from_environment(start=tmp_path, flags=overrides(budget=given)).settings
 
     assert (settings.budget_tokens, settings.budget_seconds) == expected

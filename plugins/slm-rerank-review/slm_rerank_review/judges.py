@@ -10,7 +10,6 @@ timeout, an answer that cannot be read, no verdict in its top-K) leaves it unver
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,6 +38,8 @@ CONTRADICTION_VETO = 0.5
 JUDGE_SCORER = "yesno"
 #: characters of the chunk shown around the evidence
 CODE_CHARS = 4_000
+#: who sets the judges' own settings, as a settings origin (``Host.with_overrides``)
+JUDGES_WHERE = "the review's judges ({key})"
 
 
 @dataclass(frozen=True)
@@ -55,10 +56,8 @@ def judges_host(root: Path, **flags: Any) -> Any:
     budget. Those say how much of a search's head is judged; here they would leave findings
     without the verdict each needs (the cascade stops at the first clear yes). The deadline
     passed to ``judge`` still bounds them."""
-    host = command_host(root, **flags)
-    host.settings = dataclasses.replace(host.settings, cascade=False, budget_tokens=None,
-                                        budget_seconds=None)
-    return host
+    return command_host(root, **flags).with_overrides(
+        JUDGES_WHERE, cascade=False, budget_tokens=None, budget_seconds=None)
 
 
 def judged_text(finding: Finding, chunk_text: str) -> str:

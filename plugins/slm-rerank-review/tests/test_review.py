@@ -12,6 +12,9 @@ from click.testing import CliRunner
 from review_fakes import FakeLlama, finding
 from search_fixtures import user_config
 from slm_rerank_review.cli import make_group
+from slm_rerank_review.judges import judges_host
+
+from slm_rerank.plugin_kit import command_host
 
 TRUE_CLAIM = "`delay` starts at 0, so `retry` never backs off"
 TRUE_EVIDENCE = "delay = delay * 2"
@@ -291,6 +294,21 @@ def test_the_users_cascade_and_budget_do_not_leave_findings_unjudged(
 
     assert sorted(f["claim"] for f in out["findings"]) == sorted(c for c, _, _ in FIVE)
     assert out["dropped"] == [] and out["degraded"] is None
+
+
+def test_the_judges_host_sets_its_own_cascade_and_budget_through_the_hosts_overrides(
+        project: Path) -> None:
+    # Host.with_overrides: the user's host is left as it was, and each value says who set it
+    user_config().write_text("cascade = true\nbudget_tokens = 60\n")
+
+    judging = judges_host(project, timeout=30.0).settings
+
+    assert (judging.cascade, judging.budget_tokens, judging.budget_seconds) == (
+        False, None, None)
+    assert judging.origins["cascade"] == "the review's judges (cascade)"
+    assert (judging.timeout, judging.origins["timeout"]) == (30.0, "flag: --timeout")
+    searching = command_host(project).settings
+    assert (searching.cascade, searching.budget_tokens) == (True, 60)
 
 
 def test_a_retrieved_doc_page_is_not_reviewed_as_code_and_is_said(
