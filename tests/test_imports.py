@@ -195,9 +195,19 @@ def test_no_import_runs_up_a_layer() -> None:
                           + "\n".join(upward))
 
 
+def _as_readme_says(name: str) -> str:
+    """``slm_rerank`` -> ``__init__``, ``slm_rerank.llama.*`` -> ``llama/``,
+    ``slm_rerank.host`` -> ``host``."""
+    if name == "slm_rerank":
+        return "__init__"
+    short = name.removeprefix("slm_rerank.")
+    return short[:-2].replace(".", "/") + "/" if short.endswith(".*") else short
+
+
 def test_the_readme_names_the_layers_in_their_order() -> None:
     text = README.read_text(encoding="utf-8")
     section = text[text.index("## Layout"):]
     line = next(line for line in section.splitlines() if line.startswith("Layers, lowest"))
-    named = re.findall(r"\*\*([^*]+)\*\*", line)
-    assert named == [name for name, _ in LAYERS]
+    said = [(name, re.findall(r"`([^`]+)`", members))
+            for name, members in re.findall(r"\*\*([^*]+)\*\* \(([^)]*)\)", line)]
+    assert said == [(name, [_as_readme_says(n) for n in names]) for name, names in LAYERS]
