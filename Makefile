@@ -48,6 +48,7 @@ endif
 
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/mypy slm_rerank
 
 bench: install
 	$(BIN)/python -m pip install -q -r tests/bench/requirements.txt

@@ -103,8 +103,8 @@ def search(
     )
     started_note = None
     if not fast:
-        from slm_rerank.llama import local
         from slm_rerank.llama.state import touch
+        from slm_rerank.model import local
         from slm_rerank.model.endpoints import pinned_urls
 
         # --local: with no server given (-e, SLM_ENDPOINT, an endpoints list, the [endpoints]

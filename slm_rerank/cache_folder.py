@@ -4,7 +4,7 @@ The folder is the user's (``cache_dir``, ``SLM_RERANK_CACHE_DIR`` or the platfor
 cache dir), never a searched repository: a repository's own config cannot set it. It holds
 the chunk cache (``lexical/chunk_cache.py``), the score cache (``model/score_cache.py``),
 the usage log (``usage.py``), the prompt hook's repository vocabularies
-(``vocabulary.py``) and the managed server's files (``llama/``).
+(``hook/vocabulary.py``) and the managed server's files (``llama/``).
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from slm_rerank.config_file import parse_file, read_toml, update_toml
 from slm_rerank.config_keys import (
     KEYS,
     MAX_FILE_BYTES,
@@ -32,15 +33,8 @@ from slm_rerank.config_keys import (
 )
 from slm_rerank.errors import ConfigError  # re-exported: callers import it from here
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
 APP_NAME = "slm-rerank"
 REPO_FILE = ".slm-rerank.toml"
-#: A config file larger than this is refused before it is parsed.
-MAX_CONFIG_BYTES = 1_000_000
 
 #: Callers import the settings and their checks from here, wherever they are defined.
 __all__ = [
@@ -49,34 +43,6 @@ __all__ = [
     "read_repo_toml", "read_toml", "repo_config_path", "repo_root", "shown",
     "user_config_path", "write_setting",
 ]
-
-
-def _parse_file(path: Path) -> dict[str, Any]:
-    """One config file's TOML, unchecked, or a ConfigError naming the file."""
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_CONFIG_BYTES + 1)
-        if len(raw) > MAX_CONFIG_BYTES:
-            raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES // 1_000_000} MB; "
-                              "is this really a config file?")
-        return tomllib.loads(raw.decode("utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-    except RecursionError:
-        raise ConfigError(f"{path}: invalid TOML: arrays or tables nested too deeply") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: cannot read: not UTF-8 ({exc.reason} at byte "
-                          f"{exc.start})") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
-
-
-def read_toml(path: Path) -> dict[str, Any]:
-    """Read one config file of the user's; every key is checked."""
-    data = _parse_file(path)
-    for key, value in data.items():
-        check_value(key, value, str(path))
-    return data
 
 
 @dataclass(frozen=True)
@@ -104,7 +70,7 @@ def read_repo_toml(path: Path, below: Settings) -> RepoLayer:
     # the path is the repository's too (its folder names): no raw control characters
     where = visible(display_path(str(path)))
     try:
-        data = _parse_file(path)
+        data = parse_file(path)
     except ConfigError as exc:
         return RepoLayer({}, {REPO_FILE: f"{visible(str(exc))}; the whole file is ignored"})
     for key, value in data.items():
@@ -266,8 +232,6 @@ def write_setting(path: Path, key: str, text: str, repo: bool = False) -> Any:
         raise ConfigError(f"config set {key} --repo: a repository's {REPO_FILE} may not set "
                           f"'{key}' ({repo_rule(key)[1]}), and every search would ignore it; "
                           "set it without --repo, in the user config")
-    from slm_rerank.config_file import update_toml
-
     value = parse_text(key, text, f"config set {key}")
     # under the file's lock: a `calibrate --write` at the same time keeps its change too
     update_toml(path, lambda data: data.__setitem__(key, value))

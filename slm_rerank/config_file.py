@@ -1,4 +1,8 @@
-"""Changing a config file: read, change and replace it whole, one writer at a time.
+"""Reading a config file, and changing one: read, change and replace it whole, one writer
+at a time.
+
+``read_toml`` reads a file of the user's and checks every key (``config_keys``); a file
+larger than MAX_CONFIG_BYTES is refused before it is parsed.
 
 ``config set`` and ``calibrate --write`` both rewrite the user's ``config.toml``. Each reads
 the file, changes its own key and puts the result in place; two at once each wrote what they
@@ -15,19 +19,56 @@ import contextlib
 import fcntl
 import os
 import stat
-import tempfile
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from slm_rerank.config_keys import check_value
 from slm_rerank.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+#: A config file larger than this is refused before it is parsed.
+MAX_CONFIG_BYTES = 1_000_000
 
 #: Seconds a writer waits for another to finish with the same file. A change takes
 #: milliseconds; a lock held this long is a stuck process, and waiting with it helps no one.
 LOCK_SECONDS = 10.0
 #: The mode of a config file written where none was (an existing file keeps its own).
 NEW_FILE_MODE = 0o644
+
+
+def parse_file(path: Path) -> dict[str, Any]:
+    """One config file's TOML, unchecked, or a ConfigError naming the file."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_CONFIG_BYTES + 1)
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES // 1_000_000} MB; "
+                              "is this really a config file?")
+        return tomllib.loads(raw.decode("utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid TOML: arrays or tables nested too deeply") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: cannot read: not UTF-8 ({exc.reason} at byte "
+                          f"{exc.start})") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """Read one config file of the user's; every key is checked."""
+    data = parse_file(path)
+    for key, value in data.items():
+        check_value(key, value, str(path))
+    return data
 
 
 @contextlib.contextmanager
@@ -72,9 +113,9 @@ def update_toml(path: Path, change: Callable[[dict[str, Any]], None]) -> None:
     A symlinked config (a dotfiles checkout) is changed where it points, the link kept.
     ConfigError names the file when it cannot be read, locked or written.
     """
-    import tomli_w
+    import tempfile  # here: a search reads config files, and only a writer needs it
 
-    from slm_rerank.config import read_toml
+    import tomli_w
 
     target = Path(os.path.realpath(path))
     with locked(target):

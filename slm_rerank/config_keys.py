@@ -28,6 +28,10 @@ MAX_DIRTY_BONUS = 100.0
 #: into memory (and decoded, and lowered), so the limit sizes the process.
 MAX_FILE_BYTES = 50_000_000
 
+#: A measured judge weight (``judge_weights``, written by ``calibrate --write``) above this
+#: is refused: the verdict alone would order everything.
+MAX_JUDGE_WEIGHT = 10.0
+
 #: What ``serve_model`` names: the bundled test model, or the judge fetched on request.
 SERVE_MODELS = ("bundled", "judge")
 
@@ -353,15 +357,25 @@ def check_value(key: str, value: Any, where: str) -> Any:
     # The URLs themselves are checked when the model stage reads them (discovery's
     # check_base_url): a --fast search must not import the HTTP stack to load its settings.
     if key == "judge_weights":
-        from slm_rerank.calibration.weights import check_weights
-
-        check_weights(value, where)
+        _check_judge_weights(value, where)
     if key == "plugins":
         for name, table in value.items():
             if not isinstance(table, dict):
                 raise ConfigError(f"{where}: [plugins.{name}] must be a table of settings, "
                                   f"got {shown(table)}")
     return value
+
+
+def _check_judge_weights(value: dict[str, object], where: str) -> None:
+    """Raise ConfigError unless every entry of a ``[judge_weights]`` table is a model id
+    mapped to a finite number in [0, MAX_JUDGE_WEIGHT]."""
+    for model_id, weight in value.items():
+        if (isinstance(weight, bool) or not isinstance(weight, (int, float))
+                or not math.isfinite(weight) or not 0.0 <= weight <= MAX_JUDGE_WEIGHT):
+            # shown: a value or id of any length must not make the error pages long
+            raise ConfigError(f"{where}: [judge_weights] {shown(model_id)} must be a number "
+                              f"from 0 to {MAX_JUDGE_WEIGHT:g} (the weight of that model's "
+                              f"verdict), got {shown(weight)}")
 
 
 def parse_text(key: str, text: str, where: str) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -161,10 +162,11 @@ class Host:
 
     def check_choice(self, key: str, value: Any, where: str) -> None:
         """Raise ConfigError unless ``value`` names installed plugins for ``key``."""
-        installed = {
+        listing: dict[str, Callable[[], Mapping[str, object]]] = {
             "format": self.registry.formatters, "sources": self.registry.sources,
             "scorer": self.registry.scorers, "model": self.registry.profiles,
-        }[key]()
+        }
+        installed = listing[key]()
         names = value if isinstance(value, list) else [] if value is None else [value]
         for name in names:
             if name not in installed:

@@ -141,7 +141,7 @@ def test_a_fast_search_inside_an_event_loop_still_answers(repo: Path) -> None:
 ])
 def test_auto_serve_starts_nothing_when_the_config_pins_servers(
         repo: Path, monkeypatch: pytest.MonkeyPatch, config: str) -> None:
-    from slm_rerank.llama import local as serve
+    from slm_rerank.model import local as serve
 
     started: list[Path] = []
     monkeypatch.setattr(serve, "ensure_local",

@@ -293,7 +293,7 @@ def test_the_bound_on_a_repository_is_the_users_value_not_the_default(tmp_path: 
 
 
 def test_the_hook_keeps_its_deadline_under_a_repository_that_raises_it(tmp_path: Path) -> None:
-    from slm_rerank.claude_hook import _configured_deadline
+    from slm_rerank.hook.claude import _configured_deadline
 
     repo = make_repo(tmp_path)
     (repo / ".slm-rerank.toml").write_text("hook_deadline = 1e9\n")

@@ -14,7 +14,7 @@ from slm_rerank.calibration.run import Measurement
 from slm_rerank.report import visible
 
 
-def _ci(ci: tuple[float, float]) -> str:
+def _ci(ci: tuple[float, ...]) -> str:
     if any(math.isnan(v) for v in ci):
         return ""
     return f"{ci[0]:+.3f} .. {ci[1]:+.3f}"

@@ -22,8 +22,6 @@ if TYPE_CHECKING:
 
 #: the settings key of the measured weights
 KEY = "judge_weights"
-#: a measured weight above this is refused: the verdict alone would order everything
-MAX_WEIGHT = 10.0
 
 
 @dataclass(frozen=True)
@@ -69,22 +67,6 @@ def use_judge_weight(judgement: Judgement, settings: Settings, query: str | None
                                                 short_query_weight=None))
     judgement.notes.append(f"judge weight {weight:g} from {source}")
     return JudgeWeight(weight, source)
-
-
-def check_weights(value: dict[str, object], where: str) -> None:
-    """Raise ConfigError unless every entry of a ``[judge_weights]`` table is a model id
-    mapped to a finite number in [0, MAX_WEIGHT]."""
-    import math
-
-    from slm_rerank.config_keys import shown
-
-    for model_id, weight in value.items():
-        if (isinstance(weight, bool) or not isinstance(weight, (int, float))
-                or not math.isfinite(weight) or not 0.0 <= weight <= MAX_WEIGHT):
-            # shown: a value or id of any length must not make the error pages long
-            raise ConfigError(f"{where}: [{KEY}] {shown(model_id)} must be a number from 0 "
-                              f"to {MAX_WEIGHT:g} (the weight of that model's verdict), got "
-                              f"{shown(weight)}")
 
 
 def write_judge_weight(path: Path, model_id: str, weight: float) -> None:

@@ -25,15 +25,15 @@ MODEL_FLAGS = ("model", "base_url", "host", "api", "scorer", "rerank_top", "time
 
 
 def _weights(ctx: click.Context, param: click.Parameter, text: str) -> list[float]:
-    from slm_rerank.calibration.weights import MAX_WEIGHT
+    from slm_rerank.config_keys import MAX_JUDGE_WEIGHT
 
     try:
         values = sorted({float(part) for part in text.split(",") if part.strip()})
     except ValueError:
         raise click.BadParameter(f"{text!r} is not a list of numbers such as 0.25,0.5,1",
                                  ctx, param) from None
-    if not values or any(not 0.0 <= v <= MAX_WEIGHT for v in values):
-        raise click.BadParameter(f"give one or more weights from 0 to {MAX_WEIGHT:g}, "
+    if not values or any(not 0.0 <= v <= MAX_JUDGE_WEIGHT for v in values):
+        raise click.BadParameter(f"give one or more weights from 0 to {MAX_JUDGE_WEIGHT:g}, "
                                  "comma-separated", ctx, param)
     return values
 

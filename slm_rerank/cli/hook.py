@@ -1,6 +1,6 @@
 """`slm-rerank hook claude-prompt`: the Claude Code prompt hook's command line.
 
-What the hook does is ``slm_rerank.claude_hook`` (no click there); this only parses its two
+What the hook does is ``slm_rerank.hook.claude`` (no click there); this only parses its two
 flags and hands them on.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from slm_rerank.claude_hook import DEADLINE_ENV, DEFAULT_DEADLINE, main
+from slm_rerank.hook.claude import DEADLINE_ENV, DEFAULT_DEADLINE, main
 
 
 @click.group()

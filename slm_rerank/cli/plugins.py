@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
@@ -37,7 +38,7 @@ def plugins(ctx: click.Context, show_all: bool, format_name: str) -> None:
     except RegistrationError as exc:
         fail(str(exc))
         return
-    rows = []
+    rows: list[dict[str, Any]] = []  # one JSON object a plugin
     for info in sorted(host.infos.values(), key=lambda i: i.name):
         if info.builtin and not show_all:
             continue

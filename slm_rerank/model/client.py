@@ -125,8 +125,9 @@ class ModelClient:
             if not isinstance(tokens, list):
                 raise ContractError(f"{endpoint_url(endpoint, path)} answered without a 'tokens' "
                                     "list; is the endpoint's kind right?", endpoint.base_url)
-            ids = [t.get("id") if isinstance(t, dict) else t for t in tokens]
-            if not all(isinstance(i, int) for i in ids):
+            given = [t.get("id") if isinstance(t, dict) else t for t in tokens]
+            ids = [i for i in given if isinstance(i, int)]
+            if len(ids) != len(given):
                 raise ContractError(f"{endpoint_url(endpoint, path)} gave tokens that are not "
                                     f"integer ids: {excerpt(tokens)}", endpoint.base_url)
             # An empty list for non-empty text is a server that ignored our field names

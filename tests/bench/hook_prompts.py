@@ -19,7 +19,7 @@ other phrasings: "it would be nice if", "can we", "there's a bug where"; 40 non-
 written after the rules and judged once.
 
 For each repository the classifier runs as the hook runs it: the shape rules, then, for a
-prompt they leave open, the repository's vocabulary (``slm_rerank.vocabulary``) of that
+prompt they leave open, the repository's vocabulary (``slm_rerank.hook.vocabulary``) of that
 repository's benchmark tree (~/.cache/slm-rerank-bench/trees/OWNER+NAME@*, the first by
 name). It prints precision and recall of "code" per split, and per kind the share judged
 code (the recall of code kinds, the false-positive rate of the others).
@@ -33,7 +33,7 @@ the hook's own vocabulary-check times from the usage log. ``--before DIR`` (a so
 of an older commit: ``git archive COMMIT | tar -x -C DIR``) times that version's hook
 beside this one, prompt by prompt, each with its own cache folder.
 
-``--quality N`` compares the hook's search plan (``claude_hook.hook_plan``) with the normal
+``--quality N`` compares the hook's search plan (``hook.claude.hook_plan``) with the normal
 fast search on N benchmark cases (issue titles as prompts, spread over the case file):
 Hit@5 of the files the fix changed, and CPU time per search, in one process.
 """
@@ -57,8 +57,8 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT))
 
-from slm_rerank.prompt_classifier import by_vocabulary, classify  # noqa: E402
-from slm_rerank.vocabulary import load  # noqa: E402
+from slm_rerank.hook.prompt_classifier import by_vocabulary, classify  # noqa: E402
+from slm_rerank.hook.vocabulary import load  # noqa: E402
 
 PROMPTS = Path(__file__).resolve().parent / "hook_prompts.jsonl"
 TREES = Path.home() / ".cache" / "slm-rerank-bench" / "trees"
@@ -227,7 +227,7 @@ def quality(count: int, trees: Path, cases_file: Path, mode: str,
     from cases import spread_sample
     from metrics import hit_at
 
-    from slm_rerank.claude_hook import HOOK_FILES, HOOK_TERMS, hook_plan
+    from slm_rerank.hook.claude import HOOK_FILES, HOOK_TERMS, hook_plan
     from slm_rerank.host import Host
     from slm_rerank.pipeline import SearchRequest, run_search
 

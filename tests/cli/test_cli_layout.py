@@ -104,7 +104,7 @@ def test_no_cli_module_adds_a_command_on_import() -> None:
 
 
 @pytest.mark.parametrize("module", ["slm_rerank.servers.rerank_api", "slm_rerank.servers.mcp",
-                                    "slm_rerank.servers.api_key", "slm_rerank.claude_hook",
+                                    "slm_rerank.servers.api_key", "slm_rerank.hook.claude",
                                     "slm_rerank.overrides", "slm_rerank.query_limit"])
 def test_the_servers_and_the_claude_hook_import_no_click(module: str) -> None:
     code = f"import sys, {module}; print('click' in sys.modules)"

@@ -1,4 +1,4 @@
-"""`--local` (llama/local.py): a query that finds no model server starts the bundled one
+"""`--local` (model/local.py): a query that finds no model server starts the bundled one
 once, reuses it, starts it again after a crash, and starts nothing when a server is given."""
 
 from __future__ import annotations

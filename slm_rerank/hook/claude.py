@@ -23,19 +23,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from slm_rerank.errors import ConfigError
-from slm_rerank.hook_io import held_stderr, read_stdin, say_one_line
-from slm_rerank.prompt_classifier import (
+from slm_rerank.hook.prompt_classifier import (
     MAX_FILE_SHARE,
     QUERY_CHARS,
     Decision,
     by_vocabulary,
     classify,
 )
+from slm_rerank.hook.stdio import held_stderr, read_stdin, say_one_line
 from slm_rerank.report import visible
 
 if TYPE_CHECKING:
+    from slm_rerank.hook.vocabulary import Vocabulary
     from slm_rerank.lexical.plan import SearchPlan
-    from slm_rerank.vocabulary import Vocabulary
 
 __all__ = ["CALLER", "DEFAULT_DEADLINE", "DEADLINE_ENV", "Decision", "Outcome", "classify",
            "deadline_from", "main", "render", "run"]
@@ -220,8 +220,8 @@ def _by_repository(prompt: str, cwd: Path, host: Any, seconds: float
                    ) -> tuple[Decision, Vocabulary | None]:
     """The repository rule's decision on a prompt the shapes left open, its vocabulary read
     (from the cache, or built) within ``seconds``; and that vocabulary (None: not read)."""
-    from slm_rerank import vocabulary
     from slm_rerank.cache_folder import cache_path
+    from slm_rerank.hook import vocabulary
 
     started = time.perf_counter()
     try:

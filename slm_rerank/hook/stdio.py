@@ -31,7 +31,7 @@ MAX_HELD_BYTES = 1 << 16
 MAX_LINE_CHARS = 300
 
 
-def complete(data: bytes) -> bool:
+def complete(data: bytes | bytearray) -> bool:
     """True once ``data`` holds a whole JSON value (what may follow it is not waited for)."""
     if not data.rstrip().endswith((b"}", b"]")):  # an object or array ends so; skip the parse
         return False

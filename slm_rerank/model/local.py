@@ -1,7 +1,9 @@
 """``--local``: start the managed server when a query finds no model server, or reuse it.
 
 Used by the CLI's ``--local``, ``auto_serve`` and ``slm_rerank.search``; the scan that
-decides "no server answers" is the model stage's own (``discovery.scan``).
+decides "no server answers" is the model stage's own (``discovery.scan``). It sits in the
+model stage, above the managed server (``slm_rerank.llama``), which imports nothing of the
+model stage.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ def ensure_local(cache_dir: Path, idle: float, scan_host: str | None = None,
     clear_stale(cache_dir)
     import asyncio
 
-    from slm_rerank.model import discovery
+    from slm_rerank.model import discovery  # here: the HTTP stack only when it scans
 
     probes = asyncio.run(discovery.scan(scan_host or discovery.DEFAULT_HOST))
     if any(p.endpoint is not None for p in probes):

@@ -16,9 +16,10 @@ from search_fixtures import user_config
 import slm_rerank
 from slm_rerank.config import load_settings
 from slm_rerank.errors import ServeError
-from slm_rerank.llama import judge_model, local
+from slm_rerank.llama import judge_model
 from slm_rerank.llama.judge_model import PartedGguf
 from slm_rerank.llama.state import ServerState
+from slm_rerank.model import local
 
 WHOLE = b"GGUF" + b"\x03\x00\x00\x00" + b"weights" * 20
 SMALL = PartedGguf(package="slmtest-judge-part{n}", parts=1, file_name="judge-test.gguf",

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from slm_rerank import vocabulary
-from slm_rerank.vocabulary import NAME, PART, OutOfTime, load
+from slm_rerank.hook import vocabulary
+from slm_rerank.hook.vocabulary import NAME, PART, OutOfTime, load
 
 
 def tree(root: Path, files: dict[str, str | bytes]) -> Path:

@@ -20,8 +20,8 @@ import math
 import re
 from dataclasses import dataclass
 
+from slm_rerank.hook.vocabulary import NAME, Vocabulary
 from slm_rerank.lexical.terms import STOP_WORDS
-from slm_rerank.vocabulary import NAME, Vocabulary
 
 #: the longest prompt read for words (the hook searches as much)
 QUERY_CHARS = 4000

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from search_fixtures import CLI, cli, free_port, linear_growth, make_repo, user_config
 
-from slm_rerank.claude_hook import classify, deadline_from
+from slm_rerank.hook.claude import classify, deadline_from
 from slm_rerank.usage import summarize
 
-PROMPTS = Path(__file__).resolve().parent / "fixtures" / "hook_prompts.jsonl"
+PROMPTS = Path(__file__).resolve().parent.parent / "fixtures" / "hook_prompts.jsonl"
 
 
 def hook_input(prompt: str, cwd: Path) -> str:
@@ -185,7 +185,7 @@ def test_old_log_lines_without_hook_fields_still_count(isolated_home: Path) -> N
 
 def test_the_hook_uses_a_model_when_an_endpoints_list_is_configured(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from slm_rerank import claude_hook as hook
+    from slm_rerank.hook import claude as hook
 
     config = tmp_path / "_config" / "slm-rerank"
     config.mkdir(parents=True, exist_ok=True)
@@ -235,7 +235,7 @@ def test_a_configured_model_that_judged_nothing_is_not_called_a_model_ranking(
 
 
 def test_a_model_that_stopped_part_way_says_how_many_chunks_it_judged() -> None:
-    from slm_rerank.claude_hook import ranking
+    from slm_rerank.hook.claude import ranking
     from slm_rerank.report import Degraded, ModelInfo, Report
 
     report = Report(query="q", root="/r", mode="rerank",
@@ -250,7 +250,7 @@ def test_a_model_that_stopped_part_way_says_how_many_chunks_it_judged() -> None:
 def test_a_cascade_that_asked_no_model_is_not_called_a_model_ranking() -> None:
     # --cascade with a decisive lexical order: a choice, not a fault (no degrade), and the
     # judge read nothing; the agent must not be told a model ranked the places
-    from slm_rerank.claude_hook import ranking
+    from slm_rerank.hook.claude import ranking
     from slm_rerank.report import ModelInfo, Report
 
     report = Report(query="q", root="/r", mode="rerank",
@@ -297,7 +297,7 @@ def test_a_broken_user_config_is_reported_as_a_config_error_not_a_log_failure(
 
 def test_an_input_over_the_stdin_cap_is_called_too_long_not_unreadable(
         repo: Path, isolated_home: Path) -> None:
-    from slm_rerank.claude_hook import MAX_STDIN_BYTES
+    from slm_rerank.hook.claude import MAX_STDIN_BYTES
 
     prompt = "where is backoff defined " + "x" * (MAX_STDIN_BYTES + 1000)
     done = run_hook(hook_input(prompt, repo), repo)
@@ -347,7 +347,7 @@ def test_process_and_chat_prompts_stay_silent_even_in_the_repositorys_words(
 
 def test_reading_the_vocabulary_counts_against_the_deadline(
         repo: Path, isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from slm_rerank import claude_hook, vocabulary
+    from slm_rerank.hook import claude, vocabulary
 
     real = vocabulary._file_words
 
@@ -359,7 +359,7 @@ def test_reading_the_vocabulary_counts_against_the_deadline(
     data = hook_input("the backoff should give up after a minute of retrying", repo).encode()
     started = time.monotonic()
 
-    outcome = claude_hook.run(data, deadline=0.5)
+    outcome = claude.run(data, deadline=0.5)
 
     assert time.monotonic() - started < 2.5  # 5x the deadline; the build alone takes 1.2 s
     assert outcome.output is None
@@ -419,22 +419,22 @@ def spy_on_search(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
 
 def test_the_hook_reads_at_most_its_plans_files_however_many_match(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from slm_rerank import claude_hook
+    from slm_rerank.hook import claude
 
     root = many_matching_files(tmp_path / "repo", 90)
     seen = spy_on_search(monkeypatch)
 
-    outcome = claude_hook.run(hook_input("where is the upload progress reported?", root)
+    outcome = claude.run(hook_input("where is the upload progress reported?", root)
                               .encode(), deadline=60.0)
 
     assert outcome.hook["decision"] == "query", outcome.hook
-    assert 0 < len(seen["read"]) <= claude_hook.HOOK_FILES
+    assert 0 < len(seen["read"]) <= claude.HOOK_FILES
     assert outcome.output is not None and "- uploader/part" in outcome.output
 
 
 def test_the_hook_searches_named_terms_then_the_repositorys_words_and_no_more(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from slm_rerank import claude_hook
+    from slm_rerank.hook import claude
 
     files = {"net/uploader.py": "def send_chunk(data):\n    return data\n",
              "ui/progress.py": "class ProgressBar:\n    shown = 0\n"}
@@ -445,11 +445,11 @@ def test_the_hook_searches_named_terms_then_the_repositorys_words_and_no_more(
     prompt = ("the uploader sends chunks and the progress bar jumps backwards sometimes, "
               "flickering, stuttering and rewinding")
 
-    outcome = claude_hook.run(hook_input(prompt, root).encode(), deadline=60.0)
+    outcome = claude.run(hook_input(prompt, root).encode(), deadline=60.0)
 
     assert outcome.hook["reason"] == "words of this codebase", outcome.hook
     [searched] = seen["terms"]
-    assert len(searched) == claude_hook.HOOK_TERMS
+    assert len(searched) == claude.HOOK_TERMS
     # the five words the repository's names hold, then the five longest of the rest
     assert sorted(searched) == ["backwards", "bar", "chunks", "flickering", "progress",
                                 "rewinding", "sends", "sometimes", "stuttering", "uploader"]

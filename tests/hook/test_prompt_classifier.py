@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from search_fixtures import linear_growth
 
-from slm_rerank.prompt_classifier import by_vocabulary, classify
-from slm_rerank.vocabulary import NAME, PART, Vocabulary
+from slm_rerank.hook.prompt_classifier import by_vocabulary, classify
+from slm_rerank.hook.vocabulary import NAME, PART, Vocabulary
 
 #: A codebase of 40 files with an upload progress bar, retries and a settings page.
 WORDS = Vocabulary(40, {"upload": (2, NAME), "progress": (3, PART), "bar": (3, PART),
