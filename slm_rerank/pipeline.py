@@ -198,8 +198,9 @@ def fuse(ranked: Ranked, model_scores: dict[int, float] | None = None, weight: f
 
     ``model_scores`` maps an index into ``ranked.chunks`` to a model's P(relevant); scored
     chunks then rank by fused score above the unscored tail (``model/fusion.py``). With
-    a weight of the caller's (the benches try several); a search fuses by the profile's
-    and cuts by the threshold in ``fusion.apply_verdicts``.
+    a weight of the caller's (the benches try several); a search, ``Reranker`` and
+    ``calibrate`` fuse a run's verdicts in ``fusion.apply_verdicts``, which chooses the
+    weight and cuts by the threshold.
     """
     if not model_scores:
         return [Fused(item, item.score) for item in ranked.chunks]
@@ -410,19 +411,19 @@ def run_search(request: SearchRequest, host: Host, settings: Settings | None = N
     fused = fuse(ranked)
     settings = settings or host.settings
     if not request.fast and ranked.chunks:
-        from slm_rerank.calibration.weights import use_judge_weight
         from slm_rerank.model.fusion import apply_verdicts
 
         scored = judge_head(request, host, settings, terms, ranked)
         judgement = scored.judgement
-        # a weight the user measured (calibrate --write), else the profile's for this query
-        weight = use_judge_weight(judgement, settings, request.query)
-        notes.extend(judgement.notes)
-        warnings.extend(judgement.warnings)  # unjudged chunks, a refused score cache
         priors = kind_priors(ranked, scored.chosen, terms)
-        verdicts = apply_verdicts([c.score for c in ranked.chunks], judgement,
-                                  settings.threshold, scored.lengths, at=scored.chosen,
-                                  priors=priors, query=request.query)
+        # by a weight the user measured (calibrate --write), else the profile's for this query
+        verdicts = apply_verdicts([c.score for c in ranked.chunks], judgement, settings,
+                                  threshold=settings.threshold, query=request.query,
+                                  lengths=scored.lengths, at=scored.chosen, priors=priors)
+        weight = verdicts.weight
+        notes.extend(judgement.notes)
+        notes.append(weight.note)
+        warnings.extend(judgement.warnings)  # unjudged chunks, a refused score cache
         if judgement.scores:
             # With no verdict nothing was fused: a run that degraded before any, or a
             # cascade that found the lexical order decisive, shows --fast's scores, not 0s.
