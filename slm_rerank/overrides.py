@@ -38,7 +38,7 @@ def overrides(*, model: str | None = None, base_url: str | None = None,
     }
     out = {key: value for key, value in given.items() if value is not None}
     if budget is not None:
-        from slm_rerank.model.token_budget import parse_budget
+        from slm_rerank.model.judge_budget import parse_budget
 
         parsed = parse_budget(budget)
         out["budget_tokens"], out["budget_seconds"] = parsed.tokens, parsed.seconds

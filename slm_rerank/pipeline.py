@@ -25,7 +25,7 @@ from slm_rerank.host import Host
 from slm_rerank.lexical.filetypes import path_kind
 from slm_rerank.lexical.gather import Gathered, gather_files
 from slm_rerank.lexical.plan import SearchPlan, planned_files, planned_terms
-from slm_rerank.lexical.rank import Ranked, head, lead, rank_chunks
+from slm_rerank.lexical.rank import Ranked, head, rank_chunks
 from slm_rerank.lexical.scores import ScoredChunk
 from slm_rerank.lexical.terms import QueryTerms, Term, extract
 from slm_rerank.registrations import Endpoint, ExpandRequest, ModelProfile
@@ -235,6 +235,7 @@ def judge_head(request: SearchRequest, host: Host, settings: Settings, terms: Qu
     """Ask the model about the head: the first ``rerank_top`` chunks, file-diverse
     (``lexical/rank.head``), as ``model/passages.py`` cuts them."""
     # Imported here: --fast never pays for the model stage's imports.
+    from slm_rerank.model.cascade import asks_nothing
     from slm_rerank.model.intent import query_intent
     from slm_rerank.model.passages import head_passages
     from slm_rerank.model.stage import judge
@@ -247,13 +248,8 @@ def judge_head(request: SearchRequest, host: Host, settings: Settings, terms: Qu
         size = min(size, max(1, math.ceil(request.top_k * multiplier)))
     chosen = head(ranked, size)
     read = head_passages(ranked, chosen, terms, settings.prompt_chars)
-    decisive = None
-    if settings.cascade:
-        from slm_rerank.model.token_budget import decisive_lead
-
-        decisive = decisive_lead(lead(ranked))
     judgement = judge(request.query, read, host, settings, request.cache_dir,
-                      query_intent(request.query, terms), decisive)
+                      query_intent(request.query, terms), asks_nothing(ranked, settings.cascade))
     cut = sum(p.cut for p in read)
     if cut:
         # Of the chunks the model gave a verdict on: a run that degraded before judging any

@@ -178,7 +178,7 @@ class ModelInfo:
     intent: str | None = None
     intent_reason: str | None = None
     #: what the verdicts cost on the server (prompt tokens, of them cached, read) and what a
-    #: budget or the cascade left unjudged (``model/token_budget.TokenUse.to_dict``)
+    #: budget or the cascade left unjudged (``model/judge_budget.TokenUse.to_dict``)
     tokens: dict[str, Any] | None = None
 
     @classmethod

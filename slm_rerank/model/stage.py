@@ -27,18 +27,18 @@ from slm_rerank.errors import ConfigError, ContractError, TransientError
 from slm_rerank.host import Host
 from slm_rerank.model.endpoints import choose_endpoints
 from slm_rerank.model.intent import Intent
-from slm_rerank.model.passages import Passage, fit_context
-from slm_rerank.model.profiles import ProfileChoice, choose_profile, weight_text
-from slm_rerank.model.progress import Progress
-from slm_rerank.model.score_cache import ScoreCache, ScoreKey
-from slm_rerank.model.scoring import EndpointUse, ScoreOutcome, collect, spread
-from slm_rerank.model.token_budget import (
+from slm_rerank.model.judge_budget import (
     Budget,
     TokenUse,
     count_verdict,
     judge_in_rounds,
     unjudged_tokens,
 )
+from slm_rerank.model.passages import Passage, fit_context
+from slm_rerank.model.profiles import ProfileChoice, choose_profile, weight_text
+from slm_rerank.model.progress import Progress
+from slm_rerank.model.score_cache import ScoreCache, ScoreKey
+from slm_rerank.model.scoring import EndpointUse, ScoreOutcome, collect, spread
 from slm_rerank.registrations import (
     Document,
     DocumentScore,
@@ -133,7 +133,7 @@ async def judge_async(query: str, passages: Sequence[Passage], host: Host, setti
     """Judge code chunks: each is shown with its ``File: path:lines`` line, cut to fit,
     with the question of the query's ``intent`` where the profile words one.
 
-    ``decisive`` is why the cascade asks nothing (``token_budget.decisive_lead``): the
+    ``decisive`` is why the cascade asks nothing (``cascade.asks_nothing``): the
     server and profile are found, and no chunk is sent.
     """
     def prepare(narrowest: Endpoint | None, profile: ModelProfile | None,
@@ -217,7 +217,7 @@ async def judge_documents_async(query: str, prepare: Prepare, host: Host, settin
             judgement.model_ms = (time.perf_counter() - started) * 1000
             return judgement
         if narrowest is not None and documents:
-            from slm_rerank.model.budget import measured_within
+            from slm_rerank.model.prompt_fit import measured_within
 
             measured = await measured_within(client, narrowest, profile, asked, documents,
                                              deadline)
@@ -312,7 +312,7 @@ async def _score(scorer: Scorer, request: ScoreRequest, endpoints: Sequence[Endp
                  alone: bool, settings: Settings, tokens: TokenUse, prefix: str,
                  progress: Progress) -> ScoreOutcome:
     """The scorer's verdicts on ``request``: all at once, or in rounds when a budget or the
-    cascade may stop early (``model/token_budget.py``); ``tokens`` gets what they cost.
+    cascade may stop early (``model/judge_budget.py``); ``tokens`` gets what they cost.
     ``prefix`` is the prompt around a document, which every prompt of the query shares."""
     prefix_chars = len(prefix)
     tick: Callable[[DocumentScore], None] = lambda _: progress.advance()  # noqa: E731

@@ -69,7 +69,7 @@ def main() -> int:
              "timeout": 600.0, "prompt_chars": args.prompt_chars, "cascade": args.cascade,
              "score_cache": not args.no_cache, "concurrency": args.concurrency}
     if args.budget:
-        from slm_rerank.model.token_budget import parse_budget
+        from slm_rerank.model.judge_budget import parse_budget
 
         budget = parse_budget(args.budget)
         flags.update(budget_tokens=budget.tokens, budget_seconds=budget.seconds)

@@ -1,10 +1,11 @@
-"""The token budget and the cascade (``model/token_budget.py``): what a query's judge may spend,
-what it spent, and that what it leaves unjudged is the lexical tail, not lost.
+"""The budget and the cascade (``model/judge_budget.py``, ``model/cascade.py``): what a
+query's judge may spend, what it spent, and that what it leaves unjudged is the lexical
+tail, not lost.
 
 The rounds are specified with a scorer that needs no server and reports a prompt cost the
 way llama.cpp does (``tokens_evaluated`` and ``timings.cache_n``, carried on each
 ``DocumentScore``); a whole search against a real llama-server is in
-tests/live/model/test_token_budget.py.
+tests/live/model/test_judge_budget.py.
 """
 
 from __future__ import annotations
@@ -18,14 +19,14 @@ from pathlib import Path
 import pytest
 
 from slm_rerank.errors import ConfigError
-from slm_rerank.model.scoring import ScoreOutcome, spread
-from slm_rerank.model.token_budget import (
-    CASCADE_FIRST,
+from slm_rerank.model.cascade import CASCADE_FIRST
+from slm_rerank.model.judge_budget import (
     Budget,
     TokenUse,
     judge_in_rounds,
     parse_budget,
 )
+from slm_rerank.model.scoring import ScoreOutcome, spread
 from slm_rerank.registrations import Document, DocumentScore, Endpoint, Scorer, ScoreRequest
 
 PREFIX = 300  # characters of instruction and query around each document
