@@ -20,7 +20,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from slm_rerank.config import Settings
 from slm_rerank.errors import ConfigError, ContractError, TransientError
@@ -153,159 +153,292 @@ async def judge_documents_async(query: str, prepare: Prepare, host: Host, settin
                                 decisive: str | None = None) -> Judgement:
     """Find the server, choose profile and scorer, and judge what ``prepare`` gives.
 
+    The steps, in order, each a function below:
+
+    1. ``_scorer``: the scorer the settings name;
+    2. ``_find_servers``: the servers (``endpoints.py``) and the profile;
+    3. ``_question``: the profile's question for the query's intent, or the caller's;
+    4. ``prepare`` and ``_fit_to_tokens``: the documents, cut to the narrowest server's
+       context by characters and then by the server's count of their tokens;
+    5. ``_ask_nothing``: the cascade found the lexical order decisive (``decisive``,
+       ``cascade.py``), so nothing is asked;
+    6. ``_from_cache``: the verdicts the score cache holds, and the documents still to ask
+       (identical documents once);
+    7. ``_ask``: the scorer's verdicts on those, at once or in rounds (``_score``);
+    8. ``_record``: the verdicts, the notes, the warnings and the degraded text.
+
     A scorer whose verdicts depend on one document alone (``per_document``) is answered
     from the score cache where it can be and may be spread over several servers; one that
     compares documents (listwise) gets them all in one request to one server, uncached.
     """
-    session = host.model_session
-
     started = time.perf_counter()
     judgement = Judgement(scorer=settings.scorer)
+    scorer = _scorer(host, settings)
+    deadline = time.monotonic() + settings.timeout
+    async with _client(host.model_session, settings.timeout) as client:
+        endpoints = await _find_servers(scorer, settings, client, judgement, host)
+        if endpoints is None:
+            return judgement
+        profile = _question(judgement, scorer, intent, instruction)
+        # Every server may get any chunk: fit the one with the smallest context.
+        narrowest = min(endpoints, key=lambda e: e.context_tokens or math.inf, default=None)
+        asked, documents = prepare(narrowest, profile, judgement.notes)
+        if decisive is not None and documents:
+            _ask_nothing(judgement, settings, profile, asked, documents, decisive, noun,
+                         unjudged)
+        else:
+            asked, documents = await _fit_to_tokens(client, narrowest, profile, asked,
+                                                    documents, deadline, judgement)
+            asking = _Asking(scorer, host.options_for(scorer.name), profile, endpoints,
+                             query, asked, documents, deadline, client, noun, unjudged)
+            pending = _from_cache(asking, judgement, settings, cache_dir)
+            try:
+                if pending.firsts:
+                    outcome = await _ask(asking, pending, judgement, settings)
+                    _record(asking, pending, outcome, judgement)
+            finally:
+                if pending.cache:
+                    pending.cache.close()
+            if pending.cache and pending.cache.warning:
+                judgement.warnings.append(pending.cache.warning)
+    judgement.model_ms = (time.perf_counter() - started) * 1000
+    return judgement
+
+
+def _scorer(host: Host, settings: Settings) -> Scorer:
+    """The scorer the ``scorer`` setting names; ConfigError naming the installed ones."""
     scorers = host.registry.scorers()
     if settings.scorer not in scorers:
         known = ", ".join(sorted(scorers)) or "none installed"
         raise ConfigError(f"{settings.origins.get('scorer', 'default')}: key 'scorer': "
                           f"unknown scorer {settings.scorer!r} (installed: {known}); "
                           "pip install slm-rerank-yesno")
-    scorer = scorers[settings.scorer]
-    deadline = time.monotonic() + settings.timeout
-    async with _client(session, settings.timeout) as client:
-        endpoints: list[Endpoint] = []
-        if scorer.needs_endpoint:
-            endpoints = await _connect(settings, client, judgement, host, session)
-            if not endpoints:
-                return judgement
-        else:
-            judgement.profile = choose_profile(host.registry.profiles(),
-                                               requested=settings.model)
-        endpoint = endpoints[0] if endpoints else None
-        if judgement.profile is None and scorer.needs_endpoint:
+    return scorers[settings.scorer]
+
+
+async def _find_servers(scorer: Scorer, settings: Settings, client: ModelClient,
+                        judgement: Judgement, host: Host) -> list[Endpoint] | None:
+    """The servers a scorer that needs one is spread over (empty for one that needs none),
+    and the profile, both recorded in ``judgement``, with a note naming the profile. None
+    (and ``judgement.degraded``) when no server answers."""
+    endpoints: list[Endpoint] = []
+    if scorer.needs_endpoint:
+        endpoints = await _connect(settings, client, judgement, host, host.model_session)
+        if not endpoints:
+            return None
+        if judgement.profile is None:
             raise ConfigError("no model profile is installed; pip install slm-rerank-openai "
                               "(or the profile of your model family, e.g. slm-rerank-qwen)")
-        profile = judgement.profile.profile if judgement.profile else None
-        if judgement.profile is not None:
-            judgement.notes.append(f"profile {judgement.profile.profile.name}: "
-                                   f"{judgement.profile.reason}; scorer {scorer.name}; "
-                                   f"{weight_text(judgement.profile.profile)}")
-        if profile is not None and intent is not None:
-            asking = profile.for_intent(intent.kind)
-            if asking is not profile:
-                profile = asking
-                judgement.profile = ProfileChoice(asking, judgement.profile.reason)
-                judgement.intent = intent
-                judgement.notes.append(f"intent {intent.kind}: {intent.why}")
-        if profile is not None and instruction is not None and judgement.profile is not None:
-            # another question in the profile's layout (the review's judges); its
-            # prompt_version changes with it, so the score cache keeps the two apart
-            profile = dataclasses.replace(profile, instruction=instruction)
-            judgement.profile = ProfileChoice(profile, judgement.profile.reason)
-        # Every server may get any chunk: fit the one with the smallest context.
-        narrowest = min(endpoints, key=lambda e: e.context_tokens or math.inf, default=None)
-        asked, documents = prepare(narrowest, profile, judgement.notes)
-        if decisive is not None and documents:
-            # nothing is asked, not even the cache: one cached verdict would lift its chunk
-            # above the lexical first the cascade chose to keep
-            prefix = profile.render_completion(asked, "") if profile else asked
-            judgement.tokens = TokenUse(budget=Budget(settings.budget_tokens,
-                                                      settings.budget_seconds),
-                                        cascade=True, stopped=decisive,
-                                        unjudged=len(documents),
-                                        saved=unjudged_tokens(prefix, documents))
-            judgement.notes.append(f"0 of {len(documents)} {noun} were judged, {decisive}; "
-                                   f"all {len(documents)} (about {judgement.tokens.saved} "
-                                   f"prompt tokens) {unjudged}")
-            judgement.model_ms = (time.perf_counter() - started) * 1000
-            return judgement
-        if narrowest is not None and documents:
-            from slm_rerank.model.prompt_fit import measured_within
+    else:
+        judgement.profile = choose_profile(host.registry.profiles(), requested=settings.model)
+    if judgement.profile is not None:
+        judgement.notes.append(f"profile {judgement.profile.profile.name}: "
+                               f"{judgement.profile.reason}; scorer {scorer.name}; "
+                               f"{weight_text(judgement.profile.profile)}")
+    return endpoints
 
-            measured = await measured_within(client, narrowest, profile, asked, documents,
-                                             deadline)
-            asked, documents = measured.query, measured.documents
-            judgement.notes.extend(measured.notes)
-            if measured.shortened:
-                judgement.shortened.extend(measured.notes)
-        options = host.options_for(scorer.name)
-        # A scorer's settings ([plugins.graded] max_grade, a localised instruction) change
-        # its verdicts: they are part of what a cached verdict was made with.
-        scorer_key = scorer.name + (
-            "@" + hashlib.sha256(json.dumps(options, sort_keys=True, default=str).encode()
-                                 ).hexdigest()[:16] if options else "")
-        keys = {i: ScoreKey(endpoint.model_id or endpoint.base_url if endpoint else "-",
-                            profile.name if profile else "-",
-                            profile.prompt_version if profile else "-", scorer_key, query,
-                            d.content_hash) for i, d in enumerate(documents)}
-        alone = scorer.per_document
-        cache = (ScoreCache(cache_dir) if alone and cache_dir is not None and
-                 settings.score_cache else None)
-        cached = cache.get_many(keys.values()) if cache else {}
-        # Identical chunks (a vendored copy, a repeated block) are asked once.
-        todo: dict[str, list[int]] = {}
-        for i, doc in enumerate(documents):
-            hit = cached.get(keys[i].digest)
-            if hit is not None:
-                judgement.scores[i] = DocumentScore(i, hit.probability, hit.raw, note="cached")
-                judgement.cache_hits += 1
-            else:
-                todo.setdefault(doc.content_hash if alone else str(i), []).append(i)
-        firsts = [indices[0] for indices in todo.values()]
-        judgement.sent = len(firsts)
-        if firsts:
-            request = ScoreRequest(query=asked, documents=[documents[i] for i in firsts],
-                                   profile=profile, endpoint=endpoint, deadline=deadline,
-                                   options=options, client=client)
-            # the prompt around a document: what every prompt of this query shares
-            prefix = profile.render_completion(asked, "") if profile else asked
-            progress = Progress(len(firsts))
-            try:
-                outcome = await _score(scorer, request, endpoints, alone, settings,
-                                       judgement.tokens, prefix, progress)
-            finally:
-                progress.close()
-            judgement.uses = outcome.uses
-            spent = judgement.tokens.per_document
-            judgement.tokens.per_document = {firsts[j]: cost for j, cost in spent.items()}
-            if judgement.tokens.stopped:
-                judgement.notes.append(
-                    f"{len(outcome.scores)} of {len(firsts)} {noun} were judged: "
-                    f"{judgement.tokens.stopped}; the other {judgement.tokens.unjudged} "
-                    f"(about {judgement.tokens.saved} prompt tokens) {unjudged}")
-            judgement.notes.extend(outcome.notes)
-            for j, why in outcome.skipped.items():
-                first = firsts[j]
-                for i in todo[documents[first].content_hash if alone else str(first)]:
-                    judgement.skipped[i] = why
-            if judgement.skipped:
-                judgement.warnings.append(_skipped_warning(judgement.skipped, documents, noun))
-            if len(outcome.uses) > 1:
-                judgement.notes.append("verdicts by endpoint: " + ", ".join(
-                    f"{u.url} {u.scored}" + (" (failed)" if u.failed else "")
-                    for u in outcome.uses))
-            fresh = []
-            for j, verdict in outcome.scores.items():
-                first = firsts[j]
-                for i in todo[documents[first].content_hash if alone else str(first)]:
-                    judgement.scores[i] = DocumentScore(i, verdict.probability, verdict.raw,
-                                                        verdict.bounded, verdict.note)
-                if verdict.bounded is None:
-                    fresh.append((keys[first], verdict.probability, verdict.raw))
-            if cache:
-                cache.put_many(fresh)
-            if outcome.stopped and len(judgement.scores) == len(documents):
-                # every verdict came, and then the scorer said what went wrong (a listwise
-                # window it could not use): the order is the model's, but not all of it
-                judgement.degraded = (f"{outcome.stopped}; all {len(documents)} {noun} have "
-                                      "a verdict")
-            elif outcome.stopped:
-                judgement.degraded = (f"{outcome.stopped}; {len(judgement.scores)} of "
-                                      f"{len(documents)} {noun} were scored, the rest "
-                                      f"{unjudged}")
-        if cache:
-            cache.close()
-            if cache.warning:
-                judgement.warnings.append(cache.warning)
-    judgement.model_ms = (time.perf_counter() - started) * 1000
-    return judgement
+
+def _question(judgement: Judgement, scorer: Scorer, intent: Intent | None,
+              instruction: str | None) -> ModelProfile | None:
+    """The profile the judge is asked through: the chosen one, with the question of the
+    query's ``intent`` where it words one, or the caller's ``instruction`` (the review's
+    judges) in its layout; ``judgement.profile`` and ``intent`` say which."""
+    choice = judgement.profile
+    if choice is None:
+        return None
+    profile = choice.profile
+    if intent is not None:
+        asking = profile.for_intent(intent.kind)
+        if asking is not profile:
+            profile = asking
+            judgement.profile = ProfileChoice(asking, choice.reason)
+            judgement.intent = intent
+            judgement.notes.append(f"intent {intent.kind}: {intent.why}")
+    if instruction is not None:
+        # another question in the profile's layout; its prompt_version changes with it,
+        # so the score cache keeps the two apart
+        profile = dataclasses.replace(profile, instruction=instruction)
+        judgement.profile = ProfileChoice(profile, choice.reason)
+    return profile
+
+
+def _ask_nothing(judgement: Judgement, settings: Settings, profile: ModelProfile | None,
+                 asked: str, documents: Sequence[Document], decisive: str, noun: str,
+                 unjudged: str) -> None:
+    """Record that the cascade asked nothing (``decisive`` says why) and what that saved.
+
+    Nothing is asked, not even the cache: one cached verdict would lift its chunk above
+    the lexical first the cascade chose to keep."""
+    prefix = profile.render_completion(asked, "") if profile else asked
+    judgement.tokens = TokenUse(budget=Budget(settings.budget_tokens, settings.budget_seconds),
+                                cascade=True, stopped=decisive, unjudged=len(documents),
+                                saved=unjudged_tokens(prefix, documents))
+    judgement.notes.append(f"0 of {len(documents)} {noun} were judged, {decisive}; "
+                           f"all {len(documents)} (about {judgement.tokens.saved} prompt "
+                           f"tokens) {unjudged}")
+
+
+async def _fit_to_tokens(client: ModelClient, narrowest: Endpoint | None,
+                         profile: ModelProfile | None, asked: str, documents: list[Document],
+                         deadline: float, judgement: Judgement) -> tuple[str, list[Document]]:
+    """The query and documents with every prompt within the narrowest server's context by
+    its own count of their tokens (``prompt_fit.py``); what was cut goes to the notes."""
+    if narrowest is None or not documents:
+        return asked, documents
+    from slm_rerank.model.prompt_fit import measured_within
+
+    measured = await measured_within(client, narrowest, profile, asked, documents, deadline)
+    judgement.notes.extend(measured.notes)
+    if measured.shortened:
+        judgement.shortened.extend(measured.notes)
+    return measured.query, measured.documents
+
+
+@dataclass(frozen=True)
+class _Asking:
+    """What one run asks, of whom: fixed once the documents are fitted."""
+
+    scorer: Scorer
+    #: the scorer's settings (``[plugins.NAME]``)
+    options: dict[str, Any]
+    profile: ModelProfile | None
+    endpoints: list[Endpoint]
+    #: the query as the user asked it (the cache key's), and as the prompts hold it (cut)
+    query: str
+    asked: str
+    documents: list[Document]
+    deadline: float
+    client: ModelClient
+    #: for the notes: what the documents are called, and what becomes of the unjudged
+    noun: str
+    unjudged: str
+
+    @property
+    def alone(self) -> bool:
+        """Whether a verdict depends on its document alone (cacheable, spreadable)."""
+        return self.scorer.per_document
+
+    @property
+    def prefix(self) -> str:
+        """The prompt around a document: what every prompt of this query shares."""
+        return self.profile.render_completion(self.asked, "") if self.profile else self.asked
+
+
+@dataclass
+class _Pending:
+    """What the score cache left to ask: each distinct document once."""
+
+    keys: dict[int, ScoreKey]
+    #: identity (content hash, or the index for a scorer that compares) -> its documents
+    todo: dict[str, list[int]]
+    cache: ScoreCache | None
+
+    @property
+    def firsts(self) -> list[int]:
+        """The document asked for each identity; its verdict is every copy's."""
+        return [indices[0] for indices in self.todo.values()]
+
+    def copies(self, asking: _Asking, first: int) -> list[int]:
+        """Every document the verdict on ``first`` answers."""
+        document = asking.documents[first]
+        return self.todo[document.content_hash if asking.alone else str(first)]
+
+
+def _from_cache(asking: _Asking, judgement: Judgement, settings: Settings,
+                cache_dir: Path | None) -> _Pending:
+    """The verdicts the score cache holds go into ``judgement``; the rest are pending.
+
+    A verdict is cached under what it was made with: the model, the profile and its prompt
+    version, the scorer and its settings, the query and the document's text."""
+    endpoint = asking.endpoints[0] if asking.endpoints else None
+    profile = asking.profile
+    # A scorer's settings ([plugins.graded] max_grade, a localised instruction) change
+    # its verdicts: they are part of what a cached verdict was made with.
+    scorer_key = asking.scorer.name + (
+        "@" + hashlib.sha256(json.dumps(asking.options, sort_keys=True, default=str).encode()
+                             ).hexdigest()[:16] if asking.options else "")
+    keys = {i: ScoreKey(endpoint.model_id or endpoint.base_url if endpoint else "-",
+                        profile.name if profile else "-",
+                        profile.prompt_version if profile else "-", scorer_key,
+                        asking.query, d.content_hash)
+            for i, d in enumerate(asking.documents)}
+    cache = (ScoreCache(cache_dir) if asking.alone and cache_dir is not None and
+             settings.score_cache else None)
+    cached = cache.get_many(keys.values()) if cache else {}
+    # Identical chunks (a vendored copy, a repeated block) are asked once.
+    todo: dict[str, list[int]] = {}
+    for i, doc in enumerate(asking.documents):
+        hit = cached.get(keys[i].digest)
+        if hit is not None:
+            judgement.scores[i] = DocumentScore(i, hit.probability, hit.raw, note="cached")
+            judgement.cache_hits += 1
+        else:
+            todo.setdefault(doc.content_hash if asking.alone else str(i), []).append(i)
+    pending = _Pending(keys, todo, cache)
+    judgement.sent = len(pending.firsts)
+    return pending
+
+
+async def _ask(asking: _Asking, pending: _Pending, judgement: Judgement,
+               settings: Settings) -> ScoreOutcome:
+    """The scorer's verdicts on the pending documents (by their position in ``firsts``),
+    with a progress line; ``judgement.tokens`` gets what they cost, by document index."""
+    firsts = pending.firsts
+    endpoint = asking.endpoints[0] if asking.endpoints else None
+    request = ScoreRequest(query=asking.asked, documents=[asking.documents[i] for i in firsts],
+                           profile=asking.profile, endpoint=endpoint,
+                           deadline=asking.deadline, options=asking.options,
+                           client=asking.client)
+    progress = Progress(len(firsts))
+    try:
+        outcome = await _score(asking.scorer, request, asking.endpoints, asking.alone,
+                               settings, judgement.tokens, asking.prefix, progress)
+    finally:
+        progress.close()
+    spent = judgement.tokens.per_document
+    judgement.tokens.per_document = {firsts[j]: cost for j, cost in spent.items()}
+    return outcome
+
+
+def _record(asking: _Asking, pending: _Pending, outcome: ScoreOutcome,
+            judgement: Judgement) -> None:
+    """The scorer's verdicts into ``judgement`` (each copy of a document gets its verdict;
+    the fresh ones go to the cache), with the notes, the warnings naming the documents the
+    server would not judge, and the degraded text when the scorer stopped early."""
+    firsts, documents, noun = pending.firsts, asking.documents, asking.noun
+    judgement.uses = outcome.uses
+    if judgement.tokens.stopped:
+        judgement.notes.append(
+            f"{len(outcome.scores)} of {len(firsts)} {noun} were judged: "
+            f"{judgement.tokens.stopped}; the other {judgement.tokens.unjudged} "
+            f"(about {judgement.tokens.saved} prompt tokens) {asking.unjudged}")
+    judgement.notes.extend(outcome.notes)
+    for j, why in outcome.skipped.items():
+        for i in pending.copies(asking, firsts[j]):
+            judgement.skipped[i] = why
+    if judgement.skipped:
+        judgement.warnings.append(_skipped_warning(judgement.skipped, documents, noun))
+    if len(outcome.uses) > 1:
+        judgement.notes.append("verdicts by endpoint: " + ", ".join(
+            f"{u.url} {u.scored}" + (" (failed)" if u.failed else "") for u in outcome.uses))
+    fresh = []
+    for j, verdict in outcome.scores.items():
+        first = firsts[j]
+        for i in pending.copies(asking, first):
+            judgement.scores[i] = DocumentScore(i, verdict.probability, verdict.raw,
+                                                verdict.bounded, verdict.note)
+        if verdict.bounded is None:
+            fresh.append((pending.keys[first], verdict.probability, verdict.raw))
+    if pending.cache:
+        pending.cache.put_many(fresh)
+    if outcome.stopped and len(judgement.scores) == len(documents):
+        # every verdict came, and then the scorer said what went wrong (a listwise
+        # window it could not use): the order is the model's, but not all of it
+        judgement.degraded = f"{outcome.stopped}; all {len(documents)} {noun} have a verdict"
+    elif outcome.stopped:
+        judgement.degraded = (f"{outcome.stopped}; {len(judgement.scores)} of "
+                              f"{len(documents)} {noun} were scored, the rest "
+                              f"{asking.unjudged}")
 
 
 async def _score(scorer: Scorer, request: ScoreRequest, endpoints: Sequence[Endpoint],
