@@ -68,7 +68,7 @@ class SearchRequest:
 
 
 @dataclass
-class Fused:
+class PlacedChunk:
     """One chunk's place in the final order: its fused score and what it came from."""
 
     item: ScoredChunk
@@ -193,7 +193,7 @@ def rank(request: SearchRequest, host: Host, gathered: Gathered, notes: list[str
 def fuse(ranked: Ranked, model_scores: dict[int, float] | None = None, weight: float = 1.0,
          lengths: dict[int, int] | None = None, exponent: float = 0.0,
          bounded: dict[int, str] | None = None,
-         priors: dict[int, float] | None = None) -> list[Fused]:
+         priors: dict[int, float] | None = None) -> list[PlacedChunk]:
     """The final order. Without model scores it is the lexical order, unchanged.
 
     ``model_scores`` maps an index into ``ranked.chunks`` to a model's P(relevant); scored
@@ -203,11 +203,11 @@ def fuse(ranked: Ranked, model_scores: dict[int, float] | None = None, weight: f
     weight and cuts by the threshold.
     """
     if not model_scores:
-        return [Fused(item, item.score) for item in ranked.chunks]
+        return [PlacedChunk(item, item.score) for item in ranked.chunks]
     from slm_rerank.model.fusion import fuse_scores
 
     bounded = bounded or {}
-    return [Fused(ranked.chunks[f.index], f.score, f.model, bounded.get(f.index), f.prior)
+    return [PlacedChunk(ranked.chunks[f.index], f.score, f.model, bounded.get(f.index), f.prior)
             for f in fuse_scores([c.score for c in ranked.chunks], model_scores, weight,
                                  lengths, exponent, priors)]
 
@@ -282,9 +282,9 @@ def score(request: SearchRequest, host: Host, settings: Settings, terms: QueryTe
 # --- select, cite -------------------------------------------------------------------------
 
 
-def select(fused: list[Fused], top_k: int, chunks: bool) -> list[Fused]:
+def select(fused: list[PlacedChunk], top_k: int, chunks: bool) -> list[PlacedChunk]:
     """The first ``top_k`` results: one per file (its best chunk) unless ``chunks``."""
-    chosen: list[Fused] = []
+    chosen: list[PlacedChunk] = []
     seen: set[str] = set()
     for entry in fused:
         if not chunks:
@@ -322,7 +322,7 @@ def fewer(ranked: Ranked, shown: int, top_k: int, chunks: bool, dropped: str | N
     return Shortfall(top_k, shown, "matches", reason)
 
 
-def cite(selected: list[Fused], dirty: dict[str, str] | None = None) -> list[Citation]:
+def cite(selected: list[PlacedChunk], dirty: dict[str, str] | None = None) -> list[Citation]:
     """Citations as the report carries them, with paths made printable."""
     dirty = dirty or {}
     return [Citation(
@@ -334,7 +334,7 @@ def cite(selected: list[Fused], dirty: dict[str, str] | None = None) -> list[Cit
     ) for e in selected]
 
 
-def attach_stubs(citations: list[Citation], selected: list[Fused], ranked: Ranked,
+def attach_stubs(citations: list[Citation], selected: list[PlacedChunk], ranked: Ranked,
                  root: Path, skeleton: bool, limit: int) -> None:
     """Give each citation the ghost stub of its file (``stubs.py``).
 
@@ -423,7 +423,7 @@ def run_search(request: SearchRequest, host: Host, settings: Settings | None = N
         if judgement.scores:
             # With no verdict nothing was fused: a run that degraded before any, or a
             # cascade that found the lexical order decisive, shows --fast's scores, not 0s.
-            fused = [Fused(ranked.chunks[f.index], f.score, f.model, f.bounded, f.prior)
+            fused = [PlacedChunk(ranked.chunks[f.index], f.score, f.model, f.bounded, f.prior)
                      for f in verdicts.kept]
             score_kind = "fused"
         if judgement.degraded:

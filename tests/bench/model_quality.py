@@ -29,7 +29,7 @@ from slm_rerank.cache_folder import cache_path, ensure_writable
 from slm_rerank.config import load_settings
 from slm_rerank.host import Host
 from slm_rerank.pipeline import (
-    Fused,
+    PlacedChunk,
     SearchRequest,
     fuse,
     gather,
@@ -122,7 +122,7 @@ def main() -> int:
             alone = sorted(verdicts, key=lambda i: (-verdicts[i], i))
             tail = [i for i in range(len(ranked.chunks)) if i not in verdicts]
             row["orders"]["model-alone"] = file_order(
-                [Fused(ranked.chunks[i], verdicts.get(i, 0.0)) for i in alone + tail])
+                [PlacedChunk(ranked.chunks[i], verdicts.get(i, 0.0)) for i in alone + tail])
             for w in WEIGHTS:
                 row["orders"][f"fused w={w}"] = file_order(
                     fuse(ranked, verdicts, w, lengths, exponent))
