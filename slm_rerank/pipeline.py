@@ -439,8 +439,8 @@ def run_search(request: SearchRequest, host: Host, settings: Settings | None = N
             dropped = (f"threshold {settings.threshold:g} dropped {verdicts.dropped} of "
                        f"{verdicts.judged} judged chunks (the judge's best P(relevant) "
                        f"{verdicts.best:.2f}); lower it with --threshold, or leave it unset")
-        model = ModelInfo.of(judgement, settings.threshold if not degraded else None)
-        model.judge_weight, model.judge_weight_source = weight.weight, weight.source
+        model = ModelInfo.of(judgement, settings.threshold if not degraded else None,
+                             weight.weight, weight.source)
         timings["model_ms"] = judgement.model_ms
     selected = select(fused, request.top_k, request.chunks)
     shortfall = fewer(ranked, len(selected), request.top_k, request.chunks, dropped)

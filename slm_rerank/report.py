@@ -182,7 +182,10 @@ class ModelInfo:
     tokens: dict[str, Any] | None = None
 
     @classmethod
-    def of(cls, judgement: Any, threshold: float | None) -> ModelInfo:
+    def of(cls, judgement: Any, threshold: float | None, judge_weight: float | None = None,
+           judge_weight_source: str | None = None) -> ModelInfo:
+        """How ``judgement`` ran; ``judge_weight`` and its source are what fusion chose
+        (``fusion.apply_verdicts``), not read from the profile."""
         endpoint, profile = judgement.endpoint, judgement.profile
         return cls(
             endpoint=endpoint.base_url if endpoint else None,
@@ -195,7 +198,7 @@ class ModelInfo:
                        for u in getattr(judgement, "uses", [])],
             intent=judgement.intent.kind if getattr(judgement, "intent", None) else None,
             intent_reason=judgement.intent.why if getattr(judgement, "intent", None) else None,
-            judge_weight=profile.profile.judge_weight if profile else None,
+            judge_weight=judge_weight, judge_weight_source=judge_weight_source,
             weight_measured=profile.profile.weight_measured if profile else None,
             tokens=judgement.tokens.to_dict() if hasattr(judgement, "tokens") else None,
         )
