@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from slm_rerank.config import Settings
-    from slm_rerank.model.stage import Judgement
+    from slm_rerank.model.judgement import Judgement
     from slm_rerank.registrations import ModelProfile
 
 Z_CLIP = 3.0

@@ -279,8 +279,8 @@ def test_a_seconds_budget_is_a_total_that_counts_the_prefix_tokenize_too() -> No
     import dataclasses as dc
 
     from slm_rerank.config import Settings
+    from slm_rerank.model.asking import run_scorer
     from slm_rerank.model.progress import Progress
-    from slm_rerank.model.stage import _score
 
     docs = documents(6)
     endpoint = Endpoint("http://judge", slots=2)
@@ -292,7 +292,7 @@ def test_a_seconds_budget_is_a_total_that_counts_the_prefix_tokenize_too() -> No
 
     started = time.monotonic()
     prefix = Prompt().render_completion("q", "").ljust(PREFIX)
-    asyncio.run(_score(Costly().scorer(), request, [endpoint], True, settings, use, prefix,
+    asyncio.run(run_scorer(Costly().scorer(), request, [endpoint], True, settings, use, prefix,
                        Progress(len(docs), stream=None)))
 
     assert time.monotonic() - started < 5  # 10x the budget, far below the 20 s tokenize
