@@ -378,3 +378,20 @@ def test_a_measured_weight_orders_the_search_the_reranker_and_documents_alike(
     assert reranked.weight is not None
     assert (reranked.weight.weight, reranked.weight.source) == (4.0, source)
     assert f"judge weight 4 from {source}" in reranked.judgement.notes
+
+
+def test_documents_without_lexical_evidence_are_ordered_by_the_verdict_whatever_the_weight(
+        ) -> None:
+    from slm_rerank.model.stage import Judgement
+
+    # a profile weighing its verdicts 0 would fuse every document alike: with no lexical
+    # order to move, the verdicts alone order the judged, the unjudged follow in input order
+    profile = dataclasses.replace(RAW_PROFILE, judge_weight=0.0)
+    judgement = Judgement(scores={0: DocumentScore(0, 0.2), 2: DocumentScore(2, 0.9)},
+                          profile=ProfileChoice(profile, "asked for"))
+
+    order = apply_verdicts(4, judgement, Settings(), threshold=None, query="rotate the key")
+
+    assert [f.index for f in order.kept] == [2, 0, 1, 3]
+    assert [f.model for f in order.kept] == [0.9, 0.2, None, None]
+    assert (order.weight.weight, order.weight.source) == (0.0, "profile raw")
