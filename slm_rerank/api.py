@@ -93,8 +93,9 @@ def search(
     cache_dir = folder.path
     # no root given: the repository holding the cwd, else the cwd itself, said on stderr
     chosen = choose_root(cwd, root_name) if root_path is None else None
-    scope = resolve_scope(chosen.path if chosen else root_path, paths, piped_paths, cwd,
-                          root_name)
+    where = chosen.path if chosen is not None else root_path
+    assert where is not None  # no root was chosen only when one was given
+    scope = resolve_scope(where, paths, piped_paths, cwd, root_name)
     request = SearchRequest(
         query=query, root=scope.root, paths=scope.paths, globs=scope.globs, notes=scope.notes,
         fast=fast, cache_dir=cache_dir,

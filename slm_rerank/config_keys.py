@@ -42,7 +42,7 @@ SCAN_PORTS = range(8033, 8041)
 #: the scanned ports as help texts name them
 SCAN_PORTS_SHOWN = f"{SCAN_PORTS.start}-{SCAN_PORTS.stop - 1}"
 
-# The cascade's rule (``model.token_budget`` applies it), here because the ``cascade``
+# The cascade's rule (``model.cascade`` applies it), here because the ``cascade``
 # setting's help and the --cascade flag's are built from it.
 #: passages the cascade always judges before it may stop
 CASCADE_FIRST = 4

@@ -226,6 +226,7 @@ async def arerank_documents(
     out = DocumentsResult([], scorer=settings.scorer, warnings=warnings)
     if not documents:
         return out
+    from slm_rerank.model.fusion import apply_verdicts
     from slm_rerank.model.stage import judge_documents_async
 
     def prepare(narrowest: Endpoint | None, profile: ModelProfile | None,
@@ -246,9 +247,10 @@ async def arerank_documents(
                                             unjudged="follow in input order",
                                             instruction=instruction)
     verdicts = judgement.scores
-    judged = sorted(verdicts, key=lambda i: (-verdicts[i].probability, i))
-    rest = [i for i in range(len(documents)) if i not in verdicts]
-    for rank, i in enumerate(judged + rest, 1):
+    # the seam every front door meets the verdicts at: with no lexical evidence the
+    # verdicts alone order the judged, the unjudged follow in input order
+    order = apply_verdicts(len(documents), judgement, settings, threshold=None, query=query)
+    for rank, i in enumerate((f.index for f in order.kept), 1):
         verdict = verdicts.get(i)
         out.results.append(RankedDocument(
             document=documents[i], id=ids[i], index=i, rank=rank,

@@ -27,7 +27,7 @@ def overrides(*, model: str | None = None, base_url: str | None = None,
     one: ``budget_tokens`` and ``budget_seconds``). What is left out is decided by the
     settings layers (config files, environment, defaults).
     """
-    given = {
+    given: dict[str, Any] = {
         "model": model, "base_url": base_url, "endpoints": endpoints, "host": host,
         "api": api, "auto_serve": local, "scorer": scorer, "rerank_top": rerank_top,
         "full": full, "threshold": threshold, "timeout": timeout, "score_cache": cache,
@@ -35,7 +35,7 @@ def overrides(*, model: str | None = None, base_url: str | None = None,
     }
     out = {key: value for key, value in given.items() if value is not None}
     if budget is not None:
-        from slm_rerank.model.token_budget import parse_budget
+        from slm_rerank.model.judge_budget import parse_budget
 
         parsed = parse_budget(budget)
         out["budget_tokens"], out["budget_seconds"] = parsed.tokens, parsed.seconds

@@ -25,7 +25,7 @@ from slm_rerank.host import Host
 from slm_rerank.lexical.filetypes import path_kind
 from slm_rerank.lexical.gather import Gathered, gather_files
 from slm_rerank.lexical.plan import SearchPlan, planned_files, planned_terms
-from slm_rerank.lexical.rank import Ranked, head, lead, rank_chunks
+from slm_rerank.lexical.rank import Ranked, head, rank_chunks
 from slm_rerank.lexical.scores import ScoredChunk
 from slm_rerank.lexical.terms import QueryTerms, Term, extract
 from slm_rerank.registrations import Endpoint, ExpandRequest, ModelProfile
@@ -70,7 +70,7 @@ class SearchRequest:
 
 
 @dataclass
-class Fused:
+class PlacedChunk:
     """One chunk's place in the final order: its fused score and what it came from."""
 
     item: ScoredChunk
@@ -195,20 +195,21 @@ def rank(request: SearchRequest, host: Host, gathered: Gathered, notes: list[str
 def fuse(ranked: Ranked, model_scores: dict[int, float] | None = None, weight: float = 1.0,
          lengths: dict[int, int] | None = None, exponent: float = 0.0,
          bounded: dict[int, str] | None = None,
-         priors: dict[int, float] | None = None) -> list[Fused]:
+         priors: dict[int, float] | None = None) -> list[PlacedChunk]:
     """The final order. Without model scores it is the lexical order, unchanged.
 
     ``model_scores`` maps an index into ``ranked.chunks`` to a model's P(relevant); scored
     chunks then rank by fused score above the unscored tail (``model/fusion.py``). With
-    a weight of the caller's (the benches try several); a search fuses by the profile's
-    and cuts by the threshold in ``fusion.apply_verdicts``.
+    a weight of the caller's (the benches try several); a search, ``Reranker`` and
+    ``calibrate`` fuse a run's verdicts in ``fusion.apply_verdicts``, which chooses the
+    weight and cuts by the threshold.
     """
     if not model_scores:
-        return [Fused(item, item.score) for item in ranked.chunks]
+        return [PlacedChunk(item, item.score) for item in ranked.chunks]
     from slm_rerank.model.fusion import fuse_scores
 
     bounded = bounded or {}
-    return [Fused(ranked.chunks[f.index], f.score, f.model, bounded.get(f.index), f.prior)
+    return [PlacedChunk(ranked.chunks[f.index], f.score, f.model, bounded.get(f.index), f.prior)
             for f in fuse_scores([c.score for c in ranked.chunks], model_scores, weight,
                                  lengths, exponent, priors)]
 
@@ -236,6 +237,7 @@ def judge_head(request: SearchRequest, host: Host, settings: Settings, terms: Qu
     """Ask the model about the head: the first ``rerank_top`` chunks, file-diverse
     (``lexical/rank.head``), as ``model/passages.py`` cuts them."""
     # Imported here: --fast never pays for the model stage's imports.
+    from slm_rerank.model.cascade import asks_nothing
     from slm_rerank.model.intent import query_intent
     from slm_rerank.model.passages import head_passages
     from slm_rerank.model.stage import judge
@@ -248,13 +250,8 @@ def judge_head(request: SearchRequest, host: Host, settings: Settings, terms: Qu
         size = min(size, max(1, math.ceil(settings.top_k * multiplier)))
     chosen = head(ranked, size)
     read = head_passages(ranked, chosen, terms, settings.prompt_chars)
-    decisive = None
-    if settings.cascade:
-        from slm_rerank.model.token_budget import decisive_lead
-
-        decisive = decisive_lead(lead(ranked))
     judgement = judge(request.query, read, host, settings, request.cache_dir,
-                      query_intent(request.query, terms), decisive)
+                      query_intent(request.query, terms), asks_nothing(ranked, settings.cascade))
     cut = sum(p.cut for p in read)
     if cut:
         # Of the chunks the model gave a verdict on: a run that degraded before judging any
@@ -287,9 +284,9 @@ def score(request: SearchRequest, host: Host, settings: Settings, terms: QueryTe
 # --- select, cite -------------------------------------------------------------------------
 
 
-def select(fused: list[Fused], top_k: int, chunks: bool) -> list[Fused]:
+def select(fused: list[PlacedChunk], top_k: int, chunks: bool) -> list[PlacedChunk]:
     """The first ``top_k`` results: one per file (its best chunk) unless ``chunks``."""
-    chosen: list[Fused] = []
+    chosen: list[PlacedChunk] = []
     seen: set[str] = set()
     for entry in fused:
         if not chunks:
@@ -327,7 +324,7 @@ def fewer(ranked: Ranked, shown: int, top_k: int, chunks: bool, dropped: str | N
     return Shortfall(top_k, shown, "matches", reason)
 
 
-def cite(selected: list[Fused], dirty: dict[str, str] | None = None) -> list[Citation]:
+def cite(selected: list[PlacedChunk], dirty: dict[str, str] | None = None) -> list[Citation]:
     """Citations as the report carries them, with paths made printable."""
     dirty = dirty or {}
     return [Citation(
@@ -339,7 +336,7 @@ def cite(selected: list[Fused], dirty: dict[str, str] | None = None) -> list[Cit
     ) for e in selected]
 
 
-def attach_stubs(citations: list[Citation], selected: list[Fused], ranked: Ranked,
+def attach_stubs(citations: list[Citation], selected: list[PlacedChunk], ranked: Ranked,
                  root: Path, skeleton: bool, limit: int) -> None:
     """Give each citation the ghost stub of its file (``stubs.py``).
 
@@ -412,23 +409,23 @@ def run_search(request: SearchRequest, host: Host) -> Report:
     fused = fuse(ranked)
     settings = host.settings
     if not request.fast and ranked.chunks:
-        from slm_rerank.calibration.weights import use_judge_weight
         from slm_rerank.model.fusion import apply_verdicts
 
         scored = judge_head(request, host, settings, terms, ranked)
         judgement = scored.judgement
-        # a weight the user measured (calibrate --write), else the profile's for this query
-        weight = use_judge_weight(judgement, settings, request.query)
-        notes.extend(judgement.notes)
-        warnings.extend(judgement.warnings)  # unjudged chunks, a refused score cache
         priors = kind_priors(ranked, scored.chosen, terms)
-        verdicts = apply_verdicts([c.score for c in ranked.chunks], judgement,
-                                  settings.threshold, scored.lengths, at=scored.chosen,
-                                  priors=priors, query=request.query)
+        # by a weight the user measured (calibrate --write), else the profile's for this query
+        verdicts = apply_verdicts([c.score for c in ranked.chunks], judgement, settings,
+                                  threshold=settings.threshold, query=request.query,
+                                  lengths=scored.lengths, at=scored.chosen, priors=priors)
+        weight = verdicts.weight
+        notes.extend(judgement.notes)
+        notes.append(weight.note)
+        warnings.extend(judgement.warnings)  # unjudged chunks, a refused score cache
         if judgement.scores:
             # With no verdict nothing was fused: a run that degraded before any, or a
             # cascade that found the lexical order decisive, shows --fast's scores, not 0s.
-            fused = [Fused(ranked.chunks[f.index], f.score, f.model, f.bounded, f.prior)
+            fused = [PlacedChunk(ranked.chunks[f.index], f.score, f.model, f.bounded, f.prior)
                      for f in verdicts.kept]
             score_kind = "fused"
         if judgement.degraded:
@@ -444,8 +441,8 @@ def run_search(request: SearchRequest, host: Host) -> Report:
             dropped = (f"threshold {settings.threshold:g} dropped {verdicts.dropped} of "
                        f"{verdicts.judged} judged chunks (the judge's best P(relevant) "
                        f"{verdicts.best:.2f}); lower it with --threshold, or leave it unset")
-        model = ModelInfo.of(judgement, settings.threshold if not degraded else None)
-        model.judge_weight, model.judge_weight_source = weight.weight, weight.source
+        model = ModelInfo.of(judgement, settings.threshold if not degraded else None,
+                             weight.weight, weight.source)
         timings["model_ms"] = judgement.model_ms
     selected = select(fused, settings.top_k, settings.chunks)
     shortfall = fewer(ranked, len(selected), settings.top_k, settings.chunks, dropped)

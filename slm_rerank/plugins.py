@@ -219,8 +219,8 @@ class Registry:
         """Every registration of one hook, by name; raises RegistrationError on conflict."""
         if hook_name in self._collected:
             return self._collected[hook_name]
-        expected = FAMILIES[hook_name]
-        noun = expected.noun  # type: ignore[attr-defined]
+        expected: type[Any] = FAMILIES[hook_name]
+        noun = expected.noun
         found: dict[str, Registered[Any]] = {}
         # Called one implementation at a time so that each name is attributed to its plugin.
         for impl in reversed(getattr(self.pm.hook, hook_name).get_hookimpls()):

@@ -179,11 +179,14 @@ class ModelInfo:
     intent: str | None = None
     intent_reason: str | None = None
     #: what the verdicts cost on the server (prompt tokens, of them cached, read) and what a
-    #: budget or the cascade left unjudged (``model/token_budget.TokenUse.to_dict``)
+    #: budget or the cascade left unjudged (``model/judge_budget.TokenUse.to_dict``)
     tokens: dict[str, Any] | None = None
 
     @classmethod
-    def of(cls, judgement: Any, threshold: float | None) -> ModelInfo:
+    def of(cls, judgement: Any, threshold: float | None, judge_weight: float | None = None,
+           judge_weight_source: str | None = None) -> ModelInfo:
+        """How ``judgement`` ran; ``judge_weight`` and its source are what fusion chose
+        (``fusion.apply_verdicts``), not read from the profile."""
         endpoint, profile = judgement.endpoint, judgement.profile
         return cls(
             endpoint=endpoint.base_url if endpoint else None,
@@ -196,7 +199,7 @@ class ModelInfo:
                        for u in getattr(judgement, "uses", [])],
             intent=judgement.intent.kind if getattr(judgement, "intent", None) else None,
             intent_reason=judgement.intent.why if getattr(judgement, "intent", None) else None,
-            judge_weight=profile.profile.judge_weight if profile else None,
+            judge_weight=judge_weight, judge_weight_source=judge_weight_source,
             weight_measured=profile.profile.weight_measured if profile else None,
             tokens=judgement.tokens.to_dict() if hasattr(judgement, "tokens") else None,
         )

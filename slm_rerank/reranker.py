@@ -30,7 +30,7 @@ from slm_rerank.lexical.filetypes import path_kind
 from slm_rerank.lexical.reading import read_regular
 from slm_rerank.lexical.scores import kind_prior
 from slm_rerank.lexical.terms import extract
-from slm_rerank.model.fusion import apply_verdicts
+from slm_rerank.model.fusion import JudgeWeight, apply_verdicts
 from slm_rerank.model.intent import query_intent
 from slm_rerank.model.passages import Passage, cut_lines
 from slm_rerank.model.stage import Judgement, judge_async
@@ -76,6 +76,9 @@ class RerankResult:
 
     results: list[Reranked]
     judgement: Judgement
+    #: the weight the verdicts were fused by and where it came from: the user's measured
+    #: ``judge_weights`` for the model, else the profile's (as in a search)
+    weight: JudgeWeight | None = None
 
     @property
     def degraded(self) -> str | None:
@@ -164,18 +167,22 @@ class Reranker:
         if folder and folder.warning:
             judgement.warnings.insert(0, folder.warning)
         limit = settings.threshold
-        # the same fusion and threshold as a search (fusion.apply_verdicts)
-        verdicts = apply_verdicts([c.lexical_score for c in items], judgement, limit,
-                                  {i: len(p.code) for i, p in enumerate(passages)},
+        # the same weight, fusion and threshold as a search (fusion.apply_verdicts): the
+        # weight measured for this model (calibrate --write), else the profile's
+        verdicts = apply_verdicts([c.lexical_score for c in items], judgement, settings,
+                                  threshold=limit, query=query,
+                                  lengths={i: len(p.code) for i, p in enumerate(passages)},
                                   priors={i: kind_prior(c.path, terms)
-                                          for i, c in enumerate(items)} if code else None,
-                                  query=query)
+                                          for i, c in enumerate(items)} if code else None)
+        if judgement.scores:
+            judgement.notes.append(verdicts.weight.note)
         results = []
         for f in verdicts.kept:
             c = items[f.index]
             results.append(Reranked(c.path, c.start_line, c.end_line, c.symbol, f.score,
                                     f.model, c.lexical_score))
-        return RerankResult(results[:top_k] if top_k else results, judgement)
+        return RerankResult(results[:top_k] if top_k else results, judgement,
+                            verdicts.weight)
 
     def rerank_sync(self, query: str, candidates: Report | Sequence[Candidate | Citation],
                     *, threshold: float | None = None, top_k: int | None = None

@@ -85,12 +85,12 @@ def in_process_api() -> Iterator[Callable[..., tuple[str, int]]]:
     (url, port); every server started is shut down after the test."""
     import threading
 
-    from slm_rerank.servers.rerank_api import ApiOptions, RerankService, make_server
+    from slm_rerank.servers.rerank_api import ApiOptions, RerankApiService, make_server
 
-    running: list[tuple[Any, RerankService]] = []
+    running: list[tuple[Any, RerankApiService]] = []
 
     def start(host: Any, **options: Any) -> tuple[str, int]:
-        service = RerankService(host, ApiOptions(port=free_port(), **options))
+        service = RerankApiService(host, ApiOptions(port=free_port(), **options))
         server = make_server(service)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         running.append((server, service))

@@ -36,10 +36,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 #: Imports up a layer that are known and on their way out: (importer, imported).
-KNOWN_UPWARD = {
-    # removed by the seam branch: the judge weight is chosen in the model stage
-    ("slm_rerank.pipeline", "slm_rerank.calibration.weights"),
-}
+KNOWN_UPWARD: set[tuple[str, str]] = set()
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,9 @@ difference from the lexical order.
 
 The orders: ``lexical`` (what ``--fast`` gives), ``judge alone`` (the head by the model's
 raw P(relevant), then the lexical tail) and ``fused w=W`` for each weight asked for. The
-model is asked once per case (``pipeline.score``); every weight reuses its verdicts, and
-the score cache makes a second run free.
+model is asked once per case (``pipeline.judge_head``); every weight reuses its verdicts
+through the search's own fusion (``fusion.apply_verdicts``), and the score cache makes a
+second run free.
 """
 
 from __future__ import annotations
@@ -15,21 +16,23 @@ import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from slm_rerank.calibration.mining import Case
 from slm_rerank.config import Settings
 from slm_rerank.host import Host
 from slm_rerank.lexical.filetypes import SNIFF_BYTES, content_reason
 from slm_rerank.pipeline import (
-    Fused,
     SearchRequest,
-    fuse,
     gather,
     head,
     kind_priors,
     query_terms,
     rank,
 )
+
+if TYPE_CHECKING:
+    from slm_rerank.model.fusion import FusedOrder
 
 LEXICAL = "lexical"
 JUDGE_ALONE = "judge alone"
@@ -90,12 +93,10 @@ class CaseOrders:
     degraded: bool = False
 
 
-def file_order(fused: Iterable[Fused]) -> list[str]:
-    """The files of a fused order, each at the place of its best chunk."""
-    seen: dict[str, None] = {}
-    for entry in fused:
-        seen.setdefault(entry.item.path, None)
-    return list(seen)
+def file_order(paths: Iterable[str]) -> list[str]:
+    """The files of an order of chunks (their paths, best first), each at the place of its
+    best chunk."""
+    return list(dict.fromkeys(paths))
 
 
 def readable_gold(case: Case, tree: Path) -> tuple[str, ...]:
@@ -120,7 +121,7 @@ class ModelRun:
 
     model_id: str | None = None
     profile: str | None = None
-    #: the weight a search uses now, and where it comes from (``weights.judge_weight``)
+    #: the weight a search uses now, and where it comes from (``fusion.weight_in_use``)
     weight: float | None = None
     weight_source: str | None = None
     degraded: list[str] = field(default_factory=list)
@@ -129,40 +130,48 @@ class ModelRun:
 def measure_case(case: Case, tree: Path, host: Host, settings: Settings, cache_dir: Path | None,
                  weights: Sequence[float], fast: bool, model: ModelRun) -> CaseOrders:
     """The case's orders in ``tree``; the lexical order alone (``degraded``) when the model
-    run degraded, since its verdicts would not be the whole head."""
-    from slm_rerank.calibration.weights import judge_weight
+    run degraded, since its verdicts would not be the whole head.
+
+    Every fused order is the search's own: ``fusion.apply_verdicts`` over the same
+    verdicts, by the weight a search uses today and by each weight tried."""
+    from slm_rerank.model.fusion import apply_verdicts
+    from slm_rerank.pipeline import judge_head
 
     request = SearchRequest(query=case.query, root=tree.resolve(), fast=fast,
                             cache_dir=cache_dir)
     terms = query_terms(case.query)
     notes: list[str] = []
     ranked = rank(request, host, gather(request, host, terms, notes), notes)
-    orders = {LEXICAL: file_order(fuse(ranked))}
+    orders = {LEXICAL: file_order(c.path for c in ranked.chunks)}
     if fast or not ranked.chunks:
         return CaseOrders(case, orders)
-    from slm_rerank.pipeline import score
-
-    judgement, verdicts, lengths, _ = score(request, host, settings, terms, ranked)
+    scored = judge_head(request, host, settings, terms, ranked)
+    judgement = scored.judgement
     if judgement.degraded:
         model.degraded.append(f"{case.id}: {judgement.degraded}")
         return CaseOrders(case, orders, degraded=True)
-    profile = judgement.profile.profile if judgement.profile else None
-    if model.weight is None:
-        model.model_id = judgement.endpoint.model_id if judgement.endpoint else None
-        model.profile = profile.name if profile else None
-        model.weight, model.weight_source = judge_weight(profile, model.model_id, settings,
-                                                         case.query)
-    exponent = profile.length_exponent if profile else 0.0
     # the file-kind prior the search adds, so each fused order is the search's own
-    priors = kind_priors(ranked, list(verdicts), terms)
+    priors = kind_priors(ranked, scored.chosen, terms)
+    lexical = [c.score for c in ranked.chunks]
+
+    def fused(tried: float | None = None) -> FusedOrder:
+        return apply_verdicts(lexical, judgement, settings, threshold=None, query=case.query,
+                              lengths=scored.lengths, at=scored.chosen, priors=priors,
+                              tried=tried)
+
+    if model.weight is None:
+        today = fused().weight
+        model.model_id = judgement.endpoint.model_id if judgement.endpoint else None
+        model.profile = judgement.profile.profile.name if judgement.profile else None
+        model.weight, model.weight_source = today.weight, today.source
+    verdicts = {scored.chosen[j]: v.probability for j, v in judgement.scores.items()}
     alone = sorted(verdicts, key=lambda i: (-verdicts[i], i))
     tail = [i for i in range(len(ranked.chunks)) if i not in verdicts]
-    orders[JUDGE_ALONE] = file_order(Fused(ranked.chunks[i], verdicts.get(i, 0.0))
-                                     for i in alone + tail)
+    orders[JUDGE_ALONE] = file_order(ranked.chunks[i].path for i in alone + tail)
     # today's weight is always measured: a new weight is chosen against it
     for weight in sorted({*weights, model.weight}):
-        orders[fused_name(weight)] = file_order(fuse(ranked, verdicts, weight, lengths,
-                                                     exponent, priors=priors))
+        orders[fused_name(weight)] = file_order(ranked.chunks[f.index].path
+                                                for f in fused(weight).kept)
     judged = {ranked.chunks[i].path for i in head(ranked, settings.rerank_top)}
     return CaseOrders(case, orders, head_recall=bool(judged & set(case.gold_files)))
 

@@ -123,7 +123,7 @@ def _budget(ctx: click.Context, param: click.Parameter, value: str | None) -> st
     if value is None:
         return None
     from slm_rerank.errors import ConfigError
-    from slm_rerank.model.token_budget import parse_budget
+    from slm_rerank.model.judge_budget import parse_budget
 
     try:
         parse_budget(value)

@@ -15,7 +15,12 @@ from slm_rerank.cli.model_flags import model_options
 from slm_rerank.cli.terminal import fail, warn
 from slm_rerank.overrides import overrides
 from slm_rerank.servers.api_key import read_api_key
-from slm_rerank.servers.rerank_api import ApiOptions, RerankService, make_server, parse_size
+from slm_rerank.servers.rerank_api import (
+    ApiOptions,
+    RerankApiService,
+    make_server,
+    parse_size,
+)
 
 
 def _size(ctx: click.Context, param: click.Parameter, value: str) -> int:
@@ -74,7 +79,7 @@ def serve_api(bind: str, port: int, api_key_env: str | None, api_key_file: Path 
     if not is_loopback(bind) and key is None:
         warn(f"binding {bind} without an API key: anyone who can reach it can use the "
              "model server; set --api-key-env or --api-key-file")
-    service = RerankService(plugins, options)
+    service = RerankApiService(plugins, options)
     try:
         server = make_server(service)
     except OSError as exc:

@@ -5,9 +5,12 @@
 ``z`` is the chunk's tier-1 lexical score standardised over the scored chunks: the scores
 are put on a 0-100 scale (100 = the best candidate), their spread is floored at
 ``SPREAD_FLOOR`` points (a narrower spread is noise, not evidence) and ``z`` is clipped to
-+-``Z_CLIP``. ``w`` is the judge's weight (``ModelProfile.judge_weight``): 1 lets an
-instruction-tuned judge overrule the lexical order; a weak base model gets less, so its
-verdict nudges the order instead of replacing it. ``prior`` is what the lexical stage
++-``Z_CLIP``. ``w`` is the judge's weight (``weight_in_use``): the one the user measured
+for the judge's model id with ``slm-rerank calibrate --write`` (the user config's
+``[judge_weights]``), else the profile's (``ModelProfile.judge_weight``, or its
+``short_query_weight`` for a one-line query). 1 lets an instruction-tuned judge overrule
+the lexical order; a weak base model gets less, so its verdict nudges the order instead
+of replacing it. ``prior`` is what the lexical stage
 knows of the file's kind (``lexical.scores.kind_prior``: a test, doc page, changelog or
 data file the query did not ask for starts below source), so a judge's yes to a test that
 shares the query's words does not silently undo that. Judged chunks rank above unjudged
@@ -23,9 +26,14 @@ loses e * 2.08 logits (0.25 for Qwen's 0.12). The reported model score stays the
 The threshold is on the judge's own scale: a judged chunk whose P(relevant) is below it is
 dropped. It is unset by default, so no judge cuts results unless the user asks for a cut
 (``--threshold``): a fused score is mostly the lexical z, and cutting by it dropped chunks
-the judge had said yes to. ``apply_verdicts`` is the one place the verdicts of a run meet
-the threshold: a search (``pipeline.run_search``) and ``Reranker.rerank`` both keep what
-it keeps.
+the judge had said yes to.
+
+``apply_verdicts`` is the one place the verdicts of a run meet the lexical order: it
+chooses the weight, fuses, keeps the unjudged tail, applies the threshold and says which
+weight it used and why. A search (``pipeline.run_search``, and so the MCP tool),
+``Reranker.rerank``, the documents API (``documents.py``, and so ``/v1/rerank`` and the
+review's judges) and ``calibrate`` (``calibration/measure.py``) all call it; none derives
+a weight of its own.
 """
 
 from __future__ import annotations
@@ -38,7 +46,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from slm_rerank.model.stage import Judgement
+    from slm_rerank.config import Settings
+    from slm_rerank.model.judgement import Judgement
     from slm_rerank.registrations import ModelProfile
 
 Z_CLIP = 3.0
@@ -47,6 +56,8 @@ SPREAD_FLOOR = 3.0
 EPSILON = 1e-6
 #: chunk length (characters) below which no length normalisation applies
 REFERENCE_CHARS = 400
+#: the settings key of the weights the user measured (model id -> weight)
+MEASURED_KEY = "judge_weights"
 
 
 def logit(p: float) -> float:
@@ -118,8 +129,20 @@ def fuse_scores(lexical: Sequence[float], model: Mapping[int, float], weight: fl
 
 
 @dataclass(frozen=True)
-class Verdicts:
-    """The fused order a result shows, and what the threshold cut from it."""
+class JudgeWeight:
+    """The weight verdicts are fused by, and where it came from (for ``-v`` and the JSON)."""
+
+    weight: float
+    source: str
+
+    @property
+    def note(self) -> str:
+        return f"judge weight {self.weight:g} from {self.source}"
+
+
+@dataclass(frozen=True)
+class FusedOrder:
+    """The fused order a result shows, what the threshold cut from it, and by which weight."""
 
     #: best first: the judged chunks by fused score (those the threshold let through, when
     #: one is set), then every unjudged chunk in lexical order
@@ -130,9 +153,11 @@ class Verdicts:
     dropped: int = 0
     #: the judge's highest P(relevant) (0.0 when none was judged)
     best: float = 0.0
+    #: the weight the verdicts were fused by, and why that one
+    weight: JudgeWeight = JudgeWeight(1.0, "default")
 
 
-def judge_weight(profile: ModelProfile | None, query: str | None) -> float:
+def profile_weight(profile: ModelProfile | None, query: str | None) -> float:
     """The weight of a profile's verdicts for ``query``: its ``short_query_weight`` for a
     one-line query when it has one, else its ``judge_weight`` (1.0 without a profile)."""
     from slm_rerank.model.intent import reads_as_issue
@@ -145,36 +170,70 @@ def judge_weight(profile: ModelProfile | None, query: str | None) -> float:
     return profile.judge_weight
 
 
-def apply_verdicts(lexical: Sequence[float], judgement: Judgement, threshold: float | None,
+def weight_in_use(profile: ModelProfile | None, model_id: str | None, settings: Settings,
+                  query: str | None = None) -> JudgeWeight:
+    """The user's measured weight for ``model_id`` if there is one (``judge_weights`` in the
+    user config, written by ``calibrate --write``; for every query), else the profile's for
+    ``query`` (``profile_weight``), else 1."""
+    measured = settings.judge_weights.get(model_id) if model_id else None
+    if measured is not None:
+        origin = settings.origins.get(MEASURED_KEY, "user config")
+        return JudgeWeight(float(measured), f"{MEASURED_KEY}[{model_id!r}] ({origin})")
+    if profile is not None:
+        weight = profile_weight(profile, query)
+        if weight != profile.judge_weight:
+            return JudgeWeight(weight, f"profile {profile.name}, short_query_weight (a "
+                                       "one-line query)")
+        return JudgeWeight(weight, f"profile {profile.name}")
+    return JudgeWeight(1.0, "default")
+
+
+def apply_verdicts(lexical: Sequence[float] | int, judgement: Judgement, settings: Settings, *,
+                   threshold: float | None, query: str | None = None,
                    lengths: Mapping[int, int] | None = None,
                    at: Sequence[int] | None = None,
                    priors: Mapping[int, float] | None = None,
-                   query: str | None = None) -> Verdicts:
-    """Fuse the judgement's verdicts with the ``lexical`` scores (best first) by its
-    profile's weight and length exponent, then drop the judged chunks the threshold cuts.
+                   tried: float | None = None) -> FusedOrder:
+    """Where a run's verdicts meet the lexical order: every front door calls this.
+
+    Chooses the weight (``weight_in_use``: the measured one for the judge's model id, else
+    the profile's for ``query``), fuses the verdicts with the ``lexical`` scores (best
+    first) by it and by the profile's length exponent, keeps every unjudged chunk below
+    the judged ones, and drops the judged chunks the threshold cuts. ``tried`` fuses by
+    that weight instead (``calibrate`` measuring the weights it may write). ``lexical`` may
+    be a count of documents with no lexical evidence (the documents API): the verdicts
+    alone then order the judged ones (every weight orders them alike), the unjudged
+    follow in the given order.
 
     ``judgement.scores`` and ``lengths`` (characters the model read) are keyed by the
     judged document's index; ``at`` says where each sits in ``lexical`` (a search judges
     the head of a longer ranking), None when document i is ``lexical[i]``; ``priors`` (the
-    file-kind prior in logits) is keyed like ``lexical``. Every unjudged chunk is kept,
-    below the judged ones. ``threshold`` is on the judge's scale, P(relevant): a judged
-    chunk below it is dropped, unless the run degraded (its verdicts are not the whole
-    story); None drops nothing. ``query`` chooses the weight (``judge_weight``).
+    file-kind prior in logits) is keyed like ``lexical``. ``threshold`` is on the judge's
+    scale, P(relevant): a judged chunk below it is dropped, unless the run degraded (its
+    verdicts are not the whole story); None drops nothing.
     """
     def where(i: int) -> int:
         return at[i] if at is not None else i
 
     profile = judgement.profile.profile if judgement.profile else None
+    model_id = judgement.endpoint.model_id if judgement.endpoint else None
+    weight = (JudgeWeight(tried, "tried") if tried is not None
+              else weight_in_use(profile, model_id, settings, query))
     model = {where(i): v.probability for i, v in judgement.scores.items()}
     bounded = {where(i): v.bounded for i, v in judgement.scores.items() if v.bounded}
-    fused = [dataclasses.replace(f, bounded=bounded.get(f.index))
-             for f in fuse_scores(lexical, model, judge_weight(profile, query),
-                                  {where(i): n for i, n in (lengths or {}).items()},
-                                  profile.length_exponent if profile else 0.0, priors)]
+    if isinstance(lexical, int):
+        fused = [FusedScore(i, model[i], model[i], None)
+                 for i in sorted(model, key=lambda i: (-model[i], i))]
+        fused += [FusedScore(i, 0.0, None, None) for i in range(lexical) if i not in model]
+    else:
+        fused = fuse_scores(lexical, model, weight.weight,
+                            {where(i): n for i, n in (lengths or {}).items()},
+                            profile.length_exponent if profile else 0.0, priors)
+    fused = [dataclasses.replace(f, bounded=bounded.get(f.index)) for f in fused]
     judged = [f for f in fused if f.model is not None]
     tail = [f for f in fused if f.model is None]
     best = max((f.model for f in judged if f.model is not None), default=0.0)
     if judgement.degraded:
-        return Verdicts(fused, None, 0, best)
+        return FusedOrder(fused, None, 0, best, weight)
     kept = [f for f in judged if threshold is None or (f.model or 0.0) >= threshold]
-    return Verdicts(kept + tail, len(judged), len(judged) - len(kept), best)
+    return FusedOrder(kept + tail, len(judged), len(judged) - len(kept), best, weight)

@@ -1,7 +1,7 @@
 """The text a model reads of one chunk: its ``File:`` header, cut around its best lines,
 and fitted, with the query, to the server's context.
 
-Sizing here is by characters (``CHARS_PER_TOKEN``); ``model/budget.py`` then checks the
+Sizing here is by characters (``CHARS_PER_TOKEN``); ``model/prompt_fit.py`` then checks the
 prompts that could still be over by their real token count, which needs the server.
 """
 

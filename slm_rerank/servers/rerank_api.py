@@ -177,7 +177,7 @@ def shape_response(request: RerankRequest, result: Any, no_partial: bool = False
     return body, headers
 
 
-class RerankService:
+class RerankApiService:
     """The warm state every request shares: the Host, its model session, the turn gate."""
 
     def __init__(self, host: Any, options: ApiOptions) -> None:
@@ -256,7 +256,7 @@ class _Routes:
     """The request handling; mixed into ``BaseHTTPRequestHandler`` by ``make_server``."""
 
     # set by make_server on the class it builds
-    service: RerankService
+    service: RerankApiService
     protocol_version = "HTTP/1.1"  # keep-alive: clients reuse one connection
     timeout = 30  # seconds a client may stay silent (between requests, or within one)
     request_deadline: float | None = None
@@ -401,7 +401,7 @@ class _Routes:
         self._route("PATCH")
 
 
-def make_server(service: RerankService) -> Any:
+def make_server(service: RerankApiService) -> Any:
     """A bound ``ThreadingHTTPServer`` answering with ``service`` (not yet serving)."""
     import socket
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer

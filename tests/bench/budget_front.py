@@ -47,7 +47,7 @@ from slm_rerank.model.fusion import fuse_scores, judge_weight
 HEADS = (4, 6, 8, 12, 16)
 CASCADES = ((4, 0.6), (4, 0.7), (4, 0.8), (2, 0.7))
 #: heads judged only when the lexical lead is below a threshold (the cascade's first step,
-#: ``token_budget.DECISIVE_LEAD``): (head size, lead)
+#: ``cascade.DECISIVE_LEAD``): (head size, lead)
 DECISIVE = ((4, 1.1), (4, 1.2), (4, 1.3), (16, 1.2))
 
 

@@ -30,7 +30,7 @@ from slm_rerank.cache_folder import cache_path, ensure_writable
 from slm_rerank.host import Host
 from slm_rerank.model.client import ModelClient
 from slm_rerank.pipeline import (
-    Fused,
+    PlacedChunk,
     SearchRequest,
     fuse,
     gather,
@@ -118,7 +118,7 @@ def main() -> int:
             alone = sorted(verdicts, key=lambda i: (-verdicts[i], i))
             tail = [i for i in range(len(ranked.chunks)) if i not in verdicts]
             row["orders"][f"{judge} alone"] = file_order(
-                [Fused(ranked.chunks[i], verdicts.get(i, 0.0)) for i in alone + tail])
+                [PlacedChunk(ranked.chunks[i], verdicts.get(i, 0.0)) for i in alone + tail])
         rows.append(row)
         print(f"[{n}/{len(sample)}] {case.id}", file=sys.stderr)
 

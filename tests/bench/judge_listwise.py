@@ -33,7 +33,15 @@ from metrics import hit_at, mean
 
 from slm_rerank.host import Host
 from slm_rerank.model.client import ModelClient
-from slm_rerank.pipeline import Fused, SearchRequest, fuse, gather, query_terms, rank, score
+from slm_rerank.pipeline import (
+    PlacedChunk,
+    SearchRequest,
+    fuse,
+    gather,
+    query_terms,
+    rank,
+    score,
+)
 
 SCORERS = ("yesno", "listwise")
 
@@ -133,7 +141,7 @@ def main() -> int:
             alone = sorted(verdicts, key=lambda i: (-verdicts[i], i))
             tail = [i for i in range(len(ranked.chunks)) if i not in verdicts]
             row["orders"][f"{scorer} alone"] = file_order(
-                [Fused(ranked.chunks[i], verdicts.get(i, 0.0)) for i in alone + tail])
+                [PlacedChunk(ranked.chunks[i], verdicts.get(i, 0.0)) for i in alone + tail])
             row["cost"][scorer] = {"calls": sum(METER.calls.values()),
                                    "prompts": METER.prompts,
                                    "prompt_tokens": METER.prompt_tokens,

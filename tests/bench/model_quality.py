@@ -28,7 +28,7 @@ from metrics import hit_at, mean
 from slm_rerank.cache_folder import cache_path, ensure_writable
 from slm_rerank.host import Host
 from slm_rerank.pipeline import (
-    Fused,
+    PlacedChunk,
     SearchRequest,
     fuse,
     gather,
@@ -68,7 +68,7 @@ def main() -> int:
              "timeout": 600.0, "prompt_chars": args.prompt_chars, "cascade": args.cascade,
              "score_cache": not args.no_cache, "concurrency": args.concurrency}
     if args.budget:
-        from slm_rerank.model.token_budget import parse_budget
+        from slm_rerank.model.judge_budget import parse_budget
 
         budget = parse_budget(args.budget)
         flags.update(budget_tokens=budget.tokens, budget_seconds=budget.seconds)
@@ -121,7 +121,7 @@ def main() -> int:
             alone = sorted(verdicts, key=lambda i: (-verdicts[i], i))
             tail = [i for i in range(len(ranked.chunks)) if i not in verdicts]
             row["orders"]["model-alone"] = file_order(
-                [Fused(ranked.chunks[i], verdicts.get(i, 0.0)) for i in alone + tail])
+                [PlacedChunk(ranked.chunks[i], verdicts.get(i, 0.0)) for i in alone + tail])
             for w in WEIGHTS:
                 row["orders"][f"fused w={w}"] = file_order(
                     fuse(ranked, verdicts, w, lengths, exponent))

@@ -12,10 +12,11 @@ from fake_plugins import RAW_PROFILE
 from oracle_judge import MODEL_ID, OracleJudge
 from search_fixtures import isolate, make_repo, user_config
 
-from slm_rerank.calibration.weights import judge_weight, write_judge_weight
+from slm_rerank.calibration.weights import write_judge_weight
 from slm_rerank.config import ConfigError, Settings, load_settings
 from slm_rerank.host import Host
 from slm_rerank.model import stage
+from slm_rerank.model.fusion import JudgeWeight, weight_in_use
 from slm_rerank.pipeline import SearchRequest, run_search
 
 if sys.version_info >= (3, 11):
@@ -28,10 +29,11 @@ def test_a_measured_weight_for_the_model_id_wins_over_the_profiles() -> None:
     settings = dataclasses.replace(Settings(), judge_weights={"qwen-1.5b": 0.25},
                                    origins={"judge_weights": "user: /u/config.toml"})
 
-    assert judge_weight(RAW_PROFILE, "qwen-1.5b", settings) == (
+    assert weight_in_use(RAW_PROFILE, "qwen-1.5b", settings) == JudgeWeight(
         0.25, "judge_weights['qwen-1.5b'] (user: /u/config.toml)")
-    assert judge_weight(RAW_PROFILE, "other-model", settings) == (0.3, "profile raw")
-    assert judge_weight(None, None, settings) == (1.0, "default")
+    assert weight_in_use(RAW_PROFILE, "other-model", settings) == JudgeWeight(0.3,
+                                                                              "profile raw")
+    assert weight_in_use(None, None, settings) == JudgeWeight(1.0, "default")
 
 
 def test_a_repository_may_not_set_judge_weights(tmp_path: Path,

@@ -15,7 +15,7 @@ import pytest
 from search_fixtures import CLI, cli, user_config
 
 from slm_rerank.errors import ConfigError
-from slm_rerank.model.token_budget import Budget, parse_budget
+from slm_rerank.model.judge_budget import Budget, parse_budget
 
 #: the issue's own failing values, one of each kind a repository's file can hold
 BAD_REPO_VALUES = {

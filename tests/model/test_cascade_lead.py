@@ -1,5 +1,5 @@
 """The cascade asks no judge when the lexical order is decisive (``lexical.rank.lead``,
-``model.token_budget.DECISIVE_LEAD``): the first file leads the next by enough that, on the
+``model.cascade.DECISIVE_LEAD``): the first file leads the next by enough that, on the
 benchmark, the lexical first was right far more often than a judge could lift it.
 
 A judge that needs no server records what it is asked, so a test sees whether anything
@@ -23,7 +23,7 @@ from slm_rerank.host import Host
 from slm_rerank.lexical.chunking import Chunk
 from slm_rerank.lexical.rank import Ranked, lead
 from slm_rerank.lexical.scores import ScoredChunk
-from slm_rerank.model.token_budget import DECISIVE_LEAD, decisive_lead
+from slm_rerank.model.cascade import DECISIVE_LEAD, decisive_lead
 from slm_rerank.pipeline import SearchRequest, run_search
 
 #: one file all about the query, one that mentions it once: a decisive lead

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import slm_rerank_ripgrep
 from fake_plugins import RAW_PROFILE
+from pytest_httpserver import HTTPServer
 from search_fixtures import make_repo
 
 import slm_rerank
@@ -211,7 +212,7 @@ def test_apply_verdicts_places_the_heads_verdicts_in_the_ranking_and_cuts_below_
     judgement = Judgement(scores={0: DocumentScore(0, 0.99), 1: DocumentScore(1, 0.01,
                                                                            bounded="yes")})
 
-    verdicts = apply_verdicts([9.0, 8.0, 7.0], judgement, 0.5, at=[2, 0])
+    verdicts = apply_verdicts([9.0, 8.0, 7.0], judgement, Settings(), threshold=0.5, at=[2, 0])
 
     # the judged chunk the judge said no to is cut; the unjudged one (1) is kept after
     assert [f.index for f in verdicts.kept] == [2, 1]
@@ -228,7 +229,7 @@ def test_the_threshold_is_on_the_judges_scale_not_the_fused_score() -> None:
     judgement = Judgement(scores={0: DocumentScore(0, 0.2), 1: DocumentScore(1, 0.9),
                                   2: DocumentScore(2, 0.7)})
 
-    verdicts = apply_verdicts([100.0, 95.0, 1.0], judgement, 0.65)
+    verdicts = apply_verdicts([100.0, 95.0, 1.0], judgement, Settings(), threshold=0.65)
 
     kept = {f.index: f for f in verdicts.kept}
     assert set(kept) == {1, 2}
@@ -240,7 +241,7 @@ def test_no_threshold_drops_nothing_and_keeps_the_unjudged_tail_in_lexical_order
 
     judgement = Judgement(scores={0: DocumentScore(0, 0.01), 1: DocumentScore(1, 0.99)})
 
-    verdicts = apply_verdicts([9.0, 8.0, 7.0, 6.0], judgement, None)
+    verdicts = apply_verdicts([9.0, 8.0, 7.0, 6.0], judgement, Settings(), threshold=None)
 
     assert [f.index for f in verdicts.kept] == [1, 0, 2, 3]
     assert verdicts.dropped == 0
@@ -262,23 +263,23 @@ def test_apply_verdicts_keeps_every_chunk_of_a_degraded_run_judged_first() -> No
     judgement = Judgement(scores={1: DocumentScore(1, 0.01, bounded="yes")},
                           degraded="the server stopped answering")
 
-    verdicts = apply_verdicts([9.0, 8.0, 7.0], judgement, 0.99)
+    verdicts = apply_verdicts([9.0, 8.0, 7.0], judgement, Settings(), threshold=0.99)
 
     assert [(f.index, f.bounded) for f in verdicts.kept] == [(1, "yes"), (0, None), (2, None)]
     assert verdicts.judged is None and verdicts.dropped == 0
 
 
 def test_a_profile_with_a_short_query_weight_uses_it_for_one_line_queries_only() -> None:
-    from slm_rerank.model.fusion import judge_weight
+    from slm_rerank.model.fusion import profile_weight
 
     profile = dataclasses.replace(RAW_PROFILE, judge_weight=1.0, short_query_weight=0.1)
     issue = "Title of the issue\n\n" + "What happened, at length, with the steps. " * 10
 
-    assert judge_weight(profile, "where are redirects resolved") == 0.1
-    assert judge_weight(profile, issue) == 1.0
-    assert judge_weight(dataclasses.replace(profile, short_query_weight=None),
+    assert profile_weight(profile, "where are redirects resolved") == 0.1
+    assert profile_weight(profile, issue) == 1.0
+    assert profile_weight(dataclasses.replace(profile, short_query_weight=None),
                         "where are redirects resolved") == 1.0
-    assert judge_weight(None, "anything") == 1.0
+    assert profile_weight(None, "anything") == 1.0
 
 
 def test_a_title_moves_the_order_less_than_a_whole_issue_with_the_same_verdicts() -> None:
@@ -289,8 +290,108 @@ def test_a_title_moves_the_order_less_than_a_whole_issue_with_the_same_verdicts(
                           profile=ProfileChoice(profile, "asked for"))
     issue = "Title of the issue\n\n" + "What happened, at length, with the steps. " * 10
 
-    title = apply_verdicts([100.0, 80.0], judgement, None, query="retry backoff fails")
-    whole = apply_verdicts([100.0, 80.0], judgement, None, query=issue)
+    title = apply_verdicts([100.0, 80.0], judgement, Settings(), threshold=None,
+                           query="retry backoff fails")
+    whole = apply_verdicts([100.0, 80.0], judgement, Settings(), threshold=None, query=issue)
 
     assert [f.index for f in title.kept] == [0, 1]
     assert [f.index for f in whole.kept] == [1, 0]
+
+
+# --- a measured weight reaches every front door -------------------------------------------
+
+#: the model id the fake server names, and the weight the user measured for it
+MEASURED_MODEL = "org/measured-judge"
+NOTES_FILE = "src/bababa_notes.py"
+IMPL_FILE = "src/bababa_impl.py"
+MEASURED_FILES = {
+    # the decoy repeats the query's words: the lexical order puts it first
+    NOTES_FILE: "# bababa zorblax widget\nNOTES = 'bababa zorblax'\n" * 4,
+    IMPL_FILE: "def run():\n    return 'zorblax'\n",
+}
+
+
+class ByText:
+    """A scorer of a real server's model (it needs the endpoint discovery found): no to the
+    notes file, yes to the implementation, read from the text it is given."""
+
+    @staticmethod
+    @slm_rerank.hookimpl
+    def register_scorers(register: Callable[[Scorer], None]) -> None:
+        async def score(request: ScoreRequest) -> AsyncIterator[DocumentScore]:
+            assert request.endpoint is not None
+            for i, document in enumerate(request.documents):
+                yield DocumentScore(i, 0.1 if "NOTES" in document.text else 0.9)
+
+        register(Scorer("by-text", "no to notes, yes to the rest", score))
+
+    @staticmethod
+    @slm_rerank.hookimpl
+    def register_model_profiles(register: Callable[[ModelProfile], None]) -> None:
+        # the profile weighs its judge's verdicts 0: alone, the lexical order stands
+        register(dataclasses.replace(RAW_PROFILE, name="unweighted", judge_weight=0.0,
+                                     length_exponent=0.0))
+
+
+def test_a_measured_weight_orders_the_search_the_reranker_and_documents_alike(
+        tmp_path: Path, httpserver: HTTPServer) -> None:
+    wire = Path(__file__).resolve().parents[1] / "fixtures" / "wire"
+    models = json.loads((wire / "vllm-v1-models.json").read_text(encoding="utf-8"))
+    models["data"][0]["id"] = models["data"][0]["root"] = MEASURED_MODEL
+    httpserver.expect_request("/v1/models").respond_with_json(models)
+    httpserver.expect_request("/props").respond_with_data("Not Found", status=404)
+    httpserver.expect_request("/api/version").respond_with_data("Not Found", status=404)
+    httpserver.expect_request("/tokenize").respond_with_json(
+        json.loads((wire / "vllm-tokenize.json").read_text(encoding="utf-8")))
+    repo = make_repo(tmp_path / "repo", MEASURED_FILES)
+    settings = dataclasses.replace(
+        Settings(), endpoints=[httpserver.url_for("/").rstrip("/")], scorer="by-text",
+        model="unweighted", score_cache=False, cascade=False,
+        judge_weights={MEASURED_MODEL: 4.0},
+        origins={"judge_weights": "user: /u/config.toml"})
+    host = Host.with_plugins(settings, ByText, slm_rerank_ripgrep)
+    query = "bababa zorblax widget"
+
+    def asked(fast: bool) -> SearchRequest:
+        return SearchRequest(query=query, root=repo.resolve(), fast=fast)
+
+    lexical = run_search(asked(fast=True), host)
+    searched = run_search(asked(fast=False), host)
+    reranked = Reranker(plugin_host=host).rerank_sync(query, lexical)
+    documents = slm_rerank.rerank_documents(
+        query, [MEASURED_FILES[c.path] for c in lexical.results], host=host)
+
+    assert [c.path for c in lexical.results] == [NOTES_FILE, IMPL_FILE]
+    assert searched.degraded is None and reranked.degraded is None
+    assert documents.degraded is None
+    # the measured weight lets the verdicts overrule the lexical order at every door
+    assert [c.path for c in searched.results] == [IMPL_FILE, NOTES_FILE]
+    assert [r.path for r in reranked] == [IMPL_FILE, NOTES_FILE]
+    assert [lexical.results[d.index].path for d in documents.results] == [IMPL_FILE,
+                                                                          NOTES_FILE]
+    assert [round(c.score, 9) for c in searched.results] == [round(r.score, 9)
+                                                             for r in reranked]
+    # and each says which weight it fused by, and where it came from
+    source = f"judge_weights['{MEASURED_MODEL}'] (user: /u/config.toml)"
+    assert searched.model is not None
+    assert (searched.model.judge_weight, searched.model.judge_weight_source) == (4.0, source)
+    assert reranked.weight is not None
+    assert (reranked.weight.weight, reranked.weight.source) == (4.0, source)
+    assert f"judge weight 4 from {source}" in reranked.judgement.notes
+
+
+def test_documents_without_lexical_evidence_are_ordered_by_the_verdict_whatever_the_weight(
+        ) -> None:
+    from slm_rerank.model.stage import Judgement
+
+    # a profile weighing its verdicts 0 would fuse every document alike: with no lexical
+    # order to move, the verdicts alone order the judged, the unjudged follow in input order
+    profile = dataclasses.replace(RAW_PROFILE, judge_weight=0.0)
+    judgement = Judgement(scores={0: DocumentScore(0, 0.2), 2: DocumentScore(2, 0.9)},
+                          profile=ProfileChoice(profile, "asked for"))
+
+    order = apply_verdicts(4, judgement, Settings(), threshold=None, query="rotate the key")
+
+    assert [f.index for f in order.kept] == [2, 0, 1, 3]
+    assert [f.model for f in order.kept] == [0.9, 0.2, None, None]
+    assert (order.weight.weight, order.weight.source) == (0.0, "profile raw")

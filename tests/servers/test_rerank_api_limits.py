@@ -28,7 +28,7 @@ from slm_rerank.errors import ConfigError
 from slm_rerank.host import Host
 from slm_rerank.servers import api_key
 from slm_rerank.servers.api_key import read_api_key
-from slm_rerank.servers.rerank_api import ApiOptions, RerankService, make_server
+from slm_rerank.servers.rerank_api import ApiOptions, RerankApiService, make_server
 
 CLI = Path(sys.executable).parent / "slm-rerank"
 #: generous: a refused key file ends start-up in about a second
@@ -150,7 +150,7 @@ def test_a_burst_of_connections_fits_the_listen_queue_and_each_gets_an_http_answ
     # SYN-SENT, retransmitting, whatever the speed of the machine.
     slots = 16
     host = Host.with_plugins(Settings(score_cache=False))
-    service = RerankService(host, ApiOptions(port=free_port(), max_connections=slots))
+    service = RerankApiService(host, ApiOptions(port=free_port(), max_connections=slots))
     server = make_server(service)
     burst: list[socket.socket] = []
     try:

@@ -1,10 +1,11 @@
-"""The token budget and the cascade (``model/token_budget.py``): what a query's judge may spend,
-what it spent, and that what it leaves unjudged is the lexical tail, not lost.
+"""The budget and the cascade (``model/judge_budget.py``, ``model/cascade.py``): what a
+query's judge may spend, what it spent, and that what it leaves unjudged is the lexical
+tail, not lost.
 
 The rounds are specified with a scorer that needs no server and reports a prompt cost the
 way llama.cpp does (``tokens_evaluated`` and ``timings.cache_n``, carried on each
 ``DocumentScore``); a whole search against a real llama-server is in
-tests/live/model/test_token_budget.py.
+tests/live/model/test_judge_budget.py.
 """
 
 from __future__ import annotations
@@ -18,14 +19,14 @@ from pathlib import Path
 import pytest
 
 from slm_rerank.errors import ConfigError
-from slm_rerank.model.scoring import ScoreOutcome, spread
-from slm_rerank.model.token_budget import (
-    CASCADE_FIRST,
+from slm_rerank.model.cascade import CASCADE_FIRST
+from slm_rerank.model.judge_budget import (
     Budget,
     TokenUse,
     judge_in_rounds,
     parse_budget,
 )
+from slm_rerank.model.scoring import ScoreOutcome, spread
 from slm_rerank.registrations import Document, DocumentScore, Endpoint, Scorer, ScoreRequest
 
 PREFIX = 300  # characters of instruction and query around each document
@@ -278,8 +279,8 @@ def test_a_seconds_budget_is_a_total_that_counts_the_prefix_tokenize_too() -> No
     import dataclasses as dc
 
     from slm_rerank.config import Settings
+    from slm_rerank.model.asking import run_scorer
     from slm_rerank.model.progress import Progress
-    from slm_rerank.model.stage import _score
 
     docs = documents(6)
     endpoint = Endpoint("http://judge", slots=2)
@@ -291,7 +292,7 @@ def test_a_seconds_budget_is_a_total_that_counts_the_prefix_tokenize_too() -> No
 
     started = time.monotonic()
     prefix = Prompt().render_completion("q", "").ljust(PREFIX)
-    asyncio.run(_score(Costly().scorer(), request, [endpoint], True, settings, use, prefix,
+    asyncio.run(run_scorer(Costly().scorer(), request, [endpoint], True, settings, use, prefix,
                        Progress(len(docs), stream=None)))
 
     assert time.monotonic() - started < 5  # 10x the budget, far below the 20 s tokenize

@@ -1,4 +1,4 @@
-"""Judging the head in rounds: what a query's prompts cost, the token budget, the cascade.
+"""What one query's judge may spend (tokens, seconds), and judging the head in rounds.
 
 On a GPU the head of 16 passages is judged in a second or two; on two CPU cores the 1.5B
 judge reads about 70 prompt tokens a second, and the same head costs a minute or more.
@@ -14,13 +14,8 @@ This module lets a query spend less, and says what it spent:
   the server reports them after; a seconds budget does not start a round that the pace
   so far says would end past it, and also bounds the round in flight, so it is kept even
   when a round is slow;
-- the **cascade** asks nothing when the lexical order is already decisive (its first
-  file's best chunk scores at least ``DECISIVE_LEAD`` times the next file's: there the
-  lexical first is right far more often than a judge can lift, docs/benchmarks.md);
-  otherwise it judges the first ``CASCADE_FIRST`` passages, then goes on one round at a
-  time only while none of the judged has a clear yes (P(relevant) >= ``CLEAR_YES``). The
-  three constants live in ``config_keys`` beside the ``cascade`` setting, whose help (and
-  the --cascade flag's) is built from them.
+- the **cascade** (``cascade.py``, which holds its rules) judges a first round of at
+  least ``cascade.CASCADE_FIRST`` passages, then goes on only while none has a clear yes.
 
 Passages go in head order (lexical order, file-diverse), so what a budget or the cascade
 leaves unjudged is the lexical tail, which keeps its lexical order below the judged ones
@@ -37,21 +32,11 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from slm_rerank.config_keys import CASCADE_FIRST, CLEAR_YES, DECISIVE_LEAD
 from slm_rerank.errors import ConfigError
+from slm_rerank.model import cascade as cascade_rules
 from slm_rerank.model.passages import CHARS_PER_TOKEN
 from slm_rerank.model.scoring import ScoreOutcome
 from slm_rerank.registrations import Document
-
-
-def decisive_lead(lead: float | None) -> str | None:
-    """Why the cascade asks nothing for a query whose lexical first file leads by ``lead``
-    (None: it asks)."""
-    # written so that NaN (which compares false with everything) is not decisive
-    if lead is None or not DECISIVE_LEAD <= lead < math.inf:
-        return None
-    return (f"the cascade asked no judge: the lexical order is decisive (its first file "
-            f"scores {lead:.2f} times the next, >= {DECISIVE_LEAD:g})")
 
 
 def unjudged_tokens(prefix: str, documents: Sequence[Document]) -> int:
@@ -197,7 +182,7 @@ async def judge_in_rounds(run: RunRound, documents: Sequence[Document], order: S
     while left:
         size = max(1, slots)
         if cascade and rounds == 0:
-            size = max(size, CASCADE_FIRST)
+            size = cascade_rules.first_round(size)
         batch = left[:size]
         if budget.tokens is not None:
             batch = _within_tokens(batch, documents, meter, budget.tokens - use.read,
@@ -240,11 +225,11 @@ async def judge_in_rounds(run: RunRound, documents: Sequence[Document], order: S
                 merged.stopped = (f"the deadline passed after {len(merged.scores)} of "
                                   f"{len(order)} documents were scored")
             break
-        if cascade and len(merged.scores) >= CASCADE_FIRST and left:
-            best = max((v.probability for v in merged.scores.values()), default=0.0)
-            if best >= CLEAR_YES:
-                use.stopped = (f"the cascade stopped after {len(merged.scores)} passages: "
-                               f"one has a clear yes (P(relevant) {best:.2f} >= {CLEAR_YES})")
+        if cascade and left:
+            stop = cascade_rules.clear_yes((v.probability for v in merged.scores.values()),
+                                           len(merged.scores))
+            if stop is not None:
+                use.stopped = stop
                 break
     if left and use.stopped:
         use.unjudged = len(left)

@@ -17,8 +17,8 @@ from search_fixtures import cli, make_repo
 import slm_rerank
 from slm_rerank.config import Settings
 from slm_rerank.host import Host
-from slm_rerank.model.budget import measure
 from slm_rerank.model.client import ModelClient
+from slm_rerank.model.prompt_fit import measure
 from slm_rerank.model.scoring import collect
 from slm_rerank.registrations import Document, Endpoint, ScoreRequest
 

@@ -24,7 +24,7 @@ import slm_rerank
 from slm_rerank.config import Settings
 from slm_rerank.errors import ContractError
 from slm_rerank.host import Host
-from slm_rerank.model.budget import measure
+from slm_rerank.model.prompt_fit import measure
 from slm_rerank.model.scoring import collect, over_context, spread
 from slm_rerank.pipeline import SearchRequest, run_search
 from slm_rerank.registrations import Document, DocumentScore, Endpoint, Scorer, ScoreRequest
