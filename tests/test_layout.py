@@ -86,6 +86,7 @@ def test_no_module_of_the_host_is_over_the_line_limit() -> None:
 def test_the_source_folders_are_the_stages_the_readme_names() -> None:
     readme = (SOURCE.parent / "README.md").read_text(encoding="utf-8")
     packages = sorted(p.parent.name for p in SOURCE.glob("*/__init__.py"))
-    assert packages == ["calibration", "cli", "context", "lexical", "llama", "model", "servers"]
+    assert packages == ["calibration", "cli", "context", "lexical", "llama", "model", "servers",
+                        "testing"]
     for name in packages:
         assert f"| `slm_rerank/{name}/` |" in readme, f"README's layout table lacks {name}/"
