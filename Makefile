@@ -1,4 +1,5 @@
-# The habits: make install / test / lint / bench; make plugin=NAME test for one plugin.
+# The habits: make install / test / lint / bench; make plugin=NAME test for one plugin
+# (from its own folder, the host as installed: as a third party's plugin is tested).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -43,7 +44,7 @@ ifeq ($(plugin),)
 	$(TEST_ENV) $(BIN)/python -m pytest -q
 else
 	@test -n "$(PLUGIN_DIR)" || (echo "no plugin '$(plugin)' under plugins/" >&2; exit 2)
-	$(TEST_ENV) $(BIN)/python -m pytest -q $(PLUGIN_DIR)
+	cd $(PLUGIN_DIR) && $(TEST_ENV) $(abspath $(BIN))/python -m pytest -q
 endif
 
 lint: install

@@ -3,13 +3,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from search_fixtures import REPO_FILES, isolate, make_repo
+from search_fixtures import REPO_FILES, make_repo
 
-
-@pytest.fixture(autouse=True)
-def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Keep user config, cache and plugins out of the test; returns the cache folder."""
-    return isolate(monkeypatch, tmp_path)
+# Every test: the user's config, cache, plugins and environment names kept out (autouse).
+from slm_rerank.testing.isolation import isolated_home  # noqa: F401
 
 
 @pytest.fixture

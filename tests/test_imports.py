@@ -29,7 +29,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("calibration", ("slm_rerank.calibration.*",)),
     ("front doors", ("slm_rerank", "slm_rerank.api", "slm_rerank.documents",
                      "slm_rerank.reranker", "slm_rerank.rrf", "slm_rerank.plugin_kit",
-                     "slm_rerank.testing")),
+                     "slm_rerank.testing", "slm_rerank.testing.*")),
     ("claude hook", ("slm_rerank.hook.*",)),
     ("servers", ("slm_rerank.servers.*",)),
     ("cli", ("slm_rerank.cli.*",)),

@@ -7,6 +7,7 @@ reaches the host through the public names, the plugin kit and the testing module
 from __future__ import annotations
 
 import ast
+import pkgutil
 import re
 from pathlib import Path
 
@@ -16,7 +17,11 @@ from slm_rerank import plugin_kit, testing
 ROOT = Path(__file__).resolve().parent.parent
 #: what a plugin may import of slm_rerank, besides the package's own public names
 SURFACE = frozenset({"slm_rerank", "slm_rerank.registrations", "slm_rerank.errors",
-                     "slm_rerank.testing", "slm_rerank.report", "slm_rerank.plugin_kit"})
+                     "slm_rerank.testing", "slm_rerank.report", "slm_rerank.plugin_kit",
+                     # what a plugin's tests need beside the contracts: isolation, helpers,
+                     # misbehaving servers, recorded answers
+                     *(f"slm_rerank.testing.{m.name}" for m in pkgutil.iter_modules(
+                         testing.__path__))})
 #: where plugins live in this repository: the built-ins and the copyable template
 PLUGIN_FOLDERS = (ROOT / "plugins", ROOT / "contrib" / "plugin-template")
 

@@ -102,6 +102,7 @@ def render(kind: str, name: str) -> dict[str, str]:
         "README.md": fill("common", "README.md.tmpl"),
         f"{values['package']}/__init__.py": fill(kind, "package.py.tmpl"),
         f"tests/test_{values['module']}.py": fill(kind, "test.py.tmpl"),
+        "tests/conftest.py": fill("common", "conftest.py.tmpl"),
     }
 
 

@@ -26,7 +26,8 @@ NAMES = {kind: f"my-{kind}" for kind in KINDS}
 HOOKS = {"profile": "register_model_profiles", "source": "register_candidate_sources",
          "formatter": "register_output_formatters", "scorer": "register_scorers",
          "expander": "register_query_expanders"}
-FILES = {"pyproject.toml", "README.md", "slm_rerank_{m}/__init__.py", "tests/test_{m}.py"}
+FILES = {"pyproject.toml", "README.md", "slm_rerank_{m}/__init__.py", "tests/test_{m}.py",
+         "tests/conftest.py"}
 
 
 def generate(kind: str, parent: Path, name: str | None = None):  # type: ignore[no-untyped-def]
@@ -86,7 +87,7 @@ def test_the_generated_code_imports_only_the_plugin_surface(kind: str, tmp_path:
 
     code = sorted((tmp_path / f"slm-rerank-{NAMES[kind]}").rglob("*.py"))
 
-    assert len(code) == 2
+    assert len(code) == 3
     assert [v for path in code for v in surface_violations(path)] == []
 
 
@@ -154,8 +155,11 @@ def test_the_templates_ship_in_the_wheel(tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     templates = ROOT / "slm_rerank" / "cli" / "plugin_templates"
     expected = {str(p.relative_to(ROOT)) for p in templates.rglob("*.tmpl")}
-    assert len(expected) == 2 + 2 * len(KINDS)
+    assert len(expected) == 3 + 2 * len(KINDS)
     assert expected <= names
+    # and the recorded server answers a plugin's tests replay (slm_rerank.testing.recordings)
+    wire = {str(p.relative_to(ROOT)) for p in (ROOT / "slm_rerank" / "testing" / "wire").iterdir()}
+    assert len(wire) > 20 and wire <= names
 
 
 # --- installed ---------------------------------------------------------------------------------

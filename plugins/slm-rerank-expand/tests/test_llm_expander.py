@@ -1,7 +1,7 @@
 """The ``llm`` query expander: contract, how answers are read, the cache, and failures.
 
 The fake server answers with payloads recorded from a real llama-server
-(tests/fixtures/wire/, WIRE.md's shapes), with the generated text replaced.
+(slm_rerank.testing.recordings, WIRE.md's shapes), with the generated text replaced.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from slm_rerank_expand.cache import FILE_NAME, MAX_AGE_SECONDS, ExpansionCache, 
 from slm_rerank.errors import ContractError, TransientError
 from slm_rerank.registrations import Endpoint, ExpandRequest, WeightedTerm
 from slm_rerank.testing import QueryExpanderContract
+from slm_rerank.testing.recordings import WIRE
 
-WIRE = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "wire"
 MODEL = "gemma-3-270m-q4_k_m.gguf"
 
 

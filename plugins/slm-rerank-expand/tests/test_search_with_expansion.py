@@ -1,12 +1,11 @@
 """A search with ``--expand``: what the expanded words may and may not do to the results.
 
 The model server is faked with pytest-httpserver answering as llama-server does (recorded
-payloads from tests/fixtures/wire/); the rest of the pipeline is real.
+payloads of slm_rerank.testing.recordings); the rest of the pipeline is real.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +17,7 @@ from werkzeug import Request, Response
 import slm_rerank
 from slm_rerank.registrations import ExpandRequest, QueryExpander, WeightedTerm
 from slm_rerank.testing import Host, SearchRequest, Settings, run_search
-
-WIRE = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "wire"
-
-
-def recorded(name: str) -> Any:
-    return json.loads((WIRE / name).read_text(encoding="utf-8"))["exchanges"][0]["response"]
+from slm_rerank.testing.recordings import recorded_answer as recorded
 
 
 def llama_server(httpserver: HTTPServer, answer: str) -> str:

@@ -442,7 +442,7 @@ def vllm_choice(index: int, top: dict[str, float], text: str) -> dict[str, Any]:
     The shape of the OpenAI legacy Completions API ("logprobs": {"tokens", "token_logprobs",
     "top_logprobs": [{token: logprob}], "text_offset"}), which vLLM implements in
     vllm/entrypoints/openai/protocol.py (CompletionResponse, CompletionLogProbs); the same
-    shape as tests/fixtures/wire/vllm-v1-completions.json.
+    shape as slm_rerank/testing/wire/vllm-v1-completions.json.
     """
     return {"index": index, "text": text, "finish_reason": "length", "stop_reason": None,
             "prompt_logprobs": None,

@@ -15,10 +15,11 @@ from pathlib import Path
 import httpx
 import pytest
 from pytest_httpserver import HTTPServer
-from search_fixtures import cli, isolate, load_plugins, make_repo, user_config
 from werkzeug import Request, Response
 
 from slm_rerank.testing import probe
+from slm_rerank.testing.helpers import cli, load_plugins, make_repo, user_config
+from slm_rerank.testing.isolation import isolate
 
 KEY = "jina_test_key"
 FILES = {

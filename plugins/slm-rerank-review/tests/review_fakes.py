@@ -6,18 +6,12 @@ import json
 import math
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-WIRE = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "wire"
-
-
-def recorded(name: str) -> Any:
-    return json.loads((WIRE / name).read_text(encoding="utf-8"))["exchanges"][0]["response"]
-
+from slm_rerank.testing.recordings import recorded_answer as recorded  # noqa: F401
 
 #: a small repository with one real defect (``delay`` starts at 0, so doubling it never
 #: backs off) and a clean neighbour

@@ -10,10 +10,10 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
-from search_fixtures import cli
 from slm_rerank_review import cli as review_cli
 
 from slm_rerank.testing import Host, Settings
+from slm_rerank.testing.helpers import cli
 
 SCRIPT = Path(sys.executable).parent / "slm-rerank-review"
 

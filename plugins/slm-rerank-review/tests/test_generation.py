@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 from click.testing import CliRunner
-from misbehaving_servers import misbehaving_server
 from pytest_httpserver import HTTPServer
 from review_fakes import recorded
 from slm_rerank_review.cli import make_group
@@ -29,6 +28,7 @@ from slm_rerank_review.generation import (
 from slm_rerank.plugin_kit import ModelClient
 from slm_rerank.registrations import Endpoint
 from slm_rerank.testing import SAMPLE_BASE_PROFILE, SAMPLE_CHAT_PROFILE
+from slm_rerank.testing.servers import misbehaving_server
 
 CHUNK = ShownChunk("src/a.py", 3, 4, "def f(x):\n    return {x}", "f")
 

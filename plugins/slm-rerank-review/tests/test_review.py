@@ -10,11 +10,11 @@ from typing import Any
 
 from click.testing import CliRunner
 from review_fakes import FakeLlama, finding
-from search_fixtures import user_config
 from slm_rerank_review.cli import make_group
 from slm_rerank_review.judges import judges_host
 
 from slm_rerank.plugin_kit import command_host
+from slm_rerank.testing.helpers import user_config
 
 TRUE_CLAIM = "`delay` starts at 0, so `retry` never backs off"
 TRUE_EVIDENCE = "delay = delay * 2"

@@ -8,7 +8,6 @@ import json
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from pathlib import Path
 
 import httpx
 import pytest
@@ -30,6 +29,7 @@ from slm_rerank.testing import (
     ScorerContract,
     score_sync,
 )
+from slm_rerank.testing.recordings import WIRE
 
 # --- a stand-in for slm_rerank.plugin_kit.ModelClient ------------------------------------
 
@@ -70,9 +70,6 @@ class FakeClient:
         if self.vocabulary is None:
             return None
         return self.vocabulary.get(text, [0, 0])  # an unknown word: two tokens
-
-
-WIRE = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "wire"
 
 
 @pytest.fixture(autouse=True)
@@ -263,7 +260,7 @@ def test_the_top_k_setting_is_what_the_server_is_asked_for() -> None:
     assert client.top_k == 5
 
 
-# --- through the real client, on payloads recorded from servers (tests/fixtures/wire) ------
+# --- through the real client, on payloads recorded from servers (testing.recordings) ---------
 
 
 def serving(recordings: dict[str, str]) -> ModelClient:
