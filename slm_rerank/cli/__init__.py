@@ -22,7 +22,7 @@ def main() -> None:
         return
     import click
 
-    from slm_rerank.cli.terminal import visible
+    from slm_rerank.cli.terminal import one_line
 
     args, prog = sys.argv[1:], "slm-rerank"
     if args[:2] == ["hook", "claude-prompt"]:
@@ -44,7 +44,7 @@ def main() -> None:
     except click.UsageError as exc:
         # One line that names the culprit, instead of click's usage block.
         where = exc.ctx.command_path if exc.ctx is not None else "slm-rerank"
-        print(f"slm-rerank: error: {visible(exc.format_message())} (see '{where} --help')",
+        print(f"slm-rerank: error: {one_line(exc.format_message())} (see '{where} --help')",
               file=sys.stderr)
         sys.exit(exc.exit_code)
     except click.ClickException as exc:

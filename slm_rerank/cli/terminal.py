@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import click
 
 from slm_rerank.report import visible
 
-__all__ = ["emit", "fail", "quiet_stdout", "text_or_json", "visible", "warn"]
+__all__ = ["emit", "fail", "one_line", "quiet_stdout", "text_or_json", "visible", "warn"]
+
+#: a run of characters without a space longer than this is cut in a message on stderr (a
+#: 100 KB argument echoed by click or by an error naming it): its first SHOWN_CHARS are kept
+LONG_RUN = 200
+#: how much of such a run a message keeps (as the review plugin's errors do)
+SHOWN_CHARS = 80
 
 #: ``--format text|json`` of the commands whose output is a table or its JSON document
 #: (the search's ``--format NAME`` picks an installed formatter instead).
@@ -17,13 +24,23 @@ text_or_json = click.option("--format", "format_name", type=click.Choice(["text"
                             default="text")
 
 
+def one_line(message: str) -> str:
+    """``message`` as one readable line: escaped (``visible``), and each run of over
+    ``LONG_RUN`` characters without a space cut to its first ``SHOWN_CHARS`` and its
+    length, so a 100 KB argument an error quotes is not echoed whole."""
+    return re.sub(rf"\S{{{LONG_RUN + 1},}}",
+                  lambda m: f"{m.group()[:SHOWN_CHARS]}... ({len(m.group())} chars)",
+                  visible(message))
+
+
 def warn(message: str) -> None:
     """One line on stderr, prefixed with the program name.
 
     A newline or escape sequence in ``message`` (a file name, a server's error text) is
-    shown as ``\\xNN``: it must not split the line or drive the terminal.
+    shown as ``\\xNN``: it must not split the line or drive the terminal; a very long
+    word in it is cut (``one_line``).
     """
-    click.echo(f"slm-rerank: {visible(message)}", err=True)
+    click.echo(f"slm-rerank: {one_line(message)}", err=True)
 
 
 def fail(message: str) -> None:
