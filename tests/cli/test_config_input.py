@@ -104,7 +104,7 @@ def test_a_bad_value_in_a_repositorys_file_is_one_warning_and_the_search_runs(
     run = cli("-q", "retry backoff", "--fast", cwd=repo)
 
     assert run.returncode == 0, run.stderr
-    assert run.stdout.startswith("src/net/retry.py:")
+    assert run.stdout.splitlines()[1].startswith("src/net/retry.py:")  # after the header
     [line] = warnings(run.stderr)
     assert str(repo / ".slm-rerank.toml") in line and f"'{key}'" in line
     assert "ignored" in line
@@ -129,7 +129,7 @@ def test_only_the_bad_key_of_a_repositorys_file_is_left_out(repo: Path) -> None:
     run = cli("-q", "retry backoff", "--fast", cwd=repo)
 
     assert run.returncode == 0, run.stderr
-    assert len(run.stdout.splitlines()) == 1  # the good keys apply
+    assert len(run.stdout.splitlines()) == 2  # the good keys apply: the header and top_k 1
     assert len(warnings(run.stderr)) == 2
 
 
