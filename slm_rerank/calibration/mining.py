@@ -187,7 +187,9 @@ def history_root(path: Path) -> Path:
     """
     try:
         top = git_output(path, ["rev-parse", "--show-toplevel"], timeout=10.0)
-    except GitError:
+    except GitError as exc:
+        if "not a git repository" not in str(exc):  # git's words (LC_ALL=C) outside one
+            raise  # a repository git cannot read (a bad config line, a timeout): git's error
         raise GitError(f"{path} is not inside a git repository; calibrate mines cases from "
                        "a repository's history (run it in a git clone)") from None
     root = Path(os.fsdecode(top.rstrip(b"\n")))

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 #: How long git may take to answer, in total (every call in the repository and in each
 #: submodule looked into); a wedged repository must not hang the search.
 GIT_SECONDS = 10.0
+#: what git says (LC_ALL=C) outside any repository, as against a repository it cannot read
+NOT_A_REPOSITORY = "not a git repository"
 #: Nested submodules looked into, at most; each costs a few git calls.
 MAX_SUBMODULES = 32
 #: Entries of a ``.gitmodules`` read, at most (each costs a stat)
@@ -160,8 +162,10 @@ def _status(root: Path, deadline: float) -> DirtyFiles:
         where = _git(root, "rev-parse", "--show-toplevel", "--show-prefix", deadline=deadline)
     except GitTimeout:
         return DirtyFiles(reason=f"git did not answer in {GIT_SECONDS:.0f} s in {root}")
-    except GitError:
-        return DirtyFiles(reason=f"{root} is not in a git repository")
+    except GitError as exc:
+        if NOT_A_REPOSITORY in str(exc):
+            return DirtyFiles(reason=f"{root} is not in a git repository")
+        return DirtyFiles(reason=str(exc))  # a repository git cannot read: say why
     top, _, prefix = os.fsdecode(where).rstrip("\n").partition("\n")
     try:
         # --ignore-submodules=dirty (the runner's): a submodule's own changes are found by

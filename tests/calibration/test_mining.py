@@ -130,6 +130,18 @@ def test_a_folder_outside_git_is_a_clear_error(tmp_path: Path) -> None:
         history_root(tmp_path)
 
 
+def test_a_repository_git_cannot_read_is_gits_error_not_outside_git(
+        history: Callable[[str], History]) -> None:
+    # a bad line in .git/config was reported as "not inside a git repository"
+    repo = seeded(history)
+    with open(repo.root / ".git" / "config", "a", encoding="utf-8") as config:
+        config.write("[core\n")
+
+    with pytest.raises(GitError, match="bad config line") as raised:
+        history_root(repo.root)
+    assert "not inside a git repository" not in str(raised.value)
+
+
 def test_a_repository_without_commits_is_a_clear_error(history: Callable[[str], History]
                                                        ) -> None:
     repo = history("empty")

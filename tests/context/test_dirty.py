@@ -262,3 +262,15 @@ def test_dirty_gives_git_one_deadline_in_total_not_one_per_submodule(tmp_path, m
 
     assert took < 2.5  # one 1 s deadline and git's start-ups; 3 s and more without it
     assert found.kinds == {"top.py": "modified"}
+
+
+def test_a_repository_git_cannot_read_is_named_with_gits_reason_not_outside_git(tmp_path):
+    # a bad line in .git/config was reported as "not in a git repository"
+    repo = committed_repo(tmp_path / "repo", CLEAN)
+    with open(repo / ".git" / "config", "a", encoding="utf-8") as config:
+        config.write("[core\n")
+
+    found = find_dirty(repo)
+
+    assert found.reason is not None and "bad config line" in found.reason
+    assert find_dirty(tmp_path).reason == f"{tmp_path} is not in a git repository"
