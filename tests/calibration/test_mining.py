@@ -125,6 +125,20 @@ def test_a_path_that_is_not_utf8_is_kept_as_the_file_system_spells_it(
     assert (repo.root / case.gold_files[0]).is_file()
 
 
+@pytest.mark.parametrize("encoding", ["UTF-16", "ISO-8859-1"])
+def test_a_repositorys_log_output_encoding_changes_no_case(
+        history: Callable[[str], History], encoding: str) -> None:
+    # i18n.logOutputEncoding=UTF-16 in .git/config ended calibrate in a traceback
+    repo = seeded(history)
+    repo.commit("retry gives up after three attempts \u2014 caf\u00e9", {"src/retry.py": FIXED})
+    repo.git("config", "i18n.logOutputEncoding", encoding)
+
+    [case] = mine(repo.root, 10).cases
+
+    assert case.query == "retry gives up after three attempts \u2014 caf\u00e9"
+    assert case.gold_files == ("src/retry.py",)
+
+
 def test_a_folder_outside_git_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(GitError, match="is not inside a git repository"):
         history_root(tmp_path)
