@@ -222,6 +222,21 @@ def _merge_plugin_tables(into: dict[str, dict[str, Any]], tables: dict[str, Any]
             origins[f"plugins.{name}.{key}"] = origin
 
 
+def _check_repo_target(path: Path) -> None:
+    """Refuse to write a repository's file through a link leading out of the repository, or
+    onto something that is no regular file: the link is the repository's (untrusted), and
+    the write replaces whatever it points to (a FIFO, a file of the user's)."""
+    target = Path(os.path.realpath(path))
+    top = repo_root(path.parent) or path.parent.resolve()
+    if not target.is_relative_to(top) or target.is_relative_to(top / ".git"):
+        raise ConfigError(f"{path} is a link to {target}, outside the repository {top}'s "
+                          "work tree; config set --repo writes only inside it: remove the "
+                          "link, or edit the file it points to yourself")
+    if os.path.lexists(target) and not target.is_file():
+        raise ConfigError(f"{path} is not a regular file; config set --repo writes only a "
+                          "file: remove it first")
+
+
 def write_setting(path: Path, key: str, text: str, repo: bool = False) -> Any:
     """Set ``key`` in the TOML file at ``path``, keeping the other keys and their order.
 
@@ -232,6 +247,8 @@ def write_setting(path: Path, key: str, text: str, repo: bool = False) -> Any:
         raise ConfigError(f"config set {key} --repo: a repository's {REPO_FILE} may not set "
                           f"'{key}' ({repo_rule(key)[1]}), and every search would ignore it; "
                           "set it without --repo, in the user config")
+    if repo:
+        _check_repo_target(path)
     value = parse_text(key, text, f"config set {key}")
     # under the file's lock: a `calibrate --write` at the same time keeps its change too
     update_toml(path, lambda data: data.__setitem__(key, value))

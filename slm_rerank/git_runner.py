@@ -221,36 +221,49 @@ def _run(argv: list[str], sink: BinaryIO, *, timeout: float, max_bytes: int,
          total: float | None = None) -> int:
     """Run ``argv`` (a git command built here), copying its stdout into ``sink``, within
     ``timeout`` seconds (what is left of the caller's ``total``, which errors name)."""
+    from slm_rerank.lexical.matches import ToolsClosed, track_tool
+
     deadline = time.monotonic() + timeout
     said_timeout = f"took longer than {total if total is not None else timeout:g} s"
     with tempfile.TemporaryFile() as errors:
         try:
-            process = subprocess.Popen(
+            # recorded with the search's tools: a caller that abandons the search (the
+            # prompt hook at its deadline, mcp when its client leaves) ends it with them
+            process = track_tool(lambda: subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors,
                 # its own process group: on a timeout, whatever git started is stopped too
-                start_new_session=True, env=_env())
+                start_new_session=True, env=_env()))
+        except ToolsClosed as exc:
+            raise GitError(f"{_command(shown)} in {repo} not run: {exc}") from None
         except OSError as exc:
             raise GitError(f"cannot run git ({exc.strerror or exc}); install git or put it "
                            "on PATH") from None
         assert process.stdout is not None
         copied, fault = 0, None
-        with selectors.DefaultSelector() as selector:
-            selector.register(process.stdout, selectors.EVENT_READ)
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    fault = said_timeout
-                    break
-                if not selector.select(min(left, 1.0)):
-                    continue
-                chunk = os.read(process.stdout.fileno(), 1 << 16)
-                if not chunk:
-                    break
-                copied += len(chunk)
-                if copied > max_bytes:
-                    fault = f"printed more than {max_bytes} bytes"
-                    break
-                sink.write(chunk)
+        try:
+            with selectors.DefaultSelector() as selector:
+                selector.register(process.stdout, selectors.EVENT_READ)
+                while True:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        fault = said_timeout
+                        break
+                    if not selector.select(min(left, 1.0)):
+                        continue
+                    chunk = os.read(process.stdout.fileno(), 1 << 16)
+                    if not chunk:
+                        break
+                    copied += len(chunk)
+                    if copied > max_bytes:
+                        fault = f"printed more than {max_bytes} bytes"
+                        break
+                    sink.write(chunk)
+        except BaseException:
+            # a full disk under the sink, a stop signal unwinding calibrate: git must not
+            # run on, orphaned, past the deadline nobody is left to enforce
+            _kill(process)
+            process.wait()
+            raise
         if fault:
             _kill(process)
         process.stdout.close()

@@ -17,6 +17,8 @@ from slm_rerank.report import Report, visible
 
 LOG_NAME = "usage.jsonl"
 QUERY_CHARS = 500
+#: a caller's name is kept to this many characters, as the query is to QUERY_CHARS
+CALLER_CHARS = 100
 TOP_PATHS = 5
 #: The longest line ``summarize`` reads; an entry is well under 100 KB (a query of 500
 #: characters, five paths), so a longer line is damage and is skipped, not held in memory.
@@ -49,7 +51,7 @@ def _entry(query: str, caller: str, latency_ms: float, top_paths: list[str],
     entry: dict[str, Any] = {
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "query": query[:QUERY_CHARS],
-        "caller": caller,
+        "caller": caller[:CALLER_CHARS],  # --caller or SLM_RERANK_CALLER: any length
         "latency_ms": round(latency_ms, 1),
         "top_paths": top_paths,
     }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import subprocess
 from pathlib import Path
 
@@ -409,6 +411,46 @@ def test_config_set_repo_says_at_once_when_searches_will_ignore_the_value(
     assert raised.returncode == 0 and "written to" in raised.stdout
     assert "key 'timeout' = 500.0 ignored: a repository may lower it" in raised.stderr
     assert lowered.returncode == 0 and "rerank_top" not in lowered.stderr  # 4 < 16: kept
+
+
+@pytest.mark.parametrize("kind", ["outside", "missing-outside", "fifo", "git-config"])
+def test_config_set_repo_writes_nothing_through_a_repositorys_link_out_of_its_work_tree(
+        tmp_path: Path, kind: str) -> None:
+    # the repository's .slm-rerank.toml is untrusted: as a link it made `config set --repo`
+    # replace a file of the user's (or a FIFO) outside the repository
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / ".git" / "config").write_text("[core]\nbare = false\n")
+    victim = {"outside": tmp_path / "victim.toml", "missing-outside": tmp_path / "new.toml",
+              "fifo": tmp_path / "pipe", "git-config": repo / ".git" / "config"}[kind]
+    if kind == "outside":
+        victim.write_text("timeout = 5\n")
+    elif kind == "fifo":
+        os.mkfifo(victim)
+    (repo / ".slm-rerank.toml").symlink_to(victim)
+    before = victim.read_text() if victim.is_file() else None
+
+    run = cli("config", "set", "top_k", "3", "--repo", cwd=repo)
+
+    assert run.returncode == 1 and run.stdout == ""
+    assert "config set --repo writes only inside it" in run.stderr
+    assert run.stderr.count("\n") == 1
+    if kind == "fifo":
+        assert stat.S_ISFIFO(os.lstat(victim).st_mode)
+    else:
+        assert (victim.read_text() if victim.is_file() else None) == before
+
+
+def test_config_set_repo_writes_through_a_link_inside_the_work_tree(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "shared.toml").write_text("top_k = 4\n")
+    (repo / ".slm-rerank.toml").symlink_to("shared.toml")
+
+    run = cli("config", "set", "top_k", "3", "--repo", cwd=repo)
+
+    assert run.returncode == 0, run.stderr
+    assert (repo / "shared.toml").read_text() == "top_k = 3\n"
 
 
 def test_the_user_guide_table_is_the_trust_rule_of_every_key() -> None:

@@ -98,3 +98,19 @@ def test_rules_past_the_cap_are_counted_as_other(tmp_path: Path) -> None:
 
     assert len(hook.by_rule) == usage.MAX_RULES + 1 and hook.by_rule["other"] == 5
     assert hook.judged_code == usage.MAX_RULES + 5
+
+
+def test_a_long_caller_is_cut_in_the_log_and_in_stats(tmp_path: Path) -> None:
+    # `--caller` of 100 KB was written whole into every line and printed whole by stats
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / "retry.py").write_text("def retry():\n    pass\n")
+    env = {"SLM_RERANK_CACHE_DIR": str(tmp_path / "cache"), "HOME": str(tmp_path)}
+    run = cli("-q", "retry", "--fast", "--caller", "c" * 100_000, cwd=tmp_path / "repo",
+              env=env)
+    stats = cli("stats", cwd=tmp_path, env=env)
+
+    assert run.returncode == stats.returncode == 0, run.stderr
+    (entry,) = [json.loads(line) for line in
+                (tmp_path / "cache" / usage.LOG_NAME).read_text().splitlines()]
+    assert entry["caller"] == "c" * usage.CALLER_CHARS
+    assert len(stats.stdout) < 2000

@@ -162,8 +162,10 @@ def mine(repo: Path, commits: int, with_body: bool = False, rev: str = "HEAD",
          advance: Callable[[int, int, int], None] | None = None) -> Mined:
     """Cases from the newest ``commits`` commits reachable from ``rev``, newest first;
     ``advance`` is called after each commit with (commits looked at, commits in all, cases)."""
-    raw = git_output(repo, ["log", f"-n{commits}", "-z", "--format=%H%x1f%P%x1f%B", rev,
-                            "--"])
+    # --encoding: a repository's i18n.logOutputEncoding (UTF-16) would re-encode the whole
+    # record, NUL bytes and all, and no record would split
+    raw = git_output(repo, ["log", f"-n{commits}", "-z", "--encoding=UTF-8",
+                            "--format=%H%x1f%P%x1f%B", rev, "--"])
     mined = Mined(cases=[])
     records = [record for record in raw.split(b"\0") if record.strip()]
     for record in records:
@@ -187,7 +189,9 @@ def history_root(path: Path) -> Path:
     """
     try:
         top = git_output(path, ["rev-parse", "--show-toplevel"], timeout=10.0)
-    except GitError:
+    except GitError as exc:
+        if "not a git repository" not in str(exc):  # git's words (LC_ALL=C) outside one
+            raise  # a repository git cannot read (a bad config line, a timeout): git's error
         raise GitError(f"{path} is not inside a git repository; calibrate mines cases from "
                        "a repository's history (run it in a git clone)") from None
     root = Path(os.fsdecode(top.rstrip(b"\n")))

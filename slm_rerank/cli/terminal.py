@@ -7,9 +7,9 @@ import sys
 
 import click
 
-from slm_rerank.report import visible
+from slm_rerank.report import cut_arguments, visible
 
-__all__ = ["emit", "fail", "quiet_stdout", "text_or_json", "visible", "warn"]
+__all__ = ["emit", "fail", "one_line", "quiet_stdout", "text_or_json", "visible", "warn"]
 
 #: ``--format text|json`` of the commands whose output is a table or its JSON document
 #: (the search's ``--format NAME`` picks an installed formatter instead).
@@ -17,13 +17,21 @@ text_or_json = click.option("--format", "format_name", type=click.Choice(["text"
                             default="text")
 
 
+def one_line(message: str) -> str:
+    """``message`` as one readable line: escaped (``visible``), and each run of over
+    ``report.LONG_RUN`` characters without a space cut to its first characters and its
+    length (``cut_arguments``), so a 100 KB argument an error quotes is not echoed whole."""
+    return visible(cut_arguments(message, ()))
+
+
 def warn(message: str) -> None:
     """One line on stderr, prefixed with the program name.
 
     A newline or escape sequence in ``message`` (a file name, a server's error text) is
-    shown as ``\\xNN``: it must not split the line or drive the terminal.
+    shown as ``\\xNN``: it must not split the line or drive the terminal; a very long
+    word in it is cut (``one_line``).
     """
-    click.echo(f"slm-rerank: {visible(message)}", err=True)
+    click.echo(f"slm-rerank: {one_line(message)}", err=True)
 
 
 def fail(message: str) -> None:

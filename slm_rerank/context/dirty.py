@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,8 +22,11 @@ from slm_rerank.git_runner import GitError, GitTimeout, git_output
 if TYPE_CHECKING:
     from slm_rerank.lexical.scores import FileEvidence
 
-#: How long git may take to answer; a wedged repository must not hang the search.
+#: How long git may take to answer, in total (every call in the repository and in each
+#: submodule looked into); a wedged repository must not hang the search.
 GIT_SECONDS = 10.0
+#: what git says (LC_ALL=C) outside any repository, as against a repository it cannot read
+NOT_A_REPOSITORY = "not a git repository"
 #: Nested submodules looked into, at most; each costs a few git calls.
 MAX_SUBMODULES = 32
 #: Entries of a ``.gitmodules`` read, at most (each costs a stat)
@@ -69,13 +73,17 @@ def parse_status(output: bytes, prefix: str) -> dict[str, str]:
     return kinds
 
 
-def _git(root: Path, *args: str, ok: tuple[int, ...] = (0,)) -> bytes:
+def _git(root: Path, *args: str, deadline: float, ok: tuple[int, ...] = (0,)) -> bytes:
     # git_runner: nothing the repository configures runs (its filters, fsmonitor, hooks),
     # GIT_DIR and the like in the environment are ignored (a git hook exports GIT_DIR and
     # GIT_INDEX_FILE, a dotfiles alias GIT_DIR: the question is what is uncommitted under
     # the root), and no optional lock is taken (`git status` otherwise rewrites the index
     # under index.lock, and the user's own `git commit` at that moment fails on the lock).
-    return git_output(root, args, timeout=GIT_SECONDS, max_bytes=MAX_STATUS_BYTES, ok=ok)
+    # ``deadline`` (time.monotonic) is --dirty's whole: each call gets what is left of it
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise GitTimeout(f"git {args[0]} in {root}: no time left of --dirty's {GIT_SECONDS:g} s")
+    return git_output(root, args, timeout=left, max_bytes=MAX_STATUS_BYTES, ok=ok)
 
 
 def find_dirty(root: Path) -> DirtyFiles:
@@ -86,14 +94,18 @@ def find_dirty(root: Path) -> DirtyFiles:
     """
     if shutil.which("git") is None:
         return DirtyFiles(reason="git is not installed")
-    found = _status(root)
+    # one deadline for every git call: a repository with submodules (each with its own
+    # configuration) must not get GIT_SECONDS per call
+    deadline = time.monotonic() + GIT_SECONDS
+    found = _status(root, deadline)
     budget = [MAX_SUBMODULES]
     if found.reason is None:
-        found.kinds = _into_submodules(root, found.kinds, budget)
+        found.kinds = _into_submodules(root, found.kinds, budget, deadline)
     return found
 
 
-def _into_submodules(root: Path, kinds: dict[str, str], budget: list[int]) -> dict[str, str]:
+def _into_submodules(root: Path, kinds: dict[str, str], budget: list[int],
+                     deadline: float) -> dict[str, str]:
     """``kinds`` with each submodule replaced by the changed files inside it."""
     out: dict[str, str] = {}
     for path, kind in kinds.items():
@@ -105,12 +117,12 @@ def _into_submodules(root: Path, kinds: dict[str, str], budget: list[int]) -> di
                 out[path] = kind
             continue
         budget[0] -= 1
-        nested = _status(inner)
+        nested = _status(inner, deadline)
         if nested.reason is not None:
             if kind != _SUBMODULE:
                 out[path] = kind
             continue
-        for sub, sub_kind in _into_submodules(inner, nested.kinds, budget).items():
+        for sub, sub_kind in _into_submodules(inner, nested.kinds, budget, deadline).items():
             out[f"{path}/{sub}"] = sub_kind
     return out
 
@@ -119,7 +131,7 @@ def _into_submodules(root: Path, kinds: dict[str, str], budget: list[int]) -> di
 _SUBMODULE = "submodule"
 
 
-def _submodules(top: Path, prefix: str) -> list[str]:
+def _submodules(top: Path, prefix: str, deadline: float) -> list[str]:
     """The paths (under the searched root, relative to it) ``.gitmodules`` gives submodules.
 
     git itself is not asked to look into them (``git status`` would run git inside each one
@@ -133,7 +145,7 @@ def _submodules(top: Path, prefix: str) -> list[str]:
     except OSError:
         return []
     raw = _git(top, "config", "-z", "--file", os.fsdecode(listing), "--get-regexp",
-               r"^submodule\..*\.path$", ok=(0, 1))
+               r"^submodule\..*\.path$", deadline=deadline, ok=(0, 1))
     paths = []
     for record in raw.split(b"\0"):
         _name, newline, value = record.partition(b"\n")
@@ -145,21 +157,23 @@ def _submodules(top: Path, prefix: str) -> list[str]:
     return paths[:MAX_LISTED_SUBMODULES]
 
 
-def _status(root: Path) -> DirtyFiles:
+def _status(root: Path, deadline: float) -> DirtyFiles:
     try:
-        where = _git(root, "rev-parse", "--show-toplevel", "--show-prefix")
+        where = _git(root, "rev-parse", "--show-toplevel", "--show-prefix", deadline=deadline)
     except GitTimeout:
         return DirtyFiles(reason=f"git did not answer in {GIT_SECONDS:.0f} s in {root}")
-    except GitError:
-        return DirtyFiles(reason=f"{root} is not in a git repository")
+    except GitError as exc:
+        if NOT_A_REPOSITORY in str(exc):
+            return DirtyFiles(reason=f"{root} is not in a git repository")
+        return DirtyFiles(reason=str(exc))  # a repository git cannot read: say why
     top, _, prefix = os.fsdecode(where).rstrip("\n").partition("\n")
     try:
         # --ignore-submodules=dirty (the runner's): a submodule's own changes are found by
         # looking into it (_submodules), not by git running git inside it
         status = _git(root, "status", "--porcelain=v1", "-z", "--no-renames",
-                      "--untracked-files=all", "--", ".")
+                      "--untracked-files=all", "--", ".", deadline=deadline)
         kinds = parse_status(status, prefix)
-        for path in _submodules(Path(top), prefix):
+        for path in _submodules(Path(top), prefix, deadline):
             kinds.setdefault(path, _SUBMODULE)
     except GitTimeout:
         return DirtyFiles(reason=f"git did not answer in {GIT_SECONDS:.0f} s in {root}")

@@ -12,7 +12,7 @@ import re
 import subprocess
 import threading
 from collections import Counter
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from pathlib import Path
 
 #: ripgrep writes these notices to stdout, without a NUL, when it meets a NUL byte in a file
@@ -252,6 +252,23 @@ def start_tool(argv: list[str], cwd: str | os.PathLike[str] | None = None,
         proc = subprocess.Popen(argv, cwd=Path(cwd) if cwd is not None else None,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, env=env)
+        _LIVE.add(proc)
+        return proc
+
+
+def track_tool(start: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+    """The process ``start()`` starts, recorded as live, for a caller that must start it
+    itself (``git_runner``'s bounded runner: its own session, stderr to a file), so that
+    ``kill_tools`` ends it too.
+
+    Raises ``ToolsClosed`` once the process is closing, and whatever ``start`` raises.
+    """
+    with _LIVE_LOCK:
+        if _CLOSED:
+            raise ToolsClosed("not starting a tool: the search was abandoned at its deadline")
+        for done in [p for p in _LIVE if p.poll() is not None]:
+            _LIVE.discard(done)
+        proc = start()
         _LIVE.add(proc)
         return proc
 

@@ -164,6 +164,10 @@ def resolve_scope(root: Path, args: Sequence[str], piped: Sequence[str], cwd: Pa
                 "(add `< /dev/null`), or pass the query with --query-file -")
         why = next(n for n in scope.notes if not n.endswith(MISSING))
         raise ScopeError(f"none of the files named on stdin can be searched ({why})")
+    # once each: a source lists a file once per path naming it (`rg --files src src`), and
+    # a file listed twice counted twice in every score (`src src` doubled the files in
+    # scope and each term's count)
+    scope.paths = list(dict.fromkeys(scope.paths))
     return scope
 
 

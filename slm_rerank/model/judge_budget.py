@@ -72,7 +72,11 @@ def parse_budget(text: str, where: str = "--budget") -> Budget:
     means no model work at all, read as "no limit" the opposite, and the two must not be
     told apart by a unit letter.
     """
-    if text.strip().lower() in ("", "off", "none"):
+    if not text.strip():
+        # `--budget "$BUDGET"` with the variable unset is a mistake, not a wish for no cap
+        raise ConfigError(f"{where}: it is empty; give prompt tokens (--budget 2000) or "
+                          "seconds (--budget 20s), or off for no cap")
+    if text.strip().lower() in ("off", "none"):
         return Budget()
     found = _BUDGET.fullmatch(text)
     if found is None:

@@ -125,9 +125,35 @@ def test_a_path_that_is_not_utf8_is_kept_as_the_file_system_spells_it(
     assert (repo.root / case.gold_files[0]).is_file()
 
 
+@pytest.mark.parametrize("encoding", ["UTF-16", "ISO-8859-1"])
+def test_a_repositorys_log_output_encoding_changes_no_case(
+        history: Callable[[str], History], encoding: str) -> None:
+    # i18n.logOutputEncoding=UTF-16 in .git/config ended calibrate in a traceback
+    repo = seeded(history)
+    repo.commit("retry gives up after three attempts \u2014 caf\u00e9", {"src/retry.py": FIXED})
+    repo.git("config", "i18n.logOutputEncoding", encoding)
+
+    [case] = mine(repo.root, 10).cases
+
+    assert case.query == "retry gives up after three attempts \u2014 caf\u00e9"
+    assert case.gold_files == ("src/retry.py",)
+
+
 def test_a_folder_outside_git_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(GitError, match="is not inside a git repository"):
         history_root(tmp_path)
+
+
+def test_a_repository_git_cannot_read_is_gits_error_not_outside_git(
+        history: Callable[[str], History]) -> None:
+    # a bad line in .git/config was reported as "not inside a git repository"
+    repo = seeded(history)
+    with open(repo.root / ".git" / "config", "a", encoding="utf-8") as config:
+        config.write("[core\n")
+
+    with pytest.raises(GitError, match="bad config line") as raised:
+        history_root(repo.root)
+    assert "not inside a git repository" not in str(raised.value)
 
 
 def test_a_repository_without_commits_is_a_clear_error(history: Callable[[str], History]

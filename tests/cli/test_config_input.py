@@ -54,6 +54,15 @@ def test_a_budget_of_zero_in_any_unit_is_a_usage_error_that_says_off_is_no_cap(
     assert "--budget" in line and "give off for no cap" in line
 
 
+def test_an_empty_budget_is_a_usage_error_not_no_cap(repo: Path) -> None:
+    # `--budget "$BUDGET"` with the variable unset lifted a configured cap without a word
+    run = cli("-q", "retry", "--fast", "--budget", "", cwd=repo)
+
+    assert (run.returncode, run.stdout) == (2, "")
+    line = one_error_line(run.stderr)
+    assert "--budget" in line and "empty" in line
+
+
 def test_off_is_the_one_word_for_no_budget() -> None:
     assert parse_budget("off") == parse_budget("none") == Budget()
     assert parse_budget("0.5s") == Budget(seconds=0.5)
@@ -120,7 +129,7 @@ def test_only_the_bad_key_of_a_repositorys_file_is_left_out(repo: Path) -> None:
     run = cli("-q", "retry backoff", "--fast", cwd=repo)
 
     assert run.returncode == 0, run.stderr
-    assert len(run.stdout.splitlines()) == 2  # the good keys apply (top_k 1; the header)
+    assert len(run.stdout.splitlines()) == 2  # the good keys apply: the header and top_k 1
     assert len(warnings(run.stderr)) == 2
 
 

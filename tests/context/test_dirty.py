@@ -235,3 +235,42 @@ def test_a_submodule_is_found_from_a_root_inside_the_superproject(tmp_path):
     (repo / "vendor/lib/pkg/b.py").write_text(CLEAN["pkg/b.py"] + "# edited\n")
 
     assert find_dirty(repo / "vendor").kinds == {"lib/pkg/b.py": "modified"}
+
+
+def test_dirty_gives_git_one_deadline_in_total_not_one_per_submodule(tmp_path, monkeypatch):
+    # Each submodule's configuration includes a FIFO nobody writes: git blocks reading it.
+    # Given GIT_SECONDS per call, three of them took three times the deadline.
+    import time
+
+    from slm_rerank.context import dirty
+
+    library = committed_repo(tmp_path / "library", CLEAN)
+    repo = committed_repo(tmp_path / "repo", {"top.py": "def top():\n    return 0\n"})
+    fifo = tmp_path / "config.fifo"
+    os.mkfifo(fifo)
+    for n in range(3):
+        git(repo, "submodule", "add", "-q", str(library), f"vendor/lib{n}")
+    git(repo, "commit", "-qm", "add the submodules")
+    for n in range(3):
+        git(repo / f"vendor/lib{n}", "config", "include.path", str(fifo))
+    (repo / "top.py").write_text("def top():\n    return 1\n")
+    monkeypatch.setattr(dirty, "GIT_SECONDS", 1.0)
+
+    started = time.monotonic()
+    found = find_dirty(repo)
+    took = time.monotonic() - started
+
+    assert took < 2.5  # one 1 s deadline and git's start-ups; 3 s and more without it
+    assert found.kinds == {"top.py": "modified"}
+
+
+def test_a_repository_git_cannot_read_is_named_with_gits_reason_not_outside_git(tmp_path):
+    # a bad line in .git/config was reported as "not in a git repository"
+    repo = committed_repo(tmp_path / "repo", CLEAN)
+    with open(repo / ".git" / "config", "a", encoding="utf-8") as config:
+        config.write("[core\n")
+
+    found = find_dirty(repo)
+
+    assert found.reason is not None and "bad config line" in found.reason
+    assert find_dirty(tmp_path).reason == f"{tmp_path} is not in a git repository"

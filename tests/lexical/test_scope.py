@@ -7,6 +7,7 @@ note. Nothing here may open a FIFO or a device: that is what used to hang a sear
 from __future__ import annotations
 
 import errno
+import json
 import os
 from pathlib import Path
 
@@ -295,3 +296,19 @@ def test_a_search_in_a_repository_or_with_a_root_says_nothing_of_the_folder(
     assert (inside.stderr, given.stderr) == ("", "")
     assert (inside.json()["root"], inside.json()["root_source"]) == (str(root), "repository")
     assert (given.json()["root_source"], given.json()["warnings"]) == ("given", [])
+
+
+# --- a path given twice ----------------------------------------------------------------------
+
+
+def test_a_path_given_twice_is_searched_once_and_scores_as_given_once(root: Path) -> None:
+    # rg lists a file once per path naming it: `src src` counted each file, and each of its
+    # terms, twice, and the scores moved twenty-fold
+    (root / "src" / "other.py").write_text("def other():\n    return 'retry twice'\n")
+    once = cli("-q", "retry", "--fast", "--format", "json", "src", cwd=root)
+    twice = cli("-q", "retry", "--fast", "--format", "json", "src", "./src", "src/", cwd=root)
+
+    assert once.returncode == twice.returncode == 0, twice.stderr
+    assert ([(r["path"], r["score"]) for r in json.loads(twice.stdout)["results"]]
+            == [(r["path"], r["score"]) for r in json.loads(once.stdout)["results"]])
+    assert scope_of(root, ["src", "src/", str(root / "src")]).paths == [root / "src"]

@@ -112,3 +112,87 @@ def test_the_git_sources_work_tree_probe_is_a_tool_kill_tools_ends(
         for pid in _recorded(pids):
             if _running(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def _gits_in(repo: Path) -> list[int]:
+    """The running git processes started with ``-C repo``."""
+    marker = b"\0-C\0" + os.fsencode(repo) + b"\0"
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                command = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if marker in command and _running(int(entry.name)):
+                found.append(int(entry.name))
+    return found
+
+
+def _repo_reading_a_fifo(tmp_path: Path) -> Path:
+    """A repository whose configuration includes a FIFO nobody writes: git blocks on it."""
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    os.mkfifo(tmp_path / "config.fifo")
+    subprocess.run(["git", "-C", str(repo), "config", "include.path",
+                    str(tmp_path / "config.fifo")], check=True)
+    return repo
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_a_bounded_git_call_is_a_tool_kill_tools_ends(tmp_path: Path) -> None:
+    # --dirty's git status runs through git_output: mcp, when its client closed stdin during
+    # it, exited and left git blocked for ever (kill_tools did not know it)
+    import threading
+
+    from slm_rerank.git_runner import GitError, git_output
+
+    repo = _repo_reading_a_fifo(tmp_path)
+    errors: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            git_output(repo, ["status"], timeout=20)
+        except GitError as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=call, daemon=True)
+    worker.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not _gits_in(repo) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _gits_in(repo), "git never ran: the test proves nothing"
+        kill_tools()
+        worker.join(timeout=5)
+        assert not worker.is_alive() and errors  # the call ends as a GitError, at once
+        assert _gits_in(repo) == []
+    finally:
+        for pid in _gits_in(repo):
+            os.kill(pid, signal.SIGKILL)
+
+
+class _FullDisk:
+    def write(self, data: bytes) -> int:
+        raise OSError(28, "No space left on device")
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_a_bounded_git_call_that_fails_on_its_side_leaves_no_git_running(
+        tmp_path: Path) -> None:
+    from slm_rerank.git_runner import git_stream
+
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "big.bin").write_bytes(os.urandom(4_000_000))  # more than a pipe holds
+    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@example.com", "-c",
+                    "user.name=t", "commit", "-qm", "big"], check=True)
+    try:
+        with pytest.raises(OSError, match="No space"):
+            git_stream(repo, ["archive", "--format=tar", "HEAD"], _FullDisk())  # type: ignore[arg-type]
+        # git, blocked writing into the pipe nobody reads any more, was ended with it
+        assert _gits_in(repo) == []
+    finally:
+        for pid in _gits_in(repo):
+            os.kill(pid, signal.SIGKILL)

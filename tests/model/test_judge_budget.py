@@ -96,7 +96,8 @@ def test_a_budget_is_tokens_by_default_or_seconds_with_an_s(text: str, tokens: i
     assert parse_budget(text) == Budget(tokens, seconds)
 
 
-@pytest.mark.parametrize("text", ["lots", "-5", "1.5", "20m", "0s", "2000 tokens please"])
+@pytest.mark.parametrize("text", ["lots", "-5", "1.5", "20m", "0s", "2000 tokens please", "",
+                                  "  "])
 def test_a_budget_that_is_neither_tokens_nor_seconds_is_an_error_naming_the_flag(
         text: str) -> None:
     with pytest.raises(ConfigError, match="--budget"):

@@ -71,7 +71,9 @@ def changed_lines(root: Path, rev: str | None, timeout: float = GIT_SECONDS) -> 
     if rev is not None and (not rev or rev.startswith("-")):
         raise ConfigError(f"--diff {rev!r}: a revision must not be empty or start with '-'")
     against = rev if rev is not None else "HEAD"
-    args = [*SAFE, "diff", "--no-color", "--unified=0",
+    # --text: a repository's attributes (`*.py -diff`, a diff driver's `binary`) must not
+    # turn a change into "Binary files differ", a change with no line to review
+    args = [*SAFE, "diff", "--no-color", "--unified=0", "--text",
             "--relative", "--src-prefix=a/", "--dst-prefix=b/", against, "--"]
     try:
         patch = git_output(root, args, timeout=timeout, max_bytes=MAX_DIFF_BYTES)

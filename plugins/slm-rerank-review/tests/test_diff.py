@@ -54,6 +54,22 @@ def test_changes_since_a_revision_include_its_later_commits(committed: Path) -> 
     assert changes.new_files == set() and changes.described == "changes since HEAD~1"
 
 
+@pytest.mark.parametrize("attributes", ["*.py -diff\n", "*.py binary\n", "*.py diff=opaque\n"])
+def test_a_repositorys_attributes_cannot_hide_its_changes_from_the_review(
+        committed: Path, attributes: str) -> None:
+    # git prints "Binary files differ" for a file its attributes call binary: a change that
+    # commits such a .gitattributes beside its code was reviewed as changing no line
+    git(committed, "config", "diff.opaque.binary", "true")
+    (committed / ".gitattributes").write_text(attributes)
+    (committed / "src" / "colours.py").write_text("RED = '#f00'\nBLUE = '#00f'\n")
+    git(committed, "add", "-A")
+    git(committed, "commit", "-qm", "blue, and hide it")
+
+    changes = changed_lines(committed, "HEAD~1")
+
+    assert changes.lines["src/colours.py"] == {2}
+
+
 def test_a_revision_that_looks_like_an_option_is_refused(committed: Path) -> None:
     with pytest.raises(ConfigError, match="must not be empty or start with '-'"):
         changed_lines(committed, "--output=/tmp/x")
