@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from slm_rerank.git_runner import git_output
 from slm_rerank.plugins import BUILTIN_DISTRIBUTIONS, LOAD_PLUGINS_ENV
 
 #: the ``slm-rerank`` command installed beside this Python
@@ -94,7 +95,7 @@ def write_tree(root: Path, files: dict[str, str | bytes]) -> Path:
 def git_init(root: Path) -> Path:
     """Make ``root`` a git work tree (files stay untracked; both sources see them)."""
     root.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    git_output(root, ["init", "-q"])  # the one git runner, as every git call
     return root
 
 
