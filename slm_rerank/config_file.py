@@ -16,17 +16,16 @@ whole, and a reader never sees half a file.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import stat
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from slm_rerank.config_keys import check_value
 from slm_rerank.errors import ConfigError
+from slm_rerank.safefile import flock_held
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -85,25 +84,10 @@ def locked(path: Path, seconds: float | None = None) -> Iterator[None]:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot lock its folder {folder}: {exc.strerror or exc}; "
                           "nothing was written") from None
-    try:
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise ConfigError(
-                        f"{path}: another process has been changing it for over {wait:g} s "
-                        f"(it holds a lock on {folder}); nothing was written: retry when "
-                        "it is done") from None
-                time.sleep(0.02)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
+    with flock_held(fd, wait, lambda: ConfigError(
+            f"{path}: another process has been changing it for over {wait:g} s (it holds "
+            f"a lock on {folder}); nothing was written: retry when it is done"), poll=0.02):
+        yield
 
 
 def update_toml(path: Path, change: Callable[[dict[str, Any]], None]) -> None:

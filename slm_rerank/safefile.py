@@ -10,10 +10,13 @@ ever (every search hung). ``open_regular`` refuses anything but a regular file, 
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import os
 import stat
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 
@@ -190,3 +193,29 @@ def replace_file(path: Path, text: str) -> None:
         except OSError:
             pass
         raise
+
+
+@contextlib.contextmanager
+def flock_held(fd: int, seconds: float, stuck: Callable[[], Exception],
+               poll: float = 0.05) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``fd`` for the ``with`` block, waiting at most
+    ``seconds`` for another holder; past that, raise ``stuck()`` (the caller's one-line
+    error saying who holds it and what to do). ``fd`` is the caller's, closed on the way
+    out in every case: a lock held longer than any holder needs is stuck, and waiting with
+    it helps no one."""
+    try:
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise stuck() from None
+                time.sleep(poll)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)

@@ -8,7 +8,6 @@ stop`` read its files and signal only a process that is ours (``processes``).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import signal
 import subprocess
@@ -48,6 +47,7 @@ from slm_rerank.llama.state import (
     state_dir,
 )
 from slm_rerank.llama.supervisor import LOAD_SECONDS, PROGRESS_SECONDS, ServeOptions
+from slm_rerank.safefile import flock_held
 
 #: Seconds a start waits for another start of the same cache folder to finish.
 START_LOCK_SECONDS = LOAD_SECONDS + 30
@@ -67,24 +67,10 @@ def _start_lock(cache_dir: Path) -> Iterator[None]:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "start.lock"
     fd = open_state_file(path, os.O_RDWR | os.O_CREAT)  # never truncates: no O_TRUNC
-    try:
-        deadline = time.monotonic() + START_LOCK_SECONDS
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise ServeError(f"another start has held {path} for over "
-                                     f"{START_LOCK_SECONDS:.0f} s; see slm-rerank serve "
-                                     "status, or stop it with slm-rerank serve stop") from None
-                time.sleep(0.1)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
+    with flock_held(fd, START_LOCK_SECONDS, lambda: ServeError(
+            f"another start has held {path} for over {START_LOCK_SECONDS:.0f} s; see "
+            "slm-rerank serve status, or stop it with slm-rerank serve stop"), poll=0.1):
+        yield
 
 
 def start_background(options: ServeOptions, cache_dir: Path, argv: list[str],
