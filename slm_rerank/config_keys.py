@@ -129,6 +129,10 @@ class Settings:
         0.5, "--dirty: how much a file with uncommitted changes and some evidence gains "
         "(0.5: its lexical score times 1.5)", minimum=0.0, maximum=MAX_DIRTY_BONUS,
         why="ranking")
+    learned_order: bool = _setting(
+        True, "order candidate files by the learned ranker (the model calibrate --learn "
+        "--write fitted to this repository, else the shipped one); off: the fixed lexical "
+        "factors (--fixed-order)", why="ranking")
     # --- the model stage (never read by --fast) ---
     model: str | None = _setting(
         None, "model profile to use (--model); unset: the one that claims the server's "

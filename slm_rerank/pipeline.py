@@ -185,8 +185,34 @@ def rank(request: SearchRequest, host: Host, gathered: Gathered, notes: list[str
     (``lexical/rank.py``)."""
     if request.plan is not None:
         gathered.evidence = planned_files(gathered.evidence, request.plan)
-    return rank_chunks(request.root, gathered, notes, top_k=host.settings.top_k,
-                       limit=host.settings.max_file_bytes, cache_dir=request.cache_dir)
+    ranked = rank_chunks(request.root, gathered, notes, top_k=host.settings.top_k,
+                         limit=host.settings.max_file_bytes, cache_dir=request.cache_dir)
+    if host.settings.learned_order and ranked.chunks:
+        learn_order(request, gathered, ranked, notes)
+    else:
+        notes.append("order: fixed lexical factors (learned_order = false, from "
+                     f"{host.settings.origins.get('learned_order', 'default')})"
+                     if not host.settings.learned_order else "order: fixed lexical factors")
+    return ranked
+
+
+def learn_order(request: SearchRequest, gathered: Gathered, ranked: Ranked, notes: list[str]
+                ) -> None:
+    """Put ``ranked``'s files in the learned ranker's order (``lexical/ranker.py``): this
+    repository's model when ``calibrate --learn --write`` kept one, else the shipped one.
+    A model that cannot be used leaves the lexical order, with a warning."""
+    from slm_rerank.lexical.ranker import choose_model, learned_order
+
+    chosen = choose_model(request.root, request.cache_dir)
+    notes.append(chosen.note)
+    if chosen.warning:
+        ranked.warnings.append(chosen.warning)
+    if chosen.model is None:
+        return
+    ranked.chunks, ranked.placed = learned_order(
+        ranked.chunks, gathered.evidence, gathered.terms, gathered.stats, ranked.texts,
+        chosen.model)
+    ranked.model = chosen.model
 
 
 # --- head, score, fuse --------------------------------------------------------------------
@@ -401,6 +427,7 @@ def run_search(request: SearchRequest, host: Host) -> Report:
 
     mark = clock()
     ranked = rank(request, host, gathered, notes)
+    warnings.extend(ranked.warnings)
     timings["rank_ms"] = (clock() - mark) * 1000
 
     degraded, model = None, None

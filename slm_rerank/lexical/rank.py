@@ -10,6 +10,7 @@ from pathlib import Path
 from slm_rerank.lexical.chunk_cache import ChunkCache
 from slm_rerank.lexical.chunking import chunk_text
 from slm_rerank.lexical.gather import Gathered
+from slm_rerank.lexical.ranker import Placed, RankerModel
 from slm_rerank.lexical.reading import read_candidate
 from slm_rerank.lexical.scores import FileEvidence, LoweredText, ScoredChunk, score_chunks
 from slm_rerank.report import display_path
@@ -29,6 +30,12 @@ class Ranked:
     texts: dict[str, str] = field(default_factory=dict)
     #: candidate files with evidence that were not read (huge, minified, binary, ...)
     skipped: int = 0
+    #: how the learned ranker placed each file (empty: the fixed lexical order)
+    placed: dict[str, Placed] = field(default_factory=dict)
+    #: the model that placed them, if any
+    model: RankerModel | None = None
+    #: what went wrong choosing the order (an unusable model file), for the user
+    warnings: list[str] = field(default_factory=list)
 
 
 

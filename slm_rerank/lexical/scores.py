@@ -45,6 +45,10 @@ def _key(word: str) -> str:
     return light(_NOT_ALNUM.sub("", word.lower()))
 
 
+#: where a file's path score comes from, by the bonus ``_PathMatcher`` gives it
+_PATH_PART = {NAMES_FILE: "names_file", NAME_TOKEN: "name_token", DIRECTORY: "directory"}
+
+
 @dataclass
 class FileEvidence:
     """Why a file is a candidate: path and body evidence, before chunks are looked at."""
@@ -56,6 +60,8 @@ class FileEvidence:
     matched: dict[str, float] = field(default_factory=dict)
     #: the terms (as written in the query) that the path itself matches
     path_terms: list[str] = field(default_factory=list)
+    #: the score by where it came from (``PARTS``): the learned ranker's features
+    parts: dict[str, float] = field(default_factory=dict)
 
     @property
     def score(self) -> float:
@@ -68,6 +74,11 @@ class ScoredChunk:
     chunk: Chunk
     score: float
     matched: list[str]
+    #: what the chunk adds to its file's evidence, by where it came from: a term it
+    #: declares, a term naming its enclosing class, and its own mentions of the terms
+    declares: float = 0.0
+    enclosing: float = 0.0
+    mentions: float = 0.0
 
 
 def idf(df: int, n_files: int) -> float:
@@ -212,8 +223,11 @@ def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats,
             ev.path_score += gain
             ev.matched[term.root] = ev.matched.get(term.root, 0.0) + gain
             ev.path_terms.append(term.root)
+            part = _PATH_PART[bonus]
+            ev.parts[part] = ev.parts.get(part, 0.0) + gain
         if index is not None:
             ev.path_score += NAMED_PATH * strongest / mention_df[index]
+            ev.parts["named_path"] = NAMED_PATH * strongest / mention_df[index]
         if counts:
             ratio = sizes.get(path, average) / average if average else 1.0
             # The terms found in this file, in query order (the order the sums are made in),
@@ -226,6 +240,7 @@ def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats,
                     gain = stats.weights[term.literal] * saturate(tf, ratio)
                     ev.body_score += gain
                     ev.matched[term.root] = ev.matched.get(term.root, 0.0) + gain
+            ev.parts["body"] = ev.body_score
         if not ev.matched and ev.path_score == 0:
             continue
         ev.factor = kind_factor(path, terms)
@@ -286,7 +301,7 @@ def score_chunks(terms: QueryTerms, stats: TermStats, ev: FileEvidence, chunks: 
     columns = [zeros if counts is None else counts for *_, counts in present]
     rows = zip(*columns, strict=True) if columns else [()] * len(chunks)
     for chunk, row in zip(chunks, rows, strict=True):
-        local = 0.0
+        local = declares = enclosed = mentions = 0.0
         matched: list[str] = []
         declared = {_key(name) for name in chunk.defines}
         enclosing = {_key(part) for part in (chunk.symbol or "").split(".")[:-1]}
@@ -294,17 +309,22 @@ def score_chunks(terms: QueryTerms, stats: TermStats, ev: FileEvidence, chunks: 
             gain = 0.0
             if key in declared:
                 gain += DECLARES * weight
+                declares += DECLARES * weight
             elif key in enclosing:
                 gain += ENCLOSING * weight
+                enclosed += ENCLOSING * weight
             if tf:
                 # saturate(tf) inline; a zero count adds nothing (gain + 0.0 is gain)
-                gain += weight * (tf / (tf + _K_AVERAGE))
+                said = weight * (tf / (tf + _K_AVERAGE))
+                gain += said
+                mentions += said
             if gain:
                 local += gain
                 matched.append(root)
         score = ev.score + local * ev.factor
         path_terms = [t for t in ev.path_terms if t not in matched]
-        scored.append(ScoredChunk(ev.path, chunk, score, matched + path_terms))
+        scored.append(ScoredChunk(ev.path, chunk, score, matched + path_terms, declares,
+                                  enclosed, mentions))
     return scored
 
 

@@ -1,0 +1,181 @@
+"""Features of a candidate file: what the lexical stage knows of it, split by where it came
+from, as numbers a learned ranker weighs (``lexical/ranker.py``).
+
+A file is described by its evidence (``FileEvidence.parts``: a term naming the file, a token
+of its name, a folder, a path the query names, mentions in its body), by its best chunk (what
+that chunk declares, its own mentions, its length, how much of it is comment or docstring),
+by its kind, by how the lexical order placed it, and, when the repository's history was read,
+by how often and how recently it changed and whether it changed with the files the query
+names. Scores are divided by the query's best chunk score, so a long query's larger sums
+and a title's small ones weigh alike.
+
+The names in ``FEATURES`` are the model file's vocabulary: a model names the features it
+was trained on, and one naming a feature this version does not compute is refused.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from slm_rerank.lexical.filetypes import path_kind
+from slm_rerank.lexical.scores import FileEvidence, ScoredChunk, TermStats
+from slm_rerank.lexical.terms import QueryTerms
+
+#: every feature this version computes, in a fixed order, with what it means (for ``-v``)
+FEATURES: dict[str, str] = {
+    "lexical": "lexical score (share of the best)",
+    "lexical_rank": "lexical rank",
+    "names_file": "path names a query term",
+    "name_token": "a word of the file name is in the query",
+    "directory": "a folder name is in the query",
+    "named_path": "the query names this file",
+    "body": "the query's words in the file",
+    "declares": "the chunk defines a query term",
+    "enclosing": "the chunk's class is a query term",
+    "mentions": "the query's words in the chunk",
+    "coverage": "share of the query's terms found",
+    "rare_term": "its rarest matching term",
+    "common_name": "its path matches a common word",
+    "kind_test": "a test file",
+    "kind_doc": "a doc page",
+    "kind_changelog": "a changelog",
+    "kind_other": "a config or data file",
+    "chunk_lines": "chunk length",
+    "chunk_comment": "comment or docstring",
+    "chunk_defines": "definitions in the chunk",
+    "file_lines": "file length",
+    "depth": "folder depth",
+    "changes": "changes in recent history",
+    "recent": "changed lately",
+    "together": "changed with files the query names",
+    "judge": "the judge's verdict",
+}
+
+#: the history features and the judge's: 0 when nothing was read or asked
+HISTORY_FEATURES = ("changes", "recent", "together")
+
+_COMMENT_STARTS = ("#", "//", "/*", "*", "--", ";", "%", '"""', "'''", "<!--")
+
+
+class History(Protocol):
+    """What the features read of a repository's recent history (``lexical/history.py``)."""
+
+    commits: int
+
+    def changes(self, path: str) -> int: ...
+
+    def age(self, path: str) -> int | None: ...
+
+    def together(self, path: str, others: set[str]) -> int: ...
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One candidate file: its path, its best chunk (an index into the ranked chunks) and
+    its feature values, in ``FEATURES`` order."""
+
+    path: str
+    best: int
+    values: tuple[float, ...]
+
+    def named(self) -> dict[str, float]:
+        return dict(zip(FEATURES, self.values, strict=True))
+
+
+def comment_share(text: str, start: int, end: int) -> float:
+    """The share of lines ``start..end`` (1-based, inclusive) of ``text`` that are comment
+    or docstring: a line that starts with a comment marker, or one inside a triple-quoted
+    block."""
+    lines = text.split("\n", end)[start - 1:end]
+    if not lines:
+        return 0.0
+    inside = False
+    said = 0
+    for line in lines:
+        stripped = line.strip()
+        quotes = stripped.count('"""') + stripped.count("'''")
+        if inside or stripped.startswith(_COMMENT_STARTS):
+            said += 1
+        if quotes % 2:
+            inside = not inside
+    return said / len(lines)
+
+
+def _share(value: float, top: float) -> float:
+    return value / top if top > 0 else 0.0
+
+
+def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidence],
+               terms: QueryTerms, stats: TermStats, texts: Mapping[str, str],
+               history: History | None = None,
+               judged: Mapping[str, float] | None = None) -> list[Candidate]:
+    """The features of each file among ``chunks`` (best first, as ``rank_chunks`` orders
+    them), in the order their best chunks come.
+
+    ``judged`` maps a path to the judge's logit for its best judged chunk, when a judge ran.
+    """
+    best: dict[str, int] = {}
+    for i, item in enumerate(chunks):
+        best.setdefault(item.path, i)
+    top = chunks[0].score if chunks and chunks[0].score > 0 else 1.0
+    total = sum(stats.weights.values()) or 1.0
+    strongest = max(stats.weights.values(), default=1.0) or 1.0
+    named = {p for p, i in best.items()
+             if evidence.get(p) and (evidence[p].parts.get("named_path")
+                                     or evidence[p].parts.get("names_file"))}
+    judged = judged or {}
+    out = []
+    for rank, (path, index) in enumerate(best.items()):
+        item = chunks[index]
+        ev = evidence.get(path) or FileEvidence(path)
+        parts = ev.parts
+        kind = path_kind(path)
+        chunk = item.chunk
+        text = texts.get(path, "")
+        lines = chunk.end_line - chunk.start_line + 1
+        matched = {t.literal for t in terms.terms if t.root in ev.matched}
+        rarities = [stats.weights[t.literal] for t in terms.terms
+                    if t.root in ev.matched and t.literal in stats.weights]
+        path_rarity = [stats.weights[t.literal] for t in terms.terms
+                       if t.root in ev.path_terms and t.literal in stats.weights]
+        file_lines = text.count("\n") + 1 if text else 1
+        values: dict[str, float] = {
+            "lexical": _share(item.score, top),
+            "lexical_rank": math.log1p(rank),
+            "names_file": _share(parts.get("names_file", 0.0), top),
+            "name_token": _share(parts.get("name_token", 0.0), top),
+            "directory": _share(parts.get("directory", 0.0), top),
+            "named_path": _share(parts.get("named_path", 0.0), top),
+            "body": _share(parts.get("body", 0.0), top),
+            "declares": _share(item.declares, top),
+            "enclosing": _share(item.enclosing, top),
+            "mentions": _share(item.mentions, top),
+            "coverage": sum(stats.weights.get(lit, 0.0) for lit in matched) / total,
+            "rare_term": max(rarities, default=0.0) / strongest,
+            "common_name": (1.0 - min(path_rarity) / strongest) if path_rarity else 0.0,
+            "kind_test": float(kind == "test"),
+            "kind_doc": float(kind == "doc"),
+            "kind_changelog": float(kind == "changelog"),
+            "kind_other": float(kind == "other"),
+            "chunk_lines": math.log1p(lines),
+            "chunk_comment": comment_share(text, chunk.start_line, chunk.end_line)
+            if text else 0.0,
+            "chunk_defines": math.log1p(len(chunk.defines)),
+            "file_lines": math.log1p(file_lines),
+            "depth": float(path.count("/")),
+            "changes": 0.0,
+            "recent": 0.0,
+            "together": 0.0,
+            "judge": judged.get(path, 0.0),
+        }
+        if history is not None and history.commits:
+            values["changes"] = math.log1p(history.changes(path))
+            age = history.age(path)
+            values["recent"] = 1.0 / (1.0 + age) if age is not None else 0.0
+            others = named - {path}
+            values["together"] = math.log1p(history.together(path, others)) if others else 0.0
+        out.append(Candidate(path, index, tuple(values[name] for name in FEATURES)))
+    return out

@@ -1,0 +1,268 @@
+#!/usr/bin/env python3
+"""Train the learned ranker slm-rerank ships (``slm_rerank/lexical/ranker.json``), and
+measure it against the fixed lexical order.
+
+Training data (``../shared/bench/TRAINING.md``): the dev half of the benchmark cases
+(``cases.split_of``) and the cases ``mine_training.py`` mined from the training
+repositories' own histories whose repository is in the "train" split. Never a benchmark
+repository's history. Measured once on what it never saw: the benchmark's held-out half
+and the mined cases of the held-out repositories, by language.
+
+    python tests/bench/train_ranker.py --cv            # choose on the training data only
+    python tests/bench/train_ranker.py --write         # fit, measure held-out, ship
+
+Each case is run through the lexical stage in process, once per query mode (title, whole
+text), and its candidates' features are cached under ``--features`` (keyed by the feature
+list and the case), so a second run only fits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import random
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from cases import split_of
+
+from slm_rerank.calibration.learning import Group, extract, fit
+from slm_rerank.calibration.measure import paired_interval
+from slm_rerank.host import Host
+from slm_rerank.lexical.features import FEATURES
+from slm_rerank.lexical.ranker import RankerModel
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SHARED = REPO_ROOT.parent / "shared" / "bench"
+CACHE = Path.home() / ".cache" / "slm-rerank-bench"
+MODES = ("title", "query")
+#: the model's name: bump it when what it learns from or how changes
+NAME = "lexical-ranker-1"
+
+
+@dataclass
+class Row:
+    """One case in one query mode: its candidates (fixed order), features and gold."""
+
+    case: str
+    repo: str
+    lang: str
+    split: str
+    mode: str
+    date: str
+    paths: list[str]
+    values: list[tuple[float, ...]]
+    gold: list[str]
+
+    def group(self) -> Group:
+        gold = set(self.gold)
+        return Group(self.values, [p in gold for p in self.paths])
+
+
+def tree_of(trees: Path, case: dict) -> Path:
+    return trees / f"{case['repo'].replace('/', '+')}@{case['base_commit'][:12]}"
+
+
+def load(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def feature_key() -> str:
+    return hashlib.sha256(json.dumps(list(FEATURES)).encode()).hexdigest()[:12]
+
+
+def rows_of(cases: list[dict], trees: Path, cache: Path, host: Host, kind: str) -> list[Row]:
+    """Every case's rows (both modes), from the cache when it holds them."""
+    cache.mkdir(parents=True, exist_ok=True)
+    rows: list[Row] = []
+    started = time.monotonic()
+    for n, case in enumerate(cases, 1):
+        tree = tree_of(trees, case)
+        if not (tree / ".complete").exists():
+            continue
+        gold = [g for g in case["gold_files"] if (tree / g).is_file()]
+        if not gold:
+            continue
+        lang = case.get("lang", "python")
+        split = case.get("split") or split_of(case["id"])
+        for mode in MODES:
+            text = case["title"] if mode == "title" else case["query"]
+            name = hashlib.sha256(f"{feature_key()}|{case['id']}|{mode}".encode()).hexdigest()
+            stored = cache / f"{name[:24]}.json"
+            if stored.exists():
+                data = json.loads(stored.read_text())
+            else:
+                found = extract(text, tree, host)
+                data = {"paths": found.paths, "values": [list(v) for v in found.values]}
+                stored.write_text(json.dumps(data))
+            rows.append(Row(case["id"], case["repo"], lang, split, mode, case.get("date", ""),
+                            data["paths"], [tuple(v) for v in data["values"]], gold))
+        if n % 25 == 0:
+            print(f"  {kind}: {n}/{len(cases)} cases, {time.monotonic() - started:.0f} s",
+                  file=sys.stderr)
+    return rows
+
+
+# --- measuring ----------------------------------------------------------------------------
+
+
+def order(row: Row, model: RankerModel | None) -> list[str]:
+    if model is None:
+        return row.paths
+    scores = [model.score(v) for v in row.values]
+    return [row.paths[i] for i in sorted(range(len(row.paths)), key=lambda i: (-scores[i], i))]
+
+
+def metrics(ranked: list[str], gold: list[str]) -> dict[str, float]:
+    first = next((i for i, p in enumerate(ranked[:10], 1) if p in gold), None)
+    return {"hit1": float(first == 1), "hit5": float(first is not None and first <= 5),
+            "hit10": float(first is not None), "mrr10": 1.0 / first if first else 0.0}
+
+
+def compare(rows: list[Row], model: RankerModel) -> dict[str, object]:
+    """Fixed against learned over ``rows``: means, and a paired interval of the gains."""
+    fixed = [metrics(order(r, None), r.gold) for r in rows]
+    learned = [metrics(order(r, model), r.gold) for r in rows]
+    out: dict[str, object] = {"cases": len(rows)}
+    for key in ("hit1", "hit5", "hit10", "mrr10"):
+        a = [m[key] for m in fixed]
+        b = [m[key] for m in learned]
+        diff = [y - x for x, y in zip(a, b, strict=True)]
+        low, high = paired_interval(diff) if diff else (math.nan, math.nan)
+        out[key] = (mean(a), mean(b), low, high)
+    return out
+
+
+def mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else math.nan
+
+
+def table(title: str, buckets: dict[str, list[Row]], model: RankerModel) -> list[str]:
+    lines = [f"**{title}**", "",
+             "| slice | cases | Hit@1 fixed → learned | Hit@5 | Hit@10 | MRR@10 (95 % CI of gain) |",
+             "| --- | ---: | --- | --- | --- | --- |"]
+    for name, rows in buckets.items():
+        if not rows:
+            continue
+        c = compare(rows, model)
+
+        def pair(key: str, points: bool = True) -> str:
+            a, b, low, high = c[key]  # type: ignore[misc]
+            f = 100 if points else 1
+            fmt = ".1f" if points else ".3f"
+            text = f"{a * f:{fmt}} → {b * f:{fmt}}"
+            return text + (f" ({low * f:+{fmt}}, {high * f:+{fmt}})" if key == "mrr10" else "")
+
+        lines.append(f"| {name} | {c['cases']} | {pair('hit1')} | {pair('hit5')} | "
+                     f"{pair('hit10')} | {pair('mrr10', False)} |")
+    return lines + [""]
+
+
+# --- choosing -----------------------------------------------------------------------------
+
+
+def folds_by_repo(rows: list[Row], k: int) -> list[list[Row]]:
+    repos = sorted({r.repo for r in rows})
+    random.Random(7).shuffle(repos)
+    fold_of = {repo: i % k for i, repo in enumerate(repos)}
+    folds: list[list[Row]] = [[] for _ in range(k)]
+    for r in rows:
+        folds[fold_of[r.repo]].append(r)
+    return folds
+
+
+def cross_validate(rows: list[Row], features: list[str], l2: float, k: int = 5
+                   ) -> dict[str, float]:
+    """Mean Hit@1 and MRR@10 of fixed and learned over folds held out by repository."""
+    folds = folds_by_repo(rows, k)
+    scored: list[tuple[dict[str, float], dict[str, float]]] = []
+    for i, held in enumerate(folds):
+        if not held:
+            continue
+        train = [r for j, f in enumerate(folds) if j != i for r in f]
+        model = fit([r.group() for r in train], name="cv", features=features, l2=l2)
+        scored += [(metrics(order(r, None), r.gold), metrics(order(r, model), r.gold))
+                   for r in held]
+    return {f"{which}_{key}": mean([s[w][key] for s in scored])
+            for w, which in ((0, "fixed"), (1, "learned")) for key in ("hit1", "mrr10")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--swe-cases", type=Path, default=SHARED / "swe-dev.jsonl")
+    ap.add_argument("--mined-cases", type=Path, default=CACHE / "training" / "cases.jsonl")
+    ap.add_argument("--ranges", type=Path, default=CACHE / "training" / "ranges.json")
+    ap.add_argument("--trees", type=Path, default=CACHE / "trees")
+    ap.add_argument("--features", type=Path, default=CACHE / "features")
+    ap.add_argument("--use", default=",".join(f for f in FEATURES if f != "judge"),
+                    help="features the model uses (comma-separated)")
+    ap.add_argument("--l2", type=float, default=0.01)
+    ap.add_argument("--cv", action="store_true", help="cross-validate on the training rows")
+    ap.add_argument("--held-out", action="store_true", help="measure on the held-out rows")
+    ap.add_argument("--write", action="store_true", help="write the shipped model file")
+    ap.add_argument("--out", type=Path, default=REPO_ROOT / "slm_rerank" / "lexical" /
+                    "ranker.json")
+    ap.add_argument("--report", type=Path, help="write the markdown tables here")
+    args = ap.parse_args(argv)
+
+    features = [f.strip() for f in args.use.split(",") if f.strip()]
+    host = Host.from_environment(start=Path("/"))
+    swe = load(args.swe_cases)
+    mined = load(args.mined_cases) if args.mined_cases.exists() else []
+    rows = rows_of(swe, args.trees, args.features, host, "benchmark")
+    rows += rows_of(mined, args.trees, args.features, host, "mined")
+    train = [r for r in rows if r.split in ("dev", "train")]
+    held = [r for r in rows if r.split == "held-out"]
+    print(f"rows: {len(train)} training, {len(held)} held out", file=sys.stderr)
+    lines: list[str] = []
+    if args.cv:
+        for l2 in (0.001, 0.01, 0.1):
+            cv = cross_validate(train, features, l2)
+            print(f"cv l2={l2}: " + ", ".join(f"{k} {v:.3f}" for k, v in cv.items()))
+    model = fit([r.group() for r in train], name=NAME, features=features, l2=args.l2)
+    ranges = json.loads(args.ranges.read_text()) if args.ranges.exists() else {}
+    learned_from = sorted({r.repo for r in train})
+    model = RankerModel(model.name, model.features, model.mean, model.scale, model.weights,
+                        model.bias, {
+                            "recipe": "tests/bench/train_ranker.py: listwise softmax over each "
+                                      f"case's candidate files, L2 {args.l2}, "
+                                      "both query modes (title, whole text)",
+                            "trained_on": {
+                                "benchmark dev half": "swe-dev.jsonl cases with split_of == "
+                                                      "'dev' (their issue text, not history)",
+                                "mined": {repo: ranges.get(repo, {}) for repo in learned_from
+                                          if "/" in repo and any(r.repo == repo and
+                                                                 r.split == "train"
+                                                                 for r in train)},
+                            },
+                            "rows": len(train),
+                        })
+    print("weights: " + ", ".join(f"{n} {w:+.2f}" for n, w in
+                                  zip(model.features, model.weights, strict=True)))
+    if args.held_out:
+        swe_repos = {c["repo"] for c in swe}
+        by_lang: dict[str, list[Row]] = defaultdict(list)
+        for r in held:
+            label = "benchmark" if r.repo in swe_repos else r.lang
+            by_lang[f"{label} {r.mode}"].append(r)
+            if label != "benchmark":
+                by_lang[f"all mined {r.mode}"].append(r)
+        lines += table("Held out, fixed lexical order → learned ranker", dict(sorted(
+            by_lang.items())), model)
+        print("\n".join(lines))
+    if args.report:
+        args.report.write_text("\n".join(lines) + "\n")
+    if args.write:
+        args.out.write_text(json.dumps(model.to_json(), indent=1) + "\n")
+        print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
