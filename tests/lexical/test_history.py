@@ -293,6 +293,16 @@ def test_a_broken_repository_has_no_history(repo: History) -> None:
     assert f"HEAD in {repo.root} names {head}, which git cannot read" in notes[0]
 
 
+def test_a_repository_missing_an_older_commit_has_no_history(repo: History) -> None:
+    first = repo.git("rev-list", "--max-parents=0", "HEAD")
+    (repo.root / ".git" / "objects" / first[:2] / first[2:]).unlink()
+
+    found, notes = read(repo.root)
+
+    assert found is None and len(notes) == 1
+    assert notes[0].startswith("no change history: git log ") and "failed" in notes[0]
+
+
 def test_without_git_there_is_no_history(repo: History, tmp_path: Path,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path / "nothing-here"))
