@@ -1,0 +1,372 @@
+"""A repository's recent change history, as evidence for ranking: how often and how
+recently each file changed, and which files change together.
+
+One ``git log`` reads the newest ``commits`` commits (``read_history``), through the one
+git runner (``git_runner``: nothing the repository's configuration names runs), within one
+total deadline, and the result is cached by the commit read from, so a warm read costs one
+``git rev-parse`` and one small file.
+
+What is read, and why:
+
+- ``--no-merges``: with ``--name-only`` a merge lists no files (or only its conflicts), so
+  it would only push the real changes further back; a branch's commits are counted where
+  they are, one change each, as ``calibrate`` mines them. (``--first-parent`` with
+  ``--diff-merges=first-parent`` would make a whole pull request one change, which is
+  often over the per-commit cap below and loses which files changed together.)
+- ``--no-renames``: rename detection costs time that grows with a commit's added and
+  deleted files and with ``diff.renameLimit``, which the repository's own configuration
+  sets; without it a renamed file's history starts at its rename (its old path is not
+  found in the tree any more), a small loss in a few hundred commits.
+- git log runs at the work tree's top level, with ``--no-relative`` (a repository's
+  ``diff.relative`` would list only the paths under the folder it runs in, relative to
+  it): every path is read from the top and mapped to the searched root here.
+- A commit that changes more than ``MAX_COMMIT_PATHS`` files (a reformat, a vendored
+  import, a licence header) says nothing about any one of them: it keeps its place in the
+  window (ages count it) but changes no file's count.
+- At most ``MAX_LOG_BYTES`` of git's output are read; a log that is longer is cut at its
+  last whole commit and the history covers the commits before it (and says so).
+
+Outside git, in a repository without a commit, in a shallow clone (its cut history would
+make every file look new), when git fails or the deadline passes, there is no history:
+``read_history`` returns None and adds one note saying why.
+
+The cache (``history/`` in the cache folder) is one JSON file per repository, commit and
+window, named by a hash of the three, written by rename and read through ``safefile`` with
+a size cap; a file that does not hold what its name promises, in the shapes expected, is a
+miss and is written again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from slm_rerank import safefile
+from slm_rerank.git_runner import GitError, GitTimeout, git_output, git_stream
+
+#: Bump when what a cache entry holds changes, so older entries are not reused.
+HISTORY_VERSION = 1
+#: The most commits one read may ask for (a caller's mistake must not read a whole history).
+MAX_COMMITS = 5000
+#: A commit that changes more files than this changes none, as far as history goes.
+MAX_COMMIT_PATHS = 100
+#: Bytes of ``git log`` output read; the rest of a longer log is not read.
+MAX_LOG_BYTES = 4 * 1024 * 1024
+#: Bytes of ``git rev-parse`` output read (three short lines and a commit id).
+MAX_REV_PARSE_BYTES = 64 * 1024
+#: A cache entry larger than this is not read (300 commits of 100 paths is about 3 MB).
+MAX_ENTRY_BYTES = 8 * 1024 * 1024
+#: Entries kept in ``history/``: the oldest beyond these are removed on each write.
+KEEP_ENTRIES = 64
+
+_COMMIT_ID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+_COMMIT_ID_BYTES = re.compile(rb"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+#: git log's arguments before the commit; each commit's record starts with a NUL (an empty
+#: field, which no path is), then its id, then (after a newline) its paths, NUL-separated
+_LOG_ARGS = ("log", "--no-merges", "-z", "--format=%x00%H", "--name-only", "--no-renames",
+             "--no-relative")
+
+
+@dataclass(frozen=True)
+class FileHistory:
+    """The newest ``commits`` non-merge commits up to ``head``, seen from the searched root.
+
+    ``changed`` holds, for each commit newest first, the files it changed under the root
+    (paths relative to the root, ``/``-separated, as the search names files); a commit over
+    ``MAX_COMMIT_PATHS`` files, or that changed nothing under the root, holds none.
+    ``cut``: the log was longer than ``MAX_LOG_BYTES`` and ``commits`` are fewer than asked.
+    """
+
+    head: str
+    commits: int
+    changed: tuple[frozenset[str], ...]
+    cut: bool = False
+    _counts: dict[str, int] = field(init=False, repr=False, compare=False)
+    _ages: dict[str, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        counts: dict[str, int] = {}
+        ages: dict[str, int] = {}
+        for age, paths in enumerate(self.changed):
+            for path in paths:
+                counts[path] = counts.get(path, 0) + 1
+                ages.setdefault(path, age)
+        object.__setattr__(self, "_counts", counts)
+        object.__setattr__(self, "_ages", ages)
+
+    def changes(self, path: str) -> int:
+        """How many of the commits changed ``path``."""
+        return self._counts.get(path, 0)
+
+    def age(self, path: str) -> int | None:
+        """How many commits ago ``path`` last changed (0: the newest), None if it did not."""
+        return self._ages.get(path)
+
+    def together(self, path: str, others: set[str]) -> int:
+        """How many commits changed ``path`` and at least one of ``others`` (``path`` itself
+        among them does not count)."""
+        if path not in self._counts:
+            return 0
+        rest = others - {path}
+        return sum(1 for paths in self.changed if path in paths and not rest.isdisjoint(paths))
+
+    def paths(self) -> set[str]:
+        """Every file (under the root) that one of the commits changed."""
+        return set(self._counts)
+
+
+@dataclass(frozen=True)
+class _Log:
+    """What one ``git log`` read, from the top level: each commit's paths, newest first."""
+
+    changed: list[list[str]]
+    cut: bool
+
+
+class _Full(Exception):
+    """The capped sink is full: the runner kills git and this ends the read."""
+
+
+class _CappedSink(io.BytesIO):
+    """Keeps at most ``cap`` bytes; the write that would pass it stores what fits and
+    raises ``_Full`` (the runner then kills git, whatever it has still to print)."""
+
+    def __init__(self, cap: int) -> None:
+        super().__init__()
+        self.cap = cap
+
+    def write(self, data: bytes) -> int:  # type: ignore[override]
+        room = self.cap - self.tell()
+        if len(data) > room:
+            super().write(data[:max(room, 0)])
+            raise _Full
+        return super().write(data)
+
+
+def parse_log(raw: bytes, cut: bool = False) -> list[list[str]]:
+    """Each commit's paths (top-level relative), newest first, from ``_LOG_ARGS`` output.
+
+    A commit over ``MAX_COMMIT_PATHS`` paths gets none. ``cut``: the output stops part way,
+    so its last commit (perhaps not whole) is left out.
+    """
+    changed: list[list[str]] = []
+    current: list[str] | None = None
+    commit_next = first_path = False
+    for token in raw.split(b"\0"):
+        if not token:
+            commit_next = True
+            continue
+        if commit_next:
+            commit_next = False
+            if not _COMMIT_ID_BYTES.fullmatch(token):
+                break  # not what _LOG_ARGS print: keep the commits read whole
+            current = []
+            changed.append(current)
+            first_path = True
+            continue
+        if current is None:
+            continue
+        if first_path:  # git puts a newline between a commit's line and its paths
+            token = token[1:] if token.startswith(b"\n") else token
+            first_path = False
+        if len(current) <= MAX_COMMIT_PATHS:  # one past the cap tells an oversized commit
+            current.append(os.fsdecode(token))
+    if cut and changed:
+        changed.pop()
+    return [paths if len(paths) <= MAX_COMMIT_PATHS else [] for paths in changed]
+
+
+def _under(changed: list[list[str]], prefix: str) -> tuple[frozenset[str], ...]:
+    """Each commit's paths under ``prefix`` (the root's place in the work tree), relative
+    to it."""
+    return tuple(frozenset(path[len(prefix):] for path in paths
+                           if path.startswith(prefix) and len(path) > len(prefix))
+                 for paths in changed)
+
+
+# --- the cache -----------------------------------------------------------------------------
+def _entry_path(folder: Path, top: str, head: str, commits: int) -> Path:
+    key = f"{HISTORY_VERSION}\0{top}\0{head}\0{commits}"
+    name = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    return folder / "history" / f"{name}.json"
+
+
+def _read_entry(path: Path, top: str, head: str, commits: int) -> _Log | None:
+    """The log cached at ``path`` if it is the one its name promises, in the shapes
+    written; None otherwise (absent, too big, not a regular file, not JSON, foreign)."""
+    try:
+        fd = safefile.open_regular(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        raw = safefile.read_at_most(fd, MAX_ENTRY_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(raw) > MAX_ENTRY_BYTES:
+        return None
+    try:
+        doc = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    if not (isinstance(doc, dict) and doc.get("version") == HISTORY_VERSION
+            and doc.get("top") == top and doc.get("head") == head
+            and doc.get("asked") == commits and isinstance(doc.get("cut"), bool)):
+        return None
+    paths, rows = doc.get("paths"), doc.get("changed")
+    if not (isinstance(paths, list) and isinstance(rows, list) and len(rows) <= commits
+            and all(isinstance(p, str) and p for p in paths)):
+        return None
+    changed = []
+    for row in rows:
+        if not (isinstance(row, list) and len(row) <= MAX_COMMIT_PATHS
+                and all(type(i) is int and 0 <= i < len(paths) for i in row)):
+            return None
+        changed.append([paths[i] for i in row])
+    return _Log(changed, doc["cut"])
+
+
+def _write_entry(path: Path, top: str, head: str, commits: int, log: _Log) -> None:
+    """Write by rename (a reader never sees half a file); a failure only costs speed."""
+    index: dict[str, int] = {}
+    rows = [[index.setdefault(p, len(index)) for p in paths] for paths in log.changed]
+    doc = {"version": HISTORY_VERSION, "top": top, "head": head, "asked": commits,
+           "cut": log.cut, "paths": list(index), "changed": rows}
+    try:
+        safefile.replace_file(path, json.dumps(doc, separators=(",", ":")))
+    except (OSError, ValueError):
+        return
+    _prune(path.parent, path)
+
+
+def _prune(folder: Path, keep: Path) -> None:
+    """Keep the KEEP_ENTRIES entries written last: a new commit makes a new entry."""
+    try:
+        found = [(e.stat(follow_symlinks=False).st_mtime_ns, Path(e.path))
+                 for e in os.scandir(folder) if e.name.endswith(".json")]
+    except OSError:
+        return
+    found.sort(reverse=True)
+    for _, old in found[KEEP_ENTRIES:]:
+        if old != keep:
+            with contextlib.suppress(OSError):
+                os.unlink(old)
+
+
+# --- reading -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Where:
+    """The work tree's top (real path), the root's place in it, and the commit to read."""
+
+    top: str
+    prefix: str
+    head: str
+
+
+def _where(root: Path, rev: str, timeout: float) -> _Where | str:
+    """Where ``root`` is in its work tree and the commit ``rev`` names; or why there is no
+    history to read there."""
+    started = time.monotonic()
+    try:
+        out = git_output(root, ["rev-parse", "--show-toplevel", "--show-prefix",
+                                "--is-shallow-repository", "--verify", "-q",
+                                f"{rev}^{{commit}}"],
+                         timeout=timeout, max_bytes=MAX_REV_PARSE_BYTES, ok=(0, 1))
+    except GitTimeout:
+        raise
+    except GitError as exc:
+        if "not a git repository" in str(exc):  # git's words (LC_ALL=C) outside one
+            return f"{root} is not in a git repository"
+        return str(exc)
+    lines = os.fsdecode(out).split("\n")
+    if len(lines) < 3 or not lines[0]:
+        return f"git rev-parse in {root} did not say where the work tree is"
+    top, prefix, shallow = lines[0], lines[1], lines[2]
+    head = lines[3] if len(lines) > 3 else ""
+    if not _COMMIT_ID.fullmatch(head):
+        return _no_commit(root, rev, top, timeout - (time.monotonic() - started))
+    if shallow == "true":
+        return (f"{top} is a shallow clone (its cut history would make every file look "
+                "new); run 'git fetch --unshallow' to use it")
+    return _Where(os.path.realpath(top), prefix, head)
+
+
+def _no_commit(root: Path, rev: str, top: str, timeout: float) -> str:
+    """Why ``rev`` names no commit: none yet, or one git cannot read (a broken repository)."""
+    if timeout <= 0:
+        raise GitTimeout("no time left for git rev-parse")
+    try:
+        named = git_output(root, ["rev-parse", "--verify", "-q", rev], timeout=timeout,
+                           max_bytes=MAX_REV_PARSE_BYTES, ok=(0, 1)).strip()
+    except GitTimeout:
+        raise
+    except GitError as exc:
+        return str(exc)
+    if named:  # the name is there, the commit it names is not readable
+        return (f"{rev} in {top} names {os.fsdecode(named)[:64]}, which git cannot read "
+                "as a commit (a broken repository; 'git fsck' says more)")
+    return f"{top} has no commits yet" if rev == "HEAD" else f"{rev} names no commit in {top}"
+
+
+def _read_log(top: str, head: str, commits: int, timeout: float) -> _Log:
+    sink = _CappedSink(MAX_LOG_BYTES)
+    cut = False
+    try:
+        git_stream(Path(top), [*_LOG_ARGS, f"-n{commits}", head, "--"], sink,
+                   timeout=timeout, max_bytes=MAX_LOG_BYTES + (1 << 17))
+    except _Full:
+        cut = True
+    return _Log(parse_log(sink.getvalue(), cut), cut)
+
+
+def read_history(root: Path, *, cache_dir: Path | None, notes: list[str],
+                 commits: int = 300, deadline_s: float = 1.0,
+                 rev: str = "HEAD") -> FileHistory | None:
+    """The newest ``commits`` non-merge commits up to ``rev`` (HEAD: the checked-out one)
+    of the repository holding ``root``, seen from ``root``; within ``deadline_s`` seconds
+    in total.
+
+    From ``cache_dir`` (the cache folder; None: no cache) when this repository's commit
+    was read before: then only ``git rev-parse`` runs. None, with one note in ``notes``
+    saying why, when there is no history to read (outside git, no commit yet, a shallow
+    clone, git failed or ran out of time); one note, and the history, when the log was cut.
+    """
+    if rev.startswith("-") or "\0" in rev:
+        raise ValueError(f"not a revision: {rev!r}")
+    started = time.monotonic()
+    commits = max(1, min(commits, MAX_COMMITS))
+    try:
+        where = _where(root, rev, deadline_s)
+        if isinstance(where, str):
+            notes.append(f"no change history: {where}")
+            return None
+        entry = (None if cache_dir is None
+                 else _entry_path(cache_dir, where.top, where.head, commits))
+        log = None if entry is None else _read_entry(entry, where.top, where.head, commits)
+        if log is None:
+            left = deadline_s - (time.monotonic() - started)
+            if left <= 0:
+                raise GitTimeout("no time left for git log")
+            log = _read_log(where.top, where.head, commits, left)
+            if entry is not None:
+                _write_entry(entry, where.top, where.head, commits, log)
+    except GitTimeout:
+        notes.append(f"no change history: git did not answer within {deadline_s:g} s in "
+                     f"{root}")
+        return None
+    except GitError as exc:
+        notes.append(f"no change history: {exc}")
+        return None
+    if log.cut:
+        notes.append(f"change history: the log of {where.top} passed {MAX_LOG_BYTES} bytes; "
+                     f"the newest {len(log.changed)} commits are used")
+    return FileHistory(where.head, len(log.changed), _under(log.changed, where.prefix),
+                       log.cut)
