@@ -55,7 +55,7 @@ FEATURES: dict[str, str] = {
 }
 
 #: the history features and the judge's: 0 when nothing was read or asked
-HISTORY_FEATURES = ("changes", "recent", "together")
+HISTORY_FEATURES = frozenset({"changes", "recent", "together"})
 
 _COMMENT_STARTS = ("#", "//", "/*", "*", "--", ";", "%", '"""', "'''", "<!--")
 
