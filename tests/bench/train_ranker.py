@@ -143,7 +143,7 @@ def rows_of(cases: list[dict], trees: Path, cache: Path, host: Host, kind: str,
             else:
                 if history is False:
                     history = history_at(case, mirrors)
-                found = extract(text, tree, host, history=history or None)
+                found = extract(text, tree, host, CACHE / "chunk-cache", history or None)
                 data = {"paths": found.paths, "values": [list(v) for v in found.values]}
                 stored.write_text(json.dumps(data))
             rows.append(Row(case["id"], case["repo"], lang, split, mode, case.get("date", ""),
