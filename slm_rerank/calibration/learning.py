@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from itertools import repeat
+from operator import add, mul
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,8 +30,10 @@ from slm_rerank.lexical.ranker import RankerModel
 #: what the lexical stage found; a file below this is rarely the answer)
 GROUP_SIZE = 40
 L2 = 0.01
-ITERATIONS = 300
+ITERATIONS = 200
 STEP = 0.05
+#: a candidate's gradient term below this (relative to one group) is skipped
+NEGLIGIBLE = 1e-4
 
 
 @dataclass(frozen=True)
@@ -56,23 +60,24 @@ def _standardiser(groups: Sequence[Group], index: list[int]
 def loss_and_gradient(weights: Sequence[float], groups: Sequence[list[list[float]]],
                       golds: Sequence[list[bool]], prior: Sequence[float], l2: float
                       ) -> tuple[float, list[float]]:
-    """The mean listwise loss over ``groups`` (standardised rows) and its gradient."""
-    dims = len(weights)
+    """The mean listwise loss over ``groups`` (standardised rows) and its gradient.
+
+    A candidate whose share of its group and of its group's gold mass are both below
+    ``NEGLIGIBLE`` adds nothing worth the arithmetic to the gradient and is skipped."""
     grad = [l2 * 2 * (w - p) for w, p in zip(weights, prior, strict=True)]
     total = l2 * sum((w - p) ** 2 for w, p in zip(weights, prior, strict=True))
     count = len(groups) or 1
     for rows, gold in zip(groups, golds, strict=True):
-        scores = [sum(w * x for w, x in zip(weights, row, strict=True)) for row in rows]
+        scores = [sum(map(mul, weights, row)) for row in rows]
         top = max(scores)
         exps = [math.exp(s - top) for s in scores]
         z = sum(exps)
         gold_mass = sum(e for e, g in zip(exps, gold, strict=True) if g)
         total += (math.log(z) - math.log(gold_mass)) / count
         for row, e, g in zip(rows, exps, gold, strict=True):
-            coef = e / z - (e / gold_mass if g else 0.0)
-            if coef:
-                for j in range(dims):
-                    grad[j] += coef * row[j] / count
+            coef = (e / z - (e / gold_mass if g else 0.0)) / count
+            if abs(coef) * count > NEGLIGIBLE:
+                grad = list(map(add, grad, map(mul, repeat(coef), row)))
     return total, grad
 
 

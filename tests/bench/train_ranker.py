@@ -32,7 +32,7 @@ from pathlib import Path
 
 from cases import split_of
 
-from slm_rerank.calibration.learning import Group, extract, fit
+from slm_rerank.calibration.learning import GROUP_SIZE, Group, extract, fit
 from slm_rerank.calibration.measure import paired_interval
 from slm_rerank.host import Host
 from slm_rerank.lexical.features import FEATURES
@@ -63,7 +63,8 @@ class Row:
 
     def group(self) -> Group:
         gold = set(self.gold)
-        return Group(self.values, [p in gold for p in self.paths])
+        size = GROUP_SIZE
+        return Group(self.values[:size], [p in gold for p in self.paths[:size]])
 
 
 def tree_of(trees: Path, case: dict) -> Path:
@@ -119,7 +120,7 @@ def history_at(case: dict, mirrors: Path) -> FileHistory | None:
 
 
 def rows_of(cases: list[dict], trees: Path, cache: Path, host: Host, kind: str,
-            mirrors: Path) -> list[Row]:
+            mirrors: Path, cached_only: bool = False) -> list[Row]:
     """Every case's rows (both modes), from the cache when it holds them."""
     cache.mkdir(parents=True, exist_ok=True)
     rows: list[Row] = []
@@ -140,6 +141,8 @@ def rows_of(cases: list[dict], trees: Path, cache: Path, host: Host, kind: str,
             stored = cache / f"{name[:24]}.json"
             if stored.exists():
                 data = json.loads(stored.read_text())
+            elif cached_only:
+                continue
             else:
                 if history is False:
                     history = history_at(case, mirrors)
@@ -223,7 +226,7 @@ def folds_by_repo(rows: list[Row], k: int) -> list[list[Row]]:
     return folds
 
 
-def cross_validate(rows: list[Row], features: list[str], l2: float, k: int = 5
+def cross_validate(rows: list[Row], features: list[str], l2: float, k: int = 3
                    ) -> dict[str, float]:
     """Mean Hit@1 and MRR@10 of fixed and learned over folds held out by repository."""
     folds = folds_by_repo(rows, k)
@@ -257,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="mined cases per held-out repository (spread over its history)")
     ap.add_argument("--shard", help="I/N: only every N-th case from the I-th (to extract "
                     "features in parallel processes)")
+    ap.add_argument("--cached-only", action="store_true",
+                    help="use only the cases whose features are cached (a quick look)")
     ap.add_argument("--cv", action="store_true", help="cross-validate on the training rows")
     ap.add_argument("--held-out", action="store_true", help="measure on the held-out rows")
     ap.add_argument("--write", action="store_true", help="write the shipped model file")
@@ -274,16 +279,26 @@ def main(argv: list[str] | None = None) -> int:
         index, count = (int(x) for x in args.shard.split("/"))
         swe = swe[index::count]
         mined = mined[index::count]
-    rows = rows_of(swe, args.trees, args.features, host, "benchmark", args.mirrors)
-    rows += rows_of(mined, args.trees, args.features, host, "mined", args.mirrors)
+    rows = rows_of(swe, args.trees, args.features, host, "benchmark", args.mirrors,
+                   args.cached_only)
+    rows += rows_of(mined, args.trees, args.features, host, "mined", args.mirrors,
+                    args.cached_only)
     train = [r for r in rows if r.split in ("dev", "train")]
     held = [r for r in rows if r.split == "held-out"]
     print(f"rows: {len(train)} training, {len(held)} held out", file=sys.stderr)
     lines: list[str] = []
     if args.cv:
-        for l2 in (0.001, 0.01, 0.1):
+        tried = {}
+        for l2 in (0.01, 0.1):
             cv = cross_validate(train, features, l2)
-            print(f"cv l2={l2}: " + ", ".join(f"{k} {v:.3f}" for k, v in cv.items()))
+            tried[l2] = cv["learned_mrr10"]
+            print(f"cv l2={l2}: " + ", ".join(f"{k} {v:.3f}" for k, v in cv.items()),
+                  flush=True)
+            lines.append(f"- 3-fold cross-validation by repository over the training rows, "
+                         f"L2 {l2}: " + ", ".join(f"{k} {v:.3f}" for k, v in cv.items()))
+        args.l2 = max(tried, key=lambda k: tried[k])
+        lines.append(f"- chosen: L2 {args.l2}")
+        lines.append("")
     model = fit([r.group() for r in train], name=NAME, features=features, l2=args.l2)
     ranges = json.loads(args.ranges.read_text()) if args.ranges.exists() else {}
     learned_from = sorted({r.repo for r in train})
