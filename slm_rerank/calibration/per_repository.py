@@ -21,13 +21,18 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from slm_rerank.calibration.measure import hit_at, paired_interval, reciprocal_rank
 from slm_rerank.calibration.mining import Case
 from slm_rerank.lexical.ranker import RankerModel
+
+if TYPE_CHECKING:
+    from slm_rerank.host import Host
+    from slm_rerank.lexical.features import History
 
 #: the share of cases (the newest) the models are measured on
 TEST_SHARE = 1 / 3
@@ -211,9 +216,9 @@ def decide(measured: Measured) -> Decision:
 
 
 #: lays out a case's tree, for the case (``run.TreeOf``)
-TreeOf = Callable[[Case], Any]
+TreeOf = Callable[[Case], AbstractContextManager[Path]]
 #: reads the change history as of a commit (None: none could be read)
-HistoryAt = Callable[[str], Any]
+HistoryAt = Callable[[str], "History | None"]
 #: called after each case with (cases done, cases in all)
 Advance = Callable[[int, int], None]
 
@@ -232,7 +237,7 @@ class Extraction:
 
 
 def extract_examples(cases: Sequence[Case], dates: dict[str, int], tree_of: TreeOf,
-                     history_at: HistoryAt, host: Any, cache_dir: Path | None,
+                     history_at: HistoryAt, host: Host, cache_dir: Path | None,
                      advance: Advance | None = None) -> Extraction:
     """Each case's candidates and features in its parent's tree, with the history as of
     that parent. ``cases`` are newest first (``mining.mine``): a case's index is its place."""

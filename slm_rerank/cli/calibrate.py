@@ -4,6 +4,7 @@ repository's own history, and (``--write``) keep the judge weight that measured 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import signal
 import sys
 import time
@@ -290,10 +291,12 @@ def _fit_and_measure(root: Path, mined: Any, with_body: bool, write: bool, forma
         return read_history(root, cache_dir=cache, notes=history_notes,
                             deadline_s=per.HISTORY_DEADLINE, rev=commit)
 
+    def tree_of(case: Any) -> Any:
+        return commit_tree(root, case.tree, cache)  # a mined case's tree is its parent
+
     try:
-        extraction = per.extract_examples(
-            mined.cases, {c[:12]: d for c, d in log}, lambda case: commit_tree(
-                root, case.tree, cache), history_at, host, cache, progress)
+        extraction = per.extract_examples(mined.cases, {c[:12]: d for c, d in log}, tree_of,
+                                          history_at, host, cache, progress)
     finally:
         progress.close()
     for line in extraction.bad_trees[:5]:
@@ -327,13 +330,11 @@ def _fit_and_measure(root: Path, mined: Any, with_body: bool, write: bool, forma
     written = None
     path = repository_model_path(cache, root)
     if write and decision.wins:
-        kept = type(model)(model.name, model.features, model.mean, model.scale,
-                           model.weights, model.bias, {
-                               **document, "slm_rerank": __version__,
-                               "recipe": "slm-rerank calibrate --learn: listwise softmax over "
-                                         "each case's candidate files, starting from and "
-                                         "pulled towards the shipped model",
-                               "written_at": per.iso_date(int(time.time()))})
+        kept = dataclasses.replace(model, meta={
+            **document, "slm_rerank": __version__,
+            "recipe": "slm-rerank calibrate --learn: listwise softmax over each case's "
+                      "candidate files, starting from and pulled towards the shipped model",
+            "written_at": per.iso_date(int(time.time()))})
         try:
             per.write_model(path, kept)
         except OSError as exc:
@@ -365,6 +366,10 @@ def _fit_and_measure(root: Path, mined: Any, with_body: bool, write: bool, forma
     if extraction.dropped:
         header.append("left out: " + ", ".join(f"{n} ({reason})" for reason, n
                                               in sorted(extraction.dropped.items())))
+    if not host.settings.learned_order:
+        header.append("note: learned_order = false (from "
+                      f"{host.settings.origins.get('learned_order', 'default')}): a search "
+                      "keeps the fixed lexical order, whatever model is kept")
     if extraction.no_history:
         header.append(f"{extraction.no_history} cases searched without their change history "
                       f"({history_notes[0] if history_notes else 'it could not be read'})")
