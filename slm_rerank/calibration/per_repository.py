@@ -240,7 +240,8 @@ def extract_examples(cases: Sequence[Case], dates: dict[str, int], tree_of: Tree
                      history_at: HistoryAt, host: Host, cache_dir: Path | None,
                      advance: Advance | None = None) -> Extraction:
     """Each case's candidates and features in its parent's tree, with the history as of
-    that parent. ``cases`` are newest first (``mining.mine``): a case's index is its place."""
+    that parent. ``cases`` are newest first (``mining.mine``): a case's index is its place.
+    ``dates``: case id -> its commit's date; a case without one is left out."""
     import contextlib
 
     from slm_rerank.calibration.learning import extract
@@ -253,6 +254,11 @@ def extract_examples(cases: Sequence[Case], dates: dict[str, int], tree_of: Tree
     out = Extraction([])
     for done, case in enumerate(cases, 1):
         commit = case.tree or ""
+        if case.id not in dates:  # not placed in time: it could be on either side
+            out.dropped["commit date unknown"] += 1
+            if advance is not None:
+                advance(done, len(cases))
+            continue
         with contextlib.ExitStack() as laid_out:
             try:
                 tree = laid_out.enter_context(tree_of(case))
@@ -271,7 +277,7 @@ def extract_examples(cases: Sequence[Case], dates: dict[str, int], tree_of: Tree
                 except QueryError:
                     out.dropped["query has no searchable words"] += 1
                 else:
-                    out.examples.append(Example(case, dates.get(case.id, 0), done - 1,
+                    out.examples.append(Example(case, dates[case.id], done - 1,
                                                 found.paths, found.values, frozenset(gold)))
         if advance is not None:
             advance(done, len(cases))

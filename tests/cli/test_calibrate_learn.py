@@ -90,10 +90,12 @@ def test_each_case_is_searched_with_the_history_as_it_was_at_its_parent(
         asked.append(commit)
         return read_history(repo.root, cache_dir=isolated_home, notes=notes, rev=commit)
 
-    found = extract_examples(mined.cases, {}, lambda case: commit_tree(
+    dates = {case.id: n for n, case in enumerate(mined.cases)}
+    found = extract_examples(mined.cases, dates, lambda case: commit_tree(
         repo.root, case.tree, isolated_home), history_at, host, isolated_home)
 
     assert asked == [case.tree for case in mined.cases] and not notes
+    assert len(found.examples) == 3
     changes = list(FEATURES).index("changes")
     for example in found.examples:
         [gold] = example.gold
