@@ -150,3 +150,60 @@ def render_json(measurement: Measurement, about: Mapping[str, Any], written: str
                                  "left_out": r.left_out} for r in per_case]
     return visible(json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False),
                    json=True) + "\n"
+
+
+# --- calibrate --learn ----------------------------------------------------------------------
+
+
+def _gain(g: Any, points: bool) -> str:
+    if math.isnan(g.mean):
+        return ""
+    f, fmt = (100, ".1f") if points else (1, ".3f")
+    return f"{g.mean * f:+{fmt}} ({g.low * f:+{fmt}} .. {g.high * f:+{fmt}})"
+
+
+def learn_tables(measured: Any, shipped_name: str) -> list[str]:
+    """``per_repository.Measured`` as two markdown tables: each order's metrics, then each
+    gain with its 95 % interval (Hit@k in points, MRR@10 as a fraction)."""
+    from slm_rerank.calibration.per_repository import (
+        COMPARISONS,
+        FIXED,
+        METRICS,
+        REPOSITORY,
+        SHIPPED,
+    )
+
+    names = {FIXED: "fixed lexical order", SHIPPED: f"shipped model {shipped_name!r}",
+             REPOSITORY: "this repository's model"}
+    heads = " | ".join(head for _, head in METRICS)
+    lines = [f"| order ({measured.cases} test cases) | {heads} |",
+             "| --- |" + " ---: |" * len(METRICS)]
+    for order, label in names.items():
+        means = measured.means[order]
+        cells = " | ".join(f"{means[key]:.3f}" if key == "mrr" else f"{100 * means[key]:.1f}"
+                           for key, _ in METRICS)
+        lines.append(f"| {label} | {cells} |")
+    lines += ["", "| gain | " + " | ".join(f"Δ{head} (95 % CI)" for _, head in METRICS) + " |",
+              "| --- |" + " --- |" * len(METRICS)]
+    for label, _, _ in COMPARISONS:
+        gains = measured.gains[label]
+        lines.append(f"| {label} | " + " | ".join(_gain(gains[key], key != "mrr")
+                                                  for key, _ in METRICS) + " |")
+    return lines
+
+
+def render_learn_text(header: Sequence[str], measured: Any, shipped_name: str,
+                      rule: str, verdict: str, written: str | None) -> str:
+    """What ``calibrate --learn`` prints for a person."""
+    lines = [visible(line) for line in header]
+    lines += ["", *learn_tables(measured, shipped_name), "",
+              visible(f"rule: the repository's model is {rule}"), visible(verdict)]
+    if written:
+        lines.append(visible(f"written: {written}"))
+    return "\n".join(lines) + "\n"
+
+
+def render_learn_json(document: Mapping[str, Any]) -> str:
+    """What ``calibrate --learn --format json`` prints."""
+    return visible(json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False),
+                   json=True) + "\n"

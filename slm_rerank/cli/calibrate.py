@@ -4,6 +4,7 @@ repository's own history, and (``--write``) keep the judge weight that measured 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import signal
 import sys
 import time
@@ -168,13 +169,19 @@ class _WithRules(click.Command):
               help="The query is the whole commit message, not the subject alone.")
 @fast_option
 @weights_option
+@click.option("--learn", is_flag=True,
+              help="Fit the learned ranker to REPO's history (train on its older cases, "
+                   "test on the newest third) and measure it against the shipped model "
+                   "and the fixed order; no model server is asked.")
 @click.option("--write", is_flag=True,
               help="Store the best weight for the server's model id in the user config "
-                   "(only when the cases tell it apart from the weight in use).")
+                   "(only when the cases tell it apart from the weight in use); with "
+                   "--learn, keep the fitted model in the user cache for REPO (only when "
+                   "it beats the shipped one).")
 @text_or_json
 @model_options(only=MODEL_FLAGS)
 def calibrate(repo: Path, commits: int, with_body: bool, fast: bool, weights: list[float],
-              write: bool, format_name: str, **model_flags: Any) -> None:
+              learn: bool, write: bool, format_name: str, **model_flags: Any) -> None:
     """Measure ranking on cases mined from REPO's history (default: here).
 
     Each case is a commit that fixed something: its subject is the query, the source
@@ -182,7 +189,15 @@ def calibrate(repo: Path, commits: int, with_body: bool, fast: bool, weights: li
     commit (laid out in the cache folder, removed afterwards). Prints Hit@1/5/10 and
     MRR@10 of the lexical order, the judge alone and the fused order at each weight, with a
     95 % interval on each one's difference from the lexical order.
+
+    With --learn, fits the learned ranker to the cases instead: the oldest two thirds
+    train, the newest third tests, and the fixed order, the shipped model and the
+    repository's model are measured there (Hit@1, Hit@5, MRR@10, with 95 % intervals).
     """
+    if learn:
+        with terminate_cleanly():
+            _learn(repo, commits, with_body, write, format_name, model_flags)
+        return
     if write and fast:
         raise click.UsageError("--write stores a judge weight, which --fast does not "
                                "measure; drop one of them")
@@ -203,9 +218,7 @@ def _calibrate(repo: Path, commits: int, with_body: bool, fast: bool, weights: l
         finally:
             progress.close()
         if not mined.cases:
-            skipped = ", ".join(f"{n} {why}" for why, n in mined.skipped.most_common())
-            fail(f"no case in the last {mined.looked_at} commits of {root} (skipped: "
-                 f"{skipped or 'none'}); raise --commits")
+            _no_case(root, mined)
         header = [f"{root}: {len(mined.cases)} cases from the last {mined.looked_at} commits "
                   f"(query: {'whole message' if with_body else 'subject'})",
                   "skipped: " + (", ".join(f"{n} {why}" for why, n
@@ -220,6 +233,156 @@ def _calibrate(repo: Path, commits: int, with_body: bool, fast: bool, weights: l
                          "skipped": dict(mined.skipped), "with_body": with_body}, progress)
     except SlmRerankError as exc:
         fail(str(exc))
+
+
+def _no_case(root: Path, mined: Any) -> None:
+    skipped = ", ".join(f"{n} {why}" for why, n in mined.skipped.most_common())
+    fail(f"no case in the last {mined.looked_at} commits of {root} (skipped: "
+         f"{skipped or 'none'}); raise --commits")
+
+
+def _learn(repo: Path, commits: int, with_body: bool, write: bool, format_name: str,
+           model_flags: dict[str, Any]) -> None:
+    """``calibrate --learn`` (``calibration/per_repository.py``)."""
+    from slm_rerank.calibration import per_repository as per
+    from slm_rerank.calibration.mining import history_root, mine
+
+    started = time.monotonic()
+    progress = Progress()
+    try:
+        root = history_root(repo.resolve())
+        try:
+            mined = mine(root, commits, with_body, advance=progress.mined)
+        finally:
+            progress.close()
+        if not mined.cases:
+            _no_case(root, mined)
+        why = per.too_few_mined(len(mined.cases))
+        if why:
+            fail(f"calibrate --learn: {why}; nothing written")
+        _fit_and_measure(root, mined, with_body, write, format_name, model_flags, progress,
+                         started)
+    except SlmRerankError as exc:
+        fail(str(exc))
+
+
+def _fit_and_measure(root: Path, mined: Any, with_body: bool, write: bool, format_name: str,
+                     model_flags: dict[str, Any], progress: Progress, started: float) -> None:
+    from slm_rerank import __version__
+    from slm_rerank.cache_folder import cache_path, ensure_writable
+    from slm_rerank.calibration import per_repository as per
+    from slm_rerank.calibration.output import render_learn_json, render_learn_text
+    from slm_rerank.calibration.run import MEASURED_TOP_K
+    from slm_rerank.calibration.trees import commit_tree, sweep
+    from slm_rerank.host import Host
+    from slm_rerank.lexical.history import read_history
+    from slm_rerank.lexical.ranker import repository_model_path, shipped_model
+    from slm_rerank.overrides import overrides
+
+    shipped = shipped_model()  # a RankerError names the file and what to do
+    host = Host.from_environment(start=root, flags=overrides(**model_flags)).with_overrides(
+        "calibrate --learn ({key} of a measured search)", top_k=MEASURED_TOP_K)
+    cache = ensure_writable(cache_path(host.settings))
+    sweep(cache / "calibrate")  # what killed runs left behind
+    log = per.commit_dates(root, mined.looked_at)
+    history_notes: list[str] = []
+
+    def history_at(commit: str) -> Any:
+        return read_history(root, cache_dir=cache, notes=history_notes,
+                            deadline_s=per.HISTORY_DEADLINE, rev=commit)
+
+    def tree_of(case: Any) -> Any:
+        return commit_tree(root, case.tree, cache)  # a mined case's tree is its parent
+
+    try:
+        extraction = per.extract_examples(mined.cases, {c[:12]: d for c, d in log}, tree_of,
+                                          history_at, host, cache, progress)
+    finally:
+        progress.close()
+    for line in extraction.bad_trees[:5]:
+        warn(f"tree could not be laid out, left out: {line}")
+    if len(extraction.bad_trees) > 5:
+        warn(f"... and {len(extraction.bad_trees) - 5} more cases whose tree could not be "
+             "laid out")
+    split = per.time_split(extraction.examples)
+    why = per.too_few(split)
+    if why:
+        fail(f"calibrate --learn: {why}; nothing written")
+    query = "whole message" if with_body else "subject"
+    about: dict[str, Any] = {
+        "repository": str(root),
+        "commits": {"looked_at": mined.looked_at, "newest": log[0][0] if log else None,
+                    "oldest": log[-1][0] if log else None},
+        "query": query,
+        "split": {"train": len(split.train),
+                  "train_with_answer_found": sum(e.useful for e in split.train),
+                  "test": len(split.test), "train_until": per.iso_date(split.train_until),
+                  "test_from": per.iso_date(split.test_from),
+                  "rule": "sorted by commit date, then by place in the history; the newest "
+                          f"{per.TEST_SHARE:.0%} test, the rest train"},
+        "started_from": {"name": shipped.name, "meta": shipped.meta},
+    }
+    model = per.fit_repository(split.train, shipped, f"{shipped.name}+{root.name}", {})
+    measured = per.measure_orders(split.test, shipped, model)
+    decision = per.decide(measured)
+    document = {**about, "measured": per.measured_json(measured), "rule": per.RULE,
+                "wins": decision.wins, "decision": decision.reason}
+    written = None
+    path = repository_model_path(cache, root)
+    if write and decision.wins:
+        kept = dataclasses.replace(model, meta={
+            **document, "slm_rerank": __version__,
+            "recipe": "slm-rerank calibrate --learn: listwise softmax over each case's "
+                      "candidate files, starting from and pulled towards the shipped model",
+            "written_at": per.iso_date(int(time.time()))})
+        try:
+            per.write_model(path, kept)
+        except OSError as exc:
+            fail(f"cannot write the repository's model to {path} "
+                 f"({exc.strerror or exc}); set cache_dir or SLM_RERANK_CACHE_DIR to a "
+                 "writable folder")
+        written = f"{path} (a search in {root} now orders files by it; delete the file to "
+        written += "go back to the shipped model)"
+    elif write:
+        stays = (f"; the model kept earlier at {path} stays in use (delete it to use the "
+                 "shipped one)" if path.exists() else "")
+        warn(f"--write: nothing written: {decision.reason}{stays}")
+    seconds = time.monotonic() - started
+    verdict = (f"{'wins' if decision.wins else 'does not win'}: {decision.reason}")
+    if format_name == "json":
+        emit(render_learn_json({**document, "cases": len(extraction.examples),
+                                "left_out": dict(extraction.dropped),
+                                "skipped": dict(mined.skipped),
+                                "without_history": extraction.no_history,
+                                "written": str(path) if written else None,
+                                "seconds": round(seconds, 1)}))
+        return
+    header = [
+        f"{root}: {len(mined.cases)} cases from the last {mined.looked_at} commits "
+        f"(query: {query}), {len(extraction.examples)} searched in their parent's tree",
+        "skipped: " + (", ".join(f"{n} {why}" for why, n in mined.skipped.most_common())
+                       or "none"),
+    ]
+    if extraction.dropped:
+        header.append("left out: " + ", ".join(f"{n} ({reason})" for reason, n
+                                              in sorted(extraction.dropped.items())))
+    if not host.settings.learned_order:
+        header.append("note: learned_order = false (from "
+                      f"{host.settings.origins.get('learned_order', 'default')}): a search "
+                      "keeps the fixed lexical order, whatever model is kept")
+    if extraction.no_history:
+        header.append(f"{extraction.no_history} cases searched without their change history "
+                      f"({history_notes[0] if history_notes else 'it could not be read'})")
+    header += [
+        f"split by time: {len(split.train)} oldest cases train (commits up to "
+        f"{per.iso_date(split.train_until)}), {len(split.test)} newest test (from "
+        f"{per.iso_date(split.test_from)})",
+        f"fitted from the shipped model {shipped.name!r} on "
+        f"{about['split']['train_with_answer_found']} training cases whose answer the "
+        f"lexical stage found; {seconds:.0f} s in all",
+    ]
+    emit(render_learn_text(header, measured, shipped.name, per.RULE,
+                           f"this repository's model {verdict}", written))
 
 
 def measure(root: Path, cases: list[Any], trees: Callable[[Path], Any], fast: bool,
