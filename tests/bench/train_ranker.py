@@ -316,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
                                                                  for r in train)},
                             },
                             "rows": len(train),
+                            "version": 1,
                         })
     print("weights: " + ", ".join(f"{n} {w:+.2f}" for n, w in
                                   zip(model.features, model.weights, strict=True)))
