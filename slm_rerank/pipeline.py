@@ -29,7 +29,15 @@ from slm_rerank.lexical.rank import Ranked, head, rank_chunks
 from slm_rerank.lexical.scores import ScoredChunk
 from slm_rerank.lexical.terms import QueryTerms, Term, extract
 from slm_rerank.registrations import Endpoint, ExpandRequest, ModelProfile
-from slm_rerank.report import Citation, Degraded, ModelInfo, Report, Shortfall, display_path
+from slm_rerank.report import (
+    Citation,
+    Degraded,
+    ModelInfo,
+    OrderInfo,
+    Report,
+    Shortfall,
+    display_path,
+)
 
 if TYPE_CHECKING:
     from slm_rerank.context.grouping import SliceGroup
@@ -188,11 +196,17 @@ def rank(request: SearchRequest, host: Host, gathered: Gathered, notes: list[str
     ranked = rank_chunks(request.root, gathered, notes, top_k=host.settings.top_k,
                          limit=host.settings.max_file_bytes, cache_dir=request.cache_dir)
     if host.settings.learned_order and ranked.chunks:
+        lexical = {(c.path, c.chunk.start_line): c.score for c in ranked.chunks}
         learn_order(request, gathered, ranked, notes)
+        if ranked.model is not None:
+            ranked.lexical = lexical
+    elif not host.settings.learned_order:
+        origin = host.settings.origins.get("learned_order", "default")
+        # the flag's off side is what the user typed: --learned-order/--fixed-order
+        origin = origin.replace("--learned-order", "--fixed-order")
+        notes.append(f"order: fixed lexical factors (learned_order = false, from {origin})")
     else:
-        notes.append("order: fixed lexical factors (learned_order = false, from "
-                     f"{host.settings.origins.get('learned_order', 'default')})"
-                     if not host.settings.learned_order else "order: fixed lexical factors")
+        notes.append("order: fixed lexical factors")
     return ranked
 
 
@@ -350,16 +364,58 @@ def fewer(ranked: Ranked, shown: int, top_k: int, chunks: bool, dropped: str | N
     return Shortfall(top_k, shown, "matches", reason)
 
 
-def cite(selected: list[PlacedChunk], dirty: dict[str, str] | None = None) -> list[Citation]:
-    """Citations as the report carries them, with paths made printable."""
+def cite(selected: list[PlacedChunk], dirty: dict[str, str] | None = None,
+         lexical: dict[tuple[str, int], float] | None = None) -> list[Citation]:
+    """Citations as the report carries them, with paths made printable. ``lexical`` holds
+    the chunks' lexical scores when the learned ranker replaced them (``Ranked.lexical``)."""
     dirty = dirty or {}
+    lexical = lexical or {}
     return [Citation(
         path=display_path(e.item.path), start_line=e.item.chunk.start_line,
         end_line=e.item.chunk.end_line, symbol=e.item.chunk.symbol, score=e.score,
-        lexical_score=e.item.score, model_score=e.model_score, matched_terms=e.item.matched,
+        lexical_score=lexical.get((e.item.path, e.item.chunk.start_line), e.item.score),
+        model_score=e.model_score, matched_terms=e.item.matched,
         bounded=e.bounded, dirty=dirty.get(e.item.path), kind=path_kind(e.item.path),
         prior=e.prior,
     ) for e in selected]
+
+
+def explain_order(citations: list[Citation], selected: list[PlacedChunk], ranked: Ranked,
+                  gathered: Gathered) -> None:
+    """Give each citation the features that placed its file (``lexical/why.py``), when the
+    learned ranker ordered the files; with the fixed order ``why`` stays None."""
+    if ranked.model is None or not ranked.placed:
+        return
+    from slm_rerank.lexical.why import reasons
+
+    best: dict[str, ScoredChunk] = {}
+    for item in ranked.chunks:  # a file's chunks keep their lexical order: its best first
+        best.setdefault(item.path, item)
+    evidence = {e.path: e for e in gathered.evidence}
+    for citation, entry in zip(citations, selected, strict=True):
+        path = entry.item.path
+        placed = ranked.placed.get(path)
+        if placed is not None:
+            citation.why = reasons(placed, evidence.get(path), best.get(path),
+                                   gathered.terms, gathered.stats)
+
+
+def order_of(ranked: Ranked, notes: list[str]) -> OrderInfo:
+    """What ordered the candidate files, for the report: the learned ranker's model, or
+    the fixed factors and why (the setting, an unusable model file: ``rank``'s note)."""
+    model = ranked.model
+    if model is not None:
+        shipped = model.origin == "shipped"
+        version = model.meta.get("version")
+        return OrderInfo("learned", model.name, "shipped" if shipped else "this repository",
+                         None if shipped else model.origin,
+                         None if version is None else str(version))
+    said = next((n for n in reversed(notes) if n.startswith("order: ")), None)
+    if not ranked.chunks:
+        reason = "no candidate file to order"
+    else:
+        reason = said.removeprefix("order: ") if said else "fixed lexical factors"
+    return OrderInfo("fixed", reason=reason)
 
 
 def attach_stubs(citations: list[Citation], selected: list[PlacedChunk], ranked: Ranked,
@@ -432,7 +488,9 @@ def run_search(request: SearchRequest, host: Host) -> Report:
 
     degraded, model = None, None
     dropped: str | None = None  # what the threshold dropped, if anything
-    score_kind = "lexical"  # "fused" once a verdict is fused into the order
+    # the learned ranker's shares, or the fixed order's lexical scores; "fused" once a
+    # verdict is fused into the order
+    score_kind = "learned" if ranked.model is not None else "lexical"
     fused = fuse(ranked)
     settings = host.settings
     if not request.fast and ranked.chunks:
@@ -475,7 +533,8 @@ def run_search(request: SearchRequest, host: Host) -> Report:
     shortfall = fewer(ranked, len(selected), settings.top_k, settings.chunks, dropped)
     if dropped and shortfall is None:
         notes.append(dropped)  # as many results as asked for: -v alone says it
-    citations = cite(selected, dirty)
+    citations = cite(selected, dirty, ranked.lexical)
+    explain_order(citations, selected, ranked, gathered)
     if request.stubs:
         mark = clock()
         attach_stubs(citations, selected, ranked, request.root, request.stubs == "skeleton",
@@ -492,4 +551,5 @@ def run_search(request: SearchRequest, host: Host) -> Report:
     return Report(query=request.query, root=display_path(str(request.root)),
                   mode="fast" if request.fast else "rerank", results=citations,
                   timings=timings, degraded=degraded, notes=notes, model=model,
-                  warnings=warnings, slices=slices, shortfall=shortfall, score_kind=score_kind)
+                  warnings=warnings, slices=slices, shortfall=shortfall, score_kind=score_kind,
+                  order=order_of(ranked, notes))

@@ -89,7 +89,7 @@ class RerankService:
                threshold: float | None = None,
                top_k: int = 5, fast: bool = False, root: str | None = None,
                expand: bool = False, stubs: str | None = None, dirty: bool = False,
-               by_slice: bool = False) -> Report:
+               by_slice: bool = False, learned_order: bool | None = None) -> Report:
         """Run one search; raises ``SlmRerankError`` with a one-line message on bad input."""
         from slm_rerank.api import search
         from slm_rerank.overrides import overrides
@@ -108,7 +108,8 @@ class RerankService:
             # A copy that shares the loaded plugins: the threshold and top_k are this
             # call's alone (an unset threshold leaves the user's configured one).
             host = self.host_for(folder).with_overrides(
-                "parameter '{key}'", **overrides(threshold=threshold, top_k=top_k))
+                "parameter '{key}'", **overrides(threshold=threshold, top_k=top_k,
+                                                 learned_order=learned_order))
             return search(query, folder, paths=paths, fast=fast, caller=CALLER, host=host,
                           expand=expand, stubs=stubs, dirty=dirty, by_slice=by_slice,
                           root_name="root")
@@ -148,6 +149,9 @@ def citations_text(report: Report) -> str:
         add(f"warning: {message}")
     if not report.results:
         add(f"no results for {report.query!r} under {display_path(report.root)}")
+    elif report.score_kind == "learned":
+        add("(learned score: the learned ranker's estimate, 0-1, that the file is the "
+            "answer among the candidate files it was shown)")
     groups = [(None, range(len(report.results)))] if report.slices is None else [
         (g.name or "(outside any slice)", g.members) for g in report.slices]
     for heading, members in groups:
@@ -301,6 +305,10 @@ def build_server(service: RerankService) -> Any:
         fast: Annotated[bool, Field(description="Lexical ranking only: no model server is "
                                                 "contacted (fast, always available).",
                                           strict=True)] = False,
+        learned_order: Annotated[bool | None, Field(
+            description="Order the candidate files by the learned ranker (true) or by the "
+                        "fixed lexical factors (false); unset: the user's setting.",
+            strict=True)] = None,
         root: Annotated[str | None, Field(
             description="Folder to search (default: the server's working directory).")] = None,
     ) -> CallToolResult:
@@ -314,7 +322,8 @@ def build_server(service: RerankService) -> Any:
             # the process, and with it the search: cli/mcp.py)
             report = await anyio.to_thread.run_sync(
                 lambda: service.rerank(query, paths_or_globs or (), threshold, top_k, fast,
-                                       root, expand, stubs, dirty, by_slice),
+                                       root, expand, stubs, dirty, by_slice,
+                                       learned_order),
                 abandon_on_cancel=True)
         except SlmRerankError as exc:
             return error(str(exc))
