@@ -129,6 +129,14 @@ def _inside_root(name: str, root: Path) -> str:
     return str(full)
 
 
+def _score_words(report: Report, score: float) -> str:
+    """A result's score as an agent reads it, with what it is when the scale is not
+    obvious: the learned ranker's is a share among the candidate files."""
+    if report.score_kind == "learned":
+        return f"learned score {score:.2f}: the ranker's estimate that this file is the answer"
+    return f"{report.score_kind} score {score:.2f}"
+
+
 def citations_text(report: Report) -> str:
     """The ranked citations as an agent reads them: one ``file:line`` per line, grouped
     under ``slice NAME:`` lines with ``by_slice``, then the ghost stubs if asked for.
@@ -149,9 +157,6 @@ def citations_text(report: Report) -> str:
         add(f"warning: {message}")
     if not report.results:
         add(f"no results for {report.query!r} under {display_path(report.root)}")
-    elif report.score_kind == "learned":
-        add("(learned score: the learned ranker's estimate, 0-1, that the file is the "
-            "answer among the candidate files it was shown)")
     groups = [(None, range(len(report.results)))] if report.slices is None else [
         (g.name or "(outside any slice)", g.members) for g in report.slices]
     for heading, members in groups:
@@ -162,8 +167,7 @@ def citations_text(report: Report) -> str:
             where = f"{display_path(c.path)}:{c.start_line}"
             shown = report.shown_score(c)
             detail = [f"lines {c.start_line}-{c.end_line}",
-                      "not judged" if shown is None
-                      else f"{report.score_kind} score {shown:.2f}"]
+                      "not judged" if shown is None else _score_words(report, shown)]
             if c.symbol:
                 detail.insert(0, c.symbol)
             if c.dirty:

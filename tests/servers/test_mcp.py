@@ -28,7 +28,7 @@ T = TypeVar("T")
 
 TOOL = "rerank_codebase"
 PARAMETERS = {"query", "paths_or_globs", "threshold", "top_k", "stub", "skeleton", "dirty",
-              "by_slice", "expand", "fast", "root"}
+              "by_slice", "expand", "fast", "root", "learned_order"}
 #: a port nothing listens on: a model server that is not there
 DEAD_SERVER = "http://127.0.0.1:9"
 
