@@ -89,7 +89,11 @@ def _count(value: float) -> int:
 
 def _path_names(f: _File) -> str:
     terms = f.path_terms("name")
-    return f"path names {_quoted(terms)}" if terms else "path names no query term"
+    if not terms:
+        return "path names no query term"
+    rarest = max(f.rarity.values(), default=0.0)
+    rare = rarest > 0 and f.rarity.get(terms[0], 0.0) >= rarest
+    return f"path names {_quoted(terms)}" + (" (rare here)" if rare else "")
 
 
 def _name_token(f: _File) -> str:
@@ -190,7 +194,7 @@ def _chunk_defines(f: _File) -> str:
 
 
 def _file_lines(f: _File) -> str:
-    return f"{_count(f.value('file_lines'))} lines long"
+    return f"the file is {_count(f.value('file_lines'))} lines long"
 
 
 def _depth(f: _File) -> str:
