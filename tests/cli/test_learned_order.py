@@ -115,7 +115,8 @@ def test_verbose_prints_a_why_line_per_result_under_the_table(
     why = [line.removeprefix("slm-rerank: ") for line in run.stderr.splitlines()
            if line.startswith("slm-rerank: why ")]
     assert [line.split(":", 1)[0].removeprefix("why ") for line in why] == shown
-    assert re.match(r"why pkg/templating\.py: path names 'templating' \+\d+\.\d; ", why[0])
+    assert re.match(r"why pkg/templating\.py: path names 'templating' \(rare here\) \+\d+\.\d; ",
+                    why[0])
     assert "order: learned ranker 'path-first' fitted to this repository" in run.stderr
 
 
