@@ -210,11 +210,16 @@ def rank(request: SearchRequest, host: Host, gathered: Gathered, notes: list[str
     return ranked
 
 
+#: the most a search spends reading the repository's change history for the learned ranker
+HISTORY_SECONDS = 1.0
+
+
 def learn_order(request: SearchRequest, gathered: Gathered, ranked: Ranked, notes: list[str]
                 ) -> None:
     """Put ``ranked``'s files in the learned ranker's order (``lexical/ranker.py``): this
     repository's model when ``calibrate --learn --write`` kept one, else the shipped one.
     A model that cannot be used leaves the lexical order, with a warning."""
+    from slm_rerank.lexical.features import HISTORY_FEATURES
     from slm_rerank.lexical.ranker import choose_model, learned_order
 
     chosen = choose_model(request.root, request.cache_dir)
@@ -223,9 +228,16 @@ def learn_order(request: SearchRequest, gathered: Gathered, ranked: Ranked, note
         ranked.warnings.append(chosen.warning)
     if chosen.model is None:
         return
+    history = None
+    if HISTORY_FEATURES & set(chosen.model.features):
+        from slm_rerank.lexical.history import read_history
+
+        # one bounded git log, cached by commit: a warm read is one rev-parse
+        history = read_history(request.root, cache_dir=request.cache_dir, notes=notes,
+                               deadline_s=HISTORY_SECONDS)
     ranked.chunks, ranked.placed = learned_order(
         ranked.chunks, gathered.evidence, gathered.terms, gathered.stats, ranked.texts,
-        chosen.model)
+        chosen.model, history)
     ranked.model = chosen.model
 
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from slm_rerank.lexical.filetypes import path_kind
-from slm_rerank.lexical.scores import FileEvidence, ScoredChunk, TermStats
-from slm_rerank.lexical.terms import QueryTerms
+from slm_rerank.lexical.scores import FileEvidence, ScoredChunk, TermStats, name_tokens
+from slm_rerank.lexical.terms import QueryTerms, split_identifier
 
 #: every feature this version computes, in a fixed order, with what it means (for ``-v``)
 FEATURES: dict[str, str] = {
@@ -31,6 +31,7 @@ FEATURES: dict[str, str] = {
     "names_file": "path names a query term",
     "name_token": "a word of the file name is in the query",
     "directory": "a folder name is in the query",
+    "name_stem": "a word of the file name shares a query word's stem",
     "named_path": "the query names this file",
     "body": "the query's words in the file",
     "declares": "the chunk defines a query term",
@@ -43,6 +44,8 @@ FEATURES: dict[str, str] = {
     "kind_doc": "a doc page",
     "kind_changelog": "a changelog",
     "kind_other": "a config or data file",
+    "test_like": "a test, benchmark or example by its path",
+    "vendored": "vendored or third-party code",
     "chunk_lines": "chunk length",
     "chunk_comment": "comment or docstring",
     "chunk_defines": "definitions in the chunk",
@@ -55,7 +58,18 @@ FEATURES: dict[str, str] = {
 }
 
 #: the history features and the judge's: 0 when nothing was read or asked
-HISTORY_FEATURES = ("changes", "recent", "together")
+HISTORY_FEATURES = frozenset({"changes", "recent", "together"})
+
+#: words of a path that mark test, benchmark and example code the file kinds miss (a test
+#: module inside a Java ``src/`` tree, ``FooTest.java``, ``bench/``)
+TEST_LIKE = frozenset({"test", "tests", "testing", "bench", "benches", "benchmark",
+                       "benchmarks", "example", "examples", "fixture", "fixtures", "mock",
+                       "mocks", "spec", "specs", "testdata", "testutil", "e2e"})
+VENDORED = frozenset({"vendor", "vendored", "third_party", "thirdparty", "3rdparty",
+                      "external", "extern", "node_modules", "deps"})
+
+#: shortest stem that may match the start of a word of a file's name
+MIN_STEM = 5
 
 _COMMENT_STARTS = ("#", "//", "/*", "*", "--", ";", "%", '"""', "'''", "<!--")
 
@@ -83,6 +97,10 @@ class Candidate:
 
     def named(self) -> dict[str, float]:
         return dict(zip(FEATURES, self.values, strict=True))
+
+
+def split_words(folder: str) -> set[str]:
+    return {w.lower() for w in split_identifier(folder)}
 
 
 def comment_share(text: str, start: int, end: int) -> float:
@@ -127,6 +145,8 @@ def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidenc
              if evidence.get(p) and (evidence[p].parts.get("named_path")
                                      or evidence[p].parts.get("names_file"))}
     judged = judged or {}
+    stems = {t.stem: stats.weights.get(t.literal, 0.0) for t in terms.terms
+             if len(t.stem) >= MIN_STEM}
     out = []
     for rank, (path, index) in enumerate(best.items()):
         item = chunks[index]
@@ -142,12 +162,18 @@ def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidenc
         path_rarity = [stats.weights[t.literal] for t in terms.terms
                        if t.root in ev.path_terms and t.literal in stats.weights]
         file_lines = text.count("\n") + 1 if text else 1
+        tokens = name_tokens(path)
+        folders = path.lower().split("/")[:-1]
+        words = set(tokens).union(*(split_words(f) for f in folders)) if folders else tokens
+        stemmed = max((w for stem, w in stems.items()
+                       if any(tok.startswith(stem) for tok in tokens)), default=0.0)
         values: dict[str, float] = {
             "lexical": _share(item.score, top),
             "lexical_rank": math.log1p(rank),
             "names_file": _share(parts.get("names_file", 0.0), top),
             "name_token": _share(parts.get("name_token", 0.0), top),
             "directory": _share(parts.get("directory", 0.0), top),
+            "name_stem": stemmed / strongest,
             "named_path": _share(parts.get("named_path", 0.0), top),
             "body": _share(parts.get("body", 0.0), top),
             "declares": _share(item.declares, top),
@@ -160,6 +186,8 @@ def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidenc
             "kind_doc": float(kind == "doc"),
             "kind_changelog": float(kind == "changelog"),
             "kind_other": float(kind == "other"),
+            "test_like": float(not TEST_LIKE.isdisjoint(words)),
+            "vendored": float(not VENDORED.isdisjoint(folders)),
             "chunk_lines": math.log1p(lines),
             "chunk_comment": comment_share(text, chunk.start_line, chunk.end_line)
             if text else 0.0,

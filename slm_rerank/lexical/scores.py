@@ -140,6 +140,12 @@ def _tokens(part: str) -> frozenset[str]:
     return frozenset(light(tok) for tok in split_identifier(part))
 
 
+def name_tokens(path: str) -> frozenset[str]:
+    """The light-normalised words of a path's file name (``parser_v2.py``: parser, v2)."""
+    name = path.rpartition("/")[2]
+    return _tokens(name.split(".")[0] if not name.startswith(".") else name)
+
+
 def _path_parts(path: str) -> tuple[str, frozenset[str], frozenset[str]]:
     folder, _, name = path.rpartition("/")
     stem_name = name.split(".")[0] if not name.startswith(".") else name

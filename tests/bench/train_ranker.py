@@ -23,6 +23,7 @@ import hashlib
 import json
 import math
 import random
+import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -35,6 +36,7 @@ from slm_rerank.calibration.learning import Group, extract, fit
 from slm_rerank.calibration.measure import paired_interval
 from slm_rerank.host import Host
 from slm_rerank.lexical.features import FEATURES
+from slm_rerank.lexical.history import FileHistory, read_history
 from slm_rerank.lexical.ranker import RankerModel
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -72,11 +74,52 @@ def load(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def capped(cases: list[dict], train: int, held: int) -> list[dict]:
+    """At most ``train`` (``held``) cases per repository, spread evenly over its cases."""
+    by_repo: dict[str, list[dict]] = defaultdict(list)
+    for case in cases:
+        by_repo[case["repo"]].append(case)
+    out = []
+    for repo in sorted(by_repo):
+        items = by_repo[repo]
+        cap = held if items[0].get("split") == "held-out" else train
+        step = max(1.0, len(items) / cap) if cap else math.inf
+        out += [items[int(i * step)] for i in range(min(cap, len(items)))]
+    return out
+
+
 def feature_key() -> str:
-    return hashlib.sha256(json.dumps(list(FEATURES)).encode()).hexdigest()[:12]
+    return hashlib.sha256(json.dumps([list(FEATURES), "history-1"]).encode()).hexdigest()[:12]
 
 
-def rows_of(cases: list[dict], trees: Path, cache: Path, host: Host, kind: str) -> list[Row]:
+def clone_of(repo: str, mirrors: Path) -> Path | None:
+    """A work tree-less clone of ``repo``'s mirror, for reading its history at a commit as
+    a user's checkout at that commit would (``lexical/history.py``)."""
+    name = repo.replace("/", "+")
+    clone = CACHE / "clones" / name
+    if not (clone / ".git").exists():
+        mirror = mirrors / name / "repo"
+        if not mirror.exists():
+            return None
+        clone.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(mirror),
+                        str(clone)], check=True)
+    return clone
+
+
+def history_at(case: dict, mirrors: Path) -> FileHistory | None:
+    """The history a user with the case's base commit checked out has: the 300 commits up
+    to it, never one after."""
+    clone = clone_of(case["repo"], mirrors)
+    if clone is None:
+        return None
+    notes: list[str] = []
+    return read_history(clone, cache_dir=CACHE / "history-cache", notes=notes,
+                        rev=case["base_commit"], deadline_s=60.0)
+
+
+def rows_of(cases: list[dict], trees: Path, cache: Path, host: Host, kind: str,
+            mirrors: Path) -> list[Row]:
     """Every case's rows (both modes), from the cache when it holds them."""
     cache.mkdir(parents=True, exist_ok=True)
     rows: list[Row] = []
@@ -89,6 +132,7 @@ def rows_of(cases: list[dict], trees: Path, cache: Path, host: Host, kind: str) 
         if not gold:
             continue
         lang = case.get("lang", "python")
+        history: FileHistory | None | bool = False  # read on the first mode that needs it
         split = case.get("split") or split_of(case["id"])
         for mode in MODES:
             text = case["title"] if mode == "title" else case["query"]
@@ -97,7 +141,9 @@ def rows_of(cases: list[dict], trees: Path, cache: Path, host: Host, kind: str) 
             if stored.exists():
                 data = json.loads(stored.read_text())
             else:
-                found = extract(text, tree, host)
+                if history is False:
+                    history = history_at(case, mirrors)
+                found = extract(text, tree, host, CACHE / "chunk-cache", history or None)
                 data = {"paths": found.paths, "values": [list(v) for v in found.values]}
                 stored.write_text(json.dumps(data))
             rows.append(Row(case["id"], case["repo"], lang, split, mode, case.get("date", ""),
@@ -144,14 +190,15 @@ def mean(values: list[float]) -> float:
 
 def table(title: str, buckets: dict[str, list[Row]], model: RankerModel) -> list[str]:
     lines = [f"**{title}**", "",
-             "| slice | cases | Hit@1 fixed → learned | Hit@5 | Hit@10 | MRR@10 (95 % CI of gain) |",
+             "| slice | cases | Hit@1 fixed → learned | Hit@5 | Hit@10 | "
+             "MRR@10 (95 % CI of gain) |",
              "| --- | ---: | --- | --- | --- | --- |"]
     for name, rows in buckets.items():
         if not rows:
             continue
         c = compare(rows, model)
 
-        def pair(key: str, points: bool = True) -> str:
+        def pair(key: str, points: bool = True, c: dict[str, object] = c) -> str:
             a, b, low, high = c[key]  # type: ignore[misc]
             f = 100 if points else 1
             fmt = ".1f" if points else ".3f"
@@ -199,10 +246,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mined-cases", type=Path, default=CACHE / "training" / "cases.jsonl")
     ap.add_argument("--ranges", type=Path, default=CACHE / "training" / "ranges.json")
     ap.add_argument("--trees", type=Path, default=CACHE / "trees")
+    ap.add_argument("--mirrors", type=Path, default=REPO_ROOT.parent / ".mirror")
     ap.add_argument("--features", type=Path, default=CACHE / "features")
     ap.add_argument("--use", default=",".join(f for f in FEATURES if f != "judge"),
                     help="features the model uses (comma-separated)")
     ap.add_argument("--l2", type=float, default=0.01)
+    ap.add_argument("--train-cap", type=int, default=12,
+                    help="mined cases per training repository (spread over its history)")
+    ap.add_argument("--held-out-cap", type=int, default=20,
+                    help="mined cases per held-out repository (spread over its history)")
+    ap.add_argument("--shard", help="I/N: only every N-th case from the I-th (to extract "
+                    "features in parallel processes)")
     ap.add_argument("--cv", action="store_true", help="cross-validate on the training rows")
     ap.add_argument("--held-out", action="store_true", help="measure on the held-out rows")
     ap.add_argument("--write", action="store_true", help="write the shipped model file")
@@ -215,8 +269,13 @@ def main(argv: list[str] | None = None) -> int:
     host = Host.from_environment(start=Path("/"))
     swe = load(args.swe_cases)
     mined = load(args.mined_cases) if args.mined_cases.exists() else []
-    rows = rows_of(swe, args.trees, args.features, host, "benchmark")
-    rows += rows_of(mined, args.trees, args.features, host, "mined")
+    mined = capped(mined, args.train_cap, args.held_out_cap)
+    if args.shard:
+        index, count = (int(x) for x in args.shard.split("/"))
+        swe = swe[index::count]
+        mined = mined[index::count]
+    rows = rows_of(swe, args.trees, args.features, host, "benchmark", args.mirrors)
+    rows += rows_of(mined, args.trees, args.features, host, "mined", args.mirrors)
     train = [r for r in rows if r.split in ("dev", "train")]
     held = [r for r in rows if r.split == "held-out"]
     print(f"rows: {len(train)} training, {len(held)} held out", file=sys.stderr)

@@ -1,0 +1,187 @@
+"""The learned ranker's features on generated repositories with known answers, the fit on
+groups whose answer one feature gives away, and the order a model puts files in."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from slm_rerank.calibration.learning import Group, extract, fit
+from slm_rerank.host import Host
+from slm_rerank.lexical.chunking import Chunk
+from slm_rerank.lexical.features import FEATURES, comment_share
+from slm_rerank.lexical.history import read_history
+from slm_rerank.lexical.ranker import RankerModel, place, reorder
+from slm_rerank.lexical.scores import ScoredChunk
+from slm_rerank.testing.helpers import make_repo
+
+APP = '''class Flask:
+    """The app object. An app finds its templates in the templates folder next to the
+    app's module; the app loads templates through a loader. Templates, templates.
+    The app app app. More about the app and its templates here.
+    Even more about the app, its loader, its templates and its folders.
+    And the app's templates once more.
+    """
+
+    def run(self):
+        return 1
+'''
+TEMPLATING = '''def render_template(name):
+    loader = find_template(name)
+    return loader.render()
+
+
+def find_template(name):
+    return open(name)
+'''
+
+
+@pytest.fixture(scope="module")
+def host() -> Host:
+    return Host.from_environment(start=Path("/"))
+
+
+def values_by_path(tree: Path, query: str, host: Host, history: object = None
+                   ) -> dict[str, dict[str, float]]:
+    found = extract(query, tree, host, history=history)  # type: ignore[arg-type]
+    return {p: dict(zip(FEATURES, v, strict=True)) for p, v in zip(found.paths, found.values,
+                                                                    strict=True)}
+
+
+def test_each_file_gets_the_features_its_evidence_gives(tmp_path: Path, host: Host) -> None:
+    tree = make_repo(tmp_path / "repo", {
+        "src/app.py": APP,
+        "src/templating.py": TEMPLATING,
+        "tests/test_templating.py": "def test_render_template():\n    assert True\n",
+        "docs/templates.md": "# Templates\n\nThe app finds templates.\n",
+    })
+    got = values_by_path(tree, "how does the app find_template look up templates", host)
+    assert set(got) == {"src/app.py", "src/templating.py", "tests/test_templating.py",
+                        "docs/templates.md"}
+    templating, app = got["src/templating.py"], got["src/app.py"]
+    # "templates" shares its stem with templating.py's name; a symbol of the query is
+    # defined in it
+    assert templating["name_stem"] > 0 and app["name_stem"] == 0
+    assert templating["name_token"] == templating["names_file"] == 0
+    assert templating["declares"] > 0
+    # app.py's best chunk is its class docstring: mostly comment text
+    assert app["chunk_comment"] > 0.5
+    assert templating["chunk_comment"] == 0
+    # kinds
+    assert got["tests/test_templating.py"]["kind_test"] == 1.0
+    assert got["docs/templates.md"]["kind_doc"] == 1.0
+    assert templating["kind_test"] == templating["kind_doc"] == 0.0
+    assert got["tests/test_templating.py"]["test_like"] == 1.0
+    assert templating["test_like"] == templating["vendored"] == 0.0
+    # the lexical order's first file has share 1 and rank 0
+    first = max(got.values(), key=lambda v: v["lexical"])
+    assert first["lexical"] == 1.0 and first["lexical_rank"] == 0.0
+    # no history was read: its features are 0
+    assert all(v[name] == 0.0 for v in got.values() for name in ("changes", "recent",
+                                                                 "together"))
+
+
+def test_history_features_count_changes_and_changes_with_the_named_file(
+        tmp_path: Path, host: Host) -> None:
+    tree = make_repo(tmp_path / "repo", {"core.py": "def parse_value():\n    pass\n",
+                                         "helper.py": "def parse_helper():\n    pass\n",
+                                         "other.py": "def parse_other():\n    pass\n"})
+
+    def commit(message: str, *names: str) -> None:
+        for name in names:
+            with open(tree / name, "a", encoding="utf-8") as handle:
+                handle.write(f"# {message}\n")
+        subprocess.run(["git", "-C", str(tree), "add", "-A"], check=True)
+        subprocess.run(["git", "-C", str(tree), "-c", "user.name=t", "-c", "user.email=t@t",
+                        "commit", "-qm", message], check=True)
+
+    commit("start", "core.py", "helper.py", "other.py")
+    commit("core and helper", "core.py", "helper.py")
+    commit("core and helper again", "core.py", "helper.py")
+    commit("other alone", "other.py")
+    notes: list[str] = []
+    history = read_history(tree, cache_dir=None, notes=notes)
+    assert history is not None, notes
+    got = values_by_path(tree, "parse in core.py", host, history)
+    # helper.py changed with core.py (named by the query) in 3 commits, other.py in 1
+    assert got["helper.py"]["together"] == pytest.approx(math.log1p(3))
+    assert got["other.py"]["together"] == pytest.approx(math.log1p(1))
+    assert got["core.py"]["changes"] == pytest.approx(math.log1p(3))
+    # other.py changed in the newest commit, core.py one commit before it
+    assert got["other.py"]["recent"] == 1.0
+    assert got["core.py"]["recent"] == 0.5
+
+
+def test_comment_share_counts_comment_lines_and_docstrings() -> None:
+    text = 'def f():\n    """Doc\n    more doc\n    """\n    # note\n    return 1\n'
+    assert comment_share(text, 1, 6) == pytest.approx(4 / 6)
+    assert comment_share("x = 1\ny = 2\n", 1, 2) == 0.0
+    assert comment_share("// a\n// b\n", 1, 2) == 1.0
+
+
+def test_the_fit_learns_the_feature_that_gives_the_answer_away() -> None:
+    """Gold files have a high ``declares`` and a low ``lexical``: a fit must learn to
+    put ``declares`` first, against the lexical order."""
+    lexical, declares = FEATURES_INDEX["lexical"], FEATURES_INDEX["declares"]
+    groups = []
+    for g in range(30):
+        rows, gold = [], []
+        for c in range(6):
+            v = [0.0] * len(FEATURES)
+            v[lexical] = 1.0 - c / 10
+            v[declares] = 1.0 if c == (g % 5) + 1 else 0.0
+            rows.append(tuple(v))
+            gold.append(c == (g % 5) + 1)
+        groups.append(Group(rows, gold))
+    model = fit(groups, name="t", features=["lexical", "declares"])
+    assert model.weights[1] > 0 and model.weights[1] > model.weights[0]
+    for group in groups:
+        best = max(range(len(group.values)), key=lambda i: model.score(group.values[i]))
+        assert group.gold[best]
+    # deterministic: the same groups give the same model
+    assert fit(groups, name="t", features=["lexical", "declares"]) == model
+
+
+FEATURES_INDEX = {name: i for i, name in enumerate(FEATURES)}
+
+
+def chunk(path: str, start: int, score: float) -> ScoredChunk:
+    return ScoredChunk(path, Chunk(start, start + 9), score, [])
+
+
+def test_the_model_orders_files_and_a_files_chunks_keep_their_order() -> None:
+    from slm_rerank.lexical.features import Candidate
+
+    model = RankerModel("m", ("declares",), (0.0,), (1.0,), (2.0,))
+    vector = [0.0] * len(FEATURES)
+    low, high = list(vector), list(vector)
+    high[FEATURES_INDEX["declares"]] = 1.0
+    found = [Candidate("a.py", 0, tuple(low)), Candidate("b.py", 1, tuple(high))]
+    placed = place(model, found)
+    assert [p.path for p in placed] == ["b.py", "a.py"]
+    assert sum(p.share for p in placed) == pytest.approx(1.0)
+    assert placed[0].why == (("declares", 2.0),)
+    chunks = [chunk("a.py", 1, 9.0), chunk("b.py", 1, 5.0), chunk("a.py", 20, 4.0),
+              chunk("b.py", 20, 2.5)]
+    out = reorder(chunks, placed)
+    assert [(c.path, c.chunk.start_line) for c in out] == [
+        ("b.py", 1), ("b.py", 20), ("a.py", 1), ("a.py", 20)]
+    # a file's chunks share its score in proportion to their lexical scores
+    assert out[1].score == pytest.approx(out[0].score / 2)
+    # the caller's lexical scores are left as they were
+    assert chunks[0].score == 9.0
+
+
+def test_the_search_says_which_order_it_used(tmp_path: Path, host: Host) -> None:
+    from slm_rerank.pipeline import SearchRequest, run_search
+
+    tree = make_repo(tmp_path / "repo", {"src/app.py": APP, "src/templating.py": TEMPLATING})
+    fixed = host.with_overrides("test", learned_order=False)
+    report = run_search(SearchRequest("find_template", tree.resolve()), fixed)
+    assert any(n.startswith("order: fixed") for n in report.notes)
+    learned = run_search(SearchRequest("find_template", tree.resolve()), host)
+    assert any(n.startswith("order: learned ranker") for n in learned.notes)
+    assert learned.results[0].path == report.results[0].path == "src/templating.py"
