@@ -172,6 +172,8 @@ class Placed:
 
     def value(self, feature: str) -> float:
         """The value of ``feature`` for this file (0 when not known)."""
+        if feature not in FEATURES:
+            return 0.0
         index = _positions((feature,))[0]
         return self.values[index] if index < len(self.values) else 0.0
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from slm_rerank.lexical.features import FEATURES
+from slm_rerank.lexical.features import FEATURES, MIN_STEM
 from slm_rerank.lexical.ranker import Placed
-from slm_rerank.lexical.scores import FileEvidence, ScoredChunk, TermStats
+from slm_rerank.lexical.scores import FileEvidence, ScoredChunk, TermStats, name_tokens
 from slm_rerank.lexical.terms import QueryTerms
 from slm_rerank.report import Reason, display_path
 
@@ -108,6 +108,15 @@ def _directory(f: _File) -> str:
         "no folder name is in the query"
 
 
+def _name_stem(f: _File) -> str:
+    words = name_tokens(f.placed.path)
+    shared = [t.root for t in f.terms.terms
+              if len(t.stem) >= MIN_STEM and any(w.startswith(t.stem) for w in words)]
+    if not shared or not f.value("name_stem"):
+        return "no word of the file name shares a query word's stem"
+    return f"file name shares a stem with {_quoted(shared)}"
+
+
 def _named_path(f: _File) -> str:
     return "the query names this file" if f.value("named_path") else \
         "the query names no file of it"
@@ -172,6 +181,15 @@ def _kind(label: str) -> Callable[[_File], str]:
         return label if f.value(feature) else f"not {label}"
 
     return say
+
+
+def _test_like(f: _File) -> str:
+    return ("a test, benchmark or example by its path" if f.value("test_like")
+            else "not a test, benchmark or example by its path")
+
+
+def _vendored(f: _File) -> str:
+    return "vendored or third-party code" if f.value("vendored") else "not vendored code"
 
 
 def _chunk_lines(f: _File) -> str:
@@ -242,6 +260,7 @@ SAYS: dict[str, Callable[[_File], str]] = {
     "names_file": _path_names,
     "name_token": _name_token,
     "directory": _directory,
+    "name_stem": _name_stem,
     "named_path": _named_path,
     "body": _body,
     "declares": _declares,
@@ -254,6 +273,8 @@ SAYS: dict[str, Callable[[_File], str]] = {
     "kind_doc": _kind("a doc page"),
     "kind_changelog": _kind("a changelog"),
     "kind_other": _kind("a config or data file"),
+    "test_like": _test_like,
+    "vendored": _vendored,
     "chunk_lines": _chunk_lines,
     "chunk_comment": _chunk_comment,
     "chunk_defines": _chunk_defines,

@@ -85,6 +85,9 @@ def test_the_path_names_the_querys_rarest_word() -> None:
     ("named_path", 1.0, "the query names this file"),
     ("together", math.log1p(2), "changed with files the query names, 2 times"),
     ("coverage", 0.75, "has 3 of the query's 7 terms (75 % of their weight)"),
+    ("test_like", 1.0, "a test, benchmark or example by its path"),
+    ("vendored", 0.0, "not vendored code"),
+    ("name_stem", 0.4, "file name shares a stem with 'templating'"),
 ])
 def test_a_feature_is_said_whichever_way_it_went(feature: str, value: float,
                                                   says: str) -> None:
