@@ -28,16 +28,9 @@ from slm_rerank.lexical.plan import SearchPlan, planned_files, planned_terms
 from slm_rerank.lexical.rank import Ranked, head, rank_chunks
 from slm_rerank.lexical.scores import ScoredChunk
 from slm_rerank.lexical.terms import QueryTerms, Term, extract
+from slm_rerank.lexical.why import order_of
 from slm_rerank.registrations import Endpoint, ExpandRequest, ModelProfile
-from slm_rerank.report import (
-    Citation,
-    Degraded,
-    ModelInfo,
-    OrderInfo,
-    Report,
-    Shortfall,
-    display_path,
-)
+from slm_rerank.report import Citation, Degraded, ModelInfo, Report, Shortfall, display_path
 
 if TYPE_CHECKING:
     from slm_rerank.context.grouping import SliceGroup
@@ -392,44 +385,6 @@ def cite(selected: list[PlacedChunk], dirty: dict[str, str] | None = None,
     ) for e in selected]
 
 
-def explain_order(citations: list[Citation], selected: list[PlacedChunk], ranked: Ranked,
-                  gathered: Gathered) -> None:
-    """Give each citation the features that placed its file (``lexical/why.py``), when the
-    learned ranker ordered the files; with the fixed order ``why`` stays None."""
-    if ranked.model is None or not ranked.placed:
-        return
-    from slm_rerank.lexical.why import reasons
-
-    best: dict[str, ScoredChunk] = {}
-    for item in ranked.chunks:  # a file's chunks keep their lexical order: its best first
-        best.setdefault(item.path, item)
-    evidence = {e.path: e for e in gathered.evidence}
-    for citation, entry in zip(citations, selected, strict=True):
-        path = entry.item.path
-        placed = ranked.placed.get(path)
-        if placed is not None:
-            citation.why = reasons(placed, evidence.get(path), best.get(path),
-                                   gathered.terms, gathered.stats)
-
-
-def order_of(ranked: Ranked, notes: list[str]) -> OrderInfo:
-    """What ordered the candidate files, for the report: the learned ranker's model, or
-    the fixed factors and why (the setting, an unusable model file: ``rank``'s note)."""
-    model = ranked.model
-    if model is not None:
-        shipped = model.origin == "shipped"
-        version = model.meta.get("version")
-        return OrderInfo("learned", model.name, "shipped" if shipped else "this repository",
-                         None if shipped else model.origin,
-                         None if version is None else str(version))
-    said = next((n for n in reversed(notes) if n.startswith("order: ")), None)
-    if not ranked.chunks:
-        reason = "no candidate file to order"
-    else:
-        reason = said.removeprefix("order: ") if said else "fixed lexical factors"
-    return OrderInfo("fixed", reason=reason)
-
-
 def attach_stubs(citations: list[Citation], selected: list[PlacedChunk], ranked: Ranked,
                  root: Path, skeleton: bool, limit: int) -> None:
     """Give each citation the ghost stub of its file (``stubs.py``).
@@ -546,7 +501,10 @@ def run_search(request: SearchRequest, host: Host) -> Report:
     if dropped and shortfall is None:
         notes.append(dropped)  # as many results as asked for: -v alone says it
     citations = cite(selected, dirty, ranked.lexical)
-    explain_order(citations, selected, ranked, gathered)
+    if ranked.model is not None:
+        from slm_rerank.lexical.why import explain_order
+
+        explain_order(citations, [e.item for e in selected], ranked, gathered)
     if request.stubs:
         mark = clock()
         attach_stubs(citations, selected, ranked, request.root, request.stubs == "skeleton",

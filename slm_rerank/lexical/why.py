@@ -14,10 +14,12 @@ import math
 from collections.abc import Callable
 
 from slm_rerank.lexical.features import FEATURES, MIN_STEM
+from slm_rerank.lexical.gather import Gathered
+from slm_rerank.lexical.rank import Ranked
 from slm_rerank.lexical.ranker import Placed
 from slm_rerank.lexical.scores import FileEvidence, ScoredChunk, TermStats, name_tokens
 from slm_rerank.lexical.terms import QueryTerms
-from slm_rerank.report import Reason, display_path
+from slm_rerank.report import Citation, OrderInfo, Reason, display_path
 
 #: how many of a feature's terms a reason names
 NAMED_TERMS = 3
@@ -307,3 +309,38 @@ def why_line(path: str, why: list[Reason]) -> str:
     """``-v``'s line for one result: ``why PATH: path names 'io' +1.8; a test file -0.9``."""
     said = "; ".join(f"{r.says} {r.effect:+.1f}" for r in why) or "no feature moved it"
     return f"why {path}: {said}"
+
+
+def explain_order(citations: list[Citation], cited: list[ScoredChunk], ranked: Ranked,
+                  gathered: Gathered) -> None:
+    """Give each citation (of the chunk ``cited`` at the same index) the features that
+    placed its file, when the learned ranker ordered the files; with the fixed order
+    ``why`` stays None."""
+    best: dict[str, ScoredChunk] = {}
+    for item in ranked.chunks:  # a file's chunks keep their lexical order: its best first
+        best.setdefault(item.path, item)
+    evidence = {e.path: e for e in gathered.evidence}
+    for citation, item in zip(citations, cited, strict=True):
+        placed = ranked.placed.get(item.path)
+        if placed is not None:
+            citation.why = reasons(placed, evidence.get(item.path), best.get(item.path),
+                                   gathered.terms, gathered.stats)
+
+
+def order_of(ranked: Ranked, notes: list[str]) -> OrderInfo:
+    """What ordered the candidate files, for the report: the learned ranker's model, or
+    the fixed factors and why (the setting, an unusable model file: the search's
+    ``order:`` note)."""
+    model = ranked.model
+    if model is not None:
+        shipped = model.origin == "shipped"
+        version = model.meta.get("version")
+        return OrderInfo("learned", model.name, "shipped" if shipped else "this repository",
+                         None if shipped else model.origin,
+                         None if version is None else str(version))
+    said = next((n for n in reversed(notes) if n.startswith("order: ")), None)
+    if not ranked.chunks:
+        reason = "no candidate file to order"
+    else:
+        reason = said.removeprefix("order: ") if said else "fixed lexical factors"
+    return OrderInfo("fixed", reason=reason)
