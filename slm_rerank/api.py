@@ -46,6 +46,7 @@ def search(
     by_slice: bool = False,
     root_name: str = "root=",
     plan: SearchPlan | None = None,
+    learned_order: bool | None = None,
 ) -> Report:
     """Rank the places under ``root`` (default: the repository holding the cwd) for ``query``.
 
@@ -67,6 +68,8 @@ def search(
     ``slice`` and ``report.slices`` (``--by-slice``). ``root_name`` is how the caller's
     user sets the root, for the error a path outside it gets (the MCP tool's ``root``).
     ``plan`` narrows the search to fewer terms and files (``lexical.plan``; the prompt hook's).
+    ``learned_order`` overrides the ``learned_order`` setting like ``--learned-order`` and
+    ``--fixed-order``: False orders the files by the fixed lexical factors.
     """
     if not isinstance(query, str):
         raise TypeError(f"search(query=...) must be a str, not {type(query).__name__}")
@@ -86,7 +89,8 @@ def search(
     root_path = resolve_root(Path(root), cwd) if root is not None else None
     if host is None:
         host = Host.from_environment(start=root_path or cwd)
-    host = host.with_overrides("search({key}=...)", **overrides(top_k=top_k, chunks=chunks))
+    host = host.with_overrides("search({key}=...)", **overrides(top_k=top_k, chunks=chunks,
+                                                                learned_order=learned_order))
     host.validate()  # first: it may leave out a repository's value (a format, a source)
     settings = host.settings
     folder = usable_folder(cache_path(settings))

@@ -28,6 +28,7 @@ from slm_rerank.lexical.plan import SearchPlan, planned_files, planned_terms
 from slm_rerank.lexical.rank import Ranked, head, rank_chunks
 from slm_rerank.lexical.scores import ScoredChunk
 from slm_rerank.lexical.terms import QueryTerms, Term, extract
+from slm_rerank.lexical.why import order_of
 from slm_rerank.registrations import Endpoint, ExpandRequest, ModelProfile
 from slm_rerank.report import Citation, Degraded, ModelInfo, Report, Shortfall, display_path
 
@@ -188,11 +189,17 @@ def rank(request: SearchRequest, host: Host, gathered: Gathered, notes: list[str
     ranked = rank_chunks(request.root, gathered, notes, top_k=host.settings.top_k,
                          limit=host.settings.max_file_bytes, cache_dir=request.cache_dir)
     if host.settings.learned_order and ranked.chunks:
+        lexical = {(c.path, c.chunk.start_line): c.score for c in ranked.chunks}
         learn_order(request, gathered, ranked, notes)
+        if ranked.model is not None:
+            ranked.lexical = lexical
+    elif not host.settings.learned_order:
+        origin = host.settings.origins.get("learned_order", "default")
+        # the flag's off side is what the user typed: --learned-order/--fixed-order
+        origin = origin.replace("--learned-order", "--fixed-order")
+        notes.append(f"order: fixed lexical factors (learned_order = false, from {origin})")
     else:
-        notes.append("order: fixed lexical factors (learned_order = false, from "
-                     f"{host.settings.origins.get('learned_order', 'default')})"
-                     if not host.settings.learned_order else "order: fixed lexical factors")
+        notes.append("order: fixed lexical factors")
     return ranked
 
 
@@ -362,13 +369,17 @@ def fewer(ranked: Ranked, shown: int, top_k: int, chunks: bool, dropped: str | N
     return Shortfall(top_k, shown, "matches", reason)
 
 
-def cite(selected: list[PlacedChunk], dirty: dict[str, str] | None = None) -> list[Citation]:
-    """Citations as the report carries them, with paths made printable."""
+def cite(selected: list[PlacedChunk], dirty: dict[str, str] | None = None,
+         lexical: dict[tuple[str, int], float] | None = None) -> list[Citation]:
+    """Citations as the report carries them, with paths made printable. ``lexical`` holds
+    the chunks' lexical scores when the learned ranker replaced them (``Ranked.lexical``)."""
     dirty = dirty or {}
+    lexical = lexical or {}
     return [Citation(
         path=display_path(e.item.path), start_line=e.item.chunk.start_line,
         end_line=e.item.chunk.end_line, symbol=e.item.chunk.symbol, score=e.score,
-        lexical_score=e.item.score, model_score=e.model_score, matched_terms=e.item.matched,
+        lexical_score=lexical.get((e.item.path, e.item.chunk.start_line), e.item.score),
+        model_score=e.model_score, matched_terms=e.item.matched,
         bounded=e.bounded, dirty=dirty.get(e.item.path), kind=path_kind(e.item.path),
         prior=e.prior,
     ) for e in selected]
@@ -444,7 +455,9 @@ def run_search(request: SearchRequest, host: Host) -> Report:
 
     degraded, model = None, None
     dropped: str | None = None  # what the threshold dropped, if anything
-    score_kind = "lexical"  # "fused" once a verdict is fused into the order
+    # the learned ranker's shares, or the fixed order's lexical scores; "fused" once a
+    # verdict is fused into the order
+    score_kind = "learned" if ranked.model is not None else "lexical"
     fused = fuse(ranked)
     settings = host.settings
     if not request.fast and ranked.chunks:
@@ -487,7 +500,11 @@ def run_search(request: SearchRequest, host: Host) -> Report:
     shortfall = fewer(ranked, len(selected), settings.top_k, settings.chunks, dropped)
     if dropped and shortfall is None:
         notes.append(dropped)  # as many results as asked for: -v alone says it
-    citations = cite(selected, dirty)
+    citations = cite(selected, dirty, ranked.lexical)
+    if ranked.model is not None:
+        from slm_rerank.lexical.why import explain_order
+
+        explain_order(citations, [e.item for e in selected], ranked, gathered)
     if request.stubs:
         mark = clock()
         attach_stubs(citations, selected, ranked, request.root, request.stubs == "skeleton",
@@ -504,4 +521,5 @@ def run_search(request: SearchRequest, host: Host) -> Report:
     return Report(query=request.query, root=display_path(str(request.root)),
                   mode="fast" if request.fast else "rerank", results=citations,
                   timings=timings, degraded=degraded, notes=notes, model=model,
-                  warnings=warnings, slices=slices, shortfall=shortfall, score_kind=score_kind)
+                  warnings=warnings, slices=slices, shortfall=shortfall, score_kind=score_kind,
+                  order=order_of(ranked, notes))

@@ -11,10 +11,15 @@ from typing import Any
 #: 2: ``score`` is null for a result the model did not judge in a run it fused (it was 0.0).
 SCHEMA_VERSION = 2
 
-#: What a result's ``score`` is, by ``Report.score_kind``: the lexical score (``--fast``, or
-#: a run that fused no verdict) or the fused P(relevant). Said in the JSON document and in
-#: the text formats' header, so the two scales are never read as one.
+#: What a result's ``score`` is, by ``Report.score_kind``: the lexical score (the fixed
+#: order), the learned ranker's share (``--fast``, or a run that fused no verdict, ordered by
+#: the learned ranker) or the fused P(relevant). Said in the JSON document and in the text
+#: formats' header, so the scales are never read as one.
 SCORE_MEANINGS = {
+    "learned": ("score is the learned ranker's estimate, 0 to 1, that this result's file is "
+                "the answer, among the candidate files it was shown (the files' shares sum "
+                "to 1); a file's other chunks get its share scaled by their lexical score "
+                "against its best chunk's"),
     "lexical": ("score is the lexical score: the query's evidence in the path and the text "
                 "(BM25-like, 0 or more, no upper bound; compare it within one query only)"),
     "fused": ("score is the fused P(relevant), 0 to 1: the judge's verdict combined with "
@@ -114,10 +119,43 @@ class Citation:
     kind: str | None = None
     #: the file-kind prior (logits) fusion added to its model verdict; None when not judged
     prior: float | None = None
+    #: the features that placed its file, largest effect first; None with the fixed order
+    why: list[Reason] | None = None
 
     @property
     def location(self) -> str:
         return f"{self.path}:{self.start_line}-{self.end_line}"
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One feature that placed a result where the learned ranker put it."""
+
+    #: its name (``lexical.features.FEATURES``)
+    feature: str
+    #: what it added to the file's score against an average candidate (logits)
+    effect: float
+    #: the same in words, specific where the query's terms say it ("path names 'io'")
+    says: str
+
+
+@dataclass(frozen=True)
+class OrderInfo:
+    """What ordered the candidate files: the learned ranker (which model) or the fixed
+    lexical factors (and why)."""
+
+    #: "learned" or "fixed"
+    kind: str
+    #: the model's name, for a learned order
+    model: str | None = None
+    #: "shipped" (in the package) or "this repository" (``calibrate --learn --write``)
+    origin: str | None = None
+    #: the model file, for one fitted to this repository
+    file: str | None = None
+    #: the model's version as its file gives it (``meta.version``), if any
+    version: str | None = None
+    #: why the fixed order, when it is fixed: the setting, or an unusable model file
+    reason: str | None = None
 
 
 @dataclass
@@ -226,12 +264,15 @@ class Report:
     #: fewer results than asked for, and why; None when there are as many as asked for
     shortfall: Shortfall | None = None
     #: what ``score`` is (``SCORE_MEANINGS``): "fused" when the model's verdicts were fused
-    #: into the order, else "lexical" (``--fast``, a run that degraded before any verdict)
+    #: into the order, else "learned" (the learned ranker's share) or "lexical" (the fixed
+    #: order), for ``--fast`` or a run that degraded before any verdict
     score_kind: str = "lexical"
     #: how the searched root was chosen (``lexical.scope.RootChoice.source``): "given",
     #: "repository" (the git repository holding the working directory) or
     #: "working directory" (no git repository at or above it)
     root_source: str = "given"
+    #: what ordered the candidate files (None: a report not made by a search)
+    order: OrderInfo | None = None
 
     def shown_score(self, c: Citation) -> float | None:
         """``c``'s score as the output shows it: None for a result the model did not judge
@@ -259,6 +300,7 @@ class Report:
             "mode": self.mode,
             "score_kind": self.score_kind,
             "score_meaning": SCORE_MEANINGS[self.score_kind],
+            "order": None if self.order is None else vars(self.order).copy(),
             "results": [
                 {
                     "rank": rank,
@@ -277,6 +319,9 @@ class Report:
                     "dirty": c.dirty,
                     "kind": c.kind,
                     "prior": _rounded(c.prior),
+                    "why": None if c.why is None else [
+                        {"feature": r.feature, "effect": round(r.effect, 2), "says": r.says}
+                        for r in c.why],
                 }
                 for rank, c in enumerate(self.results, 1)
             ],

@@ -200,6 +200,9 @@ def _as_candidates(candidates: Report | Sequence[Candidate | Citation], limit: i
         check_list(candidates, "candidates", "Candidate or Citation objects, or a Report")
     root = Path(candidates.root) if isinstance(candidates, Report) else Path.cwd()
     items = candidates.results if isinstance(candidates, Report) else candidates
+    # a search ordered by the learned ranker fuses its share, not the lexical score: a
+    # Report of one (its ``score``) is reranked as the search would have fused it
+    learned = isinstance(candidates, Report) and candidates.score_kind == "learned"
     out: list[Candidate] = []
     texts: dict[str, list[str]] = {}
     for index, item in enumerate(items):
@@ -217,7 +220,7 @@ def _as_candidates(candidates: Report | Sequence[Candidate | Citation], limit: i
             texts[item.path] = split_lines(data.decode("utf-8", "replace"))
         lines = texts[item.path][item.start_line - 1:item.end_line]
         out.append(Candidate(item.path, item.start_line, item.end_line, "\n".join(lines),
-                             item.symbol, item.lexical_score))
+                             item.symbol, item.score if learned else item.lexical_score))
     return out
 
 

@@ -21,7 +21,8 @@ def test_search_returns_ranked_citations(repo: Path) -> None:
     assert report.mode == "fast" and report.degraded is None
     first = report.results[0]
     assert (first.path, first.start_line, first.symbol) == ("src/net/retry.py", 4, "backoff")
-    assert first.model_score is None and first.lexical_score == first.score
+    assert first.model_score is None and first.lexical_score > 0
+    assert report.score_kind == "learned" and 0 < first.score <= 1
 
 
 def test_search_ranks_exactly_as_the_command_line_does(repo: Path) -> None:

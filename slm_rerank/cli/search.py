@@ -17,6 +17,7 @@ from slm_rerank.errors import ConfigError, ScopeError, SlmRerankError
 from slm_rerank.host import CHOICE_KEYS, Host
 from slm_rerank.overrides import overrides
 from slm_rerank.query_limit import MAX_QUERY_BYTES, QUERY_LIMIT, too_long
+from slm_rerank.report import Report
 
 #: How long an open pipe on stdin may stay silent before it is taken to have said all it will.
 STDIN_WAIT_SECONDS = 2.0
@@ -150,11 +151,15 @@ def _exists(name: str) -> bool:
               help="Group the results by architectural slice (packages/x, services/x, ...).")
 @click.option("--dirty", is_flag=True,
               help="Lift files with uncommitted changes (modified, staged, untracked).")
+@click.option("--learned-order/--fixed-order", "learned_order", default=None,
+              help="Order the candidate files by the learned ranker (default), or by the "
+                   "fixed lexical factors (learned_order).")
 @model_options
 def search(query: str | None, query_file: str | None, paths: tuple[str, ...], root: Path | None,
            fast: bool, top_k: int | None, chunks: bool | None, format_name: str | None,
            caller: str | None, verbose: bool, stub: bool, skeleton: bool,
-           by_slice: bool, dirty: bool, **model_flags: Any) -> None:
+           by_slice: bool, dirty: bool, learned_order: bool | None,
+           **model_flags: Any) -> None:
     """Rank the places in a repository that answer QUERY (the default command)."""
     from slm_rerank.api import search as run
     from slm_rerank.pipeline import QueryError
@@ -166,7 +171,8 @@ def search(query: str | None, query_file: str | None, paths: tuple[str, ...], ro
     if not text.strip():
         raise click.UsageError("the query is empty")
     expand = bool(model_flags.pop("expand", None))  # a request, not a setting
-    flags = overrides(top_k=top_k, chunks=chunks, format=format_name, **model_flags)
+    flags = overrides(top_k=top_k, chunks=chunks, format=format_name,
+                      learned_order=learned_order, **model_flags)
     try:
         host = Host.from_environment(start=root or Path.cwd(), flags=flags)
         settings = host.settings
@@ -198,6 +204,18 @@ def search(query: str | None, query_file: str | None, paths: tuple[str, ...], ro
         warn(f"{short.shown} of {short.asked} results: {short.reason}")
     output = formatters[settings.format].render(report, tty=sys.stdout.isatty())
     emit(output if output.endswith("\n") or not output else output + "\n")
+    if verbose:
+        _say_why(report)
+
+
+def _say_why(report: Report) -> None:
+    """``-v``: under the results, one line per result naming the features that placed it
+    (the learned order only; stderr, like the notes)."""
+    from slm_rerank.lexical.why import why_line
+
+    for c in report.results:
+        if c.why is not None:
+            warn(why_line(c.path, c.why))
 
 
 def _check_flag_choices(host: Host) -> None:

@@ -36,6 +36,9 @@ class Ranked:
     model: RankerModel | None = None
     #: what went wrong choosing the order (an unusable model file), for the user
     warnings: list[str] = field(default_factory=list)
+    #: each chunk's lexical score by (path, start line), kept when the learned ranker gave
+    #: ``chunks`` its own scores (empty: ``chunks`` hold the lexical scores)
+    lexical: dict[tuple[str, int], float] = field(default_factory=dict)
 
 
 

@@ -167,6 +167,15 @@ class Placed:
     share: float
     #: the features that moved it most, largest first: (feature, its term of the score)
     why: tuple[tuple[str, float], ...]
+    #: its feature values, in ``FEATURES`` order (what ``why`` says in words)
+    values: tuple[float, ...] = ()
+
+    def value(self, feature: str) -> float:
+        """The value of ``feature`` for this file (0 when not known)."""
+        if feature not in FEATURES:
+            return 0.0
+        index = _positions((feature,))[0]
+        return self.values[index] if index < len(self.values) else 0.0
 
 
 def explain(model: RankerModel, candidate: Candidate, count: int = EXPLAINED
@@ -184,7 +193,7 @@ def place(model: RankerModel, found: list[Candidate]) -> list[Placed]:
     top = max(scores, default=0.0)
     weights = [math.exp(s - top) for s in scores]
     total = sum(weights) or 1.0
-    placed = [Placed(c.path, s, w / total, explain(model, c))
+    placed = [Placed(c.path, s, w / total, explain(model, c), c.values)
               for c, s, w in zip(found, scores, weights, strict=True)]
     order = sorted(range(len(placed)), key=lambda i: (-placed[i].score, i))
     return [placed[i] for i in order]

@@ -89,7 +89,7 @@ class RerankService:
                threshold: float | None = None,
                top_k: int = 5, fast: bool = False, root: str | None = None,
                expand: bool = False, stubs: str | None = None, dirty: bool = False,
-               by_slice: bool = False) -> Report:
+               by_slice: bool = False, learned_order: bool | None = None) -> Report:
         """Run one search; raises ``SlmRerankError`` with a one-line message on bad input."""
         from slm_rerank.api import search
         from slm_rerank.overrides import overrides
@@ -108,7 +108,8 @@ class RerankService:
             # A copy that shares the loaded plugins: the threshold and top_k are this
             # call's alone (an unset threshold leaves the user's configured one).
             host = self.host_for(folder).with_overrides(
-                "parameter '{key}'", **overrides(threshold=threshold, top_k=top_k))
+                "parameter '{key}'", **overrides(threshold=threshold, top_k=top_k,
+                                                 learned_order=learned_order))
             return search(query, folder, paths=paths, fast=fast, caller=CALLER, host=host,
                           expand=expand, stubs=stubs, dirty=dirty, by_slice=by_slice,
                           root_name="root")
@@ -126,6 +127,14 @@ def _inside_root(name: str, root: Path) -> str:
         raise ToolInputError(f"{kind} '{shown(name)}' is outside the root "
                              f"{display_path(str(root))}; pass root to search another folder")
     return str(full)
+
+
+def _score_words(report: Report, score: float) -> str:
+    """A result's score as an agent reads it, with what it is when the scale is not
+    obvious: the learned ranker's is a share among the candidate files."""
+    if report.score_kind == "learned":
+        return f"learned score {score:.2f}: the ranker's estimate that this file is the answer"
+    return f"{report.score_kind} score {score:.2f}"
 
 
 def citations_text(report: Report) -> str:
@@ -158,8 +167,7 @@ def citations_text(report: Report) -> str:
             where = f"{display_path(c.path)}:{c.start_line}"
             shown = report.shown_score(c)
             detail = [f"lines {c.start_line}-{c.end_line}",
-                      "not judged" if shown is None
-                      else f"{report.score_kind} score {shown:.2f}"]
+                      "not judged" if shown is None else _score_words(report, shown)]
             if c.symbol:
                 detail.insert(0, c.symbol)
             if c.dirty:
@@ -301,6 +309,10 @@ def build_server(service: RerankService) -> Any:
         fast: Annotated[bool, Field(description="Lexical ranking only: no model server is "
                                                 "contacted (fast, always available).",
                                           strict=True)] = False,
+        learned_order: Annotated[bool | None, Field(
+            description="Order the candidate files by the learned ranker (true) or by the "
+                        "fixed lexical factors (false); unset: the user's setting.",
+            strict=True)] = None,
         root: Annotated[str | None, Field(
             description="Folder to search (default: the server's working directory).")] = None,
     ) -> CallToolResult:
@@ -314,7 +326,8 @@ def build_server(service: RerankService) -> Any:
             # the process, and with it the search: cli/mcp.py)
             report = await anyio.to_thread.run_sync(
                 lambda: service.rerank(query, paths_or_globs or (), threshold, top_k, fast,
-                                       root, expand, stubs, dirty, by_slice),
+                                       root, expand, stubs, dirty, by_slice,
+                                       learned_order),
                 abandon_on_cancel=True)
         except SlmRerankError as exc:
             return error(str(exc))

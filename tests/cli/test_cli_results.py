@@ -189,14 +189,23 @@ def test_a_model_run_gives_no_score_to_the_results_it_did_not_judge(tmp_path: Pa
         assert row["lexical_score"] > 0
 
 
-def test_a_run_that_fused_no_verdict_says_its_scores_are_lexical(tmp_path: Path) -> None:
+def test_a_run_that_fused_no_verdict_says_its_scores_are_not_fused(tmp_path: Path) -> None:
     repo = repo_of(tmp_path, 3)
 
     # nothing listens on the port: the run degrades before any chunk is judged
     run = cli("-q", "retry backoff", "-e", f"http://127.0.0.1:{free_port()}", "--format",
               "json", cwd=repo)
 
+    fixed = cli("-q", "retry backoff", "-e", f"http://127.0.0.1:{free_port()}", "--format",
+                "json", "--fixed-order", cwd=repo)
+
     doc = run.json()
+    # the learned ranker's shares: the order --fast gives
+    assert (doc["mode"], doc["score_kind"], doc["degraded"] is not None) == (
+        "rerank", "learned", True)
+    assert all(0 <= r["score"] <= 1 and r["lexical_score"] > 0 and r["fused_score"] is None
+               for r in doc["results"])
+    doc = fixed.json()
     assert (doc["mode"], doc["score_kind"], doc["degraded"] is not None) == (
         "rerank", "lexical", True)
     assert all(r["score"] == r["lexical_score"] > 0 and r["fused_score"] is None

@@ -83,7 +83,8 @@ def test_text_output_is_a_header_line_then_one_location_per_line(repo: Path) -> 
 
     lines = run.stdout.splitlines()
     assert run.returncode == 0 and len(lines) == 3
-    assert lines[0] == "# location  score  symbol  (score: lexical, BM25-like, no upper bound)"
+    assert lines[0] == ("# location  score  symbol  (score: learned ranker's estimate that "
+                        "the file is the answer, 0-1, summing to 1 over the candidate files)")
     assert lines[1].startswith("src/net/retry.py:4-6 ")
 
 

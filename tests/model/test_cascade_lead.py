@@ -108,7 +108,8 @@ def test_a_decisive_order_shows_fasts_lexical_scores_not_zeros(tmp_path: Path) -
 
     assert [(c.location, c.score) for c in report.results] == [
         (c.location, c.score) for c in fast.results]
-    assert all(c.score == c.lexical_score > 0 for c in report.results)
+    assert report.score_kind == fast.score_kind != "fused"
+    assert all(c.score > 0 and c.lexical_score > 0 for c in report.results)
     assert report.model is not None and report.model.scored == 0
 
 

@@ -28,7 +28,7 @@ T = TypeVar("T")
 
 TOOL = "rerank_codebase"
 PARAMETERS = {"query", "paths_or_globs", "threshold", "top_k", "stub", "skeleton", "dirty",
-              "by_slice", "expand", "fast", "root"}
+              "by_slice", "expand", "fast", "root", "learned_order"}
 #: a port nothing listens on: a model server that is not there
 DEAD_SERVER = "http://127.0.0.1:9"
 
@@ -113,6 +113,22 @@ def test_top_k_limits_the_results(repo: Path) -> None:
 
     assert len(result.structured_content["results"]) == 1
     assert len(text(result).splitlines()) == 1
+
+
+def test_learned_order_chooses_the_order_and_the_text_says_what_the_score_is(
+        repo: Path) -> None:
+    learned = call(repo, {"query": "retry backoff", "fast": True, "top_k": 1})
+    fixed = call(repo, {"query": "retry backoff", "fast": True, "top_k": 1,
+                        "learned_order": False})
+
+    assert learned.structured_content["score_kind"] == "learned"
+    assert re.search(r"learned score [01]\.\d\d: the ranker's estimate that this file is "
+                     "the answer", text(learned))
+    assert learned.structured_content["results"][0]["why"]
+    assert fixed.structured_content["score_kind"] == "lexical"
+    assert fixed.structured_content["order"]["reason"] == (
+        "fixed lexical factors (learned_order = false, from parameter 'learned_order')")
+    assert "lexical score" in text(fixed) and fixed.structured_content["results"][0]["why"] is None
 
 
 @pytest.mark.parametrize(("arguments", "message"), [

@@ -17,12 +17,16 @@ OUTSIDE = "(outside any slice)"
 #: The score columns of a table, by ``Report.score_kind``: (heading, what it shows). A
 #: heading names its scale, so a lexical 14.2 and a fused 0.91 are never read as one.
 LEXICAL = "lexical (BM25)"
+LEARNED = "learned (0-1)"
 FUSED = "fused (0-1)"
 JUDGE = "judge (0-1)"
 #: What the columns mean, under a table: lines on a terminal, one paragraph in Markdown.
 LEGENDS = {
     "lexical": (f"{LEXICAL}: the query's evidence in path and text, no upper bound; "
                 "compare within one query",),
+    "learned": (f"{LEARNED}: the learned ranker's estimate that the file is the answer, "
+                "among the candidate files (the files' shares sum to 1)",
+                f"{LEXICAL}: the query's evidence in path and text, no upper bound"),
     "fused": (f"{FUSED}: the judge's P(relevant) fused with the lexical score; {JUDGE}: "
               "its own P(relevant)",
               f"{LEXICAL}: the query's evidence, no upper bound; -: not judged (ranked "
@@ -31,6 +35,8 @@ LEGENDS = {
 #: The comment line that heads piped text: its columns, and what the score is.
 PIPED_HEADERS = {
     "lexical": "# location  score  symbol  (score: lexical, BM25-like, no upper bound)",
+    "learned": ("# location  score  symbol  (score: learned ranker's estimate that the file "
+                "is the answer, 0-1, summing to 1 over the candidate files)"),
     "fused": "# location  score  symbol  (score: fused P(relevant), 0-1; -: not judged)",
 }
 
@@ -40,8 +46,12 @@ def _number(value: float | None) -> str:
 
 
 def _score_columns(report: Report) -> list[tuple[str, Callable[[Citation], str]]]:
-    """The score columns of ``report``'s table: the lexical score alone, or (fused run)
-    the fused score, the judge's P(relevant) and the lexical score."""
+    """The score columns of ``report``'s table: the lexical score alone (the fixed order),
+    the learned ranker's share and the lexical score, or (fused run) the fused score, the
+    judge's P(relevant) and the lexical score."""
+    if report.score_kind == "learned":
+        return [(LEARNED, lambda c: _number(c.score)),
+                (LEXICAL, lambda c: _number(c.lexical_score))]
     if report.score_kind != "fused":
         return [(LEXICAL, lambda c: _number(c.score))]
     return [(FUSED, lambda c: _number(report.shown_score(c))),

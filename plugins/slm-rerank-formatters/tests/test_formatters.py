@@ -5,7 +5,7 @@ import json
 import pytest
 import slm_rerank_formatters
 
-from slm_rerank.report import Citation, Degraded, Report
+from slm_rerank.report import Citation, Degraded, OrderInfo, Reason, Report
 from slm_rerank.testing import OutputFormatterContract, sample_report
 
 
@@ -50,6 +50,31 @@ def test_a_fused_table_names_each_score_and_its_scale_and_shows_no_score_unjudge
     assert lines[2].split() == ["2", "src/http.py:3-4", "-", "-", "12.250"]
     assert lines[3].startswith("fused (0-1): the judge's P(relevant) fused with")
     assert "0.000" not in "\n".join(lines)
+
+
+def learned_report() -> Report:
+    """A --fast run ordered by the learned ranker: its shares, and the lexical scores."""
+    why = [Reason("names_file", 1.84, "path names 'retry'")]
+    return Report(query="q", root="/repo", mode="fast", score_kind="learned",
+                  order=OrderInfo("learned", "m", "shipped"), results=[
+                      Citation("src/retry.py", 1, 9, "backoff", 0.7312, 14.5, why=why),
+                      Citation("src/http.py", 3, 4, None, 0.2, 16.25, why=[])])
+
+
+def test_a_learned_table_shows_the_rankers_share_beside_the_lexical_score() -> None:
+    lines = slm_rerank_formatters.render_text(learned_report(), tty=True).splitlines()
+
+    assert lines[0].split() == ["#", "location", "learned", "(0-1)", "lexical", "(BM25)",
+                                "symbol"]
+    assert lines[1].split() == ["1", "src/retry.py:1-9", "0.731", "14.500", "backoff"]
+    assert lines[3].startswith("learned (0-1): the learned ranker's estimate that the file")
+    piped = slm_rerank_formatters.render_text(learned_report(), tty=False).splitlines()
+    assert piped[0].startswith("# location  score  symbol  (score: learned ranker's estimate")
+    doc = json.loads(slm_rerank_formatters.render_json(learned_report()))
+    assert doc["order"] == {"kind": "learned", "model": "m", "origin": "shipped", "file": None,
+                            "version": None, "reason": None}
+    assert doc["results"][0]["why"] == [{"feature": "names_file", "effect": 1.84,
+                                         "says": "path names 'retry'"}]
 
 
 def test_piped_fused_text_says_its_score_is_a_probability_and_shows_no_score_unjudged(
