@@ -189,49 +189,16 @@ def rank(request: SearchRequest, host: Host, gathered: Gathered, notes: list[str
     ranked = rank_chunks(request.root, gathered, notes, top_k=host.settings.top_k,
                          limit=host.settings.max_file_bytes, cache_dir=request.cache_dir)
     if host.settings.learned_order and ranked.chunks:
-        lexical = {(c.path, c.chunk.start_line): c.score for c in ranked.chunks}
-        learn_order(request, gathered, ranked, notes)
-        if ranked.model is not None:
-            ranked.lexical = lexical
+        from slm_rerank.lexical.ordering import learn_order
+
+        learn_order(request.root, request.cache_dir, gathered, ranked, notes)
     elif not host.settings.learned_order:
-        origin = host.settings.origins.get("learned_order", "default")
-        # the flag's off side is what the user typed: --learned-order/--fixed-order
-        origin = origin.replace("--learned-order", "--fixed-order")
-        notes.append(f"order: fixed lexical factors (learned_order = false, from {origin})")
+        from slm_rerank.lexical.ordering import fixed_note
+
+        notes.append(fixed_note(host.settings.origins.get("learned_order", "default")))
     else:
         notes.append("order: fixed lexical factors")
     return ranked
-
-
-#: the most a search spends reading the repository's change history for the learned ranker
-HISTORY_SECONDS = 1.0
-
-
-def learn_order(request: SearchRequest, gathered: Gathered, ranked: Ranked, notes: list[str]
-                ) -> None:
-    """Put ``ranked``'s files in the learned ranker's order (``lexical/ranker.py``): this
-    repository's model when ``calibrate --learn --write`` kept one, else the shipped one.
-    A model that cannot be used leaves the lexical order, with a warning."""
-    from slm_rerank.lexical.features import HISTORY_FEATURES
-    from slm_rerank.lexical.ranker import choose_model, learned_order
-
-    chosen = choose_model(request.root, request.cache_dir)
-    notes.append(chosen.note)
-    if chosen.warning:
-        ranked.warnings.append(chosen.warning)
-    if chosen.model is None:
-        return
-    history = None
-    if HISTORY_FEATURES & set(chosen.model.features):
-        from slm_rerank.lexical.history import read_history
-
-        # one bounded git log, cached by commit: a warm read is one rev-parse
-        history = read_history(request.root, cache_dir=request.cache_dir, notes=notes,
-                               deadline_s=HISTORY_SECONDS)
-    ranked.chunks, ranked.placed = learned_order(
-        ranked.chunks, gathered.evidence, gathered.terms, gathered.stats, ranked.texts,
-        chosen.model, history)
-    ranked.model = chosen.model
 
 
 # --- head, score, fuse --------------------------------------------------------------------

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import repeat
 from operator import add, mul
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 

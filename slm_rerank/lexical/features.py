@@ -77,7 +77,8 @@ _COMMENT_STARTS = ("#", "//", "/*", "*", "--", ";", "%", '"""', "'''", "<!--")
 class History(Protocol):
     """What the features read of a repository's recent history (``lexical/history.py``)."""
 
-    commits: int
+    @property
+    def commits(self) -> int: ...
 
     def changes(self, path: str) -> int: ...
 
