@@ -8,6 +8,11 @@ systems that cite lines, and latency, then prints markdown tables.
 
     python tests/bench/run.py --repo psf/requests --systems bm25-all,rg-count
     python tests/bench/run.py --out bench.md --json bench.json
+    python tests/bench/run.py --split held-out --systems fast,bm25-src,bm25-all
+
+`--split` takes a case's own `split` key when its cases file has one (mined cases are split
+by repository), else the fixed hash split of its id (`cases.split_of`). When cases carry a
+`lang` key, the report adds a table per language.
 
 Needs the packages in tests/bench/requirements.txt; trees come from
 shared/bench/materialize.py.
@@ -24,9 +29,19 @@ import sys
 import time
 from pathlib import Path
 
-from cases import MODES, Case, CaseResult, add_case_options, load_cases, score, tree_ready
-from report import render, summarize
-from systems import SYSTEMS, Runner, resolve_command
+from cases import (
+    MODES,
+    SPLITS,
+    Case,
+    CaseResult,
+    add_case_options,
+    in_split,
+    load_cases,
+    score,
+    tree_ready,
+)
+from report import languages, render, summarize
+from systems import DEFAULT_SYSTEMS, SYSTEMS, Runner, resolve_command
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CMD = ".venv/bin/slm-rerank"
@@ -49,9 +64,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     add_case_options(ap)
     ap.add_argument("--modes", type=_csv(MODES), default=list(MODES), help="title,query")
-    ap.add_argument("--limit", type=int, help="first N cases (after --repo)")
+    ap.add_argument("--limit", type=int, help="first N cases (after --repo and --split)")
     ap.add_argument("--repo", help="only cases of this owner/name")
-    ap.add_argument("--systems", type=_csv(SYSTEMS), default=list(SYSTEMS), help=",".join(SYSTEMS))
+    ap.add_argument(
+        "--split",
+        choices=SPLITS,
+        default="all",
+        help="only cases of this split: the case's own `split` key, else the hash split",
+    )
+    ap.add_argument(
+        "--systems",
+        type=_csv(SYSTEMS),
+        default=list(DEFAULT_SYSTEMS),
+        help=f"{','.join(SYSTEMS)} (default {','.join(DEFAULT_SYSTEMS)})",
+    )
     ap.add_argument("--out", type=Path, help="write the markdown tables here")
     ap.add_argument("--json", type=Path, help="write raw per-case results here")
     ap.add_argument(
@@ -61,9 +87,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
-def select_cases(cases: list[Case], repo: str | None, limit: int | None) -> list[Case]:
+def select_cases(
+    cases: list[Case], repo: str | None, limit: int | None, split: str = "all"
+) -> list[Case]:
     """Filter, cut, then order by tree so each tree is indexed once."""
-    chosen = [c for c in cases if repo is None or c.repo == repo]
+    chosen = [c for c in cases if (repo is None or c.repo == repo) and in_split(c, split)]
     if limit is not None:
         chosen = chosen[:limit]
     return sorted(chosen, key=lambda c: (c.repo, c.base_commit, c.id))
@@ -77,7 +105,7 @@ def _rank_cell(result: CaseResult) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    cases = select_cases(load_cases(args.cases), args.repo, args.limit)
+    cases = select_cases(load_cases(args.cases), args.repo, args.limit, args.split)
     systems: list[str] = args.systems
     modes: list[str] = args.modes
     log = sys.stderr
@@ -132,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"Cases: {len(runnable)} of {len(cases)} selected from `{args.cases.name}`"
         + (f" (repo {args.repo})" if args.repo else "")
+        + (f" (split {args.split})" if args.split != "all" else "")
         + f"; systems: {', '.join(systems)}; run took {elapsed:.0f} s"
         f" on {platform.machine()}, Python {platform.python_version()}.",
         *[f"- {note}" for note in notes],
@@ -146,11 +175,18 @@ def main(argv: list[str] | None = None) -> int:
             "trees": str(args.trees),
             "systems": systems,
             "modes": modes,
+            "split": args.split,
             "command": runner.tool_argv,
             "skipped": skipped,
             "elapsed_s": elapsed,
             "summaries": [
                 dataclasses.asdict(summarize(results, s, m)) for m in modes for s in systems
+            ],
+            "languages": [
+                {"lang": lang, **dataclasses.asdict(summarize(rows, s, m))}
+                for lang, rows in languages(results)
+                for m in modes
+                for s in systems
             ],
             "index_builds": [dataclasses.asdict(b) for b in runner.builds],
             "results": [dataclasses.asdict(r) for r in results],

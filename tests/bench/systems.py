@@ -15,7 +15,11 @@ from pathlib import Path
 from baselines import Bm25Cache, find_rg, rg_count_rank
 from cases import Case, Ranking
 
-SYSTEMS = ("fast", "bm25-all", "bm25-src", "rg-count")
+SYSTEMS = ("fast", "bm25-all", "bm25-src", "bm25-code", "rg-count")
+#: What a run measures unless told otherwise (bm25-code is asked for by name).
+DEFAULT_SYSTEMS = ("fast", "bm25-all", "bm25-src", "rg-count")
+#: The BM25 systems and the file set (``baselines.FILE_SETS``) each indexes.
+BM25_FILE_SETS = {"bm25-all": "all", "bm25-src": "src", "bm25-code": "code"}
 TOP_K = 10
 
 
@@ -88,7 +92,7 @@ class Runner:
         try:
             if system == "fast":
                 return self._fast(case, tree, mode, text)
-            if system in ("bm25-all", "bm25-src"):
+            if system in BM25_FILE_SETS:
                 return self._bm25_rank(system, tree, text)
             if system == "rg-count":
                 return self._rg_count(tree, text)
@@ -100,7 +104,7 @@ class Runner:
     # -- systems ---------------------------------------------------------------------------
 
     def _bm25_rank(self, system: str, tree: Path, text: str) -> Ranking:
-        index, built = self._bm25.get(tree, source_only=(system == "bm25-src"))
+        index, built = self._bm25.get(tree, BM25_FILE_SETS[system])
         if built:
             self.builds.append(IndexBuild(system, tree.name, len(index.paths), index.build_seconds))
         started = time.perf_counter()
