@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import shutil
 import subprocess
@@ -147,6 +148,8 @@ class Runner:
             return ["-q", text]
         if self._scratch is None:
             self._scratch = tempfile.TemporaryDirectory(prefix="slm-bench-")
-        query_file = Path(self._scratch.name) / f"{case.id}.{mode}.txt"
+        # Mined case ids name their repository (owner/name@commit): no folders in the name.
+        name = re.sub(r"[^A-Za-z0-9_.@-]", "_", case.id)
+        query_file = Path(self._scratch.name) / f"{name}.{mode}.txt"
         query_file.write_text(text, encoding="utf-8")
         return ["--query-file", str(query_file)]

@@ -179,3 +179,16 @@ def test_report_has_a_table_per_language_when_cases_name_one():
     # Without languages the report is as before: no such table.
     plain = [dataclasses.replace(r, lang="") for r in results]
     assert "Per language" not in render(plain, ["fast", "bm25-src"], ["title"], [])
+
+
+def test_a_mined_case_id_with_a_slash_gets_a_query_file():
+    from systems import Runner
+
+    case = _lang_case("owner/name@0123456789ab", "go")
+    runner = Runner()
+    try:
+        argv = runner._query_args(case, "query", "the whole commit message")
+        assert argv[0] == "--query-file"
+        assert Path(argv[1]).read_text(encoding="utf-8") == "the whole commit message"
+    finally:
+        runner.close()
