@@ -67,6 +67,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--limit", type=int, help="first N cases (after --repo and --split)")
     ap.add_argument("--repo", help="only cases of this owner/name")
     ap.add_argument(
+        "--per-repo",
+        type=int,
+        help="at most N cases of each repository, spread evenly over its cases in file order",
+    )
+    ap.add_argument(
         "--split",
         choices=SPLITS,
         default="all",
@@ -88,13 +93,34 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def select_cases(
-    cases: list[Case], repo: str | None, limit: int | None, split: str = "all"
+    cases: list[Case],
+    repo: str | None,
+    limit: int | None,
+    split: str = "all",
+    per_repo: int | None = None,
 ) -> list[Case]:
     """Filter, cut, then order by tree so each tree is indexed once."""
     chosen = [c for c in cases if (repo is None or c.repo == repo) and in_split(c, split)]
+    if per_repo is not None:
+        chosen = spread_per_repo(chosen, per_repo)
     if limit is not None:
         chosen = chosen[:limit]
     return sorted(chosen, key=lambda c: (c.repo, c.base_commit, c.id))
+
+
+def spread_per_repo(cases: list[Case], n: int) -> list[Case]:
+    """At most ``n`` cases of each repository, spread evenly over its cases (file order
+    kept), so a sample of a large cases file still has every repository."""
+    by_repo: dict[str, list[Case]] = {}
+    for case in cases:
+        by_repo.setdefault(case.repo, []).append(case)
+    keep: set[int] = set()
+    for mine in by_repo.values():
+        if len(mine) <= n:
+            keep.update(id(c) for c in mine)
+        else:
+            keep.update(id(mine[i * len(mine) // n]) for i in range(max(n, 0)))
+    return [c for c in cases if id(c) in keep]
 
 
 def _rank_cell(result: CaseResult) -> str:
@@ -105,7 +131,9 @@ def _rank_cell(result: CaseResult) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    cases = select_cases(load_cases(args.cases), args.repo, args.limit, args.split)
+    cases = select_cases(
+        load_cases(args.cases), args.repo, args.limit, args.split, args.per_repo
+    )
     systems: list[str] = args.systems
     modes: list[str] = args.modes
     log = sys.stderr
@@ -138,19 +166,27 @@ def main(argv: list[str] | None = None) -> int:
 
     results: list[CaseResult] = []
     started = time.perf_counter()
+    measured = 0
     try:
         for number, (case, tree) in enumerate(runnable, start=1):
             cells = []
+            mine: list[CaseResult] = []
             for mode in modes:
                 ranks = []
                 for system in systems:
                     result = score(case, mode, system, runner.rank(system, case, tree, mode))
-                    results.append(result)
+                    mine.append(result)
                     ranks.append(f"{system}={_rank_cell(result)}")
                 cells.append(f"{mode}: {' '.join(ranks)}")
+            results += mine  # whole cases only: every system answered the same ones
+            measured = number
             print(
                 f"[{number}/{len(runnable)}] {case.id}  {' | '.join(cells)}", file=log, flush=True
             )
+    except KeyboardInterrupt:
+        note = f"interrupted (Ctrl-C / SIGINT): {measured} of {len(runnable)} cases measured"
+        print(note, file=log)
+        notes.append(note)
     finally:
         runner.close()
     elapsed = time.perf_counter() - started
@@ -158,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     preamble = [
         "# slm-rerank benchmark",
         "",
-        f"Cases: {len(runnable)} of {len(cases)} selected from `{args.cases.name}`"
+        f"Cases: {measured} of {len(cases)} selected from `{args.cases.name}`"
         + (f" (repo {args.repo})" if args.repo else "")
         + (f" (split {args.split})" if args.split != "all" else "")
         + f"; systems: {', '.join(systems)}; run took {elapsed:.0f} s"
@@ -178,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
             "split": args.split,
             "command": runner.tool_argv,
             "skipped": skipped,
+            "measured": measured,
             "elapsed_s": elapsed,
             "summaries": [
                 dataclasses.asdict(summarize(results, s, m)) for m in modes for s in systems

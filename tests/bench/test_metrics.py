@@ -192,3 +192,10 @@ def test_a_mined_case_id_with_a_slash_gets_a_query_file():
         assert Path(argv[1]).read_text(encoding="utf-8") == "the whole commit message"
     finally:
         runner.close()
+
+
+def test_per_repo_spreads_a_sample_over_every_repository():
+    cases = [_lang_case(f"go-{i}", "go") for i in range(10)]
+    cases += [_lang_case(f"rust-{i}", "rust") for i in range(2)]
+    ids = [c.id for c in select_cases(cases, None, None, "all", per_repo=3)]
+    assert ids == ["go-0", "go-3", "go-6", "rust-0", "rust-1"]
