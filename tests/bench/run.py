@@ -25,6 +25,7 @@ import dataclasses
 import json
 import math
 import platform
+import signal
 import sys
 import time
 from pathlib import Path
@@ -129,8 +130,16 @@ def _rank_cell(result: CaseResult) -> str:
     return "-" if result.gold_rank is None else str(result.gold_rank)
 
 
+def _stop(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    # SIGINT (Ctrl-C, even in a background job, which starts with it ignored) and SIGTERM
+    # end the run with the tables of the cases measured so far.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _stop)
     cases = select_cases(
         load_cases(args.cases), args.repo, args.limit, args.split, args.per_repo
     )
@@ -184,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"[{number}/{len(runnable)}] {case.id}  {' | '.join(cells)}", file=log, flush=True
             )
     except KeyboardInterrupt:
-        note = f"interrupted (Ctrl-C / SIGINT): {measured} of {len(runnable)} cases measured"
+        note = f"interrupted (SIGINT/SIGTERM): {measured} of {len(runnable)} cases measured"
         print(note, file=log)
         notes.append(note)
     finally:
