@@ -1,5 +1,17 @@
 """Baseline file rankers the tool is compared against: BM25 over whole files (bm25s) and a
-bare ripgrep term count."""
+bare ripgrep term count.
+
+Which files BM25 indexes (``FILE_SETS``):
+
+- ``all``: every text file of the tree.
+- ``src``: files with a programming-language extension (``SOURCE_EXTENSIONS``), wherever
+  they are: test modules (``tests/test_x.py``, ``x_test.go``, ``x.test.ts``), vendored
+  copies, ``docs/conf.py`` and examples stay in; Markdown, reST, config and data go.
+- ``code``: the files the tool itself calls program source
+  (``slm_rerank.lexical.filetypes.path_kind(path) == "source"``, the same test that says
+  which changed files a mined case's answer may be): extension as above, and not a test,
+  not under a docs or examples folder, not a changelog, not a versioned vendored library.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,6 +84,22 @@ def is_source_file(path: str) -> bool:
     return suffix in SOURCE_EXTENSIONS
 
 
+def is_code_file(path: str) -> bool:
+    """True for program source as the tool classifies it: no tests, docs folders,
+    changelogs or versioned vendored libraries (see the module docstring)."""
+    from slm_rerank.lexical.filetypes import path_kind
+
+    return path_kind(path) == "source"
+
+
+#: The file sets BM25 can index: a name and the test a relative path must pass (None: all).
+FILE_SETS: dict[str, Callable[[str], bool] | None] = {
+    "all": None,
+    "src": is_source_file,
+    "code": is_code_file,
+}
+
+
 # --- ripgrep term count -----------------------------------------------------------------
 
 
@@ -113,9 +142,12 @@ def rg_count_rank(rg: str, tree: Path, text: str, k: int = 10) -> list[str]:
 # --- BM25 over whole files ---------------------------------------------------------------
 
 
-def read_text_files(tree: Path, source_only: bool) -> tuple[list[str], list[str]]:
-    """Relative POSIX paths and contents of the tree's text files, sorted by path: binary
-    files (a NUL byte in the first 8 KiB) and files over 1 MB are skipped."""
+def read_text_files(
+    tree: Path, keep: Callable[[str], bool] | None = None
+) -> tuple[list[str], list[str]]:
+    """Relative POSIX paths and contents of the tree's text files that ``keep`` accepts
+    (None: all), sorted by path: binary files (a NUL byte in the first 8 KiB) and files
+    over 1 MB are skipped."""
     paths: list[str] = []
     texts: list[str] = []
     for dirpath, dirnames, filenames in os.walk(tree):
@@ -123,7 +155,7 @@ def read_text_files(tree: Path, source_only: bool) -> tuple[list[str], list[str]
         rel_dir = os.path.relpath(dirpath, tree)
         for name in sorted(filenames):
             rel = name if rel_dir == "." else f"{rel_dir}/{name}".replace(os.sep, "/")
-            if rel == TREE_MARKER or (source_only and not is_source_file(rel)):
+            if rel == TREE_MARKER or (keep is not None and not keep(rel)):
                 continue
             full = os.path.join(dirpath, name)
             if not os.path.isfile(full) or os.path.getsize(full) > MAX_FILE_BYTES:
@@ -143,22 +175,22 @@ class Bm25Index:
     """A bm25s index over one tree's files (one document per file)."""
 
     tree: Path
-    source_only: bool
+    file_set: str  # a FILE_SETS name
     paths: list[str]
     retriever: Any  # bm25s.BM25
     build_seconds: float
 
     @classmethod
-    def build(cls, tree: Path, source_only: bool) -> Bm25Index:
+    def build(cls, tree: Path, file_set: str) -> Bm25Index:
         import bm25s
 
         started = time.perf_counter()
-        paths, texts = read_text_files(tree, source_only)
+        paths, texts = read_text_files(tree, FILE_SETS[file_set])
         retriever = bm25s.BM25()
         if paths:
             tokens = bm25s.tokenize(texts, stopwords="en", show_progress=False)
             retriever.index(tokens, show_progress=False)
-        return cls(tree, source_only, paths, retriever, time.perf_counter() - started)
+        return cls(tree, file_set, paths, retriever, time.perf_counter() - started)
 
     def search(self, text: str, k: int = 10) -> list[str]:
         """The k best-scoring files for a query (only files scoring above zero)."""
@@ -183,15 +215,15 @@ class Bm25Cache:
 
     def __init__(self) -> None:
         self._tree: Path | None = None
-        self._indexes: dict[bool, Bm25Index] = {}
+        self._indexes: dict[str, Bm25Index] = {}
 
-    def get(self, tree: Path, source_only: bool) -> tuple[Bm25Index, bool]:
-        """The index for (tree, source_only), and whether it was built by this call."""
+    def get(self, tree: Path, file_set: str) -> tuple[Bm25Index, bool]:
+        """The index for (tree, file_set), and whether it was built by this call."""
         if tree != self._tree:
             self._tree = tree
             self._indexes = {}
-        if source_only in self._indexes:
-            return self._indexes[source_only], False
-        index = Bm25Index.build(tree, source_only)
-        self._indexes[source_only] = index
+        if file_set in self._indexes:
+            return self._indexes[file_set], False
+        index = Bm25Index.build(tree, file_set)
+        self._indexes[file_set] = index
         return index, True

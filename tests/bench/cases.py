@@ -23,9 +23,16 @@ class Case:
     gold_files: tuple[str, ...]
     gold_lines: dict[str, list[list[int]]]
     set: str = ""
+    lang: str = ""  # the case's language, when the cases file says (mined cases do)
+    split: str = ""  # the case's own split ("train" / "held-out" by repository), if any
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> Case:
+        split = obj.get("split", "")
+        if split and split not in CASE_SPLITS:
+            raise ValueError(
+                f"case {obj.get('id')!r}: split {split!r} is not one of {', '.join(CASE_SPLITS)}"
+            )
         return cls(
             id=obj["id"],
             repo=obj["repo"],
@@ -37,6 +44,8 @@ class Case:
                 path: [list(r) for r in ranges] for path, ranges in obj["gold_lines"].items()
             },
             set=obj.get("set", ""),
+            lang=obj.get("lang", ""),
+            split=split,
         )
 
     def text(self, mode: str) -> str:
@@ -53,9 +62,15 @@ class Case:
 
 
 def load_cases(path: Path) -> list[Case]:
-    return [
-        Case.from_json(json.loads(line)) for line in path.read_text().splitlines() if line.strip()
-    ]
+    cases = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            cases.append(Case.from_json(json.loads(line)))
+        except (ValueError, KeyError) as exc:
+            raise SystemExit(f"{path}:{number}: {exc}") from None
+    return cases
 
 
 def tree_ready(tree: Path) -> bool:
@@ -94,6 +109,7 @@ class CaseResult:
     latency_ms: float
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    lang: str = ""
 
 
 def score(case: Case, mode: str, system: str, ranking: Ranking) -> CaseResult:
@@ -118,6 +134,7 @@ def score(case: Case, mode: str, system: str, ranking: Ranking) -> CaseResult:
         latency_ms=ranking.seconds * 1000.0,
         error=ranking.error,
         extra=ranking.extra,
+        lang=case.lang,
     )
 
 
@@ -133,7 +150,12 @@ def add_case_options(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return ap
 
 
-SPLITS = ("dev", "held-out", "all")
+#: ``--split`` choices. ``dev`` and ``held-out`` are the hash halves of the benchmark
+#: cases; a cases file may name each case's split itself (``train`` / ``held-out``, chosen
+#: by repository for mined cases), and then that split is the one used.
+SPLITS = ("dev", "train", "held-out", "all")
+#: What a case's own ``split`` key may say.
+CASE_SPLITS = ("dev", "train", "held-out")
 
 
 def split_of(case_id: str) -> str:
@@ -144,14 +166,23 @@ def split_of(case_id: str) -> str:
     return "dev" if hashlib.sha256(case_id.encode()).digest()[0] % 2 == 0 else "held-out"
 
 
+def case_split(case: Case) -> str:
+    """The case's own ``split`` when its file gives one, else the hash split of its id."""
+    return case.split or split_of(case.id)
+
+
+def in_split(case: Case, split: str) -> bool:
+    """Whether ``case`` belongs to ``split`` (``all`` takes every case)."""
+    return split == "all" or case_split(case) == split
+
+
 def spread_sample(cases: Path, trees: Path, n: int, split: str = "all") -> list[Case]:
     """``n`` cases whose trees are materialized (of ``split``), spread evenly over the
     file's order.
 
     Exits with a message when no tree is materialized: there is nothing to measure.
     """
-    ready = [c for c in load_cases(cases) if tree_ready(c.tree(trees))
-             and split in ("all", split_of(c.id))]
+    ready = [c for c in load_cases(cases) if tree_ready(c.tree(trees)) and in_split(c, split)]
     if not ready:
         raise SystemExit(f"no materialized trees under {trees}; see ../shared/bench/README.md")
     step = max(1, len(ready) // n)

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from cases import SPLITS, add_case_options, load_cases, split_of, tree_ready
+from cases import SPLITS, add_case_options, case_split, in_split, load_cases, tree_ready
 from metrics import first_gold_rank
 
 from slm_rerank.cache_folder import cache_path
@@ -44,7 +44,7 @@ def main() -> int:
     rows: list[dict[str, object]] = []
     for case in load_cases(args.cases):
         tree = case.tree(args.trees)
-        if not tree_ready(tree) or args.split not in ("all", split_of(case.id)):
+        if not tree_ready(tree) or not in_split(case, args.split):
             continue
         for mode in args.modes.split(","):
             request = SearchRequest(query=case.text(mode), root=tree.resolve(),
@@ -53,7 +53,7 @@ def main() -> int:
             ranked = rank(request, host, gather(request, host, query_terms(request.query),
                                                 notes), notes)
             paths = [f.item.path for f in select(fuse(ranked), 10, chunks=False)]
-            rows.append({"id": case.id, "mode": mode, "split": split_of(case.id),
+            rows.append({"id": case.id, "mode": mode, "split": case_split(case),
                          "lead": lead(ranked),
                          "rank": first_gold_rank(paths, case.gold_files)})
     for mode in args.modes.split(","):

@@ -130,6 +130,53 @@ def repo_table(results: Sequence[CaseResult], systems: Sequence[str], mode: str)
     return _table(["repository", "cases", *systems], rows)
 
 
+NO_LANG = "(none)"
+
+
+def languages(results: Sequence[CaseResult]) -> list[tuple[str, list[CaseResult]]]:
+    """The results of each language, by name; empty when no case names its language."""
+    if not any(r.lang for r in results):
+        return []
+    by_lang: dict[str, list[CaseResult]] = defaultdict(list)
+    for r in results:
+        by_lang[r.lang or NO_LANG].append(r)
+    return sorted(by_lang.items())
+
+
+def _metric_cells(s: Summary) -> list[str]:
+    mrr = "–" if math.isnan(s.mrr10) else f"{s.mrr10:.3f}"
+    return [_pct(s.hit1), _pct(s.hit5), _pct(s.hit10), mrr]
+
+
+def lang_table(results: Sequence[CaseResult], systems: Sequence[str], mode: str) -> list[str]:
+    """Hit@1/5/10 and MRR@10 of each system in each language, then over all cases (micro)
+    and as the mean of the per-language figures (macro)."""
+    groups = languages([r for r in results if r.mode == mode])
+    rows = []
+    per_lang: dict[str, list[Summary]] = defaultdict(list)
+    for lang, lang_rows in groups:
+        for system in systems:
+            summary = summarize(lang_rows, system, mode)
+            per_lang[system].append(summary)
+            rows.append([lang, str(summary.cases), system, *_metric_cells(summary)])
+    for system in systems:
+        overall = summarize(results, system, mode)
+        rows.append(["**all (micro)**", str(overall.cases), system, *_metric_cells(overall)])
+    for system in systems:
+        mine = per_lang[system]
+        macro = Summary(
+            system, mode, sum(s.cases for s in mine), sum(s.errors for s in mine),
+            hit1=metrics.mean(s.hit1 for s in mine),
+            hit5=metrics.mean(s.hit5 for s in mine),
+            hit10=metrics.mean(s.hit10 for s in mine),
+            mrr10=metrics.mean(s.mrr10 for s in mine),
+            line_hit5=None, macro_hit5=math.nan, p50_ms=math.nan, p95_ms=math.nan,
+        )
+        label = f"**macro over {len(groups)} languages**"
+        rows.append([label, str(macro.cases), system, *_metric_cells(macro)])
+    return _table(["language", "cases", "system", "Hit@1", "Hit@5", "Hit@10", "MRR@10"], rows)
+
+
 def index_line(builds: Sequence[IndexBuild], system: str) -> str | None:
     mine = [b for b in builds if b.system == system]
     if not mine:
@@ -188,6 +235,10 @@ def render(
         )
         if degraded:
             lines.append(f"- fast: {degraded} results reported `degraded`")
+        if languages(results):
+            lines += ["", f"### Per language, mode `{mode}`", ""]
+            lines += lang_table(results, systems, mode)
+            lines += ["", "Hit@k in %; macro = mean of the per-language figures."]
         lines += ["", f"### Hit@5 per repository, mode `{mode}`", ""]
         lines += repo_table(results, systems, mode)
     return "\n".join(lines) + "\n"

@@ -8,6 +8,11 @@ systems that cite lines, and latency, then prints markdown tables.
 
     python tests/bench/run.py --repo psf/requests --systems bm25-all,rg-count
     python tests/bench/run.py --out bench.md --json bench.json
+    python tests/bench/run.py --split held-out --systems fast,bm25-src,bm25-all
+
+`--split` takes a case's own `split` key when its cases file has one (mined cases are split
+by repository), else the fixed hash split of its id (`cases.split_of`). When cases carry a
+`lang` key, the report adds a table per language.
 
 Needs the packages in tests/bench/requirements.txt; trees come from
 shared/bench/materialize.py.
@@ -20,13 +25,24 @@ import dataclasses
 import json
 import math
 import platform
+import signal
 import sys
 import time
 from pathlib import Path
 
-from cases import MODES, Case, CaseResult, add_case_options, load_cases, score, tree_ready
-from report import render, summarize
-from systems import SYSTEMS, Runner, resolve_command
+from cases import (
+    MODES,
+    SPLITS,
+    Case,
+    CaseResult,
+    add_case_options,
+    in_split,
+    load_cases,
+    score,
+    tree_ready,
+)
+from report import languages, render, summarize
+from systems import DEFAULT_SYSTEMS, SYSTEMS, Runner, resolve_command
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CMD = ".venv/bin/slm-rerank"
@@ -49,9 +65,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     add_case_options(ap)
     ap.add_argument("--modes", type=_csv(MODES), default=list(MODES), help="title,query")
-    ap.add_argument("--limit", type=int, help="first N cases (after --repo)")
+    ap.add_argument("--limit", type=int, help="first N cases (after --repo and --split)")
     ap.add_argument("--repo", help="only cases of this owner/name")
-    ap.add_argument("--systems", type=_csv(SYSTEMS), default=list(SYSTEMS), help=",".join(SYSTEMS))
+    ap.add_argument(
+        "--per-repo",
+        type=int,
+        help="at most N cases of each repository, spread evenly over its cases in file order",
+    )
+    ap.add_argument(
+        "--split",
+        choices=SPLITS,
+        default="all",
+        help="only cases of this split: the case's own `split` key, else the hash split",
+    )
+    ap.add_argument(
+        "--systems",
+        type=_csv(SYSTEMS),
+        default=list(DEFAULT_SYSTEMS),
+        help=f"{','.join(SYSTEMS)} (default {','.join(DEFAULT_SYSTEMS)})",
+    )
     ap.add_argument("--out", type=Path, help="write the markdown tables here")
     ap.add_argument("--json", type=Path, help="write raw per-case results here")
     ap.add_argument(
@@ -61,12 +93,35 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
-def select_cases(cases: list[Case], repo: str | None, limit: int | None) -> list[Case]:
+def select_cases(
+    cases: list[Case],
+    repo: str | None,
+    limit: int | None,
+    split: str = "all",
+    per_repo: int | None = None,
+) -> list[Case]:
     """Filter, cut, then order by tree so each tree is indexed once."""
-    chosen = [c for c in cases if repo is None or c.repo == repo]
+    chosen = [c for c in cases if (repo is None or c.repo == repo) and in_split(c, split)]
+    if per_repo is not None:
+        chosen = spread_per_repo(chosen, per_repo)
     if limit is not None:
         chosen = chosen[:limit]
     return sorted(chosen, key=lambda c: (c.repo, c.base_commit, c.id))
+
+
+def spread_per_repo(cases: list[Case], n: int) -> list[Case]:
+    """At most ``n`` cases of each repository, spread evenly over its cases (file order
+    kept), so a sample of a large cases file still has every repository."""
+    by_repo: dict[str, list[Case]] = {}
+    for case in cases:
+        by_repo.setdefault(case.repo, []).append(case)
+    keep: set[int] = set()
+    for mine in by_repo.values():
+        if len(mine) <= n:
+            keep.update(id(c) for c in mine)
+        else:
+            keep.update(id(mine[i * len(mine) // n]) for i in range(max(n, 0)))
+    return [c for c in cases if id(c) in keep]
 
 
 def _rank_cell(result: CaseResult) -> str:
@@ -75,9 +130,19 @@ def _rank_cell(result: CaseResult) -> str:
     return "-" if result.gold_rank is None else str(result.gold_rank)
 
 
+def _stop(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    cases = select_cases(load_cases(args.cases), args.repo, args.limit)
+    # SIGINT (Ctrl-C, even in a background job, which starts with it ignored) and SIGTERM
+    # end the run with the tables of the cases measured so far.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _stop)
+    cases = select_cases(
+        load_cases(args.cases), args.repo, args.limit, args.split, args.per_repo
+    )
     systems: list[str] = args.systems
     modes: list[str] = args.modes
     log = sys.stderr
@@ -110,19 +175,27 @@ def main(argv: list[str] | None = None) -> int:
 
     results: list[CaseResult] = []
     started = time.perf_counter()
+    measured = 0
     try:
         for number, (case, tree) in enumerate(runnable, start=1):
             cells = []
+            mine: list[CaseResult] = []
             for mode in modes:
                 ranks = []
                 for system in systems:
                     result = score(case, mode, system, runner.rank(system, case, tree, mode))
-                    results.append(result)
+                    mine.append(result)
                     ranks.append(f"{system}={_rank_cell(result)}")
                 cells.append(f"{mode}: {' '.join(ranks)}")
+            results += mine  # whole cases only: every system answered the same ones
+            measured = number
             print(
                 f"[{number}/{len(runnable)}] {case.id}  {' | '.join(cells)}", file=log, flush=True
             )
+    except KeyboardInterrupt:
+        note = f"interrupted (SIGINT/SIGTERM): {measured} of {len(runnable)} cases measured"
+        print(note, file=log)
+        notes.append(note)
     finally:
         runner.close()
     elapsed = time.perf_counter() - started
@@ -130,8 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     preamble = [
         "# slm-rerank benchmark",
         "",
-        f"Cases: {len(runnable)} of {len(cases)} selected from `{args.cases.name}`"
+        f"Cases: {measured} of {len(cases)} selected from `{args.cases.name}`"
         + (f" (repo {args.repo})" if args.repo else "")
+        + (f" (split {args.split})" if args.split != "all" else "")
         + f"; systems: {', '.join(systems)}; run took {elapsed:.0f} s"
         f" on {platform.machine()}, Python {platform.python_version()}.",
         *[f"- {note}" for note in notes],
@@ -146,11 +220,19 @@ def main(argv: list[str] | None = None) -> int:
             "trees": str(args.trees),
             "systems": systems,
             "modes": modes,
+            "split": args.split,
             "command": runner.tool_argv,
             "skipped": skipped,
+            "measured": measured,
             "elapsed_s": elapsed,
             "summaries": [
                 dataclasses.asdict(summarize(results, s, m)) for m in modes for s in systems
+            ],
+            "languages": [
+                {"lang": lang, **dataclasses.asdict(summarize(rows, s, m))}
+                for lang, rows in languages(results)
+                for m in modes
+                for s in systems
             ],
             "index_builds": [dataclasses.asdict(b) for b in runner.builds],
             "results": [dataclasses.asdict(r) for r in results],

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import shutil
 import subprocess
@@ -15,7 +16,11 @@ from pathlib import Path
 from baselines import Bm25Cache, find_rg, rg_count_rank
 from cases import Case, Ranking
 
-SYSTEMS = ("fast", "bm25-all", "bm25-src", "rg-count")
+SYSTEMS = ("fast", "bm25-all", "bm25-src", "bm25-code", "rg-count")
+#: What a run measures unless told otherwise (bm25-code is asked for by name).
+DEFAULT_SYSTEMS = ("fast", "bm25-all", "bm25-src", "rg-count")
+#: The BM25 systems and the file set (``baselines.FILE_SETS``) each indexes.
+BM25_FILE_SETS = {"bm25-all": "all", "bm25-src": "src", "bm25-code": "code"}
 TOP_K = 10
 
 
@@ -88,7 +93,7 @@ class Runner:
         try:
             if system == "fast":
                 return self._fast(case, tree, mode, text)
-            if system in ("bm25-all", "bm25-src"):
+            if system in BM25_FILE_SETS:
                 return self._bm25_rank(system, tree, text)
             if system == "rg-count":
                 return self._rg_count(tree, text)
@@ -100,7 +105,7 @@ class Runner:
     # -- systems ---------------------------------------------------------------------------
 
     def _bm25_rank(self, system: str, tree: Path, text: str) -> Ranking:
-        index, built = self._bm25.get(tree, source_only=(system == "bm25-src"))
+        index, built = self._bm25.get(tree, BM25_FILE_SETS[system])
         if built:
             self.builds.append(IndexBuild(system, tree.name, len(index.paths), index.build_seconds))
         started = time.perf_counter()
@@ -143,6 +148,8 @@ class Runner:
             return ["-q", text]
         if self._scratch is None:
             self._scratch = tempfile.TemporaryDirectory(prefix="slm-bench-")
-        query_file = Path(self._scratch.name) / f"{case.id}.{mode}.txt"
+        # Mined case ids name their repository (owner/name@commit): no folders in the name.
+        name = re.sub(r"[^A-Za-z0-9_.@-]", "_", case.id)
+        query_file = Path(self._scratch.name) / f"{name}.{mode}.txt"
         query_file.write_text(text, encoding="utf-8")
         return ["--query-file", str(query_file)]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 import sys
 from pathlib import Path
@@ -9,8 +11,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import metrics  # noqa: E402
-from baselines import is_source_file, query_terms  # noqa: E402
-from cases import Case, Ranking, score  # noqa: E402
+import pytest  # noqa: E402
+from baselines import is_code_file, is_source_file, query_terms  # noqa: E402
+from cases import Case, Ranking, case_split, load_cases, score, split_of  # noqa: E402
+from report import render  # noqa: E402
+from run import select_cases  # noqa: E402
 
 GOLD = ["pkg/b.py", "pkg/z.py"]
 
@@ -105,3 +110,92 @@ def test_query_terms_and_source_filter():
     assert is_source_file("src/pkg/mod.py") and is_source_file("lib/x.PYX")
     assert not is_source_file("docs/index.rst") and not is_source_file("setup.cfg")
     assert not is_source_file("README.md") and not is_source_file("Makefile")
+
+
+def test_source_files_keep_tests_and_code_files_drop_them():
+    # bm25-src: by extension only, so test modules and docs/conf.py are indexed.
+    assert is_source_file("tests/test_app.py") and is_source_file("pkg/parser_test.go")
+    assert is_source_file("docs/conf.py") and is_source_file("web/app.test.ts")
+    # bm25-code: what the tool calls program source.
+    assert is_code_file("src/pkg/mod.py") and is_code_file("pkg/parser.go")
+    assert not is_code_file("tests/test_app.py") and not is_code_file("pkg/parser_test.go")
+    assert not is_code_file("docs/conf.py") and not is_code_file("web/app.test.ts")
+    assert not is_code_file("static/jquery-3.5.1.js") and not is_code_file("README.md")
+
+
+def _case_line(case_id: str, repo: str, **extra: str) -> str:
+    obj = {"id": case_id, "repo": repo, "base_commit": "0" * 40, "title": "t", "query": "q",
+           "gold_files": ["a.go"], "gold_lines": {}, **extra}
+    return json.dumps(obj)
+
+
+def test_split_is_the_cases_own_else_the_hash_split(tmp_path):
+    cases_file = tmp_path / "cases.jsonl"
+    lines = [
+        _case_line("own-train", "x/y", lang="go", split="train"),
+        _case_line("own-held", "x/z", lang="go", split="held-out"),
+        *[_case_line(f"hashed-{i}", "x/w") for i in range(8)],
+    ]
+    cases_file.write_text("\n".join(lines) + "\n")
+    cases = load_cases(cases_file)
+    assert [c.lang for c in cases[:3]] == ["go", "go", ""]
+    assert case_split(cases[0]) == "train" and case_split(cases[1]) == "held-out"
+    hashed = {c.id: split_of(c.id) for c in cases[2:]}
+    assert {case_split(c) for c in cases[2:]} == {"dev", "held-out"}
+    held = [c.id for c in select_cases(cases, None, None, "held-out")]
+    assert held == sorted(["own-held", *(i for i, s in hashed.items() if s == "held-out")])
+    assert [c.id for c in select_cases(cases, None, None, "train")] == ["own-train"]
+    assert len(select_cases(cases, None, None, "all")) == 10
+
+
+def test_an_unknown_split_names_the_line(tmp_path):
+    cases_file = tmp_path / "cases.jsonl"
+    cases_file.write_text(_case_line("a", "x/y") + "\n" + _case_line("b", "x/y", split="test"))
+    with pytest.raises(SystemExit, match=r"cases\.jsonl:2: .*split 'test'"):
+        load_cases(cases_file)
+
+
+def _lang_case(case_id: str, lang: str) -> Case:
+    return Case(id=case_id, repo=f"o/{lang}", base_commit="0" * 40, title="t", query="q",
+                gold_files=("a.src",), gold_lines={}, lang=lang)
+
+
+def test_report_has_a_table_per_language_when_cases_name_one():
+    hits = {"go-1": 1, "go-2": None, "rust-1": 2}  # rank of the gold file for `fast`
+    results = []
+    for case_id, rank in hits.items():
+        case = _lang_case(case_id, case_id.split("-")[0])
+        paths = ["x.src"] if rank is None else ["x.src"] * (rank - 1) + ["a.src"]
+        results.append(score(case, "title", "fast", Ranking(paths, 0.01)))
+        results.append(score(case, "title", "bm25-src", Ranking(["a.src"], 0.001)))
+    text = render(results, ["fast", "bm25-src"], ["title"], [])
+    rows = {tuple(cell.strip() for cell in line.strip("|").split("|"))
+            for line in text.splitlines() if line.startswith("| ")}
+    assert ("go", "2", "fast", "50.0", "50.0", "50.0", "0.500") in rows
+    assert ("rust", "1", "fast", "0.0", "100.0", "100.0", "0.500") in rows
+    assert ("go", "2", "bm25-src", "100.0", "100.0", "100.0", "1.000") in rows
+    assert ("**all (micro)**", "3", "fast", "33.3", "66.7", "66.7", "0.500") in rows
+    assert ("**macro over 2 languages**", "3", "fast", "25.0", "75.0", "75.0", "0.500") in rows
+    # Without languages the report is as before: no such table.
+    plain = [dataclasses.replace(r, lang="") for r in results]
+    assert "Per language" not in render(plain, ["fast", "bm25-src"], ["title"], [])
+
+
+def test_a_mined_case_id_with_a_slash_gets_a_query_file():
+    from systems import Runner
+
+    case = _lang_case("owner/name@0123456789ab", "go")
+    runner = Runner()
+    try:
+        argv = runner._query_args(case, "query", "the whole commit message")
+        assert argv[0] == "--query-file"
+        assert Path(argv[1]).read_text(encoding="utf-8") == "the whole commit message"
+    finally:
+        runner.close()
+
+
+def test_per_repo_spreads_a_sample_over_every_repository():
+    cases = [_lang_case(f"go-{i}", "go") for i in range(10)]
+    cases += [_lang_case(f"rust-{i}", "rust") for i in range(2)]
+    ids = [c.id for c in select_cases(cases, None, None, "all", per_repo=3)]
+    assert ids == ["go-0", "go-3", "go-6", "rust-0", "rust-1"]
