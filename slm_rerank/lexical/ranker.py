@@ -178,13 +178,22 @@ class Placed:
         return self.values[index] if index < len(self.values) else 0.0
 
 
-def explain(model: RankerModel, candidate: Candidate, count: int = EXPLAINED
-            ) -> tuple[tuple[str, float], ...]:
+def explain(model: RankerModel, candidate: Candidate, centre: tuple[float, ...] | None = None,
+            count: int = EXPLAINED) -> tuple[tuple[str, float], ...]:
     """The ``count`` features that did most to ``candidate``'s score, largest first (and
-    none that did nothing)."""
-    terms = [(name, round(value, 2)) for name, value in model.terms(candidate.values)]
-    terms.sort(key=lambda t: (-abs(t[1]), t[0]))
-    return tuple(t for t in terms[:count] if t[1] != 0)
+    none that did nothing).
+
+    ``centre`` (feature values, ``FEATURES`` order: the average of the query's candidates)
+    is what each feature is measured from: a feature every candidate shares (no history
+    was read, none is a test) then explains nothing, as it decides nothing. Without it, a
+    feature is measured from the training data's mean."""
+    terms = model.terms(candidate.values)
+    if centre is not None:
+        terms = [(name, value - base) for (name, value), (_, base)
+                 in zip(terms, model.terms(centre), strict=True)]
+    rounded = [(name, round(value, 2)) for name, value in terms]
+    rounded.sort(key=lambda t: (-abs(t[1]), t[0]))
+    return tuple(t for t in rounded[:count] if t[1] != 0)
 
 
 def place(model: RankerModel, found: list[Candidate]) -> list[Placed]:
@@ -193,7 +202,9 @@ def place(model: RankerModel, found: list[Candidate]) -> list[Placed]:
     top = max(scores, default=0.0)
     weights = [math.exp(s - top) for s in scores]
     total = sum(weights) or 1.0
-    placed = [Placed(c.path, s, w / total, explain(model, c), c.values)
+    n = len(found) or 1
+    centre = tuple(sum(column) / n for column in zip(*(c.values for c in found), strict=True))
+    placed = [Placed(c.path, s, w / total, explain(model, c, centre or None), c.values)
               for c, s, w in zip(found, scores, weights, strict=True)]
     order = sorted(range(len(placed)), key=lambda i: (-placed[i].score, i))
     return [placed[i] for i in order]

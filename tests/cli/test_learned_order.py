@@ -89,7 +89,9 @@ def test_a_repository_model_puts_the_file_the_rare_word_names_first_and_says_why
     effects = [abs(r["effect"]) for r in first["why"]]
     assert effects == sorted(effects, reverse=True)
     test_row = next(r for r in doc["results"] if r["path"] == "tests/test_app.py")
-    assert {"feature": "kind_test", "effect": -1.0, "says": "a test file"} in test_row["why"]
+    # measured from the average candidate: the one test file among four is below it
+    kind = next(r for r in test_row["why"] if r["feature"] == "kind_test")
+    assert kind["effect"] < 0 and kind["says"] == "a test file"
 
 
 def test_lexical_score_stays_the_lexical_score_under_the_learned_order(

@@ -163,7 +163,9 @@ def test_the_model_orders_files_and_a_files_chunks_keep_their_order() -> None:
     placed = place(model, found)
     assert [p.path for p in placed] == ["b.py", "a.py"]
     assert sum(p.share for p in placed) == pytest.approx(1.0)
-    assert placed[0].why == (("declares", 2.0),)
+    # measured from the average candidate: b.py declares, a.py does not
+    assert placed[0].why == (("declares", 1.0),)
+    assert placed[1].why == (("declares", -1.0),)
     chunks = [chunk("a.py", 1, 9.0), chunk("b.py", 1, 5.0), chunk("a.py", 20, 4.0),
               chunk("b.py", 20, 2.5)]
     out = reorder(chunks, placed)
