@@ -26,8 +26,10 @@ def test_fast_json_lists_ranked_files_with_lines_symbol_score_and_matched_terms(
     paths = [row["path"] for row in doc["results"]]
     assert "src/colour.py" not in paths
     assert len(paths) == len(set(paths)), "one result per file by default"
-    scores = [row["lexical_score"] for row in doc["results"]]
+    # the order is the learned ranker's: its scores fall, each result keeps its lexical score
+    scores = [row["score"] for row in doc["results"]]
     assert scores == sorted(scores, reverse=True)
+    assert all(row["lexical_score"] > 0 for row in doc["results"])
 
 
 def test_without_paths_the_repository_holding_the_current_directory_is_searched(

@@ -52,9 +52,9 @@ def test_a_modified_file_with_evidence_is_lifted_above_a_clean_one(repo: Path) -
 
 def test_the_lift_multiplies_the_lexical_score_by_one_plus_dirty_bonus(repo: Path) -> None:
     (repo / "pkg/weak.py").write_text(FILES["pkg/weak.py"] + "# edited\n")
-    before = {c.path: c.score for c in search(repo, "retry budget").results}
+    before = {c.path: c.lexical_score for c in search(repo, "retry budget").results}
 
-    after = {c.path: c.score for c in search(repo, "retry budget", dirty=True).results}
+    after = {c.path: c.lexical_score for c in search(repo, "retry budget", dirty=True).results}
 
     assert after["pkg/weak.py"] == pytest.approx(before["pkg/weak.py"] * 1.5)
     assert after["pkg/strong.py"] == pytest.approx(before["pkg/strong.py"])
