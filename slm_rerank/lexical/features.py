@@ -149,7 +149,12 @@ def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidenc
     stems = {t.stem: stats.weights.get(t.literal, 0.0) for t in terms.terms
              if len(t.stem) >= MIN_STEM}
     out = []
-    for rank, (path, index) in enumerate(best.items()):
+    above = 0  # files whose best chunk scores strictly higher: tied files share a rank
+    previous = math.inf
+    for position, (path, index) in enumerate(best.items()):
+        if chunks[index].score < previous:
+            above, previous = position, chunks[index].score
+        rank = above
         item = chunks[index]
         ev = evidence.get(path) or FileEvidence(path)
         parts = ev.parts
@@ -183,11 +188,13 @@ def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidenc
             "coverage": sum(stats.weights.get(lit, 0.0) for lit in matched) / total,
             "rare_term": max(rarities, default=0.0) / strongest,
             "common_name": (1.0 - min(path_rarity) / strongest) if path_rarity else 0.0,
-            "kind_test": float(kind == "test"),
-            "kind_doc": float(kind == "doc"),
+            # a kind the query asks for is no mark against a file (as ``kind_factor``): the
+            # mined training answers are never tests or docs, so a model cannot learn this
+            "kind_test": float(kind == "test" and not terms.about_tests),
+            "kind_doc": float(kind == "doc" and not terms.about_docs),
             "kind_changelog": float(kind == "changelog"),
             "kind_other": float(kind == "other"),
-            "test_like": float(not TEST_LIKE.isdisjoint(words)),
+            "test_like": float(not terms.about_tests and not TEST_LIKE.isdisjoint(words)),
             "vendored": float(not VENDORED.isdisjoint(folders)),
             "chunk_lines": math.log1p(lines),
             "chunk_comment": comment_share(text, chunk.start_line, chunk.end_line)

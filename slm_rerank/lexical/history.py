@@ -365,6 +365,11 @@ def read_history(root: Path, *, cache_dir: Path | None, notes: list[str],
     except GitError as exc:
         notes.append(f"no change history: {exc}")
         return None
+    except OSError as exc:
+        # git could not be started or given a temporary file (a full disk): the history
+        # is an aid to the ranking, never a reason for a search to fail
+        notes.append(f"no change history: {exc.strerror or exc}")
+        return None
     if log.cut:
         notes.append(f"change history: the log of {where.top} passed {MAX_LOG_BYTES} bytes; "
                      f"the newest {len(log.changed)} commits are used")
