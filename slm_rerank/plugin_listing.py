@@ -15,6 +15,7 @@ repository's; the API and tests read the metadata each time (``cache_listing``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import json
@@ -151,7 +152,8 @@ def _write(path: Path, key: str, listed: list[Listed]) -> None:
         temporary.write_text(json.dumps(data), encoding="utf-8")
         os.replace(temporary, path)
     except OSError:
-        temporary.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            temporary.unlink(missing_ok=True)
 
 
 def listed(bundled: Callable[[], frozenset[str]], cache_folder: Path | None = None) -> list[Listed]:
