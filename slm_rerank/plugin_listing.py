@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from slm_rerank.safefile import open_regular, read_at_most, replace_file
+
 ENTRY_POINT_GROUP = "slm_rerank"
 #: Written in every cache file; a file without it (or with another) is not read.
 FORMAT = "slm-rerank entry points 1"
@@ -34,6 +36,9 @@ FORMAT = "slm-rerank entry points 1"
 _METADATA_SUFFIXES = (".dist-info", ".egg-info", ".egg-link", ".pth")
 #: ``module:attr.attr [extras]``, as an entry point's value is written.
 _VALUE = re.compile(r"(?P<module>[\w.]+)\s*(?::\s*(?P<attr>[\w.]+)\s*)?(?:\[.*\]\s*)?$")
+
+#: A cache file larger than this is not read (a few hundred plugins fit in a tenth of it).
+MAX_BYTES = 1 << 20
 
 #: Whether ``listed`` may keep the listing in a cache folder: the command line turns it on.
 _cached = False
@@ -125,35 +130,37 @@ def _read(path: Path, key: str) -> list[Listed] | None:
     """The listing a cache file holds for ``key``; None when it is missing, unreadable, not
     this module's, or for another key."""
     try:
-        data = json.loads(path.read_bytes())
+        fd = open_regular(path, os.O_RDONLY)  # never a symlink's target, never a FIFO
+        try:
+            raw = read_at_most(fd, MAX_BYTES + 1)
+        finally:
+            os.close(fd)
+        if len(raw) > MAX_BYTES:
+            return None
+        data = json.loads(raw)
         if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("key") != key:
             return None
-        listed = [Listed(row["name"], row["value"], row["distribution"], row["version"],
-                         row["builtin"]) for row in data["entry_points"]]
+        found = [Listed(row["name"], row["value"], row["distribution"], row["version"],
+                        row["builtin"]) for row in data["entry_points"]]
     except (OSError, ValueError, TypeError, KeyError):
         return None
-    for row in listed:
+    for row in found:
         if not (isinstance(row.name, str) and isinstance(row.value, str)
                 and isinstance(row.distribution, str | None)
                 and isinstance(row.version, str | None) and isinstance(row.builtin, bool)):
             return None
-    return listed
+    return found
 
 
-def _write(path: Path, key: str, listed: list[Listed]) -> None:
-    """Replace the cache file at once (a reader sees the old file or the new one); a folder
-    that cannot be written only costs the next start the metadata read."""
+def _write(path: Path, key: str, found: list[Listed]) -> None:
+    """Replace the cache file at once (a reader sees the old file or the new one; a symlink
+    or FIFO at its name is replaced, not followed); a folder that cannot be written only
+    costs the next start the metadata read."""
     rows = [{"name": row.name, "value": row.value, "distribution": row.distribution,
-             "version": row.version, "builtin": row.builtin} for row in listed]
+             "version": row.version, "builtin": row.builtin} for row in found]
     data = {"format": FORMAT, "key": key, "entry_points": rows}
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary.write_text(json.dumps(data), encoding="utf-8")
-        os.replace(temporary, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            temporary.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        replace_file(path, json.dumps(data))
 
 
 def listed(bundled: Callable[[], frozenset[str]], cache_folder: Path | None = None) -> list[Listed]:

@@ -120,6 +120,26 @@ def test_a_corrupt_or_foreign_cache_file_is_ignored_and_rewritten(
     assert [row["name"] for row in data["entry_points"]].count("fakeplug") == 1
 
 
+@pytest.mark.parametrize("kind", ["fifo", "symlink"])
+def test_a_fifo_or_symlink_at_the_cache_file_is_neither_waited_on_nor_followed(
+        site: Path, tmp_path: Path, isolated_home: Path, kind: str) -> None:
+    install_fake(site)
+    assert listed_names(tmp_path) == ["fakeplug"]
+    [kept] = cache_files(isolated_home)
+    kept.unlink()
+    outside = tmp_path / "someone-elses-file"
+    outside.write_text("theirs")
+    if kind == "fifo":
+        os.mkfifo(kept)
+    else:
+        kept.symlink_to(outside)
+
+    assert listed_names(tmp_path) == ["fakeplug"]  # cli() gives up after 30 s
+    assert outside.read_text() == "theirs"
+    assert kept.is_file() and not kept.is_symlink()
+    assert json.loads(kept.read_text())["format"] == FORMAT
+
+
 def test_a_list_kept_for_another_installation_is_not_used(
         site: Path, tmp_path: Path, isolated_home: Path) -> None:
     (site / "fakeplug.py").write_text(PLUGIN, encoding="utf-8")
