@@ -121,8 +121,9 @@ def installed_key() -> str:
 
 
 def _cache_file(folder: Path) -> Path:
-    """One file per interpreter and path: two virtual environments do not take turns."""
-    where = hashlib.sha256(repr((sys.executable, sys.path)).encode("utf-8", "surrogateescape"))
+    """One file per interpreter: two virtual environments do not take turns, and starting
+    in another folder (``python -c`` puts it on ``sys.path``) adds no file."""
+    where = hashlib.sha256(sys.executable.encode("utf-8", "surrogateescape"))
     return folder / "plugins" / f"entry-points-{where.hexdigest()[:16]}.json"
 
 

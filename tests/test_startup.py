@@ -1,5 +1,5 @@
-"""Start-up of the command line (issue 30): a search imports only what it runs, and the
-entry-point list is kept between starts, keyed by what is installed.
+"""Start-up of the command line: a search imports only what it runs, and the entry-point
+list is kept between starts, keyed by what is installed.
 
 Every test runs the installed ``slm-rerank`` (or its ``main``) in a real process, with a
 fake plugin distribution written as a ``*.dist-info`` folder into a folder on PYTHONPATH.
