@@ -109,11 +109,18 @@ class Host:
                 if self._registry is None:
                     if self.pm is None:
                         pm = make_manager()
-                        self.infos = load_entry_points(pm, self.settings.disabled_plugins)
+                        self.infos = load_entry_points(pm, self.settings.disabled_plugins,
+                                                       self._listing_folder())
                         report_load_errors(self.infos)
                         self.pm = pm
                     self._registry = Registry(self.pm)
         return self._registry
+
+    def _listing_folder(self) -> Path:
+        """Where the entry-point listing may be kept between starts: the cache folder."""
+        from slm_rerank.cache_folder import cache_path
+
+        return cache_path(self.settings)
 
     def _origin(self, key: str) -> str:
         return self.settings.origins.get(key, "default")

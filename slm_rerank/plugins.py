@@ -14,6 +14,7 @@ import re
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Generic, TypeVar, get_args, get_type_hints
 
 import pluggy
@@ -21,6 +22,8 @@ from pluggy import HookImpl
 
 from slm_rerank import hookspecs
 from slm_rerank.errors import RegistrationError
+from slm_rerank.plugin_listing import ENTRY_POINT_GROUP as ENTRY_POINT_GROUP  # re-exported
+from slm_rerank.plugin_listing import listed
 from slm_rerank.registrations import (
     CandidateSource,
     ModelProfile,
@@ -29,7 +32,6 @@ from slm_rerank.registrations import (
     Scorer,
 )
 
-ENTRY_POINT_GROUP = "slm_rerank"
 #: Comma-separated entry-point or distribution names: load only these ("" loads none).
 LOAD_PLUGINS_ENV = "SLM_RERANK_LOAD_PLUGINS"
 #: The plugin distributions this project ships (plugins/*): the host's tests load only these.
@@ -104,7 +106,7 @@ def plugins_to_load() -> frozenset[str] | None:
 
 
 def load_entry_points(
-    pm: pluggy.PluginManager, disabled: Iterable[str] = ()
+    pm: pluggy.PluginManager, disabled: Iterable[str] = (), cache_folder: Path | None = None
 ) -> dict[str, PluginInfo]:
     """Load every installed plugin of the entry-point group into ``pm``.
 
@@ -112,16 +114,14 @@ def load_entry_points(
     distribution name) are considered; the others are neither imported nor listed.
     A plugin named in ``disabled`` (by entry-point or distribution name) is blocked before it
     is imported. A plugin that fails to import is reported in its ``PluginInfo.error`` and
-    the others still load.
+    the others still load. The list of entry points is kept in ``cache_folder`` between
+    starts when the command line asked for it (``plugin_listing``).
     """
-    from importlib.metadata import entry_points
-
     wanted = plugins_to_load()
-    bundled = host_requirements()
     blocked = set(disabled)
     infos: dict[str, PluginInfo] = {}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        dist = ep.dist.name if ep.dist is not None else None
+    for ep in listed(host_requirements, cache_folder):
+        dist = ep.distribution
         if wanted is not None and ep.name not in wanted and dist not in wanted:
             continue
         if ep.name in blocked or dist in blocked:
@@ -129,12 +129,8 @@ def load_entry_points(
             continue
         if pm.has_plugin(ep.name) or pm.is_blocked(ep.name):
             continue
-        info = PluginInfo(
-            name=ep.name,
-            distribution=dist,
-            version=ep.dist.version if ep.dist is not None else None,
-            builtin=dist is not None and _normal(dist) in bundled,
-        )
+        info = PluginInfo(name=ep.name, distribution=dist, version=ep.version,
+                          builtin=ep.builtin)
         infos[ep.name] = info
         try:
             pm.register(ep.load(), name=ep.name)

@@ -22,7 +22,10 @@ def main() -> None:
         return
     import click
 
+    from slm_rerank.plugin_listing import cache_listing
     from slm_rerank.report import cut_arguments, visible
+
+    cache_listing()  # a process per query: the entry-point list is kept between starts
 
     args, prog = sys.argv[1:], "slm-rerank"
     if args[:2] == ["hook", "claude-prompt"]:

@@ -7,39 +7,84 @@ command name is not a built-in one (or for ``--help``), so a search pays nothing
 
 from __future__ import annotations
 
+import importlib
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from typing import Any
 
 import click
 import pluggy
 
 from slm_rerank import __version__
-from slm_rerank.cli.bench import bench
-from slm_rerank.cli.cache import cache
-from slm_rerank.cli.calibrate import calibrate
-from slm_rerank.cli.config import config
-from slm_rerank.cli.endpoints import endpoints
-from slm_rerank.cli.hook import hook
-from slm_rerank.cli.mcp import mcp
-from slm_rerank.cli.new_plugin import new_plugin
-from slm_rerank.cli.plugins import plugins
-from slm_rerank.cli.search import search
-from slm_rerank.cli.serve import serve
-from slm_rerank.cli.serve_api import serve_api
-from slm_rerank.cli.stats import stats
 from slm_rerank.cli.terminal import warn
 
-#: Every built-in command of `slm-rerank`.
-COMMANDS: tuple[click.Command, ...] = (
-    search, plugins, config, stats, endpoints, cache, serve, serve_api, mcp, hook, calibrate,
-    bench,
-)
+#: Every built-in command of `slm-rerank`, by name: the module that defines it and its name
+#: there. A command's module is imported when the command runs or `--help` lists it, so a
+#: search does not import every other command's module (the hook's classifier, the servers,
+#: calibration) before it starts.
+COMMANDS: dict[str, str] = {
+    "search": "slm_rerank.cli.search:search",
+    "plugins": "slm_rerank.cli.plugins:plugins",
+    "config": "slm_rerank.cli.config:config",
+    "stats": "slm_rerank.cli.stats:stats",
+    "endpoints": "slm_rerank.cli.endpoints:endpoints",
+    "cache": "slm_rerank.cli.cache:cache",
+    "serve": "slm_rerank.cli.serve:serve",
+    "serve-api": "slm_rerank.cli.serve_api:serve_api",
+    "mcp": "slm_rerank.cli.mcp:mcp",
+    "hook": "slm_rerank.cli.hook:hook",
+    "calibrate": "slm_rerank.cli.calibrate:calibrate",
+    "bench": "slm_rerank.cli.bench:bench",
+}
 #: The subcommands of `slm-rerank plugins` (bare `slm-rerank plugins` lists them).
-PLUGINS_COMMANDS: tuple[click.Command, ...] = (new_plugin,)
+PLUGINS_COMMANDS: tuple[str, ...] = ("slm_rerank.cli.new_plugin:new_plugin",)
 
-for _command in PLUGINS_COMMANDS:
-    plugins.add_command(_command)
+
+def load_command(where: str) -> click.Command:
+    """The command ``where`` ("module:name") names, with its subcommands added."""
+    module, _, name = where.partition(":")
+    command: click.Command = getattr(importlib.import_module(module), name)
+    if where == COMMANDS["plugins"] and isinstance(command, click.Group):
+        for sub in PLUGINS_COMMANDS:
+            command.add_command(load_command(sub))
+    return command
+
+
+class LazyCommands(MutableMapping[str, click.Command]):
+    """A group's commands by name, each imported on first use (``load_command``).
+
+    Its names are known without importing anything: asking whether a word names a command,
+    or listing them, imports no command's module.
+    """
+
+    def __init__(self, where: dict[str, str]) -> None:
+        self._where = dict(where)
+        self._loaded: dict[str, click.Command] = {}
+
+    def __getitem__(self, name: str) -> click.Command:
+        if name not in self._loaded:
+            self._loaded[name] = load_command(self._where[name])  # KeyError: no such command
+        return self._loaded[name]
+
+    def __setitem__(self, name: str, command: click.Command) -> None:
+        self._where.pop(name, None)
+        self._loaded[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        if name not in self:
+            raise KeyError(name)
+        self._where.pop(name, None)
+        self._loaded.pop(name, None)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._where or name in self._loaded
+
+    def __iter__(self) -> Iterator[str]:
+        return iter({**dict.fromkeys(self._where), **dict.fromkeys(self._loaded)})
+
+    def __len__(self) -> int:
+        return len({*self._where, *self._loaded})
+
 
 #: The words a first argument may be without being taken for the search's.
 _GROUP_OPTIONS = ("--help", "-h", "--version")
@@ -52,17 +97,18 @@ def installed_plugins() -> pluggy.PluginManager | None:
     None when the settings cannot be read: `config set` must still run to repair the file,
     and a search says what is wrong with it.
     """
+    from slm_rerank.cache_folder import cache_path
     from slm_rerank.config import load_settings
     from slm_rerank.errors import ConfigError
     from slm_rerank.plugins import load_entry_points, make_manager
 
     try:
-        disabled = load_settings().disabled_plugins
+        settings = load_settings()
     except ConfigError:
         return None
     pm = make_manager()
     try:
-        load_entry_points(pm, disabled)
+        load_entry_points(pm, settings.disabled_plugins, cache_path(settings))
     except pluggy.PluginValidationError as exc:  # a misspelt hook: the search stops on it
         warn(f"plugin commands are left out: {exc}")
         return None
@@ -155,7 +201,7 @@ def make_cli(plugins: Callable[[], pluggy.PluginManager | None] = installed_plug
              ) -> click.Group:
     """The `slm-rerank` group; ``plugins`` gives the plugin manager its commands come from."""
 
-    @click.group(cls=SlmRerankGroup, plugins=plugins, commands=COMMANDS,
+    @click.group(cls=SlmRerankGroup, plugins=plugins, commands=LazyCommands(COMMANDS),
                  context_settings={"help_option_names": ["-h", "--help"]})
     @click.version_option(__version__, prog_name="slm-rerank")
     def cli() -> None:

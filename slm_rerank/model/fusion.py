@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -79,6 +78,8 @@ def standardise(values: Sequence[float]) -> list[float]:
     top = max(values)
     scale = 100.0 / top if top > 0 else 1.0
     points = [v * scale for v in values]
+    import statistics  # decimal and fractions come with it: not for a --fast search
+
     mean = statistics.fmean(points)
     spread = max(statistics.pstdev(points), SPREAD_FLOOR)
     return [max(-Z_CLIP, min(Z_CLIP, (p - mean) / spread)) for p in points]

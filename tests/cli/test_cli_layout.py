@@ -89,7 +89,8 @@ def test_serve_api_refuses_a_bad_host_as_search_does(tmp_path: Path) -> None:
 
 
 def test_the_group_has_exactly_the_listed_commands() -> None:
-    assert sorted(group.commands) == sorted(c.name for c in COMMANDS)
+    assert sorted(group.commands) == sorted(COMMANDS)
+    assert {name: group.commands[name].name for name in COMMANDS} == {n: n for n in COMMANDS}
     assert set(group.commands) == {"search", "plugins", "config", "stats", "endpoints",
                                    "cache", "serve", "serve-api", "mcp", "hook", "calibrate",
                                    "bench"}
