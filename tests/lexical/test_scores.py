@@ -77,3 +77,21 @@ def test_the_slice_cache_checks_an_entry_against_the_line_count_it_is_given(
 
     assert chunks == [Chunk(1, 2, "f", ("f",))]
     assert cache.get(key) == chunks
+
+
+def test_a_folders_words_count_for_every_file_under_it_however_deep() -> None:
+    """The folder tokens are worked out once per folder (issue 30): every file under a
+    folder named like a term gets the directory bonus, at any depth, and only those."""
+    from slm_rerank.lexical.scores import DIRECTORY, TermStats, score_files
+    from slm_rerank.lexical.terms import extract
+    from slm_rerank.registrations import SourceHits
+
+    terms = extract("parser")
+    files = ["src/parser/a.py", "src/parser/b.py", "src/parser/deep/c.py",
+             "src/lexer/a.py", "src/lexer/parser_x/d.py", "parser/e.py", "src/a.py"]
+    hits = SourceHits(files=files)
+    found = {e.path: e.parts for e in score_files(terms, hits, TermStats.from_hits(terms, hits))}
+    assert set(found) == {"src/parser/a.py", "src/parser/b.py", "src/parser/deep/c.py",
+                          "src/lexer/parser_x/d.py", "parser/e.py"}
+    assert all(set(parts) == {"directory"} for parts in found.values())
+    assert DIRECTORY > 0
