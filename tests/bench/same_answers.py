@@ -89,7 +89,7 @@ def differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     found = []
     if len(before["results"]) != len(after["results"]):
         found.append(f"{len(before['results'])} results before, {len(after['results'])} now")
-    for rank, (a, b) in enumerate(zip(before["results"], after["results"]), 1):
+    for rank, (a, b) in enumerate(zip(before["results"], after["results"], strict=False), 1):
         if not all(map(_same_value, a, b)):
             found.append(f"#{rank}: {a} before, {b} now")
     if before["notes"] != after["notes"]:
