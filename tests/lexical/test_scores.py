@@ -56,6 +56,10 @@ def test_the_lowered_texts_line_count_is_the_texts() -> None:
     "src/app.py", "tests/test_app.py", "src/app_test.go", "docs/index.rst", "CHANGES.rst",
     "docs/changelog.md", "requirements-dev.txt", "CMakeLists.txt", "static/jquery-3.5.1.js",
     "setup.cfg", "examples/demo.py", "pkg/conftest.py", "README", "Makefile",
+    # a folder's kind is worked out once per folder (issue 30): folders and names mixed
+    "docs/requirements.txt", "doc/CMakeLists.txt", "Tests/Docs/x.py", "examples/tests/x.md",
+    "a/b/Spec/c.rb", "docs/src/x.py", "docs/CHANGES.txt", "test/.hidden", ".github/x.yml",
+    "docs/jquery-3.5.1.js", "Documentation/api/x.c", "testing", "doc/test_x.py", "x/y.z/w",
 ])
 def test_a_paths_kind_is_the_first_test_that_holds(path: str) -> None:
     expected = ("test" if is_test_path(path) else "changelog" if is_changelog_path(path)
