@@ -112,7 +112,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="same-answers-") as tmp:
         now = Worker(None, Path(tmp) / "now")
         before = Worker(args.before.resolve(), Path(tmp) / "before") if args.before else None
-        print(f"now: {now.code}" + (f"; before: {before.code}" if before else ""))
+        print(f"now: {now.code}" + (f"; before: {before.code}" if before else ""), flush=True)
         dumped: dict[str, Any] = {}
         asked = differing = 0
         for case in cases:
@@ -126,6 +126,8 @@ def main() -> int:
                 if before is not None:
                     old = before.ask(case.text(mode), root)
                     found += differences(old[0], answers[0])
+                print(f"{asked:3d} {case.id} {mode}: {len(answers[0]['results'])} results, "
+                      f"{'differ' if found else 'the same'}", flush=True)
                 if found:
                     differing += 1
                     print(f"DIFFERS {case.id} {mode}:")
