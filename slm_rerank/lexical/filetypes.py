@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from functools import lru_cache
 
 SNIFF_BYTES = 8192
 LOCK_FILES = frozenset({"package-lock.json", "yarn.lock", "poetry.lock", "cargo.lock",
@@ -65,7 +67,7 @@ def is_test_path(path: str) -> bool:
     return _is_test(*_split(path))
 
 
-def _is_test(folders: list[str], name: str, suffix: str) -> bool:
+def _is_test(folders: Sequence[str], name: str, suffix: str) -> bool:
     return (
         any(part in TEST_DIRS for part in folders)
         or name.startswith("test_") or name.startswith("tests.")
@@ -81,7 +83,7 @@ def is_source_path(path: str) -> bool:
     return _is_source(*_split(path))
 
 
-def _is_source(folders: list[str], name: str, suffix: str) -> bool:
+def _is_source(folders: Sequence[str], name: str, suffix: str) -> bool:
     return suffix in SOURCE_SUFFIXES and not _VENDORED.search(name)
 
 
@@ -94,7 +96,7 @@ def is_doc_path(path: str) -> bool:
     return _is_doc(*_split(path))
 
 
-def _is_doc(folders: list[str], name: str, suffix: str) -> bool:
+def _is_doc(folders: Sequence[str], name: str, suffix: str) -> bool:
     if name == "cmakelists.txt" or name.startswith("requirements"):
         return False
     if CHANGELOG_NAMES.match(name):
@@ -105,12 +107,25 @@ def _is_doc(folders: list[str], name: str, suffix: str) -> bool:
 def path_kind(path: str) -> str:
     """"test", "changelog", "doc", "source" or "other": the first of the tests above that
     holds, in that order, from one split of the path (a long query finds evidence in
-    nearly every file of a tree, and each is asked)."""
-    parts = _split(path)
-    if _is_test(*parts):
+    nearly every file of a tree, and each is asked). What a path's folders say is worked
+    out once per folder: a tree's files share a few."""
+    folder, _, name = path.lower().rpartition("/")
+    dot = name.rfind(".")
+    suffix = name[dot:] if dot > 0 else ""
+    test_folder, doc_folder = _folder_kinds(folder)
+    if test_folder or _is_test((), name, suffix):
         return "test"
-    if CHANGELOG_NAMES.match(parts[1]):
+    if CHANGELOG_NAMES.match(name):
         return "changelog"
-    if _is_doc(*parts):
+    if doc_folder and not (name == "cmakelists.txt" or name.startswith("requirements")):
         return "doc"
-    return "source" if _is_source(*parts) else "other"
+    if _is_doc((), name, suffix):
+        return "doc"
+    return "source" if _is_source((), name, suffix) else "other"
+
+
+@lru_cache(maxsize=16384)
+def _folder_kinds(folder: str) -> tuple[bool, bool]:
+    """Whether a lower-cased folder path holds a test folder, and a docs folder."""
+    parts = folder.split("/") if folder else []
+    return (not TEST_DIRS.isdisjoint(parts), not DOC_DIRS.isdisjoint(parts))

@@ -56,6 +56,10 @@ def test_the_lowered_texts_line_count_is_the_texts() -> None:
     "src/app.py", "tests/test_app.py", "src/app_test.go", "docs/index.rst", "CHANGES.rst",
     "docs/changelog.md", "requirements-dev.txt", "CMakeLists.txt", "static/jquery-3.5.1.js",
     "setup.cfg", "examples/demo.py", "pkg/conftest.py", "README", "Makefile",
+    # a folder's kind is worked out once per folder (issue 30): folders and names mixed
+    "docs/requirements.txt", "doc/CMakeLists.txt", "Tests/Docs/x.py", "examples/tests/x.md",
+    "a/b/Spec/c.rb", "docs/src/x.py", "docs/CHANGES.txt", "test/.hidden", ".github/x.yml",
+    "docs/jquery-3.5.1.js", "Documentation/api/x.c", "testing", "doc/test_x.py", "x/y.z/w",
 ])
 def test_a_paths_kind_is_the_first_test_that_holds(path: str) -> None:
     expected = ("test" if is_test_path(path) else "changelog" if is_changelog_path(path)
@@ -77,3 +81,21 @@ def test_the_slice_cache_checks_an_entry_against_the_line_count_it_is_given(
 
     assert chunks == [Chunk(1, 2, "f", ("f",))]
     assert cache.get(key) == chunks
+
+
+def test_a_folders_words_count_for_every_file_under_it_however_deep() -> None:
+    """The folder tokens are worked out once per folder (issue 30): every file under a
+    folder named like a term gets the directory bonus, at any depth, and only those."""
+    from slm_rerank.lexical.scores import DIRECTORY, TermStats, score_files
+    from slm_rerank.lexical.terms import extract
+    from slm_rerank.registrations import SourceHits
+
+    terms = extract("parser")
+    files = ["src/parser/a.py", "src/parser/b.py", "src/parser/deep/c.py",
+             "src/lexer/a.py", "src/lexer/parser_x/d.py", "parser/e.py", "src/a.py"]
+    hits = SourceHits(files=files)
+    found = {e.path: e.parts for e in score_files(terms, hits, TermStats.from_hits(terms, hits))}
+    assert set(found) == {"src/parser/a.py", "src/parser/b.py", "src/parser/deep/c.py",
+                          "src/lexer/parser_x/d.py", "parser/e.py"}
+    assert all(set(parts) == {"directory"} for parts in found.values())
+    assert DIRECTORY > 0
