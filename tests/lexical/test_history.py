@@ -28,6 +28,13 @@ def read(root: Path, cache: Path | None = None, **options: object) -> tuple[
     return found, notes
 
 
+@pytest.fixture(autouse=True)
+def _from_disk() -> None:
+    """Each test reads as a new process would: nothing kept in memory by an earlier one
+    (the tests of the cache folder would otherwise read what the first read kept)."""
+    history.forget()
+
+
 @pytest.fixture
 def repo(tmp_path: Path) -> History:
     """Six commits, newest last below (so the first one is 5 commits ago)."""
@@ -184,6 +191,39 @@ def test_a_new_commit_is_read_again(repo: History, tmp_path: Path,
     assert logs_run(record) == 2
     assert found is not None and (found.commits, found.changes("b.py"), found.age("b.py")) == (
         7, 3, 0)
+
+
+def test_a_warm_process_reads_the_same_commit_from_memory(
+        repo: History, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        isolated_home: Path) -> None:
+    cold, _ = read(repo.root, isolated_home)
+    cache_entry(isolated_home).unlink()  # neither the cache folder nor git log is read
+    record = counting_git(tmp_path, monkeypatch)
+
+    warm, notes = read(repo.root, isolated_home)
+
+    assert logs_run(record) == 0 and notes == [] and same(cold, warm)
+    assert not list((isolated_home / "history").glob("*.json"))
+    # a new HEAD is a new key: read from git, then kept too
+    repo.commit("seven", {"b.py": "7"})
+    moved, _ = read(repo.root, isolated_home)
+    assert logs_run(record) == 1
+    assert moved is not None and moved.head == repo.git("rev-parse", "HEAD")
+    assert (moved.commits, moved.changes("b.py"), moved.age("b.py")) == (7, 3, 0)
+    # back to the first commit (a reset): its history again, as kept
+    repo.git("reset", "-q", "--hard", "HEAD~1")
+    back, _ = read(repo.root, isolated_home)
+    assert logs_run(record) == 1 and same(cold, back)
+
+
+def test_without_a_cache_folder_nothing_is_kept_in_memory(
+        repo: History, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    read(repo.root)
+    record = counting_git(tmp_path, monkeypatch)
+
+    found, _ = read(repo.root)
+
+    assert logs_run(record) == 1 and found is not None
 
 
 def cache_entry(cache: Path) -> Path:
