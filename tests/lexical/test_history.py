@@ -169,6 +169,7 @@ def test_a_second_read_of_the_same_commit_comes_from_the_cache(
 
     cold, _ = read(repo.root, isolated_home)
     assert logs_run(record) == 1
+    history.forget()  # a new process: from the cache folder
     warm, notes = read(repo.root, isolated_home)
 
     assert logs_run(record) == 1  # no second git log
@@ -258,6 +259,7 @@ def test_a_damaged_or_foreign_cache_entry_is_read_again_and_rewritten(
     entry = cache_entry(isolated_home)
     good = entry.read_bytes()
     entry.write_bytes(DAMAGE[damage](json.loads(good)))
+    history.forget()  # a new process: the entry is all there is
     record = counting_git(tmp_path, monkeypatch)
 
     found, notes = read(repo.root, isolated_home)
@@ -272,10 +274,12 @@ def test_a_cache_entry_over_its_size_cap_or_a_fifo_is_not_read(
     cold, _ = read(repo.root, isolated_home)
     entry = cache_entry(isolated_home)
     monkeypatch.setattr(history, "MAX_ENTRY_BYTES", entry.stat().st_size - 1)
+    history.forget()  # each read below as a new process: the entry is all there is
     assert same(cold, read(repo.root, isolated_home)[0])
     monkeypatch.undo()
     entry.unlink()
     os.mkfifo(entry)  # opening it to read would wait for a writer for ever
+    history.forget()
 
     found, notes = read(repo.root, isolated_home)
 
