@@ -10,7 +10,7 @@ change between two calls: the next call then reads it again, as a new process wo
 
 The plugins loaded (what is installed) are kept for the process's life, as the MCP server
 always kept them: a host rebuilt for a changed file reuses the plugin manager of one built
-before when both disable the same plugins.
+before when both disable the same plugins under the same ``$SLM_RERANK_LOAD_PLUGINS``.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from typing import Any
 from slm_rerank.config import Settings, repo_config_path, user_config_path
 from slm_rerank.config_keys import REMOVED_ENV
 from slm_rerank.host import Host
+from slm_rerank.plugins import LOAD_PLUGINS_ENV
 
 #: hosts kept per cache: a server answering for a few roots, each config changed now and then
 MAX_HOSTS = 8
@@ -57,13 +58,16 @@ class ConfigStamp:
     repo: str | None
     repo_file: FileStamp
     environment: tuple[str | None, ...]
+    #: ``$SLM_RERANK_LOAD_PLUGINS``: which installed plugins are loaded
+    plugins: str | None
 
     @classmethod
     def of(cls, start: Path) -> ConfigStamp:
         user = user_config_path()
         repo = repo_config_path(start)
         return cls(str(user), _stamp(user), None if repo is None else str(repo), _stamp(repo),
-                   tuple(os.environ.get(name) for name in _environment_names()))
+                   tuple(os.environ.get(name) for name in _environment_names()),
+                   os.environ.get(LOAD_PLUGINS_ENV))
 
 
 @dataclass
@@ -82,15 +86,18 @@ class HostCache:
     def host_for(self, start: Path, flags: dict[str, Any] | None = None) -> Host:
         """The host for ``start``: the kept one while its config files are unchanged, else
         one read again (a ``ConfigError`` from a file that became unusable is raised)."""
-        key = (ConfigStamp.of(start), repr(sorted((flags or {}).items())))
+        stamp = ConfigStamp.of(start)
+        key = (stamp, repr(sorted((flags or {}).items())))
         with self._lock:
             host = self._hosts.get(key)
             if host is not None:
                 return host
-            donor = next(iter(reversed(self._hosts.values())), None)
+            loaded = [(k[0].plugins, h) for k, h in self._hosts.items()]
         host = Host.from_environment(start=start, flags=flags)
-        if (donor is not None and donor.pm is not None
-                and donor.settings.disabled_plugins == host.settings.disabled_plugins):
+        donor = next((h for plugins, h in reversed(loaded) if plugins == stamp.plugins
+                      and h.pm is not None
+                      and h.settings.disabled_plugins == host.settings.disabled_plugins), None)
+        if donor is not None:
             host.pm, host.infos = donor.pm, donor.infos
         host.registry  # noqa: B018 - load the plugins now, so per-call copies share them
         host.validate()
