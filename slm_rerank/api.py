@@ -23,6 +23,7 @@ from slm_rerank.lexical.scope import choose_root, resolve_root, resolve_scope
 from slm_rerank.overrides import overrides
 from slm_rerank.pipeline import SearchRequest, run_search
 from slm_rerank.report import Report
+from slm_rerank.warm import API_HOSTS
 
 #: The query expander ``expand=True`` (``--expand``) asks: slm-rerank-expand's.
 EXPANDER = "llm"
@@ -88,7 +89,8 @@ def search(
     cwd = Path.cwd()
     root_path = resolve_root(Path(root), cwd) if root is not None else None
     if host is None:
-        host = Host.from_environment(start=root_path or cwd)
+        # kept by this process while the config files it was read from are unchanged
+        host = API_HOSTS.host_for(root_path or cwd)
     host = host.with_overrides("search({key}=...)", **overrides(top_k=top_k, chunks=chunks,
                                                                 learned_order=learned_order))
     host.validate()  # first: it may leave out a repository's value (a format, a source)

@@ -155,3 +155,39 @@ def test_auto_serve_starts_nothing_when_the_config_pins_servers(
 
     assert started == []
     assert report.degraded is not None and "127.0.0.1:9" in report.degraded.reason
+
+
+def test_a_warm_process_reuses_its_host_until_a_config_file_changes(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from slm_rerank.host import Host
+
+    built: list[Path | None] = []
+    real = Host.from_environment.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[Host], start: Path | None = None, flags: Any = None) -> Host:
+        built.append(start)
+        return real(cls, start=start, flags=flags)
+
+    monkeypatch.setattr(Host, "from_environment", classmethod(counting))
+    monkeypatch.setattr("slm_rerank.warm.API_HOSTS._hosts", {})
+    paths = [[c.path for c in slm_rerank.search("retry backoff", repo).results]]
+    paths.append([c.path for c in slm_rerank.search("retry backoff", repo).results])
+    assert len(built) == 1 and paths[0] == paths[1]  # the second call read nothing again
+
+    # the repository's file appears, changes and goes: each call reads what is there now
+    config = repo / ".slm-rerank.toml"
+    config.write_text("max_file_bytes = 200\n")
+    capped = [c.path for c in slm_rerank.search("retry backoff", repo).results]
+    config.write_text("max_file_bytes = 100000\n")
+    lifted = [c.path for c in slm_rerank.search("retry backoff", repo).results]
+    config.unlink()
+    again = [c.path for c in slm_rerank.search("retry backoff", repo).results]
+    user_config_path().parent.mkdir(parents=True, exist_ok=True)
+    user_config_path().write_text("max_file_bytes = 200\n")  # the user's file too
+    user_capped = [c.path for c in slm_rerank.search("retry backoff", repo).results]
+
+    assert "src/net/retry.py" in paths[0] and "src/net/retry.py" not in capped
+    assert lifted == again == paths[0]
+    assert "src/net/retry.py" not in user_capped
+    # read again for each change; the file gone is the first state, its host kept
+    assert len(built) == 4

@@ -22,7 +22,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                   "slm_rerank.cache_folder")),
     ("managed server", ("slm_rerank.llama.*",)),
     ("plugin host", ("slm_rerank.hookspecs", "slm_rerank.plugin_listing", "slm_rerank.plugins",
-                     "slm_rerank.host")),
+                     "slm_rerank.host", "slm_rerank.warm")),
     ("lexical", ("slm_rerank.lexical.*", "slm_rerank.git_runner")),
     ("model", ("slm_rerank.model.*",)),
     ("context", ("slm_rerank.context.*",)),

@@ -33,7 +33,10 @@ make every file look new), when git fails or the deadline passes, there is no hi
 The cache (``history/`` in the cache folder) is one JSON file per repository, commit and
 window, named by a hash of the three, written by rename and read through ``safefile`` with
 a size cap; a file that does not hold what its name promises, in the shapes expected, is a
-miss and is written again.
+miss and is written again. A long-lived process (the MCP server, a script calling the API)
+also keeps the last few histories in memory, by work tree, commit, window and root, so a
+warm read costs the ``git rev-parse`` alone: a commit's history never changes, and a new
+HEAD is a new key.
 """
 
 from __future__ import annotations
@@ -65,6 +68,8 @@ MAX_REV_PARSE_BYTES = 64 * 1024
 MAX_ENTRY_BYTES = 8 * 1024 * 1024
 #: Entries kept in ``history/``: the oldest beyond these are removed on each write.
 KEEP_ENTRIES = 64
+#: Histories a process keeps in memory (the newest read): a few roots and commits.
+KEEP_IN_MEMORY = 4
 
 _COMMIT_ID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 _COMMIT_ID_BYTES = re.compile(rb"[0-9a-f]{40}(?:[0-9a-f]{24})?")
@@ -261,6 +266,22 @@ def _prune(folder: Path, keep: Path) -> None:
                 os.unlink(old)
 
 
+#: (work tree top, commit, commits asked, root's prefix) -> the history read there
+_IN_MEMORY: dict[tuple[str, str, int, str], FileHistory] = {}
+
+
+def forget() -> None:
+    """Drop the histories kept in memory (the next read is from the cache folder or git)."""
+    _IN_MEMORY.clear()
+
+
+def _remember(key: tuple[str, str, int, str], history: FileHistory) -> None:
+    _IN_MEMORY.pop(key, None)
+    _IN_MEMORY[key] = history
+    while len(_IN_MEMORY) > KEEP_IN_MEMORY:
+        _IN_MEMORY.pop(next(iter(_IN_MEMORY)), None)
+
+
 # --- reading -------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class _Where:
@@ -348,6 +369,12 @@ def read_history(root: Path, *, cache_dir: Path | None, notes: list[str],
         if isinstance(where, str):
             notes.append(f"no change history: {where}")
             return None
+        key = (where.top, where.head, commits, where.prefix)
+        kept = None if cache_dir is None else _IN_MEMORY.get(key)
+        if kept is not None:
+            if kept.cut:
+                notes.append(_cut_note(where.top, kept.commits))
+            return kept
         entry = (None if cache_dir is None
                  else _entry_path(cache_dir, where.top, where.head, commits))
         log = None if entry is None else _read_entry(entry, where.top, where.head, commits)
@@ -371,7 +398,14 @@ def read_history(root: Path, *, cache_dir: Path | None, notes: list[str],
         notes.append(f"no change history: {exc.strerror or exc}")
         return None
     if log.cut:
-        notes.append(f"change history: the log of {where.top} passed {MAX_LOG_BYTES} bytes; "
-                     f"the newest {len(log.changed)} commits are used")
-    return FileHistory(where.head, len(log.changed), _under(log.changed, where.prefix),
-                       log.cut)
+        notes.append(_cut_note(where.top, len(log.changed)))
+    history = FileHistory(where.head, len(log.changed), _under(log.changed, where.prefix),
+                          log.cut)
+    if cache_dir is not None:
+        _remember(key, history)
+    return history
+
+
+def _cut_note(top: str, commits: int) -> str:
+    return (f"change history: the log of {top} passed {MAX_LOG_BYTES} bytes; the newest "
+            f"{commits} commits are used")

@@ -1,7 +1,8 @@
 """The search as one MCP tool over stdio, for coding agents (`slm-rerank mcp`, cli/mcp.py).
 
 Built on the official ``mcp`` SDK (``MCPServer``). The server keeps one plugin ``Host`` per
-root for its whole life, so a second call pays no plugin loading; each call runs the same
+root while the config files it was read from are unchanged (``slm_rerank.warm``), so a
+second call pays no plugin loading and no config read; each call runs the same
 ``slm_rerank.search`` the CLI runs, in a worker thread (the model stage runs its own event
 loop, which cannot nest inside the server's).
 
@@ -25,6 +26,7 @@ from slm_rerank.errors import SlmRerankError, ToolInputError
 from slm_rerank.host import Host
 from slm_rerank.lexical.scope import GLOB_CHARS, resolve_root, shown
 from slm_rerank.report import Report, display_path, visible
+from slm_rerank.warm import HostCache
 
 TOOL_NAME = "rerank_codebase"
 CALLER = "mcp"
@@ -54,18 +56,26 @@ class _LazySession:
 
 @dataclasses.dataclass
 class RerankService:
-    """What the server keeps warm across calls: a Host per root, built from the same flags."""
+    """What the server keeps warm across calls: a Host per root and config, built from the
+    same flags."""
 
     default_root: Path
     #: settings the command line overrides (``--host``, ``-e``), from ``overrides``
     flags: dict[str, Any] = dataclasses.field(default_factory=dict)
-    _hosts: dict[Path, Host] = dataclasses.field(default_factory=dict)
     # Searches run one at a time: the pipeline and its caches were written for one run
     # per process, and an agent waits for each answer anyway.
     _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+    # one event loop and keep-alive client for every call and host (made on first use, so
+    # a server that only ever answers fast calls never starts them)
+    _session: _LazySession = dataclasses.field(default_factory=_LazySession)
+    _hosts: HostCache = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
         self.default_root = self.default_root.resolve()
+        self._hosts = HostCache(prepare=self._give_session)
+
+    def _give_session(self, host: Host) -> None:
+        host.model_session = self._session
 
     @property
     def busy(self) -> bool:
@@ -73,17 +83,10 @@ class RerankService:
         return self._lock.locked()
 
     def host_for(self, root: Path) -> Host:
-        """The warm Host for ``root``: settings read once, plugins loaded and checked once."""
-        host = self._hosts.get(root)
-        if host is None:
-            host = Host.from_environment(start=root, flags=self.flags)
-            host.registry  # noqa: B018 - load the plugins now, so per-call copies share them
-            host.validate()
-            # one event loop and keep-alive client for every call (made on first use, so
-            # a server that only ever answers fast calls never starts them)
-            host.model_session = _LazySession()
-            self._hosts[root] = host
-        return host
+        """The warm Host for ``root``: plugins loaded and checked once; the settings read
+        again when a config file they come from (the user's, the repository's
+        ``.slm-rerank.toml``) has changed since the last call."""
+        return self._hosts.host_for(root, self.flags)
 
     def rerank(self, query: str, paths_or_globs: Sequence[str] = (),
                threshold: float | None = None,

@@ -28,6 +28,13 @@ def read(root: Path, cache: Path | None = None, **options: object) -> tuple[
     return found, notes
 
 
+@pytest.fixture(autouse=True)
+def _from_disk() -> None:
+    """Each test reads as a new process would: nothing kept in memory by an earlier one
+    (the tests of the cache folder would otherwise read what the first read kept)."""
+    history.forget()
+
+
 @pytest.fixture
 def repo(tmp_path: Path) -> History:
     """Six commits, newest last below (so the first one is 5 commits ago)."""
@@ -162,6 +169,7 @@ def test_a_second_read_of_the_same_commit_comes_from_the_cache(
 
     cold, _ = read(repo.root, isolated_home)
     assert logs_run(record) == 1
+    history.forget()  # a new process: from the cache folder
     warm, notes = read(repo.root, isolated_home)
 
     assert logs_run(record) == 1  # no second git log
@@ -184,6 +192,39 @@ def test_a_new_commit_is_read_again(repo: History, tmp_path: Path,
     assert logs_run(record) == 2
     assert found is not None and (found.commits, found.changes("b.py"), found.age("b.py")) == (
         7, 3, 0)
+
+
+def test_a_warm_process_reads_the_same_commit_from_memory(
+        repo: History, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        isolated_home: Path) -> None:
+    cold, _ = read(repo.root, isolated_home)
+    cache_entry(isolated_home).unlink()  # neither the cache folder nor git log is read
+    record = counting_git(tmp_path, monkeypatch)
+
+    warm, notes = read(repo.root, isolated_home)
+
+    assert logs_run(record) == 0 and notes == [] and same(cold, warm)
+    assert not list((isolated_home / "history").glob("*.json"))
+    # a new HEAD is a new key: read from git, then kept too
+    repo.commit("seven", {"b.py": "7"})
+    moved, _ = read(repo.root, isolated_home)
+    assert logs_run(record) == 1
+    assert moved is not None and moved.head == repo.git("rev-parse", "HEAD")
+    assert (moved.commits, moved.changes("b.py"), moved.age("b.py")) == (7, 3, 0)
+    # back to the first commit (a reset): its history again, as kept
+    repo.git("reset", "-q", "--hard", "HEAD~1")
+    back, _ = read(repo.root, isolated_home)
+    assert logs_run(record) == 1 and same(cold, back)
+
+
+def test_without_a_cache_folder_nothing_is_kept_in_memory(
+        repo: History, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    read(repo.root)
+    record = counting_git(tmp_path, monkeypatch)
+
+    found, _ = read(repo.root)
+
+    assert logs_run(record) == 1 and found is not None
 
 
 def cache_entry(cache: Path) -> Path:
@@ -218,6 +259,7 @@ def test_a_damaged_or_foreign_cache_entry_is_read_again_and_rewritten(
     entry = cache_entry(isolated_home)
     good = entry.read_bytes()
     entry.write_bytes(DAMAGE[damage](json.loads(good)))
+    history.forget()  # a new process: the entry is all there is
     record = counting_git(tmp_path, monkeypatch)
 
     found, notes = read(repo.root, isolated_home)
@@ -232,10 +274,12 @@ def test_a_cache_entry_over_its_size_cap_or_a_fifo_is_not_read(
     cold, _ = read(repo.root, isolated_home)
     entry = cache_entry(isolated_home)
     monkeypatch.setattr(history, "MAX_ENTRY_BYTES", entry.stat().st_size - 1)
+    history.forget()  # each read below as a new process: the entry is all there is
     assert same(cold, read(repo.root, isolated_home)[0])
     monkeypatch.undo()
     entry.unlink()
     os.mkfifo(entry)  # opening it to read would wait for a writer for ever
+    history.forget()
 
     found, notes = read(repo.root, isolated_home)
 

@@ -338,9 +338,11 @@ def test_a_bad_host_option_stops_the_server_before_it_serves(repo: Path) -> None
     assert done.returncode == 2 and "--host" in done.stderr
 
 
-def test_the_plugin_host_is_built_once_per_root_and_reused(
+def test_the_plugin_host_is_built_once_per_config_and_reused(
         repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    other = make_repo(tmp_path / "other", {"retry.py": "def retry():\n    pass\n"})
+    other = make_repo(tmp_path / "other", {"retry.py": "def retry():\n    pass\n",
+                                           ".slm-rerank.toml": "top_k = 3\n"})
+    plain = make_repo(tmp_path / "plain", {"retry.py": "def retry():\n    pass\n"})
     built: list[Path] = []
     real = Host.from_environment.__func__  # type: ignore[attr-defined]
 
@@ -351,10 +353,68 @@ def test_the_plugin_host_is_built_once_per_root_and_reused(
     monkeypatch.setattr(Host, "from_environment", classmethod(counting))
     service = mcp_server.RerankService(repo)
 
-    for root in (None, None, str(other), str(other)):
+    for root in (None, None, str(other), str(other), str(plain)):
         service.rerank("retry backoff", fast=True, root=root)
 
+    # a root with no config file of its own reads what the first did: the same host
     assert built == [repo.resolve(), other.resolve()]
+    (other / ".slm-rerank.toml").write_text("top_k = 2\n")
+    service.rerank("retry backoff", fast=True, root=str(other))
+    assert built == [repo.resolve(), other.resolve(), other.resolve()]
+
+
+def paths_of(result: Any) -> list[str]:
+    assert not result.is_error, text(result)
+    return [r["path"] for r in result.structured_content["results"]]
+
+
+def test_a_repository_config_changed_between_two_calls_is_read_again(repo: Path) -> None:
+    config = repo / ".slm-rerank.toml"
+    assert (repo / "src/net/retry.py").stat().st_size > 200
+
+    async def work(session: ClientSession) -> list[Any]:
+        found = [await session.call_tool(TOOL, {"query": "retry backoff", "fast": True})]
+        config.write_text("max_file_bytes = 200\n")  # the repository lowers the cap
+        found.append(await session.call_tool(TOOL, {"query": "retry backoff", "fast": True}))
+        config.unlink()
+        found.append(await session.call_tool(TOOL, {"query": "retry backoff", "fast": True}))
+        return found
+
+    first, capped, again = (paths_of(r) for r in with_server(repo, work))
+
+    assert "src/net/retry.py" in first
+    assert "src/net/retry.py" not in capped and capped
+    assert again == first
+
+
+def places_of(result: Any) -> list[str]:
+    assert not result.is_error, text(result)
+    return [f"{r['path']}:{r['start_line']}" for r in result.structured_content["results"]]
+
+
+def test_a_file_changed_between_two_calls_changes_the_answer(repo: Path) -> None:
+    added = repo / "src/net/jitter.py"
+    query = {"query": "retry backoff jitter", "fast": True}
+    body = ("def backoff_jitter(retry):\n    # retry backoff jitter\n"
+            "    return retry * 2  # jitter the backoff of each retry\n")
+
+    async def work(session: ClientSession) -> list[Any]:
+        found = [await session.call_tool(TOOL, query)]
+        added.write_text(body)
+        found.append(await session.call_tool(TOOL, query))
+        # the same name, the function moved down: the place follows it
+        added.write_text("\n" * 40 + body)
+        found.append(await session.call_tool(TOOL, query))
+        added.unlink()
+        found.append(await session.call_tool(TOOL, query))
+        return found
+
+    before, added_at, moved, removed = (places_of(r) for r in with_server(repo, work))
+
+    assert not any(p.startswith("src/net/jitter.py") for p in before)
+    assert added_at[0] == "src/net/jitter.py:1"
+    assert moved[0] == "src/net/jitter.py:41"
+    assert removed == before
 
 
 def test_registering_the_mcp_command_imports_neither_the_sdk_nor_httpx() -> None:
