@@ -44,7 +44,7 @@ SHARED = REPO_ROOT.parent / "shared" / "bench"
 CACHE = Path.home() / ".cache" / "slm-rerank-bench"
 MODES = ("title", "query")
 #: the model's name: bump it when what it learns from or how changes
-NAME = "lexical-ranker-1"
+NAME = "lexical-ranker-2"
 
 
 @dataclass
@@ -316,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
                                                                  for r in train)},
                             },
                             "rows": len(train),
-                            "version": 1,
+                            "version": 2,
                         })
     print("weights: " + ", ".join(f"{n} {w:+.2f}" for n, w in
                                   zip(model.features, model.weights, strict=True)))
