@@ -188,13 +188,11 @@ def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidenc
             "coverage": sum(stats.weights.get(lit, 0.0) for lit in matched) / total,
             "rare_term": max(rarities, default=0.0) / strongest,
             "common_name": (1.0 - min(path_rarity) / strongest) if path_rarity else 0.0,
-            # a kind the query asks for is no mark against a file (as ``kind_factor``): the
-            # mined training answers are never tests or docs, so a model cannot learn this
-            "kind_test": float(kind == "test" and not terms.about_tests),
-            "kind_doc": float(kind == "doc" and not terms.about_docs),
+            "kind_test": float(kind == "test"),
+            "kind_doc": float(kind == "doc"),
             "kind_changelog": float(kind == "changelog"),
             "kind_other": float(kind == "other"),
-            "test_like": float(not terms.about_tests and not TEST_LIKE.isdisjoint(words)),
+            "test_like": float(not TEST_LIKE.isdisjoint(words)),
             "vendored": float(not VENDORED.isdisjoint(folders)),
             "chunk_lines": math.log1p(lines),
             "chunk_comment": comment_share(text, chunk.start_line, chunk.end_line)

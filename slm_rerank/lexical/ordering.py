@@ -28,6 +28,13 @@ def learn_order(root: Path, cache_dir: Path | None, gathered: Gathered, ranked: 
     """Put ``ranked``'s files in the learned ranker's order; ``ranked.lexical`` keeps each
     chunk's lexical score. A model that cannot be used leaves the lexical order, with a
     warning in ``ranked.warnings``."""
+    if gathered.terms.about_tests or gathered.terms.about_docs:
+        # The models learn from fixes, whose answers are source files: none has seen a
+        # test or a doc page be the answer, and it would bury the very files asked for.
+        notes.append("order: fixed lexical factors (the query asks for "
+                     f"{'tests' if gathered.terms.about_tests else 'docs'}, and the learned "
+                     "ranker learned from fixes, whose answers are source files)")
+        return
     chosen = choose_model(root, cache_dir)
     notes.append(chosen.note)
     if chosen.warning:

@@ -37,14 +37,15 @@ from slm_rerank.calibration.measure import paired_interval
 from slm_rerank.host import Host
 from slm_rerank.lexical.features import FEATURES
 from slm_rerank.lexical.history import FileHistory, read_history
-from slm_rerank.lexical.ranker import RankerModel
+from slm_rerank.lexical.ranker import RankerModel, load_model
+from slm_rerank.pipeline import query_terms
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHARED = REPO_ROOT.parent / "shared" / "bench"
 CACHE = Path.home() / ".cache" / "slm-rerank-bench"
 MODES = ("title", "query")
 #: the model's name: bump it when what it learns from or how changes
-NAME = "lexical-ranker-2"
+NAME = "lexical-ranker-1"
 
 
 @dataclass
@@ -60,6 +61,8 @@ class Row:
     paths: list[str]
     values: list[tuple[float, ...]]
     gold: list[str]
+    #: the query asks for tests or docs: a search keeps the fixed order (lexical/ordering.py)
+    asks_kind: bool = False
 
     def group(self) -> Group:
         gold = set(self.gold)
@@ -149,8 +152,10 @@ def rows_of(cases: list[dict], trees: Path, cache: Path, host: Host, kind: str,
                 found = extract(text, tree, host, CACHE / "chunk-cache", history or None)
                 data = {"paths": found.paths, "values": [list(v) for v in found.values]}
                 stored.write_text(json.dumps(data))
+            asked = query_terms(text)
             rows.append(Row(case["id"], case["repo"], lang, split, mode, case.get("date", ""),
-                            data["paths"], [tuple(v) for v in data["values"]], gold))
+                            data["paths"], [tuple(v) for v in data["values"]], gold,
+                            asked.about_tests or asked.about_docs))
         if n % 25 == 0:
             print(f"  {kind}: {n}/{len(cases)} cases, {time.monotonic() - started:.0f} s",
                   file=sys.stderr)
@@ -161,7 +166,7 @@ def rows_of(cases: list[dict], trees: Path, cache: Path, host: Host, kind: str,
 
 
 def order(row: Row, model: RankerModel | None) -> list[str]:
-    if model is None:
+    if model is None or row.asks_kind:
         return row.paths
     scores = [model.score(v) for v in row.values]
     return [row.paths[i] for i in sorted(range(len(row.paths)), key=lambda i: (-scores[i], i))]
@@ -216,6 +221,18 @@ def table(title: str, buckets: dict[str, list[Row]], model: RankerModel) -> list
 # --- choosing -----------------------------------------------------------------------------
 
 
+def by_slice(held: list[Row], swe: list[dict]) -> dict[str, list[Row]]:
+    """The held-out rows by language (the benchmark's apart) and mode, and all mined ones."""
+    swe_repos = {c["repo"] for c in swe}
+    out: dict[str, list[Row]] = defaultdict(list)
+    for r in held:
+        label = "benchmark" if r.repo in swe_repos else r.lang
+        out[f"{label} {r.mode}"].append(r)
+        if label != "benchmark":
+            out[f"all mined {r.mode}"].append(r)
+    return dict(sorted(out.items()))
+
+
 def folds_by_repo(rows: list[Row], k: int) -> list[list[Row]]:
     repos = sorted({r.repo for r in rows})
     random.Random(7).shuffle(repos)
@@ -265,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cv", action="store_true", help="cross-validate on the training rows")
     ap.add_argument("--held-out", action="store_true", help="measure on the held-out rows")
     ap.add_argument("--write", action="store_true", help="write the shipped model file")
+    ap.add_argument("--measure", type=Path, help="only measure this model file on the held-out "
+                    "rows (no fit)")
     ap.add_argument("--out", type=Path, default=REPO_ROOT / "slm_rerank" / "lexical" /
                     "ranker.json")
     ap.add_argument("--report", type=Path, help="write the markdown tables here")
@@ -299,6 +318,14 @@ def main(argv: list[str] | None = None) -> int:
         args.l2 = max(tried, key=lambda k: tried[k])
         lines.append(f"- chosen: L2 {args.l2}")
         lines.append("")
+    if args.measure:
+        model = load_model(args.measure)
+        lines += table(f"Held out, fixed lexical order → {model.name}", by_slice(held, swe),
+                       model)
+        print("\n".join(lines))
+        if args.report:
+            args.report.write_text("\n".join(lines) + "\n")
+        return 0
     model = fit([r.group() for r in train], name=NAME, features=features, l2=args.l2)
     ranges = json.loads(args.ranges.read_text()) if args.ranges.exists() else {}
     learned_from = sorted({r.repo for r in train})
@@ -316,20 +343,13 @@ def main(argv: list[str] | None = None) -> int:
                                                                  for r in train)},
                             },
                             "rows": len(train),
-                            "version": 2,
+                            "version": 1,
                         })
     print("weights: " + ", ".join(f"{n} {w:+.2f}" for n, w in
                                   zip(model.features, model.weights, strict=True)))
     if args.held_out:
-        swe_repos = {c["repo"] for c in swe}
-        by_lang: dict[str, list[Row]] = defaultdict(list)
-        for r in held:
-            label = "benchmark" if r.repo in swe_repos else r.lang
-            by_lang[f"{label} {r.mode}"].append(r)
-            if label != "benchmark":
-                by_lang[f"all mined {r.mode}"].append(r)
-        lines += table("Held out, fixed lexical order → learned ranker", dict(sorted(
-            by_lang.items())), model)
+        lines += table("Held out, fixed lexical order → learned ranker", by_slice(held, swe),
+                       model)
         print("\n".join(lines))
     if args.report:
         args.report.write_text("\n".join(lines) + "\n")
