@@ -98,14 +98,22 @@ def head(ranked: Ranked, size: int) -> list[int]:
 
 
 def lead(ranked: Ranked) -> float | None:
-    """How far the lexical order's first file leads: its best chunk's score over the best
-    chunk's score of the next file (1.0: a tie). None with fewer than two files or no
-    positive, finite score to compare with (NaN or inf is no evidence of a lead)."""
+    """How far the first file leads: its best chunk's lexical score over the next file's
+    best chunk's lexical score (1.0: a tie). The files are taken in the order shown (the
+    learned ranker's, when it ran), the scores are the lexical ones the cascade's
+    ``DECISIVE_LEAD`` was set on: a first file the ranker lifted above a lexically
+    stronger one leads by less than 1, a close race the judge is asked about. None with
+    fewer than two files or no positive, finite score to compare with (NaN or inf is no
+    evidence of a lead)."""
+    def lexical(item: ScoredChunk) -> float:
+        return ranked.lexical.get((item.path, item.chunk.start_line), item.score)
+
     first = ranked.chunks[0] if ranked.chunks else None
-    if first is None or not 0 < first.score < math.inf:
+    if first is None or not 0 < lexical(first) < math.inf:
         return None
     for item in ranked.chunks[1:]:
         if item.path != first.path:
-            ratio = first.score / item.score if 0 < item.score < math.inf else math.nan
+            score = lexical(item)
+            ratio = lexical(first) / score if 0 < score < math.inf else math.nan
             return ratio if math.isfinite(ratio) else None
     return None

@@ -172,9 +172,11 @@ class FixedVerdicts:
 def test_a_search_and_the_reranker_keep_the_same_fused_order_and_threshold_cut(
         tmp_path: Path, threshold: float) -> None:
     repo = make_repo(tmp_path / "repo", FRONT_DOOR_FILES)
+    # the fixed first-stage order: the fixture's verdicts are set against it (the learned
+    # ranker feeds fusion the same way, through the chunks' scores)
     settings = dataclasses.replace(Settings(), scorer="fixed", model="weighted", full=True,
                                    score_cache=False, threshold=threshold, chunks=True,
-                                   top_k=100)
+                                   top_k=100, learned_order=False)
     host = Host.with_plugins(settings, FixedVerdicts, slm_rerank_ripgrep)
 
     def asked(fast: bool) -> SearchRequest:
