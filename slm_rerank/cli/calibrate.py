@@ -207,18 +207,11 @@ def calibrate(repo: Path, commits: int, with_body: bool, fast: bool, weights: li
 
 def _calibrate(repo: Path, commits: int, with_body: bool, fast: bool, weights: list[float],
                write: bool, format_name: str, model_flags: dict[str, Any]) -> None:
-    from slm_rerank.calibration.mining import history_root, mine
     from slm_rerank.calibration.trees import commit_tree, sweep
 
     progress = Progress()
     try:
-        root = history_root(repo.resolve())
-        try:
-            mined = mine(root, commits, with_body, advance=progress.mined)
-        finally:
-            progress.close()
-        if not mined.cases:
-            _no_case(root, mined)
+        root, mined = _mined(repo, commits, with_body, progress)
         header = [f"{root}: {len(mined.cases)} cases from the last {mined.looked_at} commits "
                   f"(query: {'whole message' if with_body else 'subject'})",
                   "skipped: " + (", ".join(f"{n} {why}" for why, n
@@ -235,28 +228,33 @@ def _calibrate(repo: Path, commits: int, with_body: bool, fast: bool, weights: l
         fail(str(exc))
 
 
-def _no_case(root: Path, mined: Any) -> None:
-    skipped = ", ".join(f"{n} {why}" for why, n in mined.skipped.most_common())
-    fail(f"no case in the last {mined.looked_at} commits of {root} (skipped: "
-         f"{skipped or 'none'}); raise --commits")
+def _mined(repo: Path, commits: int, with_body: bool, progress: Progress
+           ) -> tuple[Path, Any]:
+    """The history's root and the cases mined from its last ``commits`` commits; a
+    history with no case fails in one line."""
+    from slm_rerank.calibration.mining import history_root, mine
+
+    root = history_root(repo.resolve())
+    try:
+        mined = mine(root, commits, with_body, advance=progress.mined)
+    finally:
+        progress.close()
+    if not mined.cases:
+        skipped = ", ".join(f"{n} {why}" for why, n in mined.skipped.most_common())
+        fail(f"no case in the last {mined.looked_at} commits of {root} (skipped: "
+             f"{skipped or 'none'}); raise --commits")
+    return root, mined
 
 
 def _learn(repo: Path, commits: int, with_body: bool, write: bool, format_name: str,
            model_flags: dict[str, Any]) -> None:
     """``calibrate --learn`` (``calibration/per_repository.py``)."""
     from slm_rerank.calibration import per_repository as per
-    from slm_rerank.calibration.mining import history_root, mine
 
     started = time.monotonic()
     progress = Progress()
     try:
-        root = history_root(repo.resolve())
-        try:
-            mined = mine(root, commits, with_body, advance=progress.mined)
-        finally:
-            progress.close()
-        if not mined.cases:
-            _no_case(root, mined)
+        root, mined = _mined(repo, commits, with_body, progress)
         why = per.too_few_mined(len(mined.cases))
         if why:
             fail(f"calibrate --learn: {why}; nothing written")
