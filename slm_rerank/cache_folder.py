@@ -9,8 +9,10 @@ the usage log (``usage.py``), the prompt hook's repository vocabularies
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,3 +77,17 @@ def usable_folder(folder: Path) -> CacheFolder:
                              "cache_dir or SLM_RERANK_CACHE_DIR to a writable folder")
 
 
+def prune_entries(folder: Path, kept: int, spare: Collection[Path] = ()) -> None:
+    """Remove all but the ``kept`` ``*.json`` entries of ``folder`` written last, and never
+    one of ``spare``: a cache with an entry per root or per commit grows without end
+    otherwise. Best effort: what cannot be listed or removed stays."""
+    try:
+        found = [(e.stat(follow_symlinks=False).st_mtime_ns, Path(e.path))
+                 for e in os.scandir(folder) if e.name.endswith(".json")]
+    except OSError:
+        return
+    found.sort(reverse=True)
+    for _, old in found[kept:]:
+        if old not in spare:
+            with contextlib.suppress(OSError):
+                os.unlink(old)

@@ -15,7 +15,6 @@ and written by rename, like the chunk cache.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import itertools
@@ -28,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from slm_rerank import safefile
+from slm_rerank.cache_folder import prune_entries
 from slm_rerank.lexical.filetypes import SOURCE_SUFFIXES
 from slm_rerank.lexical.terms import split_identifier
 
@@ -348,20 +348,6 @@ def _write_json(path: Path, doc: object) -> None:
         pass
 
 
-def _prune(folder: Path, keep: set[Path]) -> None:
-    """Keep the entries of the KEEP_ENTRIES roots used last: they would grow without end."""
-    try:
-        found = [(e.stat(follow_symlinks=False).st_mtime_ns, Path(e.path))
-                 for e in os.scandir(folder) if e.name.endswith(".json")]
-    except OSError:
-        return
-    found.sort(reverse=True)
-    for _, old in found[2 * KEEP_ENTRIES:]:
-        if old not in keep:
-            with contextlib.suppress(OSError):
-                os.unlink(old)
-
-
 @dataclass(frozen=True)
 class Loaded:
     """A vocabulary and whether it came from the cache as it was."""
@@ -395,5 +381,6 @@ def load(root: Path, cache_folder: Path | None, seconds: float) -> Loaded:
     _write_json(words_path, {"key": listing.key, "files": vocabulary.files,
                              "complete": vocabulary.complete,
                              "words": {w: list(v) for w, v in vocabulary.words.items()}})
-    _prune(words_path.parent, {words_path, files_path})
+    # two files a root: the entries of the KEEP_ENTRIES roots used last
+    prune_entries(words_path.parent, 2 * KEEP_ENTRIES, {words_path, files_path})
     return Loaded(vocabulary, False)

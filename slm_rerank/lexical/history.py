@@ -41,7 +41,6 @@ HEAD is a new key.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
 import json
@@ -52,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from slm_rerank import safefile
+from slm_rerank.cache_folder import prune_entries
 from slm_rerank.git_runner import GitError, GitTimeout, git_output, git_stream
 
 #: Bump when what a cache entry holds changes, so older entries are not reused.
@@ -249,21 +249,7 @@ def _write_entry(path: Path, top: str, head: str, commits: int, log: _Log) -> No
         safefile.replace_file(path, json.dumps(doc, separators=(",", ":")))
     except (OSError, ValueError):
         return
-    _prune(path.parent, path)
-
-
-def _prune(folder: Path, keep: Path) -> None:
-    """Keep the KEEP_ENTRIES entries written last: a new commit makes a new entry."""
-    try:
-        found = [(e.stat(follow_symlinks=False).st_mtime_ns, Path(e.path))
-                 for e in os.scandir(folder) if e.name.endswith(".json")]
-    except OSError:
-        return
-    found.sort(reverse=True)
-    for _, old in found[KEEP_ENTRIES:]:
-        if old != keep:
-            with contextlib.suppress(OSError):
-                os.unlink(old)
+    prune_entries(path.parent, KEEP_ENTRIES, {path})  # a new commit makes a new entry
 
 
 #: (work tree top, commit, commits asked, root's prefix) -> the history read there
