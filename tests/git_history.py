@@ -11,6 +11,14 @@ GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
            "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_SYSTEM": os.devnull}
 
 
+#: a gpg stand-in that signs anything: a history of signed commits without a key
+FAKE_SIGNER = """#!/bin/sh
+cat > /dev/null
+echo '[GNUPG:] SIG_CREATED D 1 8 00 0 0' >&2
+printf -- '-----BEGIN PGP SIGNATURE-----\\n\\niQ==\\n-----END PGP SIGNATURE-----\\n'
+"""
+
+
 class History:
     """A git repository whose commits the test writes one by one."""
 
@@ -55,3 +63,15 @@ class History:
                        input=bytes(stream), check=True, capture_output=True,
                        env={**os.environ, **GIT_ENV})
         self.git("reset", "-q", "--hard", "main")
+
+
+def signing_history(tmp_path: Path) -> History:
+    """An empty repository at ``tmp_path / "repo"`` that signs each commit (with
+    ``FAKE_SIGNER``, written to ``tmp_path / "signer"``)."""
+    signer = tmp_path / "signer"
+    signer.write_text(FAKE_SIGNER)
+    signer.chmod(0o755)
+    repo = History(tmp_path / "repo")
+    repo.git("config", "commit.gpgSign", "true")
+    repo.git("config", "gpg.program", str(signer))
+    return repo

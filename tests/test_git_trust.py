@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from git_history import GIT_ENV, History
+from git_history import GIT_ENV, History, signing_history
 from oracle_judge import answer, words
 from search_fixtures import cli, isolate
 from slm_rerank_review.diff import changed_lines
@@ -222,21 +222,9 @@ def test_dirty_runs_no_filter_a_submodule_configures_and_finds_its_changes(
 
 
 # --- calibrate: git log, git diff-tree, git archive ---------------------------------------
-FAKE_SIGNER = """#!/bin/sh
-cat > /dev/null
-echo '[GNUPG:] SIG_CREATED D 1 8 00 0 0' >&2
-printf -- '-----BEGIN PGP SIGNATURE-----\\n\\niQ==\\n-----END PGP SIGNATURE-----\\n'
-"""
-
-
 def signed_history(tmp_path: Path, extra: dict[str, str]) -> History:
     """A setup commit (with ``extra`` files) and three fixes, each a case; all signed."""
-    signer = tmp_path / "signer"
-    signer.write_text(FAKE_SIGNER)
-    signer.chmod(0o755)
-    repo = History(tmp_path / "repo")
-    repo.git("config", "commit.gpgSign", "true")
-    repo.git("config", "gpg.program", str(signer))
+    repo = signing_history(tmp_path)
     chosen = words(3)
     files = dict(extra)
     for word in chosen:

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from git_history import GIT_ENV, History
+from git_history import GIT_ENV, History, signing_history
 
 from slm_rerank.lexical import history
 from slm_rerank.lexical.history import MAX_COMMIT_PATHS, FileHistory, read_history
@@ -380,13 +380,6 @@ def test_a_named_revision_reads_the_history_before_it(repo: History) -> None:
 
 
 # --- the repository's configuration starts nothing -----------------------------------------
-FAKE_SIGNER = """#!/bin/sh
-cat > /dev/null
-echo '[GNUPG:] SIG_CREATED D 1 8 00 0 0' >&2
-printf -- '-----BEGIN PGP SIGNATURE-----\\n\\niQ==\\n-----END PGP SIGNATURE-----\\n'
-"""
-
-
 def test_the_repository_configuration_starts_no_process(tmp_path: Path) -> None:
     marks = tmp_path / "marks"
     marks.mkdir()
@@ -397,12 +390,7 @@ def test_the_repository_configuration_starts_no_process(tmp_path: Path) -> None:
         script.chmod(0o755)
         return str(script)
 
-    signer = tmp_path / "signer"
-    signer.write_text(FAKE_SIGNER)
-    signer.chmod(0o755)
-    repo = History(tmp_path / "repo")
-    repo.git("config", "commit.gpgSign", "true")
-    repo.git("config", "gpg.program", str(signer))
+    repo = signing_history(tmp_path)
     repo.commit("one", {".gitattributes": "*.py filter=evil diff=evil\n", "a.py": "1\n"})
     repo.commit("two", {"a.py": "2\n", "src/b.py": "2\n"})
     # what git log (and rev-parse) could start: a signature check, and more for good measure
