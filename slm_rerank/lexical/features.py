@@ -142,7 +142,7 @@ def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidenc
     top = chunks[0].score if chunks and chunks[0].score > 0 else 1.0
     total = sum(stats.weights.values()) or 1.0
     strongest = max(stats.weights.values(), default=1.0) or 1.0
-    named = {p for p, i in best.items()
+    named = {p for p in best
              if evidence.get(p) and (evidence[p].parts.get("named_path")
                                      or evidence[p].parts.get("names_file"))}
     judged = judged or {}

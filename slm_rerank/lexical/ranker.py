@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -152,9 +152,7 @@ def load_model(path: Path) -> RankerModel:
 @lru_cache(maxsize=1)
 def shipped_model() -> RankerModel:
     """The model this package ships (``ranker.json``), read once per process."""
-    model = load_model(SHIPPED)
-    return RankerModel(model.name, model.features, model.mean, model.scale, model.weights,
-                       model.bias, model.meta, "shipped")
+    return replace(load_model(SHIPPED), origin="shipped")
 
 
 @dataclass(frozen=True)
@@ -214,8 +212,6 @@ def reorder(chunks: list[ScoredChunk], placed: list[Placed]) -> list[ScoredChunk
     """``chunks`` (lexical order) in the model's file order: a file's chunks keep their
     lexical order and get their file's share scaled by their lexical score against the
     file's best. Chunks are copied; the lexical scores stay in the caller's list."""
-    from dataclasses import replace
-
     by_file: dict[str, list[ScoredChunk]] = {}
     for item in chunks:
         by_file.setdefault(item.path, []).append(item)

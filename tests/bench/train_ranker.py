@@ -33,7 +33,7 @@ from pathlib import Path
 from cases import split_of
 
 from slm_rerank.calibration.learning import GROUP_SIZE, Group, extract, fit
-from slm_rerank.calibration.measure import paired_interval
+from slm_rerank.calibration.measure import first_gold_rank, paired_interval
 from slm_rerank.host import Host
 from slm_rerank.lexical.features import FEATURES
 from slm_rerank.lexical.history import FileHistory, read_history
@@ -173,7 +173,7 @@ def order(row: Row, model: RankerModel | None) -> list[str]:
 
 
 def metrics(ranked: list[str], gold: list[str]) -> dict[str, float]:
-    first = next((i for i, p in enumerate(ranked[:10], 1) if p in gold), None)
+    first = first_gold_rank(ranked[:10], gold)
     return {"hit1": float(first == 1), "hit5": float(first is not None and first <= 5),
             "hit10": float(first is not None), "mrr10": 1.0 / first if first else 0.0}
 
