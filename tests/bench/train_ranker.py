@@ -259,6 +259,21 @@ def cross_validate(rows: list[Row], features: list[str], l2: float, k: int = 3
             for w, which in ((0, "fixed"), (1, "learned")) for key in ("hit1", "mrr10")}
 
 
+def trained_on(train: list[Row], ranges: dict) -> dict[str, dict]:
+    """Per mined training repository: the commit range its cases were mined from
+    (``mine_training.py``'s ranges.json) and the fix commits whose cases it learned from."""
+    mined = ranges.get("repositories", {})
+    used: dict[str, set[str]] = defaultdict(set)
+    for r in train:
+        if r.split == "train":
+            used[r.repo].add(r.case.rpartition("@")[2])
+    return {repo: {"mined": {key: mined.get(repo, {}).get(key) for key in
+                             ("head", "oldest_fix", "oldest_date", "newest_fix",
+                              "newest_date", "commits_looked_at")},
+                   "fixes_used": sorted(fixes)}
+            for repo, fixes in sorted(used.items())}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -328,7 +343,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     model = fit([r.group() for r in train], name=NAME, features=features, l2=args.l2)
     ranges = json.loads(args.ranges.read_text()) if args.ranges.exists() else {}
-    learned_from = sorted({r.repo for r in train})
     model = RankerModel(model.name, model.features, model.mean, model.scale, model.weights,
                         model.bias, {
                             "recipe": "tests/bench/train_ranker.py: listwise softmax over each "
@@ -337,10 +351,7 @@ def main(argv: list[str] | None = None) -> int:
                             "trained_on": {
                                 "benchmark dev half": "swe-dev.jsonl cases with split_of == "
                                                       "'dev' (their issue text, not history)",
-                                "mined": {repo: ranges.get(repo, {}) for repo in learned_from
-                                          if "/" in repo and any(r.repo == repo and
-                                                                 r.split == "train"
-                                                                 for r in train)},
+                                "mined": trained_on(train, ranges),
                             },
                             "rows": len(train),
                             "version": 1,
