@@ -48,6 +48,7 @@ def search(
     root_name: str = "root=",
     plan: SearchPlan | None = None,
     learned_order: bool | None = None,
+    ask_judge: bool | None = None,
 ) -> Report:
     """Rank the places under ``root`` (default: the repository holding the cwd) for ``query``.
 
@@ -70,7 +71,9 @@ def search(
     user sets the root, for the error a path outside it gets (the MCP tool's ``root``).
     ``plan`` narrows the search to fewer terms and files (``lexical.plan``; the prompt hook's).
     ``learned_order`` overrides the ``learned_order`` setting like ``--learned-order`` and
-    ``--fixed-order``: False orders the files by the fixed lexical factors.
+    ``--fixed-order``: False orders the files by the fixed lexical factors. ``ask_judge``
+    overrides ``ask_judge_anyway`` like ``--ask-judge``: True asks the judge even where
+    ``calibrate --write`` measured that it adds nothing in this repository.
     """
     if not isinstance(query, str):
         raise TypeError(f"search(query=...) must be a str, not {type(query).__name__}")
@@ -92,7 +95,8 @@ def search(
         # kept by this process while the config files it was read from are unchanged
         host = API_HOSTS.host_for(root_path or cwd)
     host = host.with_overrides("search({key}=...)", **overrides(top_k=top_k, chunks=chunks,
-                                                                learned_order=learned_order))
+                                                                learned_order=learned_order,
+                                                                ask_judge_anyway=ask_judge))
     host.validate()  # first: it may leave out a repository's value (a format, a source)
     settings = host.settings
     folder = usable_folder(cache_path(settings))

@@ -212,6 +212,10 @@ class Settings:
                                     "it prints nothing (--deadline, "
                                     "SLM_RERANK_HOOK_DEADLINE)", minimum=0.001,
                                     repo=REPO_LOWER, why="a deadline")
+    ask_judge_anyway: bool = _setting(
+        False, "ask the judge even in a repository where slm-rerank calibrate --write "
+        "measured that it adds nothing (--ask-judge); a repository's file may only turn it "
+        "off", repo=REPO_LOWER, why="spends the model server")
     judge_weights: dict[str, float] = _setting(
         {}, "[judge_weights] table: model id -> the weight of its verdict in fusion, as "
         "slm-rerank calibrate --write measured it on the user's code; unset: the profile's",

@@ -19,22 +19,23 @@ def overrides(*, model: str | None = None, base_url: str | None = None,
               cache: bool | None = None, top_k: int | None = None, chunks: bool | None = None,
               format: str | None = None, budget: str | None = None,
               cascade: bool | None = None,
-              learned_order: bool | None = None) -> dict[str, Any]:
+              learned_order: bool | None = None,
+              ask_judge_anyway: bool | None = None) -> dict[str, Any]:
     """The settings these values override, by settings key; None means "not given".
 
     ``local`` is ``--local`` (``auto_serve``), ``cache`` is ``--no-cache`` or ``cache=``
     (``score_cache``), ``endpoints`` is ``-e`` given more than once, ``budget`` is
     ``--budget`` ("2000" tokens, "20s" seconds, "off": no cap, which lifts a configured
     one: ``budget_tokens`` and ``budget_seconds``), ``learned_order`` is
-    ``--learned-order/--fixed-order``. What is left out is decided by the
-    settings layers (config files, environment, defaults).
+    ``--learned-order/--fixed-order``, ``ask_judge_anyway`` is ``--ask-judge``. What is
+    left out is decided by the settings layers (config files, environment, defaults).
     """
     given: dict[str, Any] = {
         "model": model, "base_url": base_url, "endpoints": endpoints, "host": host,
         "api": api, "auto_serve": local, "scorer": scorer, "rerank_top": rerank_top,
         "full": full, "threshold": threshold, "timeout": timeout, "score_cache": cache,
         "top_k": top_k, "chunks": chunks, "format": format, "cascade": cascade,
-        "learned_order": learned_order,
+        "learned_order": learned_order, "ask_judge_anyway": ask_judge_anyway,
     }
     out = {key: value for key, value in given.items() if value is not None}
     if budget is not None:

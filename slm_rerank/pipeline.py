@@ -34,6 +34,7 @@ from slm_rerank.report import Citation, Degraded, ModelInfo, Report, Shortfall, 
 
 if TYPE_CHECKING:
     from slm_rerank.context.grouping import SliceGroup
+    from slm_rerank.model.repository_judge import RepositoryJudge
     from slm_rerank.model.stage import Judgement
 
 
@@ -245,9 +246,10 @@ class Scored:
 
 
 def judge_head(request: SearchRequest, host: Host, settings: Settings, terms: QueryTerms,
-               ranked: Ranked) -> Scored:
+               ranked: Ranked, repository: RepositoryJudge | None = None) -> Scored:
     """Ask the model about the head: the first ``rerank_top`` chunks, file-diverse
-    (``lexical/rank.head``), as ``model/passages.py`` cuts them."""
+    (``lexical/rank.head``), as ``model/passages.py`` cuts them; ``repository`` (a
+    search's) may decline the judge (``repository_judge.py``)."""
     # Imported here: --fast never pays for the model stage's imports.
     from slm_rerank.model.cascade import asks_nothing
     from slm_rerank.model.intent import query_intent
@@ -262,8 +264,10 @@ def judge_head(request: SearchRequest, host: Host, settings: Settings, terms: Qu
         size = min(size, max(1, math.ceil(settings.top_k * multiplier)))
     chosen = head(ranked, size)
     read = head_passages(ranked, chosen, terms, settings.prompt_chars)
+    declined = repository.declined if repository and not settings.ask_judge_anyway else None
     judgement = judge(request.query, read, host, settings, request.cache_dir,
-                      query_intent(request.query, terms), asks_nothing(ranked, settings.cascade))
+                      query_intent(request.query, terms), asks_nothing(ranked, settings.cascade),
+                      declined)
     cut = sum(p.cut for p in read)
     if cut:
         # Of the chunks the model gave a verdict on: a run that degraded before judging any
@@ -429,14 +433,18 @@ def run_search(request: SearchRequest, host: Host) -> Report:
     settings = host.settings
     if not request.fast and ranked.chunks:
         from slm_rerank.model.fusion import apply_verdicts
+        from slm_rerank.model.repository_judge import for_repository
 
-        scored = judge_head(request, host, settings, terms, ranked)
+        here = for_repository(request.root, request.cache_dir)  # calibrate --write's finding
+        warnings.extend([here.warning] if here.warning else [])
+        scored = judge_head(request, host, settings, terms, ranked, here)
         judgement = scored.judgement
         priors = kind_priors(ranked, scored.chosen, terms)
-        # by a weight the user measured (calibrate --write), else the profile's for this query
+        # by a weight measured here or on the user's code, else the profile's for this query
         verdicts = apply_verdicts([c.score for c in ranked.chunks], judgement, settings,
                                   threshold=settings.threshold, query=request.query,
-                                  lengths=scored.lengths, at=scored.chosen, priors=priors)
+                                  lengths=scored.lengths, at=scored.chosen, priors=priors,
+                                  repository=here)
         weight = verdicts.weight
         notes.extend(judgement.notes)
         notes.append(weight.note)

@@ -54,24 +54,33 @@ def seed_cases(repo: History, count: int) -> list[str]:
 class OracleJudge:
     """P(relevant) 0.9 for the case's answer, 0.1 for anything else; counts its calls."""
 
-    def __init__(self, degraded: str | None = None, on_calls: set[int] | None = None) -> None:
+    def __init__(self, degraded: str | None = None, on_calls: set[int] | None = None,
+                 blind: bool = False) -> None:
         self.calls = 0
+        #: a judge that knows nothing: the same P(relevant) for every passage
+        self.blind = blind
+        #: calls a repository's measurement declined (nothing was judged)
+        self.declined = 0
         #: why a run degrades, on the calls ``on_calls`` (1-based; None: every call)
         self.degraded = degraded
         self.on_calls = on_calls
 
     def __call__(self, query: str, passages: Sequence[Any], host: Any, settings: Any,
                  cache_dir: Path | None, intent: Any = None,
-                 decisive: str | None = None) -> Judgement:
+                 decisive: str | None = None, declined: Any = None) -> Judgement:
         self.calls += 1
         word = query.split()[0]
-        # the cascade's decisive lexical order is judged as the stage does: not at all
-        scores = {} if decisive else {
-            j: DocumentScore(j, 0.9 if p.path == answer(word) else 0.1)
+        # the cascade's decisive lexical order, or a judge the repository's measurement
+        # declines, is judged as the stage does: not at all
+        refused = declined([MODEL_ID]) if declined is not None else None
+        if refused:
+            self.declined += 1
+        scores = {} if decisive or refused else {
+            j: DocumentScore(j, 0.5 if self.blind else 0.9 if p.path == answer(word) else 0.1)
             for j, p in enumerate(passages)}
         degraded = self.degraded if self.on_calls is None or self.calls in self.on_calls \
             else None
         return Judgement(scores={} if degraded else scores,
                          endpoint=Endpoint("http://127.0.0.1:9", model_id=MODEL_ID),
                          profile=ProfileChoice(PROFILE, "the test's"), scorer="yesno",
-                         degraded=degraded)
+                         degraded=degraded, notes=[f"0 judged, {refused}"] if refused else [])

@@ -11,6 +11,7 @@ from typing import Any
 from slm_rerank.calibration.measure import LEXICAL, OrderSummary, first_gold_rank
 from slm_rerank.calibration.mining import Case
 from slm_rerank.calibration.run import Measurement
+from slm_rerank.model.repository_judge import JudgeFinding
 from slm_rerank.report import visible
 
 
@@ -85,9 +86,20 @@ def case_lines(results: Sequence[CaseResult]) -> list[str]:
     return lines
 
 
+def judge_line(finding: JudgeFinding) -> str:
+    """What the measurement says of the judge on this repository, in one line."""
+    if not finding.ask:
+        return f"the judge adds nothing in this repository: {finding.reason}"
+    weight = (f"; w={finding.weight:g} measured best" if finding.weight is not None
+              else "; no weight measured better than the one in use")
+    return f"the judge helps in this repository: {finding.reason}{weight}"
+
+
 def render_text(measurement: Measurement, header: list[str], written: str | None,
-                per_case: Sequence[CaseResult] | None = None) -> str:
-    """``per_case`` (``bench --cases``) adds a line per case after the table."""
+                per_case: Sequence[CaseResult] | None = None,
+                finding: JudgeFinding | None = None, kept: str | None = None) -> str:
+    """``per_case`` (``bench --cases``) adds a line per case after the table; ``finding``
+    is what the run says of the judge here, ``kept`` where ``--write`` kept it."""
     lines = [visible(line) for line in header]
     if measurement.dropped:
         lines.append("left out: " + ", ".join(f"{n} ({reason})" for reason, n
@@ -109,8 +121,12 @@ def render_text(measurement: Measurement, header: list[str], written: str | None
     choice = measurement.choice
     if choice is not None:
         lines += ["", visible(f"best weight: {choice.reason}")]
+    if finding is not None:
+        lines.append(visible(judge_line(finding)))
     if written:
         lines.append(visible(f"written: {written}"))
+    if kept:
+        lines.append(visible(f"written: {kept}"))
     return "\n".join(lines) + "\n"
 
 
@@ -119,9 +135,12 @@ def _number(value: float) -> float | None:
 
 
 def render_json(measurement: Measurement, about: Mapping[str, Any], written: str | None,
-                per_case: Sequence[CaseResult] | None = None) -> str:
+                per_case: Sequence[CaseResult] | None = None,
+                finding: JudgeFinding | None = None, kept: str | None = None) -> str:
     """``per_case`` (``bench --cases``) adds a ``per_case`` list: each case's id, query,
-    ``ranks`` (order -> rank of its first gold file, null: not ranked) and ``left_out``."""
+    ``ranks`` (order -> rank of its first gold file, null: not ranked) and ``left_out``.
+    ``judge_here`` is what the run says of the judge on this repository (null: too few
+    cases, or no verdicts), ``judge_here_written`` where ``--write`` kept it."""
     model, choice = measurement.model, measurement.choice
     document = {
         **about,
@@ -144,6 +163,9 @@ def render_json(measurement: Measurement, about: Mapping[str, Any], written: str
             "best": choice.best, "current": choice.current, "separated": choice.separated,
             "reason": choice.reason, "ci": list(choice.ci) if choice.ci else None},
         "written": written,
+        "judge_here": None if finding is None else {"model_id": finding.model_id,
+                                                     **finding.to_json()},
+        "judge_here_written": kept,
     }
     if per_case is not None:
         document["per_case"] = [{"id": r.id, "query": r.query, "ranks": r.ranks,

@@ -23,6 +23,7 @@ from slm_rerank.calibration.mining import Case
 from slm_rerank.calibration.trees import BadTree
 from slm_rerank.errors import QueryError
 from slm_rerank.host import Host
+from slm_rerank.model.repository_judge import JudgeFinding
 
 #: consecutive cases without a single verdict after which the model is no longer asked
 GIVE_UP_AFTER = 3
@@ -111,3 +112,23 @@ def run_cases(cases: Sequence[Case], tree_of: TreeOf, host: Host,
         candidates = sorted({*weights, *([model.weight] if model.weight is not None else [])})
         choice = choose_weight(results, candidates, model.weight)
     return Measurement(results, summarise(results), model, dropped, choice, bad_trees)
+
+
+def judge_finding(measurement: Measurement) -> JudgeFinding | None:
+    """What the measurement says of the judge on this repository (``repository_judge``):
+    whether it adds anything, and the weight chosen; None without verdicts, a model id or
+    enough cases (``MIN_CASES``)."""
+    from slm_rerank.calibration.measure import LEXICAL, MIN_CASES
+    from slm_rerank.model.repository_judge import Measured, finding
+
+    model, choice = measurement.model, measurement.choice
+    if model is None or not model.model_id or model.weight is None:
+        return None
+    by_name = {s.order: s.mrr for s in measurement.summaries}
+    if LEXICAL not in by_name:
+        return None
+    fused = {float(name.removeprefix("fused w=")): mrr for name, mrr in by_name.items()
+             if name.startswith("fused w=")}
+    chosen = choice.best if choice is not None and choice.separated else None
+    return finding(Measured(model.model_id, len(measurement.results), by_name[LEXICAL], fused,
+                            chosen), MIN_CASES)

@@ -395,7 +395,7 @@ def measure(root: Path, cases: list[Any], trees: Callable[[Path], Any], fast: bo
     ends with an error when not one case could be measured."""
     from slm_rerank.cache_folder import cache_path, ensure_writable
     from slm_rerank.calibration.output import case_results, render_json, render_text
-    from slm_rerank.calibration.run import run_cases
+    from slm_rerank.calibration.run import judge_finding, run_cases
     from slm_rerank.host import Host
     from slm_rerank.overrides import overrides
 
@@ -423,10 +423,37 @@ def measure(root: Path, cases: list[Any], trees: Callable[[Path], Any], fast: bo
         fail(f"no case could be measured: all {len(cases)} were left out ({why}){hint}")
     shown = case_results(cases, measured) if per_case else None
     written = _write(measured) if write else None
+    here = judge_finding(measured)
+    kept = _write_finding(root, cache, here, measured) if write else None
     if format_name == "json":
-        emit(render_json(measured, about, written, shown))
+        emit(render_json(measured, about, written, shown, here, kept))
     else:
-        emit(render_text(measured, header, written, shown))
+        emit(render_text(measured, header, written, shown, here, kept))
+
+
+def _write_finding(root: Path, cache: Path, finding: Any, measured: Any) -> str | None:
+    """Keep what was measured of the judge on this repository in the user's cache
+    (``repository_judge``); None (and why, on stderr) when there is nothing to keep."""
+    from slm_rerank.calibration.measure import MIN_CASES
+    from slm_rerank.model.repository_judge import findings_path, write_finding
+
+    if finding is None:
+        if measured.model is not None and measured.model.model_id:
+            warn(f"--write: nothing kept for this repository's judge: "
+                 f"{len(measured.results)} cases judged, at least {MIN_CASES} are needed "
+                 "to tell whether it adds anything here; raise --commits")
+        return None
+    path = findings_path(cache, root)
+    try:
+        write_finding(path, finding)
+    except OSError as exc:
+        fail(f"cannot write the judge's findings to {path} ({exc.strerror or exc}); set "
+             "cache_dir or SLM_RERANK_CACHE_DIR to a writable folder")
+    effect = ("a search here asks it and fuses its verdicts by "
+              f"w={finding.weight:g}" if finding.ask and finding.weight is not None
+              else "a search here asks it" if finding.ask
+              else "a search here does not ask it (--ask-judge asks it anyway)")
+    return f"{path}: {effect}; delete the file to forget it"
 
 
 def _write(measured: Any) -> str | None:

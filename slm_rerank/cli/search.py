@@ -154,11 +154,14 @@ def _exists(name: str) -> bool:
 @click.option("--learned-order/--fixed-order", "learned_order", default=None,
               help="Order the candidate files by the learned ranker (default), or by the "
                    "fixed lexical factors (learned_order).")
+@click.option("--ask-judge", "ask_judge", is_flag=True, default=None,
+              help="Ask the judge even where calibrate --write measured that it adds nothing "
+                   "in this repository (ask_judge_anyway).")
 @model_options
 def search(query: str | None, query_file: str | None, paths: tuple[str, ...], root: Path | None,
            fast: bool, top_k: int | None, chunks: bool | None, format_name: str | None,
            caller: str | None, verbose: bool, stub: bool, skeleton: bool,
-           by_slice: bool, dirty: bool, learned_order: bool | None,
+           by_slice: bool, dirty: bool, learned_order: bool | None, ask_judge: bool | None,
            **model_flags: Any) -> None:
     """Rank the places in a repository that answer QUERY (the default command)."""
     from slm_rerank.api import search as run
@@ -172,7 +175,7 @@ def search(query: str | None, query_file: str | None, paths: tuple[str, ...], ro
         raise click.UsageError("the query is empty")
     expand = bool(model_flags.pop("expand", None))  # a request, not a setting
     flags = overrides(top_k=top_k, chunks=chunks, format=format_name,
-                      learned_order=learned_order, **model_flags)
+                      learned_order=learned_order, ask_judge_anyway=ask_judge, **model_flags)
     try:
         host = Host.from_environment(start=root or Path.cwd(), flags=flags)
         settings = host.settings

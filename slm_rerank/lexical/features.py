@@ -54,10 +54,9 @@ FEATURES: dict[str, str] = {
     "changes": "changes in recent history",
     "recent": "changed lately",
     "together": "changed with files the query names",
-    "judge": "the judge's verdict",
 }
 
-#: the history features and the judge's: 0 when nothing was read or asked
+#: the history features: 0 when no history was read
 HISTORY_FEATURES = frozenset({"changes", "recent", "together"})
 
 #: words of a path that mark test, benchmark and example code the file kinds miss (a test
@@ -129,12 +128,13 @@ def _share(value: float, top: float) -> float:
 
 def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidence],
                terms: QueryTerms, stats: TermStats, texts: Mapping[str, str],
-               history: History | None = None,
-               judged: Mapping[str, float] | None = None) -> list[Candidate]:
+               history: History | None = None) -> list[Candidate]:
     """The features of each file among ``chunks`` (best first, as ``rank_chunks`` orders
     them), in the order their best chunks come.
 
-    ``judged`` maps a path to the judge's logit for its best judged chunk, when a judge ran.
+    The judge's verdict is no feature here: only the head is judged, after this order is
+    made, and fusion (``model/fusion.py``) adds it to the learned score with its own
+    coefficient, the judge weight.
     """
     best: dict[str, int] = {}
     for i, item in enumerate(chunks):
@@ -145,7 +145,6 @@ def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidenc
     named = {p for p in best
              if evidence.get(p) and (evidence[p].parts.get("named_path")
                                      or evidence[p].parts.get("names_file"))}
-    judged = judged or {}
     stems = {t.stem: stats.weights.get(t.literal, 0.0) for t in terms.terms
              if len(t.stem) >= MIN_STEM}
     out = []
@@ -203,7 +202,6 @@ def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidenc
             "changes": 0.0,
             "recent": 0.0,
             "together": 0.0,
-            "judge": judged.get(path, 0.0),
         }
         if history is not None and history.commits:
             values["changes"] = math.log1p(history.changes(path))

@@ -237,15 +237,20 @@ def work_tree(root: Path) -> Path:
     return root
 
 
-def repository_model_path(cache_dir: Path, root: Path) -> Path:
-    """Where ``calibrate --learn --write`` keeps the model fitted to the repository holding
-    ``root``: the user's cache, named by a hash of the work tree's real path. A
-    repository's own files can neither name nor supply it."""
+def repository_digest(root: Path) -> str:
+    """The name of what the user's cache keeps for the repository holding ``root``: a hash
+    of its work tree's real path."""
     import hashlib
 
     top = str(work_tree(root.resolve()))
-    digest = hashlib.sha256(top.encode("utf-8", "surrogateescape")).hexdigest()[:20]
-    return cache_dir / "rankers" / f"{digest}.json"
+    return hashlib.sha256(top.encode("utf-8", "surrogateescape")).hexdigest()[:20]
+
+
+def repository_model_path(cache_dir: Path, root: Path) -> Path:
+    """Where ``calibrate --learn --write`` keeps the model fitted to the repository holding
+    ``root``: the user's cache, named by ``repository_digest``. A repository's own files
+    can neither name nor supply it."""
+    return cache_dir / "rankers" / f"{repository_digest(root)}.json"
 
 
 @dataclass(frozen=True)
@@ -285,11 +290,11 @@ def choose_model(root: Path, cache_dir: Path | None) -> Chosen:
 
 def learned_order(chunks: list[ScoredChunk], evidence: list[FileEvidence], terms: QueryTerms,
                   stats: TermStats, texts: dict[str, str], model: RankerModel,
-                  history: History | None = None, judged: dict[str, float] | None = None
+                  history: History | None = None
                   ) -> tuple[list[ScoredChunk], dict[str, Placed]]:
     """``chunks`` (lexical order, best first) in ``model``'s order, and how it placed each
     file (path -> ``Placed``)."""
     found = features.candidates(chunks, {e.path: e for e in evidence}, terms, stats, texts,
-                                history, judged)
+                                history)
     placed = place(model, found)
     return reorder(chunks, placed), {p.path: p for p in placed}

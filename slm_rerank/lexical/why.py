@@ -243,10 +243,6 @@ def _together(f: _File) -> str:
             if count else "never changed with files the query names")
 
 
-def _judge(f: _File) -> str:
-    return f"the judge's verdict (logit {f.value('judge'):+.1f})"
-
-
 def _lexical(f: _File) -> str:
     return f"lexical score {_percent(f.value('lexical'))} of the best"
 
@@ -285,7 +281,6 @@ SAYS: dict[str, Callable[[_File], str]] = {
     "changes": _changes,
     "recent": _recent,
     "together": _together,
-    "judge": _judge,
 }
 
 

@@ -5,13 +5,16 @@
 ``z`` is the chunk's tier-1 lexical score standardised over the scored chunks: the scores
 are put on a 0-100 scale (100 = the best candidate), their spread is floored at
 ``SPREAD_FLOOR`` points (a narrower spread is noise, not evidence) and ``z`` is clipped to
-+-``Z_CLIP``. ``w`` is the judge's weight (``weight_in_use``): the one the user measured
-for the judge's model id with ``slm-rerank calibrate --write`` (the user config's
-``[judge_weights]``), else the profile's (``ModelProfile.judge_weight``, or its
-``short_query_weight`` for a one-line query). 1 lets an instruction-tuned judge overrule
-the lexical order; a weak base model gets less, so its verdict nudges the order instead
-of replacing it. ``prior`` is what the lexical stage
-knows of the file's kind (``lexical.scores.kind_prior``: a test, doc page, changelog or
++-``Z_CLIP``. ``w`` is the judge's weight (``weight_in_use``): the one ``slm-rerank
+calibrate --write`` measured for the judge's model id on the repository searched
+(``repository_judge.py``, the user's cache), else the one it measured for that model id
+on the user's code (the user config's ``[judge_weights]``), else the profile's
+(``ModelProfile.judge_weight``, or its ``short_query_weight`` for a one-line query). 1
+lets an instruction-tuned judge overrule the lexical order; a weak base model gets less,
+so its verdict nudges the order instead of replacing it. With the learned order, ``z`` is
+the learned ranker's score standardised, so the fused logit is that linear model with the
+judge's verdict as one more feature, ``w`` its coefficient. ``prior`` is what the lexical
+stage knows of the file's kind (``lexical.scores.kind_prior``: a test, doc page, changelog or
 data file the query did not ask for starts below source), so a judge's yes to a test that
 shares the query's words does not silently undo that. Judged chunks rank above unjudged
 ones; the unjudged tail keeps its lexical order below the head and is never dropped, so an
@@ -47,6 +50,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from slm_rerank.config import Settings
     from slm_rerank.model.judgement import Judgement
+    from slm_rerank.model.repository_judge import RepositoryJudge
     from slm_rerank.registrations import ModelProfile
 
 Z_CLIP = 3.0
@@ -172,10 +176,16 @@ def profile_weight(profile: ModelProfile | None, query: str | None) -> float:
 
 
 def weight_in_use(profile: ModelProfile | None, model_id: str | None, settings: Settings,
-                  query: str | None = None) -> JudgeWeight:
-    """The user's measured weight for ``model_id`` if there is one (``judge_weights`` in the
-    user config, written by ``calibrate --write``; for every query), else the profile's for
+                  query: str | None = None,
+                  repository: RepositoryJudge | None = None) -> JudgeWeight:
+    """The weight ``calibrate --write`` measured for ``model_id`` on this repository
+    (``repository``, a search's), else the user's measured weight for ``model_id``
+    (``judge_weights`` in the user config; for every query), else the profile's for
     ``query`` (``profile_weight``), else 1."""
+    here = repository.weight(model_id) if repository is not None else None
+    if here is not None and here.weight is not None:
+        return JudgeWeight(here.weight, f"calibrate --write on this repository "
+                                        f"({here.written_at or 'undated'})")
     measured = settings.judge_weights.get(model_id) if model_id else None
     if measured is not None:
         origin = settings.origins.get(MEASURED_KEY, "user config")
@@ -194,14 +204,16 @@ def apply_verdicts(lexical: Sequence[float] | int, judgement: Judgement, setting
                    lengths: Mapping[int, int] | None = None,
                    at: Sequence[int] | None = None,
                    priors: Mapping[int, float] | None = None,
-                   tried: float | None = None) -> FusedOrder:
+                   tried: float | None = None,
+                   repository: RepositoryJudge | None = None) -> FusedOrder:
     """Where a run's verdicts meet the lexical order: every front door calls this.
 
     Chooses the weight (``weight_in_use``: the measured one for the judge's model id, else
     the profile's for ``query``), fuses the verdicts with the ``lexical`` scores (best
     first) by it and by the profile's length exponent, keeps every unjudged chunk below
     the judged ones, and drops the judged chunks the threshold cuts. ``tried`` fuses by
-    that weight instead (``calibrate`` measuring the weights it may write). ``lexical`` may
+    that weight instead (``calibrate`` measuring the weights it may write); ``repository``
+    (a search's) holds the weight measured on the repository searched. ``lexical`` may
     be a count of documents with no lexical evidence (the documents API): the verdicts
     alone then order the judged ones (every weight orders them alike), the unjudged
     follow in the given order.
@@ -219,7 +231,7 @@ def apply_verdicts(lexical: Sequence[float] | int, judgement: Judgement, setting
     profile = judgement.profile.profile if judgement.profile else None
     model_id = judgement.endpoint.model_id if judgement.endpoint else None
     weight = (JudgeWeight(tried, "tried") if tried is not None
-              else weight_in_use(profile, model_id, settings, query))
+              else weight_in_use(profile, model_id, settings, query, repository))
     model = {where(i): v.probability for i, v in judgement.scores.items()}
     bounded = {where(i): v.bounded for i, v in judgement.scores.items() if v.bounded}
     if isinstance(lexical, int):

@@ -74,16 +74,21 @@ async def _client(session: ModelSession | None, timeout: float
 #: may be None) and the notes to add to, the query as asked and the documents to judge.
 Prepare = Callable[[Endpoint | None, ModelProfile | None, list[str]],
                    tuple[str, list[Document]]]
+#: Given the model ids of the servers found, why their judge is not asked here (None: ask).
+Declined = Callable[[list[str | None]], str | None]
 
 
 async def judge_async(query: str, passages: Sequence[Passage], host: Host, settings: Settings,
                       cache_dir: Path | None, intent: Intent | None = None,
-                      decisive: str | None = None) -> Judgement:
+                      decisive: str | None = None,
+                      declined: Declined | None = None) -> Judgement:
     """Judge code chunks: each is shown with its ``File: path:lines`` line, cut to fit,
     with the question of the query's ``intent`` where the profile words one.
 
     ``decisive`` is why the cascade asks nothing (``cascade.asks_nothing``): the
-    server and profile are found, and no chunk is sent.
+    server and profile are found, and no chunk is sent. ``declined`` says, once the
+    servers' model ids are known, why their judge is not asked here at all (what
+    ``calibrate --write`` measured on the repository, ``repository_judge.py``).
     """
     def prepare(narrowest: Endpoint | None, profile: ModelProfile | None,
                 notes: list[str]) -> tuple[str, list[Document]]:
@@ -91,7 +96,8 @@ async def judge_async(query: str, passages: Sequence[Passage], host: Host, setti
         return asked, [p.document(i) for i, p in enumerate(fitted)]
 
     return await judge_documents_async(query, prepare, host, settings, cache_dir,
-                                       intent=intent, decisive=decisive)
+                                       intent=intent, decisive=decisive,
+                                       declined=declined)
 
 
 async def judge_documents_async(query: str, prepare: Prepare, host: Host, settings: Settings,
@@ -99,7 +105,8 @@ async def judge_documents_async(query: str, prepare: Prepare, host: Host, settin
                                 unjudged: str = "keep their lexical order",
                                 intent: Intent | None = None,
                                 instruction: str | None = None,
-                                decisive: str | None = None) -> Judgement:
+                                decisive: str | None = None,
+                                declined: Declined | None = None) -> Judgement:
     """Find the server, choose profile and scorer, and judge what ``prepare`` gives.
 
     The steps, in order, each a function below:
@@ -110,7 +117,8 @@ async def judge_documents_async(query: str, prepare: Prepare, host: Host, settin
     4. ``prepare`` and ``_fit_to_tokens``: the documents, cut to the narrowest server's
        context by characters and then by the server's count of their tokens;
     5. ``_ask_nothing``: the cascade found the lexical order decisive (``decisive``,
-       ``cascade.py``), so nothing is asked;
+       ``cascade.py``), or the repository's measurement declines the servers' judge
+       (``declined``), so nothing is asked;
     6. ``asking.from_cache``: the verdicts the score cache holds, and the documents still
        to ask (identical documents once);
     7. ``asking.ask``: the scorer's verdicts on those, at once or in rounds;
@@ -132,9 +140,10 @@ async def judge_documents_async(query: str, prepare: Prepare, host: Host, settin
         # Every server may get any chunk: fit the one with the smallest context.
         narrowest = min(endpoints, key=lambda e: e.context_tokens or math.inf, default=None)
         asked, documents = prepare(narrowest, profile, judgement.notes)
-        if decisive is not None and documents:
-            _ask_nothing(judgement, settings, profile, asked, documents, decisive, noun,
-                         unjudged)
+        refused = declined([e.model_id for e in endpoints]) if declined else None
+        if (decisive is not None or refused is not None) and documents:
+            _ask_nothing(judgement, settings, profile, asked, documents,
+                         decisive or refused or "", noun, unjudged)
         else:
             asked, documents = await _fit_to_tokens(client, narrowest, profile, asked,
                                                     documents, deadline, judgement)
@@ -214,13 +223,14 @@ def _question(judgement: Judgement, intent: Intent | None, instruction: str | No
 def _ask_nothing(judgement: Judgement, settings: Settings, profile: ModelProfile | None,
                  asked: str, documents: Sequence[Document], decisive: str, noun: str,
                  unjudged: str) -> None:
-    """Record that the cascade asked nothing (``decisive`` says why) and what that saved.
+    """Record that nothing was asked (``decisive`` says why: the cascade's rule, or the
+    repository's measurement of the judge) and what that saved.
 
     Nothing is asked, not even the cache: one cached verdict would lift its chunk above
     the lexical first the cascade chose to keep."""
     prefix = profile.render_completion(asked, "") if profile else asked
     judgement.tokens = TokenUse(budget=Budget(settings.budget_tokens, settings.budget_seconds),
-                                cascade=True, stopped=decisive, unjudged=len(documents),
+                                cascade=settings.cascade, stopped=decisive, unjudged=len(documents),
                                 saved=unjudged_tokens(prefix, documents))
     judgement.notes.append(f"0 of {len(documents)} {noun} were judged, {decisive}; "
                            f"all {len(documents)} (about {judgement.tokens.saved} prompt "
@@ -245,14 +255,15 @@ async def _fit_to_tokens(client: ModelClient, narrowest: Endpoint | None,
 
 def judge(query: str, passages: Sequence[Passage], host: Host, settings: Settings,
           cache_dir: Path | None, intent: Intent | None = None,
-          decisive: str | None = None) -> Judgement:
+          decisive: str | None = None, declined: Declined | None = None) -> Judgement:
     """``judge_async`` for callers without an event loop; a transient fault degrades.
 
     On the host's model session when it has one (warm client, known endpoint), else in a
     loop of its own.
     """
     session = host.model_session
-    coroutine = judge_async(query, passages, host, settings, cache_dir, intent, decisive)
+    coroutine = judge_async(query, passages, host, settings, cache_dir, intent, decisive,
+                            declined)
     try:
         judgement = session.run(coroutine) if session else asyncio.run(coroutine)
     except TransientError as exc:

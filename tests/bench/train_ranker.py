@@ -283,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trees", type=Path, default=CACHE / "trees")
     ap.add_argument("--mirrors", type=Path, default=REPO_ROOT.parent / ".mirror")
     ap.add_argument("--features", type=Path, default=CACHE / "features")
-    ap.add_argument("--use", default=",".join(f for f in FEATURES if f != "judge"),
+    ap.add_argument("--use", default=",".join(FEATURES),
                     help="features the model uses (comma-separated)")
     ap.add_argument("--l2", type=float, default=0.01)
     ap.add_argument("--train-cap", type=int, default=12,

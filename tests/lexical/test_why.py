@@ -41,7 +41,7 @@ def test_each_feature_says_the_terms_and_values_it_read() -> None:
         "names_file": 0.6, "body": 0.3, "declares": 0.5, "enclosing": 0.0, "mentions": 0.2,
         "kind_test": 1.0, "kind_doc": 0.0, "chunk_comment": 0.8, "chunk_lines": math.log1p(20),
         "changes": math.log1p(12), "recent": 1 / (1 + 3), "together": 0.0,
-        "lexical_rank": math.log1p(2), "named_path": 0.0, "rare_term": 1.0, "judge": 2.25,
+        "lexical_rank": math.log1p(2), "named_path": 0.0, "rare_term": 1.0,
         "depth": 2.0, "file_lines": math.log1p(140),
     })
 
@@ -62,7 +62,6 @@ def test_each_feature_says_the_terms_and_values_it_read() -> None:
         "lexical_rank": "lexical rank 3",
         "named_path": "the query names no file of it",
         "rare_term": "matches 'find_best_app', the query's rarest word here",
-        "judge": "the judge's verdict (logit +2.2)",
         "depth": "2 folders deep",
         "file_lines": "the file is 140 lines long",
     }
