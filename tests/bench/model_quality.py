@@ -27,6 +27,7 @@ from metrics import hit_at, mean
 
 from slm_rerank.cache_folder import cache_path, ensure_writable
 from slm_rerank.host import Host
+from slm_rerank.lexical.rank import lead
 from slm_rerank.pipeline import (
     PlacedChunk,
     SearchRequest,
@@ -114,6 +115,8 @@ def main() -> int:
                    # the head in the order it was judged, and what each verdict cost:
                    # prompt tokens and of them cached, as the server counted them
                    "head": chosen, "tokens": judgement.tokens.to_dict(),
+                   # the cascade's measure: how far the first file leads the next
+                   "lead": lead(ranked),
                    "costs": {str(chosen[j]): list(cost)
                              for j, cost in judgement.tokens.per_document.items()}}
             row["orders"]["lexical"] = file_order(fuse(ranked))
