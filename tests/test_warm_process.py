@@ -149,8 +149,9 @@ def test_a_repository_file_cannot_turn_the_warm_process_on_or_keep_it(
     settings = load_settings(start=repo)
     assert settings.warm_process is False and settings.warm_process_idle == 300.0
     said = capsys.readouterr().err
-    assert "may not set 'warm_process' (starts a process)" in said
-    assert "may not set 'warm_process_idle' (how long a process lives)" in said
+    assert ("key 'warm_process' ignored: a repository's .slm-rerank.toml may not set it "
+            "(starts a process); set it in the user config instead") in said
+    assert "key 'warm_process_idle' ignored" in said and "(how long a process lives)" in said
     os.chdir(repo)
     assert user_switch().on is False  # the switch reads the user's file and environment only
     with pytest.raises(ConfigError, match="may not set 'warm_process'"):
@@ -234,7 +235,7 @@ def too_large(conn: socket.socket) -> None:
     (accept_then(crash), "the connection closed before the whole message arrived"),
     (accept_then(malformed), "a malformed message (not JSON)"),
     (accept_then(too_large), "over the cap"),
-    (malformed, "a malformed message (not JSON)"),
+    (lambda conn: (read_request(conn), malformed(conn)), "a malformed message (not JSON)"),
     (hang, "timed out"),  # never acknowledges: taken as hung after ACK_SECONDS
 ], ids=["crash-mid-request", "malformed-answer", "oversized-answer", "malformed-ack", "hung"])
 def test_a_broken_warm_process_costs_a_note_and_never_changes_the_answer(
@@ -311,17 +312,18 @@ def test_the_warm_process_refuses_a_connection_from_another_user(
     path = socket_of(ON)
     os.chmod(path, 0o666)  # as if the file's mode let anyone in: the server still checks
     os.chmod(os.path.dirname(path), 0o711)
+    os.chmod(runtime, 0o711)
     pid = os.fork()
     if pid == 0:  # another user's process asks
         code = 1
         try:
             os.setuid(12345)
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.connect(path)
-            wire.send_json(sock, {"format": wire.FORMAT, "kind": "status"},
-                           time.monotonic() + 3)
-            wire.send_frame(sock, b"", time.monotonic() + 3)
+            sock.connect(path)  # the file's mode lets it connect
             try:
+                wire.send_json(sock, {"format": wire.FORMAT, "kind": "status"},
+                               time.monotonic() + 3)
+                wire.send_frame(sock, b"", time.monotonic() + 3)
                 wire.receive_json(sock, time.monotonic() + 3)
             except wire.WireError:
                 code = 0  # closed without a word

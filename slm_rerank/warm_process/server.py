@@ -195,7 +195,7 @@ class Server:
                 conn.close()  # another user's process: never served, never answered
                 continue
             last = time.monotonic()
-            if not self.accept(conn, switch.on):
+            if not self.accept(conn, user_switch().on):  # as it is now, not before the wait
                 return
 
     def accept(self, conn: socket.socket, on: bool) -> bool:
