@@ -14,6 +14,9 @@ from slm_rerank.cli.terminal import emit, fail
 #: how long a status or stop request may take, connecting included
 ASK_SECONDS = 2.0
 
+every_one = click.option("--all", "every", is_flag=True,
+                         help="Every warm process of this user's, whatever its environment.")
+
 
 @click.group()
 def warm() -> None:
@@ -67,8 +70,7 @@ def _ask(path: str, kind: str) -> dict[str, Any] | str:
 
 
 @warm.command("status")
-@click.option("--all", "every", is_flag=True,
-              help="Every warm process of this user's, whatever its environment.")
+@every_one
 def status(every: bool) -> None:
     """Say whether a warm process runs for this environment: its pid and requests served."""
     lines = []
@@ -84,8 +86,7 @@ def status(every: bool) -> None:
 
 
 @warm.command("stop")
-@click.option("--all", "every", is_flag=True,
-              help="Every warm process of this user's, whatever its environment.")
+@every_one
 def stop(every: bool) -> None:
     """Stop the warm process of this environment (the next --fast search starts one again,
     unless warm_process is off)."""
