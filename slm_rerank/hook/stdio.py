@@ -20,10 +20,8 @@ import json
 import math
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 
 #: default time the hook may take from reading stdin to printing, in seconds
 DEFAULT_DEADLINE = 5.0
@@ -56,15 +54,21 @@ def deadline_from(option: str | None, environ: Mapping[str, str],
     return configured if configured is not None else DEFAULT_DEADLINE
 
 
-@dataclass(frozen=True)
 class GivenInput:
-    """Stdin as another process already read it (the warm process's caller, ``warm_process``)."""
+    """Stdin as another process already read it (the warm process's caller, ``warm_process``).
 
-    data: bytes
-    #: whether it was complete before the deadline
-    in_time: bool
-    #: ``time.monotonic()`` when the hook started, in the caller's process (the same clock)
-    started: float
+    A plain class: the warm process's caller reads stdin before anything heavy is imported,
+    ``dataclasses`` included.
+    """
+
+    __slots__ = ("data", "in_time", "started")
+
+    def __init__(self, data: bytes, in_time: bool, started: float) -> None:
+        self.data = data
+        #: whether it was complete before the deadline
+        self.in_time = in_time
+        #: ``time.monotonic()`` when the hook started, in the caller's process (the same clock)
+        self.started = started
 
 
 #: set by ``warm_process``: the hook reads this instead of stdin, and counts its deadline
@@ -143,6 +147,8 @@ def held_stderr() -> Iterator[list[str]]:
         yield held
         return
     try:
+        import tempfile  # here: the warm process's caller reads stdin without it
+
         with tempfile.TemporaryFile() as spool:
             os.dup2(spool.fileno(), 2)
             try:

@@ -18,7 +18,6 @@ the whole environment is also sent and applied, so a name outside the key still 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import socket
@@ -26,9 +25,17 @@ import stat
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from slm_rerank.warm_process import wire
+
+# The digest without ``hashlib`` (which loads OpenSSL: 8 ms of a 60 ms command here).
+try:
+    from _sha2 import sha256  # type: ignore[import-not-found,unused-ignore]  # 3.12+
+except ImportError:
+    try:
+        from _sha256 import sha256  # type: ignore[import-not-found,no-redef,unused-ignore]
+    except ImportError:
+        from hashlib import sha256  # type: ignore[assignment,unused-ignore]
 
 #: ``0``, ``false``, ``no`` or ``off``: never use or start the warm process (also the
 #: ``warm_process`` setting of the user's config file; never a repository's)
@@ -52,30 +59,38 @@ class Refused(Exception):
     """The socket's folder or file is not safe to use (another user's, or open to others)."""
 
 
-@dataclass(frozen=True)
+# Plain classes, not dataclasses: importing ``dataclasses`` (and ``inspect`` with it) is a
+# third of what this side costs before it can ask.
 class Request:
     """One command as this process would run it."""
 
-    kind: str  # "search" or "hook"
-    args: list[str]
-    verbose: bool
-    #: the hook's stdin as read here (``b""`` for a search, which runs with stdin empty)
-    stdin: bytes = b""
-    stdin_in_time: bool = True
-    started: float = 0.0
+    __slots__ = ("args", "kind", "started", "stdin", "stdin_in_time", "verbose")
+
+    def __init__(self, kind: str, args: list[str], verbose: bool, stdin: bytes = b"",
+                 stdin_in_time: bool = True, started: float = 0.0) -> None:
+        self.kind = kind  # "search" or "hook"
+        self.args = args
+        self.verbose = verbose
+        #: the hook's stdin as read here (``b""`` for a search, which runs with stdin empty)
+        self.stdin = stdin
+        self.stdin_in_time = stdin_in_time
+        self.started = started
 
 
-@dataclass(frozen=True)
 class Answer:
     """What the warm process said: the command's exit code and output, or why it did not."""
 
-    exit_code: int | None
-    stdout: bytes = b""
-    stderr: bytes = b""
-    #: why the command runs in this process instead (None when answered)
-    fallback: str | None = None
-    #: whether this process should start a warm process once it has answered
-    start: bool = False
+    __slots__ = ("exit_code", "fallback", "start", "stderr", "stdout")
+
+    def __init__(self, exit_code: int | None, stdout: bytes = b"", stderr: bytes = b"",
+                 fallback: str | None = None, start: bool = False) -> None:
+        self.exit_code = exit_code
+        self.stdout = stdout
+        self.stderr = stderr
+        #: why the command runs in this process instead (None when answered)
+        self.fallback = fallback
+        #: whether this process should start a warm process once it has answered
+        self.start = start
 
 
 def switched_off(environ: Mapping[str, str]) -> bool:
@@ -111,7 +126,7 @@ def key(environ: Mapping[str, str]) -> str:
                    if name.startswith(KEYED_PREFIXES) or name in KEYED_NAMES)
     parts = [wire.FORMAT, os.getuid(), sys.executable, sys.version, __version__, keyed]
     text = json.dumps(parts)
-    return hashlib.sha256(text.encode("ascii")).hexdigest()[:20]
+    return sha256(text.encode("ascii")).hexdigest()[:20]
 
 
 def socket_folder(environ: Mapping[str, str]) -> str:
