@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from search_fixtures import Run, cli, user_config
+from search_fixtures import Run, cli, make_repo, user_config
 
 from slm_rerank.config import load_settings, write_setting
 from slm_rerank.errors import ConfigError
@@ -99,6 +99,8 @@ def test_answers_through_the_warm_process_are_byte_identical_to_a_run_in_process
         warm = cli(*args, cwd=repo, env=ON, stdin=stdin)
         alone = cli(*args, cwd=repo, env=OFF, stdin=stdin)
         same(warm, alone)
+        if stdin == hook_json(repo):
+            assert "retry.py" in warm.stdout  # the hook searched and gave context
     assert "backoff" in cli(*QUERY, cwd=repo, env=ON).stdout
     # every warm run above went through it (each status asks once more)
     assert wait_for_warm(repo, ON) >= before + len(cases) + 2
@@ -336,8 +338,11 @@ def test_the_warm_process_refuses_a_connection_from_another_user(
 def test_a_search_with_file_names_on_stdin_runs_in_process(repo: Path, runtime: Path) -> None:
     with FakeWarm(socket_of(ON), accept_then(crash)) as fake:
         run = cli(*QUERY, "-v", cwd=repo, env=ON, stdin="retry.py\n")
+        query_on_stdin = cli("--query-file", "-", "--fast", cwd=repo, env=ON,
+                             stdin="where is the retry backoff")
     assert fake.connections == 0
     assert "not used: stdin is a pipe or a file" in run.stderr
+    assert "backoff" in query_on_stdin.stdout
 
 
 def test_the_command_side_writes_the_answer_before_importing_click(
@@ -372,3 +377,35 @@ def test_the_socket_folder_is_made_private(runtime: Path) -> None:
     path = socket_of(ON)
     client.check_folder(os.path.dirname(path), create=True)
     assert stat.S_IMODE(os.lstat(os.path.dirname(path)).st_mode) == 0o700
+
+
+def test_concurrent_commands_from_two_repositories_each_get_their_own_answer(
+        repo: Path, runtime: Path, tmp_path: Path) -> None:
+    other = make_repo(tmp_path / "other", {"cache.py": "def evict_backoff():\n    pass\n",
+                                           "README.md": "the cache evicts with a backoff\n"})
+    cli(*QUERY, cwd=repo, env=ON)
+    wait_for_warm(repo, ON)
+    expected = {root: cli(*QUERY, "--format", "json", cwd=root, env=OFF) for root in (repo, other)}
+    results: list[tuple[Path, Run]] = []
+
+    def ask(root: Path) -> None:
+        results.append((root, cli(*QUERY, "--format", "json", cwd=root, env=ON)))
+
+    threads = [threading.Thread(target=ask, args=(root,)) for root in (repo, other) * 4]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(results) == 8
+    for root, run in results:  # the fifth at once may run in its own process: the same answer
+        same(run, expected[root])
+        assert run.json()["root"] == str(root)
+
+
+def test_the_environment_that_shapes_settings_names_another_warm_process() -> None:
+    base = {"HOME": "/home/u", "PATH": "/usr/bin", "SLM_RERANK_CACHE_DIR": "/c"}
+    assert client.key(base) == client.key({**base, "OLDPWD": "/elsewhere", "SHLVL": "3"})
+    for name, value in (("SLM_RERANK_CACHE_DIR", "/d"), ("SLM_RERANK_LOAD_PLUGINS", "x"),
+                        ("XDG_CONFIG_HOME", "/cfg"), ("PATH", "/opt/bin"), ("LC_ALL", "C"),
+                        ("GIT_DIR", "/g"), ("PYTHONPATH", "/p"), ("RIPGREP_CONFIG_PATH", "/r")):
+        assert client.key({**base, name: value}) != client.key(base), name

@@ -102,6 +102,9 @@ def request_kind(args: Sequence[str]) -> str | None:
     else (another command, ``--help``: run here)."""
     if "--help" in args:
         return None
+    if any(a == "--query-file=-" or (a == "--query-file" and args[i + 1:i + 2] == ["-"])
+           for i, a in enumerate(args)):
+        return None  # the query on stdin (a terminal, perhaps): read where it is
     if list(args[:2]) == ["hook", "claude-prompt"]:
         return "hook"
     if "--fast" in args and args and (args[0] == "search" or args[0].startswith("-")):
@@ -258,6 +261,8 @@ def ask(request: Request, path: str, deadline: float) -> Answer:
             return Answer(code, out, err)
     except wire.WireError as exc:
         return Answer(None, fallback=f"no usable answer from the warm process ({exc})")
+    except OSError as exc:  # the folder this command runs in is gone, say
+        return Answer(None, fallback=f"not used ({exc.strerror or exc})")
 
 
 def _remove_stale(path: str) -> None:
@@ -268,17 +273,22 @@ def _remove_stale(path: str) -> None:
         pass
 
 
-def read_hook_input(args: Sequence[str], started: float) -> Request:
-    """Read the hook's stdin here, as the hook reads it (its deadline, its cap)."""
-    from slm_rerank.hook import stdio
-
+def deadline_option(args: Sequence[str]) -> str | None:
+    """The hook's ``--deadline`` value as given (None: not given), the last one winning."""
     option = None
     for i, arg in enumerate(args):
         if arg == "--deadline" and i + 1 < len(args):
             option = args[i + 1]
         elif arg.startswith("--deadline="):
             option = arg.partition("=")[2]
-    data, in_time = stdio.read_stdin(stdio.deadline_from(option, os.environ),
+    return option
+
+
+def read_hook_input(args: Sequence[str], started: float) -> Request:
+    """Read the hook's stdin here, as the hook reads it (its deadline, its cap)."""
+    from slm_rerank.hook import stdio
+
+    data, in_time = stdio.read_stdin(stdio.deadline_from(deadline_option(args), os.environ),
                                      wire.MAX_STDIN_BYTES)
     return Request("hook", list(args), False, data, in_time, started)
 
@@ -345,12 +355,16 @@ def try_warm(args: list[str]) -> tuple[int | None, str | None]:
         request = read_hook_input(args, started)
         # the hook in this process, if it runs here, reads what was read and keeps its clock
         stdio.given = stdio.GivenInput(request.stdin, request.stdin_in_time, started)
-        deadline = started + stdio.deadline_from(None, os.environ)
+        deadline = started + stdio.deadline_from(deadline_option(args), os.environ)
     else:
         request = Request("search", list(args), verbose, started=started)
         deadline = started + SEARCH_DEADLINE
-    path = socket_path(os.environ)
-    answer = ask(request, path, deadline)
+    try:
+        path = socket_path(os.environ)
+        answer = ask(request, path, deadline)
+    except Exception as exc:  # noqa: BLE001 - the command runs here, whatever went wrong
+        _note(verbose, f"not used ({type(exc).__name__}: {exc}); searching in this process")
+        return None, None
     if answer.fallback is None:
         return write_answer(answer), None
     _note(verbose, f"{answer.fallback}; searching in this process")

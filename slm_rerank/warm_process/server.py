@@ -256,7 +256,7 @@ def _handle(conn: socket.socket, server: Server) -> None:
             # process only, and the command warns as it would on its own
             from slm_rerank.hook.claude import run_deadline
 
-            seconds = run_deadline(_deadline_option(head["args"]), stdin)
+            seconds = run_deadline(client.deadline_option(head["args"]), stdin)
         else:
             seconds = client.SEARCH_DEADLINE
         wire.send_json(conn, {"accepted": True, "deadline": seconds}, by)
@@ -269,16 +269,6 @@ def _handle(conn: socket.socket, server: Server) -> None:
     except BaseException:  # noqa: BLE001, S110 - the caller falls back; this fork just ends
         pass
     os._exit(0)
-
-
-def _deadline_option(args: list[str]) -> str | None:
-    option = None
-    for i, arg in enumerate(args):
-        if arg == "--deadline" and i + 1 < len(args):
-            option = args[i + 1]
-        elif arg.startswith("--deadline="):
-            option = arg.partition("=")[2]
-    return option
 
 
 def _apply(head: dict[str, Any]) -> None:
