@@ -10,6 +10,6 @@ already imported everything, with the caller's folder and environment, exactly a
 command would have run on its own.
 
 Modules: ``wire`` (the messages and their caps), ``client`` (standard library only: runs
-before click is imported), ``server`` (the process itself), ``switch`` (the user's on/off
-and idle settings: never a repository's).
+before click is imported), ``server`` (the process itself), ``command_fork`` (one command
+in a fork), ``switch`` (the user's on/off and idle settings: never a repository's).
 """
