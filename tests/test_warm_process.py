@@ -83,7 +83,10 @@ def hook_json(repo: Path, prompt: str = "where is the retry backoff computed in 
 def test_answers_through_the_warm_process_are_byte_identical_to_a_run_in_process(
         repo: Path, runtime: Path) -> None:
     first = cli(*QUERY, "-v", cwd=repo, env=ON)
-    assert "warm process: no warm process is running; starting one" in first.stderr
+    said = [line for line in first.stderr.splitlines() if "warm process:" in line]
+    assert said == ["slm-rerank: warm process: no warm process is running; searching in this "
+                    "process", "slm-rerank: warm process: starting one in the background for "
+                    "the next commands"]
     before = wait_for_warm(repo, ON)
     cases = [
         (QUERY, None),
@@ -127,7 +130,8 @@ def test_warm_stop_stops_it_and_the_user_config_turns_it_off(repo: Path, runtime
 
     user_config().write_text("warm_process = false\n")
     first = cli(*QUERY, "-v", cwd=repo, env=USER_ONLY)
-    assert first.returncode == 0 and "starting one" in first.stderr
+    assert first.returncode == 0 and "no warm process is running" in first.stderr
+    assert "starting one" not in first.stderr
     time.sleep(1.0)  # a warm process would have bound its socket by now
     assert not os.path.exists(socket_of(USER_ONLY))
 

@@ -22,7 +22,7 @@ def main() -> None:
         return
     # A --fast search or the prompt hook: a warm process answers it, when one runs, before
     # click or the host is imported (standard library only until then).
-    from slm_rerank.warm_process.client import start, try_warm
+    from slm_rerank.warm_process.client import start, try_warm, wants_notes
 
     code, start_at = try_warm(sys.argv[1:])
     if code is not None:
@@ -34,7 +34,7 @@ def main() -> None:
             from slm_rerank.warm_process.switch import user_switch
 
             if user_switch().on:  # the user's config and environment only
-                start(start_at)
+                start(start_at, wants_notes(sys.argv[1:]))
 
 
 def run(args: list[str]) -> None:

@@ -226,11 +226,11 @@ def ask(request: Request, path: str, deadline: float) -> Answer:
     try:
         sock = connect(path, min(deadline, time.monotonic() + ACK_SECONDS))
     except FileNotFoundError:
-        return Answer(None, fallback="no warm process is running; starting one", start=True)
+        return Answer(None, fallback="no warm process is running", start=True)
     except ConnectionRefusedError:
         _remove_stale(path)
-        return Answer(None, fallback="removed a stale socket (nobody was listening); "
-                                     "starting a warm process", start=True)
+        return Answer(None, fallback="removed a stale socket (nobody was listening)",
+                      start=True)
     except Refused as exc:
         return Answer(None, fallback=f"not used: {exc}")
     except OSError as exc:
@@ -315,10 +315,12 @@ def write_answer(answer: Answer) -> int:
     return code
 
 
-def start(path: str) -> None:
+def start(path: str, verbose: bool) -> None:
     """Start a warm process for this environment in the background (it checks the user's
     switch and that no other one runs, and stops itself when idle)."""
     import subprocess
+
+    _note(verbose, "starting one in the background for the next commands")
 
     try:
         check_folder(os.path.dirname(path), create=True)
@@ -328,6 +330,11 @@ def start(path: str) -> None:
             stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
     except (OSError, Refused):
         pass  # the next command runs in its own process, as this one did
+
+
+def wants_notes(args: Sequence[str]) -> bool:
+    """Whether the command says what the warm process did (a search's ``-v``)."""
+    return request_kind(args) == "search" and ("-v" in args or "--verbose" in args)
 
 
 def _note(verbose: bool, message: str) -> None:
@@ -341,10 +348,10 @@ def try_warm(args: list[str]) -> tuple[int | None, str | None]:
     written; else ``(None, where to start a warm process after this run, or None)``, and
     the command runs in this process (with ``-v``, a search says why)."""
     kind = request_kind(args)
-    if kind is None or switched_off(os.environ):
-        return None, None
+    if kind is None or switched_off(os.environ) or not hasattr(socket, "SO_PEERCRED"):
+        return None, None  # without SO_PEERCRED the warm process could not check its callers
     started = time.monotonic()
-    verbose = kind == "search" and ("-v" in args or "--verbose" in args)
+    verbose = wants_notes(args)
     if kind == "search" and stdin_is_data():
         _note(verbose, "not used: stdin is a pipe or a file (file names for the search); "
                        "searching in this process")
