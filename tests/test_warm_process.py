@@ -413,3 +413,21 @@ def test_the_environment_that_shapes_settings_names_another_warm_process() -> No
                         ("XDG_CONFIG_HOME", "/cfg"), ("PATH", "/opt/bin"), ("LC_ALL", "C"),
                         ("GIT_DIR", "/g"), ("PYTHONPATH", "/p"), ("RIPGREP_CONFIG_PATH", "/r")):
         assert client.key({**base, name: value}) != client.key(base), name
+
+
+def test_an_idle_warm_process_stops_itself_and_removes_its_socket(
+        repo: Path, runtime: Path) -> None:
+    quick = {**ON, "SLM_RERANK_WARM_IDLE": "1"}
+    cli(*QUERY, cwd=repo, env=quick)
+    path = socket_of(quick)
+    for _ in range(300):  # started: its socket appears
+        if os.path.exists(path):
+            break
+        time.sleep(0.1)
+    assert os.path.exists(path), "no warm process started"
+    for _ in range(300):  # a second without a request: it stops
+        if not os.path.exists(path):
+            break
+        time.sleep(0.1)
+    assert not os.path.exists(path)
+    assert "not running" in cli("warm", "status", cwd=repo, env=quick).stdout
