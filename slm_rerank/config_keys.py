@@ -208,6 +208,15 @@ class Settings:
         "test that does not rank well) or judge (Qwen2.5-Coder-1.5B-Instruct from the cache "
         "folder, fetched only by slm-rerank serve --judge --fetch)", repo=REPO_NO,
         why="chooses the model file a process loads")
+    warm_process: bool = _setting(
+        True, "let --fast searches and the prompt hook use a warm background process, "
+        "started by the first one and stopped when idle (slm-rerank warm --help); off: "
+        "each runs in its own process. Not settable from a repository's file",
+        env=("SLM_RERANK_WARM_PROCESS",), repo=REPO_NO, why="starts a process")
+    warm_process_idle: float = _setting(
+        300.0, "seconds without a request after which the warm process stops itself. Not "
+        "settable from a repository's file", env=("SLM_RERANK_WARM_IDLE",), minimum=1.0,
+        maximum=86400.0, repo=REPO_NO, why="how long a process lives")
     hook_deadline: float = _setting(5.0, "seconds the Claude Code prompt hook may take; then "
                                     "it prints nothing (--deadline, "
                                     "SLM_RERANK_HOOK_DEADLINE)", minimum=0.001,

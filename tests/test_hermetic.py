@@ -29,7 +29,7 @@ from slm_rerank.testing.isolation import (
 ROOT = Path(__file__).resolve().parents[1]
 PLUGINS = sorted(p for p in (ROOT / "plugins").iterdir() if (p / "pyproject.toml").is_file())
 #: what isolate sets itself rather than clears
-SET_BY_ISOLATE = frozenset({"XDG_CONFIG_HOME", "XDG_CACHE_HOME"})
+SET_BY_ISOLATE = frozenset({"XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR"})
 #: a name of the tool's own, or one the code reads through os.environ / os.getenv
 _OWN_NAME = re.compile(r"""["']((?:SLM|RERANKER|LFM)_[A-Z0-9_]+)["']""")
 _READ_NAME = re.compile(r"""(?:environ\.get\(|environ\[|getenv\()\s*["']([A-Z][A-Z0-9_]+)["']""")

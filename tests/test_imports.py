@@ -33,7 +33,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                      "slm_rerank.testing", "slm_rerank.testing.*")),
     ("claude hook", ("slm_rerank.hook.*",)),
     ("servers", ("slm_rerank.servers.*",)),
+    ("warm client", ("slm_rerank.warm_process", "slm_rerank.warm_process.wire",
+                     "slm_rerank.warm_process.switch", "slm_rerank.warm_process.client")),
     ("cli", ("slm_rerank.cli.*",)),
+    ("warm process", ("slm_rerank.warm_process.command_fork", "slm_rerank.warm_process.server")),
 )
 
 #: Imports up a layer that are known and on their way out: (importer, imported).

@@ -87,6 +87,6 @@ def test_the_source_folders_are_the_stages_the_readme_names() -> None:
     readme = (SOURCE.parent / "README.md").read_text(encoding="utf-8")
     packages = sorted(p.parent.name for p in SOURCE.glob("*/__init__.py"))
     assert packages == ["calibration", "cli", "context", "hook", "lexical", "llama", "model",
-                        "servers", "testing"]
+                        "servers", "testing", "warm_process"]
     for name in packages:
         assert f"| `slm_rerank/{name}/` |" in readme, f"README's layout table lacks {name}/"

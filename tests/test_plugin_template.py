@@ -43,7 +43,9 @@ def install(project: Path, prefix: Path, distribution: str) -> dict[str, str]:
         check=True, capture_output=True,
     )
     site = next(prefix.glob("lib/python*/site-packages"))
-    return {**os.environ, "PYTHONPATH": str(site),
+    # no warm process: this environment is built before the test's isolation, so one
+    # started here would live in the user's own folders after the test
+    return {**os.environ, "PYTHONPATH": str(site), "SLM_RERANK_WARM_PROCESS": "0",
             LOAD_PLUGINS_ENV: ",".join([*sorted(BUILTIN_DISTRIBUTIONS), distribution])}
 
 

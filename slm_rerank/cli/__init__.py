@@ -20,6 +20,25 @@ def main() -> None:
 
         print(f"slm-rerank {__version__}")
         return
+    # A --fast search or the prompt hook: a warm process answers it, when one runs, before
+    # click or the host is imported (standard library only until then).
+    from slm_rerank.warm_process.client import start, try_warm, wants_notes
+
+    code, start_at = try_warm(sys.argv[1:])
+    if code is not None:
+        sys.exit(code)
+    try:
+        run(sys.argv[1:])
+    finally:
+        if start_at is not None:
+            from slm_rerank.warm_process.switch import user_switch
+
+            if user_switch().on:  # the user's config and environment only
+                start(start_at, wants_notes(sys.argv[1:]))
+
+
+def run(args: list[str]) -> None:
+    """The command ``args`` in this process (the warm process runs this too)."""
     import click
 
     from slm_rerank.plugin_listing import cache_listing
@@ -27,7 +46,7 @@ def main() -> None:
 
     cache_listing()  # a process per query: the entry-point list is kept between starts
 
-    args, prog = sys.argv[1:], "slm-rerank"
+    prog = "slm-rerank"
     if args[:2] == ["hook", "claude-prompt"]:
         # The prompt hook runs before every prompt the user sends: it imports its own command
         # alone, not every command's module (a third of its start-up).

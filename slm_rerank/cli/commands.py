@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "hook": "slm_rerank.cli.hook:hook",
     "calibrate": "slm_rerank.cli.calibrate:calibrate",
     "bench": "slm_rerank.cli.bench:bench",
+    "warm": "slm_rerank.cli.warm:warm",
 }
 #: The subcommands of `slm-rerank plugins` (bare `slm-rerank plugins` lists them).
 PLUGINS_COMMANDS: tuple[str, ...] = ("slm_rerank.cli.new_plugin:new_plugin",)

@@ -17,7 +17,6 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,7 +29,15 @@ from slm_rerank.hook.prompt_classifier import (
     by_vocabulary,
     classify,
 )
-from slm_rerank.hook.stdio import held_stderr, read_stdin, say_one_line
+from slm_rerank.hook.stdio import (
+    DEADLINE_ENV,
+    DEFAULT_DEADLINE,
+    deadline_from,
+    held_stderr,
+    read_stdin,
+    say_one_line,
+    started_at,
+)
 from slm_rerank.report import visible
 
 if TYPE_CHECKING:
@@ -40,9 +47,6 @@ if TYPE_CHECKING:
 __all__ = ["CALLER", "DEFAULT_DEADLINE", "DEADLINE_ENV", "Decision", "Outcome", "classify",
            "deadline_from", "main", "render", "run"]
 
-#: default time the hook may take from reading stdin to printing, in seconds
-DEFAULT_DEADLINE = 5.0
-DEADLINE_ENV = "SLM_RERANK_HOOK_DEADLINE"
 CALLER = "claude-code-hook"
 #: places listed in the context: enough to point the way, short enough to read at a glance
 TOP_K = 5
@@ -73,26 +77,6 @@ class Outcome:
     #: the search still runs in a thread: the process must end without waiting for it
     abandoned: bool = False
     top_paths: list[str] = dataclasses.field(default_factory=list)
-
-
-def deadline_from(option: str | None, environ: Mapping[str, str],
-                  configured: float | None = None) -> float:
-    """The deadline in seconds: the option, else $SLM_RERANK_HOOK_DEADLINE, else the
-    ``hook_deadline`` setting, else 5 s.
-
-    A value that is not a positive finite number falls back to the default: a typo in a
-    hook's environment must not cost the user's prompt.
-    """
-    for value in (option, environ.get(DEADLINE_ENV)):
-        if value is None or value == "":
-            continue
-        try:
-            seconds = float(value)
-        except ValueError:
-            continue
-        if math.isfinite(seconds) and seconds > 0:
-            return seconds
-    return configured if configured is not None else DEFAULT_DEADLINE
 
 
 def _configured_deadline(cwd: Path) -> float | None:
@@ -352,12 +336,18 @@ def _cwd_hint(data: bytes) -> Path:
     return Path(cwd) if cwd else Path.cwd()
 
 
+def run_deadline(deadline_option: str | None, data: bytes) -> float:
+    """The deadline the hook works to for the input ``data``: the option, the environment,
+    else the settings that apply in the prompt's folder."""
+    return deadline_from(deadline_option, os.environ, _configured_deadline(_cwd_hint(data)))
+
+
 def main(deadline_option: str | None, force_fast: bool) -> None:
     """The command: never raises, always exits 0 (anything else would reach the user).
 
     Says at most one line on stderr, whatever else wrote there meanwhile.
     """
-    started = time.monotonic()
+    started = started_at()
     outcome: Outcome | None = None
     problem: str | None = None
     with held_stderr() as held:
@@ -365,8 +355,7 @@ def main(deadline_option: str | None, force_fast: bool) -> None:
             # the option or the environment bound the read; the settings are read after it
             data, in_time = read_stdin(deadline_from(deadline_option, os.environ),
                                        MAX_STDIN_BYTES + 1)
-            deadline = deadline_from(deadline_option, os.environ,
-                                     _configured_deadline(_cwd_hint(data)))
+            deadline = run_deadline(deadline_option, data)
             if in_time:
                 outcome = run(data, deadline, force_fast, time.monotonic() - started)
             else:

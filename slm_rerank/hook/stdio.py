@@ -17,18 +17,68 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
+#: default time the hook may take from reading stdin to printing, in seconds
+DEFAULT_DEADLINE = 5.0
+DEADLINE_ENV = "SLM_RERANK_HOOK_DEADLINE"
 #: Bytes read from stdin at a time while waiting for the JSON object.
 READ_STEP = 1 << 16
 #: The most of the held-back stderr read: only its first line is ever said.
 MAX_HELD_BYTES = 1 << 16
 #: The longest line said on stderr, before the count of lines held back.
 MAX_LINE_CHARS = 300
+
+
+def deadline_from(option: str | None, environ: Mapping[str, str],
+                  configured: float | None = None) -> float:
+    """The deadline in seconds: the option, else $SLM_RERANK_HOOK_DEADLINE, else the
+    ``hook_deadline`` setting, else 5 s.
+
+    A value that is not a positive finite number falls back to the default: a typo in a
+    hook's environment must not cost the user's prompt.
+    """
+    for value in (option, environ.get(DEADLINE_ENV)):
+        if value is None or value == "":
+            continue
+        try:
+            seconds = float(value)
+        except ValueError:
+            continue
+        if math.isfinite(seconds) and seconds > 0:
+            return seconds
+    return configured if configured is not None else DEFAULT_DEADLINE
+
+
+class GivenInput:
+    """Stdin as another process already read it (the warm process's caller, ``warm_process``).
+
+    A plain class: the warm process's caller reads stdin before anything heavy is imported,
+    ``dataclasses`` included.
+    """
+
+    __slots__ = ("data", "in_time", "started")
+
+    def __init__(self, data: bytes, in_time: bool, started: float) -> None:
+        self.data = data
+        #: whether it was complete before the deadline
+        self.in_time = in_time
+        #: ``time.monotonic()`` when the hook started, in the caller's process (the same clock)
+        self.started = started
+
+
+#: set by ``warm_process``: the hook reads this instead of stdin, and counts its deadline
+#: from when the caller started
+given: GivenInput | None = None
+
+
+def started_at() -> float:
+    """When the hook started: now, or when the caller that read stdin for it started."""
+    return given.started if given is not None else time.monotonic()
 
 
 def complete(data: bytes | bytearray) -> bool:
@@ -74,7 +124,10 @@ def read_input(fd: int, seconds: float, cap: int) -> tuple[bytes, bool]:
 
 
 def read_stdin(seconds: float, cap: int) -> tuple[bytes, bool]:
-    """``read_input`` on this process's stdin (none, or closed: nothing, in time)."""
+    """``read_input`` on this process's stdin (none, or closed: nothing, in time), or what
+    the caller read for it (``given``)."""
+    if given is not None:
+        return given.data, given.in_time
     try:
         fd = sys.stdin.fileno() if sys.stdin is not None else None
     except (OSError, ValueError):
@@ -94,6 +147,8 @@ def held_stderr() -> Iterator[list[str]]:
         yield held
         return
     try:
+        import tempfile  # here: the warm process's caller reads stdin without it
+
         with tempfile.TemporaryFile() as spool:
             os.dup2(spool.fileno(), 2)
             try:

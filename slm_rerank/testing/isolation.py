@@ -62,6 +62,10 @@ def isolate(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     # Only the plugins this repository ships: a plugin the user installed (the template,
     # say) must not change formats, sources or names under the tests.
     monkeypatch.setenv(LOAD_PLUGINS_ENV, ",".join(sorted(BUILTIN_DISTRIBUTIONS)))
+    # No warm process (slm_rerank.warm_process) outlives a test that runs the command line;
+    # the tests of the warm process turn it on.
+    monkeypatch.setenv("SLM_RERANK_WARM_PROCESS", "0")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "_run"))  # its sockets, if turned on
     return cache
 
 

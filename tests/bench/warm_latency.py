@@ -253,6 +253,9 @@ def main() -> int:
         os.environ["SLM_RERANK_CACHE_DIR"] = str(cache)
         # as a user's Python runs: the modules' compiled bytecode written and reused
         os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+        # a process a prompt, as measured before the warm process (warm_process_latency.py
+        # measures the hook through it)
+        os.environ["SLM_RERANK_WARM_PROCESS"] = "0"
         os.chdir(root)
         env = dict(os.environ)
         lines = check(root, env) if args.check else measure(root, args.runs, env)

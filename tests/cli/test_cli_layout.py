@@ -27,6 +27,7 @@ DISTINCT_MEANINGS = {
     "--query": "search: the question; cache clear: whose scores to delete",
     "--bind": "serve (llama-server) and serve-api listen on different things",
     "--port": "serve defaults to 8035, serve-api to 8090",
+    "--all": "plugins: list every plugin; warm status and stop: every warm process",
 }
 
 
@@ -93,7 +94,7 @@ def test_the_group_has_exactly_the_listed_commands() -> None:
     assert {name: group.commands[name].name for name in COMMANDS} == {n: n for n in COMMANDS}
     assert set(group.commands) == {"search", "plugins", "config", "stats", "endpoints",
                                    "cache", "serve", "serve-api", "mcp", "hook", "calibrate",
-                                   "bench"}
+                                   "bench", "warm"}
 
 
 def test_no_cli_module_adds_a_command_on_import() -> None:

@@ -54,7 +54,10 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
         check=True, capture_output=True)
     site = next(prefix.glob("lib/python*/site-packages"))
     loaded = [*sorted(BUILTIN_DISTRIBUTIONS), *(f"slm-rerank-{n}" for n in NAMES.values())]
-    return parent, {**os.environ, "PYTHONPATH": str(site), LOAD_PLUGINS_ENV: ",".join(loaded)}
+    # no warm process: this environment is built before a test's isolation, so one started
+    # here would live in the user's own folders after the tests
+    return parent, {**os.environ, "PYTHONPATH": str(site), LOAD_PLUGINS_ENV: ",".join(loaded),
+                    "SLM_RERANK_WARM_PROCESS": "0"}
 
 
 def run_in(env: dict[str, str], *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

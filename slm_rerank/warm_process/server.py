@@ -1,0 +1,290 @@
+"""The warm process: answers ``--fast`` searches and hook runs for the commands that ask it.
+
+Started by a command (``client.start``) as ``python -m slm_rerank.warm_process.server
+SOCKET``; it imports what a search and the hook run, loads the plugins, then listens on
+its user-only socket. Each connection is checked (the peer's user id, ``SO_PEERCRED``: any
+other user is refused) and handed to a forked handler; the handler forks again to run the
+command, with the caller's folder, environment, arguments and stdin, and its stdout and
+stderr going to memory files; it waits for it until the deadline, and sends back the exit
+code and both outputs. A fresh fork per command: concurrent requests share nothing (no
+``chdir`` or environment of one is seen by another), settings and config files are read
+again by every command as a new process would read them, and a command that exits in
+any way (``sys.exit``, ``os._exit``, a crash) ends only its own fork.
+
+It stops itself when idle (``warm_process_idle``), when the user turns it off
+(``warm_process`` in the user's config), when what is installed changes (a plugin
+installed, removed or upgraded: ``plugin_listing.installed_key``), or when its socket is
+removed or taken over; ``slm-rerank warm stop`` asks it to stop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+import time
+from typing import Any
+
+from slm_rerank.warm_process import client, command_fork, wire
+
+#: concurrent commands; a request past them runs in the caller's process
+MAX_RUNNING = 4
+#: how often an idle warm process looks whether its socket is still its own
+CHECK_SECONDS = 5.0
+#: how long a connected caller may take to send its request
+REQUEST_SECONDS = 2.0
+
+
+def _preload() -> None:
+    """Import what a ``--fast`` search and the hook run, and load the plugins, once: one
+    search of a scratch folder (its cache folder scratch too), then what it left forgotten."""
+    import tempfile
+    import threading
+    from pathlib import Path
+
+    import click  # noqa: F401
+
+    import slm_rerank.cli.commands  # noqa: F401
+    import slm_rerank.cli.hook  # noqa: F401
+    import slm_rerank.cli.search  # noqa: F401
+    import slm_rerank.hook.claude  # noqa: F401
+    import slm_rerank.hook.vocabulary  # noqa: F401
+    import slm_rerank.lexical.why  # noqa: F401
+    from slm_rerank import config
+    from slm_rerank.api import search
+    from slm_rerank.host import Host
+    from slm_rerank.plugin_listing import cache_listing
+
+    cache_listing()
+    saved = dict(os.environ)
+    with tempfile.TemporaryDirectory(prefix="slm-rerank-warm-") as scratch:
+        root = Path(scratch) / "tree"
+        root.mkdir()
+        (root / "warm.py").write_text("def warm_up():\n    return 'warm'\n")
+        os.environ["SLM_RERANK_CACHE_DIR"] = str(Path(scratch) / "cache")
+        try:
+            host = Host.from_environment(start=root, flags={"usage_log": False})
+            host.registry.formatters()
+            search("warm up", root, fast=True, host=host)
+        except Exception:  # noqa: BLE001, S110 - a broken config: each command says so itself
+            pass
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+    config._WARNED.clear()  # each command warns as a new process would
+    if threading.active_count() > 1:
+        time.sleep(0.1)  # the search's pool winding down, before the first fork
+
+
+def _code_stamp() -> tuple[str, float]:
+    """What is installed, and when this package's modules last changed."""
+    from slm_rerank.plugin_listing import installed_key
+
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    newest = 0.0
+    for folder, _, names in os.walk(package):
+        for name in names:
+            if name.endswith(".py"):
+                with contextlib.suppress(OSError):
+                    newest = max(newest, os.stat(os.path.join(folder, name)).st_mtime)
+    return installed_key(), newest
+
+
+def _peer_uid(conn: socket.socket) -> int | None:
+    try:
+        raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except (OSError, AttributeError):
+        return None
+    _, uid, _ = struct.unpack("3i", raw)
+    return int(uid)
+
+
+def _refuse(conn: socket.socket, reason: str) -> None:
+    with contextlib.suppress(wire.WireError, OSError):
+        # the request is read first: a caller still sending would see a broken pipe instead
+        by = time.monotonic() + REQUEST_SECONDS
+        wire.receive_json(conn, by)
+        wire.receive_frame(conn, wire.MAX_STDIN_BYTES, by)
+        wire.send_json(conn, {"accepted": False, "reason": reason}, by)
+    conn.close()
+
+
+class Server:
+    """The listening process (see the module's docstring)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.pid = os.getpid()
+        self.sock: socket.socket | None = None
+        self.inode: int | None = None
+        self.running: set[int] = set()
+        self.served = 0
+        self.started = time.time()
+        self.stamp: tuple[str, float] | None = None
+
+    def listen(self) -> None:
+        old = os.umask(0o077)
+        try:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)  # under the lock: no other warm process owns it
+            sock.bind(self.path)
+        finally:
+            os.umask(old)
+        os.chmod(self.path, 0o600)
+        sock.listen(16)
+        self.sock = sock
+        self.inode = os.lstat(self.path).st_ino
+
+    def still_ours(self) -> bool:
+        try:
+            return os.lstat(self.path).st_ino == self.inode
+        except OSError:
+            return False
+
+    def remove(self) -> None:
+        if os.getpid() == self.pid and self.still_ours():
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+
+    def reap(self) -> None:
+        for pid in list(self.running):
+            with contextlib.suppress(ChildProcessError):
+                done, _ = os.waitpid(pid, os.WNOHANG)
+                if not done:
+                    continue
+            self.running.discard(pid)
+
+    def serve(self) -> None:
+        from slm_rerank.warm_process.switch import user_switch
+
+        assert self.sock is not None
+        last = time.monotonic()
+        while True:
+            self.reap()
+            switch = user_switch()
+            idle_left = switch.idle_seconds - (time.monotonic() - last)
+            if not switch.on or not self.still_ours():
+                return
+            if idle_left <= 0 and not self.running:
+                return
+            wait = min(CHECK_SECONDS, idle_left) if idle_left > 0 else 0.2
+            ready, _, _ = select.select([self.sock], [], [], max(0.05, wait))
+            if not ready:
+                continue
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            if _peer_uid(conn) != os.getuid():
+                conn.close()  # another user's process: never served, never answered
+                continue
+            last = time.monotonic()
+            if not self.accept(conn, user_switch().on):  # as it is now, not before the wait
+                return
+
+    def accept(self, conn: socket.socket, on: bool) -> bool:
+        """Hand ``conn`` to a handler; False when this process should stop."""
+        if not on:
+            _refuse(conn, "the warm process is turned off")
+            return False
+        if self.stamp != _code_stamp():
+            _refuse(conn, "what is installed changed since the warm process started; it "
+                          "stops, and the next command starts a new one")
+            return False
+        if len(self.running) >= MAX_RUNNING:
+            _refuse(conn, f"{MAX_RUNNING} commands are running in it already")
+            return True
+        self.served += 1
+        pid = os.fork()
+        if pid == 0:
+            assert self.sock is not None
+            self.sock.close()
+            _handle(conn, self)  # ends this fork (or, in the command's fork, returns its code)
+        conn.close()
+        self.running.add(pid)
+        return True
+
+
+def _status(server: Server) -> dict[str, Any]:
+    return {"pid": server.pid, "served": server.served, "since": server.started,
+            "running": len(server.running)}
+
+
+def _handle(conn: socket.socket, server: Server) -> None:
+    """In the handler's fork: read the request, acknowledge, run it in a fork, answer."""
+    try:
+        by = time.monotonic() + REQUEST_SECONDS
+        head = wire.receive_json(conn, by)
+        stdin = wire.receive_frame(conn, wire.MAX_STDIN_BYTES, by)
+        kind = head.get("kind")
+        if kind == "status":
+            wire.send_json(conn, {"accepted": False, "reason": "status", **_status(server)}, by)
+            os._exit(0)
+        if kind == "stop":
+            os.kill(server.pid, signal.SIGTERM)
+            wire.send_json(conn, {"accepted": False, "reason": "stopping", "pid": server.pid}, by)
+            os._exit(0)
+        if head.get("format") != wire.FORMAT or kind not in ("search", "hook"):
+            wire.send_json(conn, {"accepted": False, "reason": "not a request of this version"},
+                           by)
+            os._exit(0)
+        command_fork.apply(head)
+        out_fd, err_fd = command_fork.memory_file("stdout"), command_fork.memory_file("stderr")
+        pid = os.fork()
+        if pid == 0:
+            conn.close()
+            command_fork.command(head, stdin, out_fd, err_fd)  # never returns
+        started = float(head["started"])
+        if kind == "hook":
+            # after the fork: reading the settings here warns (once per process) in this
+            # process only, and the command warns as it would on its own
+            from slm_rerank.hook.claude import run_deadline
+
+            seconds = run_deadline(client.deadline_option(head["args"]), stdin)
+        else:
+            seconds = client.SEARCH_DEADLINE
+        wire.send_json(conn, {"accepted": True, "deadline": seconds}, by)
+        answer = command_fork.finish(pid, out_fd, err_fd, started + seconds)
+        answer_by = started + seconds + 1.0
+        wire.send_json(conn, answer[0], answer_by)
+        if "exit" in answer[0]:
+            wire.send_frame(conn, answer[1], answer_by)
+            wire.send_frame(conn, answer[2], answer_by)
+    except BaseException:  # noqa: BLE001, S110 - the caller falls back; this fork just ends
+        pass
+    os._exit(0)
+
+
+def main() -> None:
+    """``python -m slm_rerank.warm_process.server SOCKET``: one warm process per socket."""
+    path = sys.argv[1]
+    folder = os.path.dirname(path)
+    try:
+        client.check_folder(folder, create=True)
+        lock = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except (OSError, client.Refused):
+        return  # another warm process has the socket (or is starting), or the folder is unsafe
+    from slm_rerank.warm_process.switch import user_switch
+
+    if not user_switch().on:
+        return
+    server = Server(path)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        _preload()
+        server.stamp = _code_stamp()
+        server.listen()
+        server.serve()
+    finally:
+        server.remove()
+
+
+if __name__ == "__main__":
+    main()
