@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -296,7 +297,7 @@ def score(request: SearchRequest, host: Host, settings: Settings, terms: QueryTe
 # --- select, cite -------------------------------------------------------------------------
 
 
-def select(fused: list[PlacedChunk], top_k: int, chunks: bool) -> list[PlacedChunk]:
+def select(fused: Iterable[PlacedChunk], top_k: int, chunks: bool) -> list[PlacedChunk]:
     """The first ``top_k`` results: one per file (its best chunk) unless ``chunks``."""
     chosen: list[PlacedChunk] = []
     seen: set[str] = set()
@@ -425,7 +426,9 @@ def run_search(request: SearchRequest, host: Host) -> Report:
     # the learned ranker's shares, or the fixed order's lexical scores; "fused" once a
     # verdict is fused into the order
     score_kind = "learned" if ranked.model is not None else "lexical"
-    fused = fuse(ranked)
+    # the lexical order, each placed as select reads it: it reads the first few of
+    # thousands of chunks
+    fused: Iterable[PlacedChunk] = (PlacedChunk(item, item.score) for item in ranked.chunks)
     settings = host.settings
     if not request.fast and ranked.chunks:
         from slm_rerank.model.fusion import apply_verdicts
