@@ -35,6 +35,7 @@ from slm_rerank.report import Citation, Degraded, ModelInfo, Report, Shortfall, 
 
 if TYPE_CHECKING:
     from slm_rerank.context.grouping import SliceGroup
+    from slm_rerank.lexical.ordering import HistoryAhead
     from slm_rerank.model.stage import Judgement
 
 
@@ -182,9 +183,10 @@ def prefer_dirty(request: SearchRequest, host: Host, gathered: Gathered, notes: 
 # --- rank ---------------------------------------------------------------------------------
 
 
-def rank(request: SearchRequest, host: Host, gathered: Gathered, notes: list[str]) -> Ranked:
+def rank(request: SearchRequest, host: Host, gathered: Gathered, notes: list[str],
+         ahead: HistoryAhead | None = None) -> Ranked:
     """Every chunk of the candidate files, scored lexically, best first
-    (``lexical/rank.py``)."""
+    (``lexical/rank.py``). ``ahead``: the history ``ordering.read_ahead`` began looking up."""
     if request.plan is not None:
         gathered.evidence = planned_files(gathered.evidence, request.plan)
     ranked = rank_chunks(request.root, gathered, notes, top_k=host.settings.top_k,
@@ -192,7 +194,10 @@ def rank(request: SearchRequest, host: Host, gathered: Gathered, notes: list[str
     if host.settings.learned_order and ranked.chunks:
         from slm_rerank.lexical.ordering import learn_order
 
-        learn_order(request.root, request.cache_dir, gathered, ranked, notes)
+        learn_order(request.root, request.cache_dir, gathered, ranked, notes, ahead)
+        return ranked
+    if ahead is not None:
+        ahead.finish()  # not needed: no chunk to order
     elif not host.settings.learned_order:
         from slm_rerank.lexical.ordering import fixed_note
 
@@ -410,6 +415,12 @@ def run_search(request: SearchRequest, host: Host) -> Report:
     warnings: list[str] = []
     expand(request, host, terms, notes)
     mark = clock()
+    ahead = None
+    if host.settings.learned_order:
+        from slm_rerank.lexical.ordering import read_ahead
+
+        # the history's git processes run beside the sources' rg
+        ahead = read_ahead(request.root, request.cache_dir, terms)
     gathered = gather(request, host, terms, notes)
     dirty = prefer_dirty(request, host, gathered, notes, warnings) if request.dirty else {}
     timings["sources_ms"] = (clock() - mark) * 1000
@@ -417,7 +428,7 @@ def run_search(request: SearchRequest, host: Host) -> Report:
         notes.append(f"no searchable text files under {display_path(str(request.root))}")
 
     mark = clock()
-    ranked = rank(request, host, gathered, notes)
+    ranked = rank(request, host, gathered, notes, ahead)
     warnings.extend(ranked.warnings)
     timings["rank_ms"] = (clock() - mark) * 1000
 

@@ -66,7 +66,7 @@ class SlicedFile:
     chunks: list[Chunk]
     #: each chunk's ``scores.chunk_keys``
     keys: list[ChunkKeys]
-    #: ``chunking.content_key`` of the bytes it was decoded from ("" when not worked out)
+    #: ``chunking.content_key`` of the bytes it was decoded from
     digest: str
 
 
@@ -92,7 +92,7 @@ def slice_data(name: str, data: bytes, cache: ChunkCache | None,
     """``data`` (the file ``name``'s bytes) decoded, lower-cased and chunked: the chunk
     cache's entry when it has one, else sliced now. ``known`` (what memory held for the
     file) is returned as it is when its content hash is ``data``'s."""
-    digest = content_key(name, data) if cache is not None or known is not None else ""
+    digest = content_key(name, data)
     if known is not None and known.digest == digest:
         return known
     text = data.decode("utf-8", "replace")

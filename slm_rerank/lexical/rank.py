@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from slm_rerank.lexical.chunk_cache import ChunkCache
-from slm_rerank.lexical.chunk_memory import CHUNK_MEMORY, ChunkMemory, slice_data
+from slm_rerank.lexical.chunk_memory import CHUNK_MEMORY, ChunkMemory, SlicedFile, slice_data
 from slm_rerank.lexical.gather import Gathered
 from slm_rerank.lexical.ranker import Placed, RankerModel
 from slm_rerank.lexical.reading import read_candidate
@@ -53,6 +53,25 @@ def candidates(evidence: list[FileEvidence], wanted: int = CANDIDATE_FILES
     return list(chosen.values())
 
 
+def slice_candidate(root: Path, rel: str, limit: int, cache: ChunkCache | None,
+                    memory: ChunkMemory | None) -> tuple[SlicedFile | None, str | None]:
+    """The candidate file ``rel`` decoded and chunked, or why it was skipped
+    (``read_candidate``): from ``memory`` without reading it when it kept the file and the
+    file is unchanged, else read (and kept there)."""
+    look = memory.look(root, rel, limit) if memory is not None else None
+    if look is not None and look.hit is not None:
+        return look.hit, None
+    data, reason = read_candidate(root, rel, limit)
+    if data is None:
+        if look is not None and memory is not None:
+            memory.forget(look)
+        return None, reason
+    sliced = slice_data(rel, data, cache, look.known if look is not None else None)
+    if look is not None and memory is not None:
+        memory.keep(look, sliced)
+    return sliced, None
+
+
 def rank_chunks(root: Path, gathered: Gathered, notes: list[str], *, top_k: int,
                 limit: int, cache_dir: Path | None = None,
                 memory: ChunkMemory | None = CHUNK_MEMORY) -> Ranked:
@@ -68,19 +87,11 @@ def rank_chunks(root: Path, gathered: Gathered, notes: list[str], *, top_k: int,
     texts: dict[str, str] = {}
     skipped = 0
     for ev in candidates(gathered.evidence, top_k):
-        look = memory.look(root, ev.path, limit) if memory is not None else None
-        sliced = look.hit if look is not None else None
+        sliced, reason = slice_candidate(root, ev.path, limit, cache, memory)
         if sliced is None:
-            data, reason = read_candidate(root, ev.path, limit)
-            if data is None:
-                if look is not None and memory is not None:
-                    memory.forget(look)
-                notes.append(f"skipped {display_path(ev.path)}: {reason}")
-                skipped += 1
-                continue
-            sliced = slice_data(ev.path, data, cache, look.known if look is not None else None)
-            if look is not None and memory is not None:
-                memory.keep(look, sliced)
+            notes.append(f"skipped {display_path(ev.path)}: {reason}")
+            skipped += 1
+            continue
         scored.extend(score_chunks(gathered.terms, gathered.stats, ev, sliced.chunks,
                                    sliced.text, sliced.lowered, sliced.keys))
         texts[ev.path] = sliced.text
