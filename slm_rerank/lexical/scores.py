@@ -336,7 +336,14 @@ def score_chunks(terms: QueryTerms, stats: TermStats, ev: FileEvidence, chunks: 
     rows = zip(*columns, strict=True) if columns else [()] * len(chunks)
     if names is None:
         names = [chunk_keys(chunk) for chunk in chunks]
+    wanted = {key for _, key, _, _ in present}
+    # what a chunk that neither names nor mentions a term scores: its file's evidence
+    bare = ev.score + 0.0 * ev.factor
     for chunk, row, (declared, enclosing) in zip(chunks, rows, names, strict=True):
+        if not any(row) and wanted.isdisjoint(declared) and wanted.isdisjoint(enclosing):
+            # the loop below would add nothing: most chunks of a long file
+            scored.append(ScoredChunk(ev.path, chunk, bare, list(ev.path_terms)))
+            continue
         local = declares = enclosed = mentions = 0.0
         matched: list[str] = []
         for (root, key, weight, _), tf in zip(present, row, strict=True):
