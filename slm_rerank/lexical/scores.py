@@ -73,8 +73,10 @@ class FileEvidence:
         return (self.path_score + self.body_score) * self.factor
 
 
-@dataclass
+@dataclass(slots=True)
 class ScoredChunk:
+    """One chunk of a candidate file with its lexical score (thousands a query: slots)."""
+
     path: str
     chunk: Chunk
     score: float
