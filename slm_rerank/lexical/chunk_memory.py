@@ -27,6 +27,7 @@ import stat
 import sys
 import threading
 import time
+from array import array
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +39,7 @@ from slm_rerank.lexical.scores import ChunkKeys, LoweredText, chunk_keys
 
 #: files kept, and the bytes (estimated) their entries may hold in all
 MAX_ENTRIES = 4096
-MAX_BYTES = 48 * 1024 * 1024
+MAX_BYTES = 32 * 1024 * 1024
 #: a file whose entry would take more than this is read and sliced on every query
 MAX_ENTRY_BYTES = 4 * 1024 * 1024
 #: a file changed less than this long before its content was checked is checked again
@@ -73,8 +74,8 @@ class SlicedFile:
 def entry_bytes(sliced: SlicedFile) -> int:
     """An upper estimate of the memory ``sliced`` holds, beyond what a query holds anyway.
 
-    The two strings as they are sized, each line start as an int object and its slot in
-    the list, each chunk with its names and its keys; ``tests/lexical/test_chunk_memory.py``
+    The two strings and the line starts as they are sized, each chunk with its names and
+    its keys; ``tests/lexical/test_chunk_memory.py``
     holds it above what tracemalloc measures.
     """
     names = sum(sys.getsizeof(name) + 8 for chunk in sliced.chunks for name in chunk.defines)
@@ -82,9 +83,10 @@ def entry_bytes(sliced: SlicedFile) -> int:
     # an empty set of keys is one shared object
     keys = sum(sys.getsizeof(held) + sum(map(sys.getsizeof, held))
                for pair in sliced.keys for held in pair if held)
-    return (sys.getsizeof(sliced.text) + sys.getsizeof(sliced.lowered.text)
-            + 48 * len(sliced.lowered.offsets) + 320 * len(sliced.chunks) + names + symbols
-            + keys + 1024)
+    offsets = sliced.lowered.offsets
+    lines = sys.getsizeof(offsets) + (0 if isinstance(offsets, array) else 40 * len(offsets))
+    return (sys.getsizeof(sliced.text) + sys.getsizeof(sliced.lowered.text) + lines
+            + 320 * len(sliced.chunks) + names + symbols + keys + 1024)
 
 
 def slice_data(name: str, data: bytes, cache: ChunkCache | None,
