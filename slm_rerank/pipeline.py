@@ -191,19 +191,10 @@ def rank(request: SearchRequest, host: Host, gathered: Gathered, notes: list[str
         gathered.evidence = planned_files(gathered.evidence, request.plan)
     ranked = rank_chunks(request.root, gathered, notes, top_k=host.settings.top_k,
                          limit=host.settings.max_file_bytes, cache_dir=request.cache_dir)
-    if host.settings.learned_order and ranked.chunks:
-        from slm_rerank.lexical.ordering import learn_order
+    from slm_rerank.lexical.ordering import put_in_order
 
-        learn_order(request.root, request.cache_dir, gathered, ranked, notes, ahead)
-        return ranked
-    if ahead is not None:
-        ahead.finish()  # not needed: no chunk to order
-    elif not host.settings.learned_order:
-        from slm_rerank.lexical.ordering import fixed_note
-
-        notes.append(fixed_note(host.settings.origins.get("learned_order", "default")))
-    else:
-        notes.append("order: fixed lexical factors")
+    put_in_order(request.root, request.cache_dir, host.settings, gathered, ranked, notes,
+                 ahead)
     return ranked
 
 
@@ -415,12 +406,9 @@ def run_search(request: SearchRequest, host: Host) -> Report:
     warnings: list[str] = []
     expand(request, host, terms, notes)
     mark = clock()
-    ahead = None
-    if host.settings.learned_order:
-        from slm_rerank.lexical.ordering import read_ahead
+    from slm_rerank.lexical.ordering import read_ahead  # the history, beside the sources
 
-        # the history's git processes run beside the sources' rg
-        ahead = read_ahead(request.root, request.cache_dir, terms)
+    ahead = read_ahead(request.root, request.cache_dir, terms, host.settings)
     gathered = gather(request, host, terms, notes)
     dirty = prefer_dirty(request, host, gathered, notes, warnings) if request.dirty else {}
     timings["sources_ms"] = (clock() - mark) * 1000

@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from slm_rerank.config import Settings
 from slm_rerank.lexical.features import HISTORY_FEATURES
 from slm_rerank.lexical.gather import Gathered
 from slm_rerank.lexical.rank import Ranked
@@ -66,16 +67,34 @@ class HistoryAhead:
         return self._found
 
 
-def read_ahead(root: Path, cache_dir: Path | None, terms: QueryTerms) -> HistoryAhead | None:
-    """Start looking up the history ``learn_order`` will need, if it will need one (for a
-    search in the learned order): the query is not about tests or docs, the model chosen
-    weighs history features, and there is a cache folder to have kept it in."""
-    if cache_dir is None or terms.about_tests or terms.about_docs:
+def read_ahead(root: Path, cache_dir: Path | None, terms: QueryTerms, settings: Settings
+               ) -> HistoryAhead | None:
+    """Start looking up the history ``learn_order`` will need, if it will need one: the
+    settings ask for the learned order, the query is not about tests or docs, the model
+    chosen weighs history features, and there is a cache folder to have kept it in."""
+    if (not settings.learned_order or cache_dir is None or terms.about_tests
+            or terms.about_docs):
         return None
     chosen = choose_model(root, cache_dir)
     if chosen.model is None or not HISTORY_FEATURES & set(chosen.model.features):
         return None
     return HistoryAhead(root, cache_dir, chosen)
+
+
+def put_in_order(root: Path, cache_dir: Path | None, settings: Settings, gathered: Gathered,
+                 ranked: Ranked, notes: list[str], ahead: HistoryAhead | None = None) -> None:
+    """Put ``ranked``'s files in the order ``settings`` ask for, and say which in ``notes``;
+    ``ahead`` (``read_ahead``'s lookup) is ended either way: no git is left running."""
+    try:
+        if settings.learned_order and ranked.chunks:
+            learn_order(root, cache_dir, gathered, ranked, notes, ahead)
+        elif not settings.learned_order:
+            notes.append(fixed_note(settings.origins.get("learned_order", "default")))
+        else:
+            notes.append("order: fixed lexical factors")
+    finally:
+        if ahead is not None:
+            ahead.finish()
 
 
 def learn_order(root: Path, cache_dir: Path | None, gathered: Gathered, ranked: Ranked,

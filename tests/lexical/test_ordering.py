@@ -12,6 +12,7 @@ import pytest
 from git_history import History
 from search_fixtures import search
 
+from slm_rerank.config import Settings
 from slm_rerank.lexical import history, ordering
 from slm_rerank.lexical.terms import extract
 
@@ -47,7 +48,7 @@ def test_a_warm_search_takes_its_history_from_the_lookup_beside_the_sources(
     monkeypatch.setattr(history, "read_history", lambda *a, **k: pytest.fail("read again"))
     warm = answer(repo.root, cache)
     monkeypatch.undo()
-    monkeypatch.setattr(ordering, "read_ahead", lambda *args: None)
+    monkeypatch.setattr(ordering, "read_ahead", lambda *args: None)  # as before
     history.forget()
     without = answer(repo.root, cache)
 
@@ -58,11 +59,23 @@ def test_a_warm_search_takes_its_history_from_the_lookup_beside_the_sources(
 
 @pytest.mark.parametrize("query", ["retry backoff tests", "retry backoff docs"])
 def test_a_query_about_tests_or_docs_looks_up_no_history(tmp_path: Path, query: str) -> None:
-    assert ordering.read_ahead(tmp_path, tmp_path / "cache", extract(query)) is None
+    assert ordering.read_ahead(tmp_path, tmp_path / "cache", extract(query), Settings()) is None
 
 
-def test_without_a_cache_folder_no_history_is_looked_up_ahead(tmp_path: Path) -> None:
-    assert ordering.read_ahead(tmp_path, None, extract("retry backoff")) is None
-    ahead = ordering.read_ahead(tmp_path, tmp_path / "cache", extract("retry backoff"))
-    assert ahead is not None  # with one, it is
+def test_without_a_cache_folder_or_the_learned_order_no_history_is_looked_up_ahead(
+        tmp_path: Path) -> None:
+    terms, cache = extract("retry backoff"), tmp_path / "cache"
+
+    assert ordering.read_ahead(tmp_path, None, terms, Settings()) is None
+    assert ordering.read_ahead(tmp_path, cache, terms, Settings(learned_order=False)) is None
+    ahead = ordering.read_ahead(tmp_path, cache, terms, Settings())
+    assert ahead is not None  # with both, it is
     ahead.finish()
+
+
+def test_a_search_with_nothing_to_order_says_so_as_before_and_leaves_no_lookup_running(
+        repo: History, tmp_path: Path) -> None:
+    report = search(repo.root, "zzyzx_nowhere_to_be_found", cache=tmp_path / "cache")
+
+    assert "order: fixed lexical factors" in report.notes
+    assert not [t for t in threading.enumerate() if t.name == "slm-rerank-history"]
