@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,6 +35,7 @@ from slm_rerank.report import Citation, Degraded, ModelInfo, Report, Shortfall, 
 
 if TYPE_CHECKING:
     from slm_rerank.context.grouping import SliceGroup
+    from slm_rerank.lexical.ordering import HistoryAhead
     from slm_rerank.model.repository_judge import RepositoryJudge
     from slm_rerank.model.stage import Judgement
 
@@ -182,23 +184,18 @@ def prefer_dirty(request: SearchRequest, host: Host, gathered: Gathered, notes: 
 # --- rank ---------------------------------------------------------------------------------
 
 
-def rank(request: SearchRequest, host: Host, gathered: Gathered, notes: list[str]) -> Ranked:
+def rank(request: SearchRequest, host: Host, gathered: Gathered, notes: list[str],
+         ahead: HistoryAhead | None = None) -> Ranked:
     """Every chunk of the candidate files, scored lexically, best first
-    (``lexical/rank.py``)."""
+    (``lexical/rank.py``). ``ahead``: the history ``ordering.read_ahead`` began looking up."""
     if request.plan is not None:
         gathered.evidence = planned_files(gathered.evidence, request.plan)
     ranked = rank_chunks(request.root, gathered, notes, top_k=host.settings.top_k,
                          limit=host.settings.max_file_bytes, cache_dir=request.cache_dir)
-    if host.settings.learned_order and ranked.chunks:
-        from slm_rerank.lexical.ordering import learn_order
+    from slm_rerank.lexical.ordering import put_in_order
 
-        learn_order(request.root, request.cache_dir, gathered, ranked, notes)
-    elif not host.settings.learned_order:
-        from slm_rerank.lexical.ordering import fixed_note
-
-        notes.append(fixed_note(host.settings.origins.get("learned_order", "default")))
-    else:
-        notes.append("order: fixed lexical factors")
+    put_in_order(request.root, request.cache_dir, host.settings, gathered, ranked, notes,
+                 ahead)
     return ranked
 
 
@@ -300,7 +297,7 @@ def score(request: SearchRequest, host: Host, settings: Settings, terms: QueryTe
 # --- select, cite -------------------------------------------------------------------------
 
 
-def select(fused: list[PlacedChunk], top_k: int, chunks: bool) -> list[PlacedChunk]:
+def select(fused: Iterable[PlacedChunk], top_k: int, chunks: bool) -> list[PlacedChunk]:
     """The first ``top_k`` results: one per file (its best chunk) unless ``chunks``."""
     chosen: list[PlacedChunk] = []
     seen: set[str] = set()
@@ -413,6 +410,9 @@ def run_search(request: SearchRequest, host: Host) -> Report:
     warnings: list[str] = []
     expand(request, host, terms, notes)
     mark = clock()
+    from slm_rerank.lexical.ordering import read_ahead  # the history, beside the sources
+
+    ahead = read_ahead(request.root, request.cache_dir, terms, host.settings)
     gathered = gather(request, host, terms, notes)
     dirty = prefer_dirty(request, host, gathered, notes, warnings) if request.dirty else {}
     timings["sources_ms"] = (clock() - mark) * 1000
@@ -420,16 +420,16 @@ def run_search(request: SearchRequest, host: Host) -> Report:
         notes.append(f"no searchable text files under {display_path(str(request.root))}")
 
     mark = clock()
-    ranked = rank(request, host, gathered, notes)
+    ranked = rank(request, host, gathered, notes, ahead)
     warnings.extend(ranked.warnings)
     timings["rank_ms"] = (clock() - mark) * 1000
 
     degraded, model = None, None
     dropped: str | None = None  # what the threshold dropped, if anything
-    # the learned ranker's shares, or the fixed order's lexical scores; "fused" once a
-    # verdict is fused into the order
+    # the learned ranker's shares, or the fixed order's lexical scores ("fused": see below)
     score_kind = "learned" if ranked.model is not None else "lexical"
-    fused = fuse(ranked)
+    # the lexical order, placed as select reads it (the first few of thousands of chunks)
+    fused: Iterable[PlacedChunk] = (PlacedChunk(item, item.score) for item in ranked.chunks)
     settings = host.settings
     if not request.fast and ranked.chunks:
         from slm_rerank.model.fusion import apply_verdicts

@@ -105,10 +105,11 @@ class ChunkCache:
         except OSError:
             pass  # a cache that cannot be written only costs speed
 
-    def slice(self, name: str, data: bytes, text: str, line_count: int | None = None
-              ) -> list[Chunk]:
-        """``line_count``: ``len(split_lines(text))``, when the caller has it already."""
-        key = chunking.content_key(name, data)
+    def slice(self, name: str, data: bytes, text: str, line_count: int | None = None,
+              key: str = "") -> list[Chunk]:
+        """``line_count``: ``len(split_lines(text))``, and ``key``:
+        ``chunking.content_key(name, data)``, when the caller has them already."""
+        key = key or chunking.content_key(name, data)
         if line_count is None:
             line_count = len(chunking.split_lines(text))
         chunks = self.get(key, line_count or 1, entry_cap(len(data)))

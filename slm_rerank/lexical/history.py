@@ -334,6 +334,10 @@ def _read_log(top: str, head: str, commits: int, timeout: float) -> _Log:
     return _Log(parse_log(sink.getvalue(), cut), cut)
 
 
+class _NeedsLog(Exception):
+    """``kept_history``: only a ``git log`` (or more time) can tell the history."""
+
+
 def read_history(root: Path, *, cache_dir: Path | None, notes: list[str],
                  commits: int = 300, deadline_s: float = 1.0,
                  rev: str = "HEAD") -> FileHistory | None:
@@ -346,6 +350,35 @@ def read_history(root: Path, *, cache_dir: Path | None, notes: list[str],
     saying why, when there is no history to read (outside git, no commit yet, a shallow
     clone, git failed or ran out of time); one note, and the history, when the log was cut.
     """
+    return _read(root, cache_dir, notes, commits, deadline_s, rev, read_log=True)
+
+
+@dataclass(frozen=True)
+class KeptHistory:
+    """What ``read_history`` would give, found without reading a log."""
+
+    history: FileHistory | None
+    notes: list[str]
+
+
+def kept_history(root: Path, *, cache_dir: Path, commits: int = 300,
+                 deadline_s: float = 1.0, rev: str = "HEAD") -> KeptHistory | None:
+    """``read_history``'s answer when it needs no ``git log``: this commit's history was
+    read before (kept in memory or in ``cache_dir``), or ``git rev-parse`` says there is none
+    to read (outside git, no commit yet, a shallow clone, no git), with the same note. None
+    when only a log can tell, or git did not answer within ``deadline_s``: a caller then
+    calls ``read_history``, with its own time.
+    """
+    notes: list[str] = []
+    try:
+        history = _read(root, cache_dir, notes, commits, deadline_s, rev, read_log=False)
+    except _NeedsLog:
+        return None
+    return KeptHistory(history, notes)
+
+
+def _read(root: Path, cache_dir: Path | None, notes: list[str], commits: int,
+          deadline_s: float, rev: str, *, read_log: bool) -> FileHistory | None:
     if rev.startswith("-") or "\0" in rev:
         raise ValueError(f"not a revision: {rev!r}")
     started = time.monotonic()
@@ -365,6 +398,8 @@ def read_history(root: Path, *, cache_dir: Path | None, notes: list[str],
                  else _entry_path(cache_dir, where.top, where.head, commits))
         log = None if entry is None else _read_entry(entry, where.top, where.head, commits)
         if log is None:
+            if not read_log:
+                raise _NeedsLog
             left = deadline_s - (time.monotonic() - started)
             if left <= 0:
                 raise GitTimeout("no time left for git log")
@@ -372,13 +407,19 @@ def read_history(root: Path, *, cache_dir: Path | None, notes: list[str],
             if entry is not None:
                 _write_entry(entry, where.top, where.head, commits, log)
     except GitTimeout:
+        if not read_log:
+            raise _NeedsLog from None
         notes.append(f"no change history: git did not answer within {deadline_s:g} s in "
                      f"{root}")
         return None
     except GitError as exc:
+        if not read_log:
+            raise _NeedsLog from None
         notes.append(f"no change history: {exc}")
         return None
     except OSError as exc:
+        if not read_log:
+            raise _NeedsLog from None
         # git could not be started or given a temporary file (a full disk): the history
         # is an aid to the ranking, never a reason for a search to fail
         notes.append(f"no change history: {exc.strerror or exc}")

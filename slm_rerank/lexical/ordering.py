@@ -5,12 +5,19 @@ used, which is a warning)."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from slm_rerank.config import Settings
 from slm_rerank.lexical.features import HISTORY_FEATURES
 from slm_rerank.lexical.gather import Gathered
 from slm_rerank.lexical.rank import Ranked
-from slm_rerank.lexical.ranker import choose_model, learned_order
+from slm_rerank.lexical.ranker import Chosen, choose_model, learned_order
+from slm_rerank.lexical.terms import QueryTerms
+
+if TYPE_CHECKING:
+    from slm_rerank.lexical.history import KeptHistory
 
 #: the most a search spends reading the repository's change history for the learned ranker
 HISTORY_SECONDS = 1.0
@@ -23,11 +30,79 @@ def fixed_note(origin: str) -> str:
     return f"order: fixed lexical factors (learned_order = false, from {origin})"
 
 
+class HistoryAhead:
+    """The change history looked up in a worker thread while the sources search: its two
+    git processes (the driver names, rev-parse) then run beside rg rather than after the
+    ranking. Only a history kept from before (in memory or the cache folder), or the
+    certainty that there is none, is taken from it (``history.kept_history``); anything
+    else is read by ``learn_order`` as before, with its own time."""
+
+    def __init__(self, root: Path, cache_dir: Path, chosen: Chosen) -> None:
+        from slm_rerank.lexical.history import kept_history
+
+        self.chosen = chosen
+        self._found: KeptHistory | None = None
+        self._error: BaseException | None = None
+
+        def look() -> None:
+            try:
+                self._found = kept_history(root, cache_dir=cache_dir,
+                                           deadline_s=HISTORY_SECONDS)
+            except BaseException as exc:  # raised again in the search's own thread
+                self._error = exc
+
+        self._thread = threading.Thread(target=look, name="slm-rerank-history",
+                                        daemon=True)
+        self._thread.start()
+
+    def finish(self) -> None:
+        """Wait for the lookup, whose answer is not needed (no git is left running)."""
+        self._thread.join()
+
+    def result(self) -> KeptHistory | None:
+        """The history found, once the lookup has ended (None: read it)."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._found
+
+
+def read_ahead(root: Path, cache_dir: Path | None, terms: QueryTerms, settings: Settings
+               ) -> HistoryAhead | None:
+    """Start looking up the history ``learn_order`` will need, if it will need one: the
+    settings ask for the learned order, the query is not about tests or docs, the model
+    chosen weighs history features, and there is a cache folder to have kept it in."""
+    if (not settings.learned_order or cache_dir is None or terms.about_tests
+            or terms.about_docs):
+        return None
+    chosen = choose_model(root, cache_dir)
+    if chosen.model is None or not HISTORY_FEATURES & set(chosen.model.features):
+        return None
+    return HistoryAhead(root, cache_dir, chosen)
+
+
+def put_in_order(root: Path, cache_dir: Path | None, settings: Settings, gathered: Gathered,
+                 ranked: Ranked, notes: list[str], ahead: HistoryAhead | None = None) -> None:
+    """Put ``ranked``'s files in the order ``settings`` ask for, and say which in ``notes``;
+    ``ahead`` (``read_ahead``'s lookup) is ended either way: no git is left running."""
+    try:
+        if settings.learned_order and ranked.chunks:
+            learn_order(root, cache_dir, gathered, ranked, notes, ahead)
+        elif not settings.learned_order:
+            notes.append(fixed_note(settings.origins.get("learned_order", "default")))
+        else:
+            notes.append("order: fixed lexical factors")
+    finally:
+        if ahead is not None:
+            ahead.finish()
+
+
 def learn_order(root: Path, cache_dir: Path | None, gathered: Gathered, ranked: Ranked,
-                notes: list[str]) -> None:
+                notes: list[str], ahead: HistoryAhead | None = None) -> None:
     """Put ``ranked``'s files in the learned ranker's order; ``ranked.lexical`` keeps each
     chunk's lexical score. A model that cannot be used leaves the lexical order, with a
-    warning in ``ranked.warnings``."""
+    warning in ``ranked.warnings``. ``ahead``: the model and history ``read_ahead`` began
+    looking up for this search."""
     if gathered.terms.about_tests or gathered.terms.about_docs:
         # The models learn from fixes, whose answers are source files: none has seen a
         # test or a doc page be the answer, and it would bury the very files asked for.
@@ -35,7 +110,7 @@ def learn_order(root: Path, cache_dir: Path | None, gathered: Gathered, ranked: 
                      f"{'tests' if gathered.terms.about_tests else 'docs'}, and the learned "
                      "ranker learned from fixes, whose answers are source files)")
         return
-    chosen = choose_model(root, cache_dir)
+    chosen = ahead.chosen if ahead is not None else choose_model(root, cache_dir)
     notes.append(chosen.note)
     if chosen.warning:
         ranked.warnings.append(chosen.warning)
@@ -45,9 +120,14 @@ def learn_order(root: Path, cache_dir: Path | None, gathered: Gathered, ranked: 
     if HISTORY_FEATURES & set(chosen.model.features):
         from slm_rerank.lexical.history import read_history
 
-        # one bounded git log, cached by commit: a warm read is one rev-parse
-        history = read_history(root, cache_dir=cache_dir, notes=notes,
-                               deadline_s=HISTORY_SECONDS)
+        found = ahead.result() if ahead is not None else None
+        if found is not None:
+            notes.extend(found.notes)
+            history = found.history
+        else:
+            # one bounded git log, cached by commit: a warm read is one rev-parse
+            history = read_history(root, cache_dir=cache_dir, notes=notes,
+                                   deadline_s=HISTORY_SECONDS)
     lexical = {(c.path, c.chunk.start_line): c.score for c in ranked.chunks}
     ranked.chunks, ranked.placed = learned_order(
         ranked.chunks, gathered.evidence, gathered.terms, gathered.stats, ranked.texts,

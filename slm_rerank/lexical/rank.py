@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from slm_rerank.lexical.chunk_cache import ChunkCache
-from slm_rerank.lexical.chunking import chunk_text
+from slm_rerank.lexical.chunk_memory import CHUNK_MEMORY, ChunkMemory, SlicedFile, slice_data
 from slm_rerank.lexical.gather import Gathered
 from slm_rerank.lexical.ranker import Placed, RankerModel
 from slm_rerank.lexical.reading import read_candidate
-from slm_rerank.lexical.scores import FileEvidence, LoweredText, ScoredChunk, score_chunks
+from slm_rerank.lexical.scores import FileEvidence, ScoredChunk, score_chunks
 from slm_rerank.report import display_path
 
 #: Files chunked and scored per query: the best by file evidence (at least this many, more
@@ -53,29 +53,48 @@ def candidates(evidence: list[FileEvidence], wanted: int = CANDIDATE_FILES
     return list(chosen.values())
 
 
+def slice_candidate(root: Path, rel: str, limit: int, cache: ChunkCache | None,
+                    memory: ChunkMemory | None) -> tuple[SlicedFile | None, str | None]:
+    """The candidate file ``rel`` decoded and chunked, or why it was skipped
+    (``read_candidate``): from ``memory`` without reading it when it kept the file and the
+    file is unchanged, else read (and kept there)."""
+    look = memory.look(root, rel, limit) if memory is not None else None
+    if look is not None and look.hit is not None:
+        return look.hit, None
+    data, reason = read_candidate(root, rel, limit)
+    if data is None:
+        if look is not None and memory is not None:
+            memory.forget(look)
+        return None, reason
+    sliced = slice_data(rel, data, cache, look.known if look is not None else None)
+    if look is not None and memory is not None:
+        memory.keep(look, sliced)
+    return sliced, None
+
+
 def rank_chunks(root: Path, gathered: Gathered, notes: list[str], *, top_k: int,
-                limit: int, cache_dir: Path | None = None) -> Ranked:
+                limit: int, cache_dir: Path | None = None,
+                memory: ChunkMemory | None = CHUNK_MEMORY) -> Ranked:
     """Chunk the candidate files and score every chunk lexically, best first.
 
     ``top_k`` widens the candidate files when more results are asked for; a file over
-    ``limit`` bytes is skipped; ``cache_dir`` keeps the chunks of files seen before.
+    ``limit`` bytes is skipped; ``cache_dir`` keeps the chunks of files seen before;
+    ``memory`` keeps this process's files read, so a warm query reads none it has sliced
+    unless it changed (``chunk_memory.py``).
     """
     cache = ChunkCache(cache_dir / "chunks") if cache_dir else None
     scored: list[ScoredChunk] = []
     texts: dict[str, str] = {}
     skipped = 0
     for ev in candidates(gathered.evidence, top_k):
-        data, reason = read_candidate(root, ev.path, limit)
-        if data is None:
+        sliced, reason = slice_candidate(root, ev.path, limit, cache, memory)
+        if sliced is None:
             notes.append(f"skipped {display_path(ev.path)}: {reason}")
             skipped += 1
             continue
-        text = data.decode("utf-8", "replace")
-        lowered = LoweredText.of(text)  # once for both: the cache's check and the scores
-        chunks = (cache.slice(ev.path, data, text, lowered.line_count) if cache
-                  else chunk_text(ev.path, data, text))
-        scored.extend(score_chunks(gathered.terms, gathered.stats, ev, chunks, text, lowered))
-        texts[ev.path] = text
+        scored.extend(score_chunks(gathered.terms, gathered.stats, ev, sliced.chunks,
+                                   sliced.text, sliced.lowered, sliced.keys))
+        texts[ev.path] = sliced.text
     scored.sort(key=lambda s: (-s.score, s.path, s.chunk.start_line))
     return Ranked(scored, texts, skipped)
 

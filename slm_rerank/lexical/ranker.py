@@ -219,7 +219,9 @@ def reorder(chunks: list[ScoredChunk], placed: list[Placed]) -> list[ScoredChunk
     for entry in placed:
         own = by_file.get(entry.path, [])
         best = own[0].score if own and own[0].score > 0 else 1.0
-        out.extend(replace(item, score=entry.share * max(item.score, 0.0) / best)
+        # the constructor, not dataclasses.replace: a tenth of the cost, for every chunk
+        out.extend(ScoredChunk(item.path, item.chunk, entry.share * max(item.score, 0.0) / best,
+                               item.matched, item.declares, item.enclosing, item.mentions)
                    for item in own)
     out.sort(key=lambda c: -c.score)  # stable: a file's chunks, and ties, keep their order
     return out

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import math
 import re
+from array import array
 from bisect import bisect_left
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import repeat
@@ -72,8 +74,10 @@ class FileEvidence:
         return (self.path_score + self.body_score) * self.factor
 
 
-@dataclass
+@dataclass(slots=True)
 class ScoredChunk:
+    """One chunk of a candidate file with its lexical score (thousands a query: slots)."""
+
     path: str
     chunk: Chunk
     score: float
@@ -156,7 +160,10 @@ def _folder_tokens(folder: str) -> frozenset[str]:
     return frozenset().union(*(_tokens(part) for part in folder.split("/") if part))
 
 
+@lru_cache(maxsize=65536)
 def _path_parts(path: str) -> tuple[str, frozenset[str], frozenset[str]]:
+    """A path's name key, name tokens and folder tokens (each query asks of every path in
+    scope: a long-lived process keeps them)."""
     folder, _, name = path.rpartition("/")
     stem_name = name.split(".")[0] if not name.startswith(".") else name
     return _key(stem_name), _tokens(stem_name), _folder_tokens(folder)
@@ -274,13 +281,14 @@ class LoweredText:
     """A file's text lower-cased, and where its lines start: worked out once per file."""
 
     text: str
-    #: offsets[i] is where line i + 1 starts; the last entry is the text's length
-    offsets: list[int]
+    #: offsets[i] is where line i + 1 starts; the last entry is the text's length (an
+    #: array: 8 bytes a line, not an int object's 36, in a process that keeps it)
+    offsets: Sequence[int]
 
     @classmethod
     def of(cls, text: str) -> LoweredText:
         lowered = text.lower()
-        return cls(lowered, line_starts(lowered))
+        return cls(lowered, array("q", line_starts(lowered)))
 
     @property
     def line_count(self) -> int:
@@ -291,12 +299,27 @@ class LoweredText:
 #: ``saturate``'s constant at the average length, as it computes it (the same float).
 _K_AVERAGE = SATURATION * (1.0 - LENGTH_B + LENGTH_B * 1.0)
 
+#: a chunk's names as ``score_chunks`` matches them against the terms: the keys of what it
+#: declares, and of the classes around it
+ChunkKeys = tuple[frozenset[str], frozenset[str]]
+_NO_KEYS: frozenset[str] = frozenset()
+
+
+def chunk_keys(chunk: Chunk) -> ChunkKeys:
+    """What ``chunk`` declares and which classes enclose it, as term keys; the same for
+    every query, so a process that keeps a file's chunks keeps these too."""
+    declared = frozenset(_key(name) for name in chunk.defines) if chunk.defines else _NO_KEYS
+    enclosing = frozenset(_key(part) for part in (chunk.symbol or "").split(".")[:-1])
+    return declared, enclosing or _NO_KEYS
+
 
 def score_chunks(terms: QueryTerms, stats: TermStats, ev: FileEvidence, chunks: list[Chunk],
-                 text: str, lowered: LoweredText | None = None) -> list[ScoredChunk]:
+                 text: str, lowered: LoweredText | None = None,
+                 names: Sequence[ChunkKeys] | None = None) -> list[ScoredChunk]:
     """Each chunk's score: its file's evidence plus what the chunk itself declares and says.
 
-    ``lowered`` is ``LoweredText.of(text)``, when the caller has it already.
+    ``lowered`` is ``LoweredText.of(text)`` and ``names`` each chunk's ``chunk_keys``, when
+    the caller has them already.
     """
     lowered = lowered or LoweredText.of(text)
     whole, offsets = lowered.text, lowered.offsets
@@ -315,11 +338,18 @@ def score_chunks(terms: QueryTerms, stats: TermStats, ev: FileEvidence, chunks: 
     zeros = [0] * len(chunks)
     columns = [zeros if counts is None else counts for *_, counts in present]
     rows = zip(*columns, strict=True) if columns else [()] * len(chunks)
-    for chunk, row in zip(chunks, rows, strict=True):
+    if names is None:
+        names = [chunk_keys(chunk) for chunk in chunks]
+    wanted = {key for _, key, _, _ in present}
+    # what a chunk that neither names nor mentions a term scores: its file's evidence
+    bare = ev.score + 0.0 * ev.factor
+    for chunk, row, (declared, enclosing) in zip(chunks, rows, names, strict=True):
+        if not any(row) and wanted.isdisjoint(declared) and wanted.isdisjoint(enclosing):
+            # the loop below would add nothing: most chunks of a long file
+            scored.append(ScoredChunk(ev.path, chunk, bare, list(ev.path_terms)))
+            continue
         local = declares = enclosed = mentions = 0.0
         matched: list[str] = []
-        declared = {_key(name) for name in chunk.defines}
-        enclosing = {_key(part) for part in (chunk.symbol or "").split(".")[:-1]}
         for (root, key, weight, _), tf in zip(present, row, strict=True):
             gain = 0.0
             if key in declared:

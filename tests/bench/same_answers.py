@@ -13,6 +13,13 @@ notes. Prints each difference and a summary; exits 1 when any answer differs.
 Each worker keeps its own chunk cache in a temporary folder, run twice per query (cold,
 then warm), so a cache that answers differently from a fresh slicing shows up too.
 ``--dump FILE`` keeps this checkout's answers as JSON.
+
+    python tests/bench/same_answers.py --before /tmp/base --root TREE [--rounds 2]
+
+asks ``fast_same_answers.QUERIES`` (20 questions about sympy) of one tree instead of the
+cases, ``--rounds`` times over in the same two workers: from the second round on, every
+file a query reads was read by an earlier one, as in a long-lived process (the MCP server,
+a script calling the API).
 """
 
 from __future__ import annotations
@@ -105,9 +112,15 @@ def main() -> int:
     ap.add_argument("--split", default="held-out", choices=("dev", "held-out", "all"))
     ap.add_argument("--modes", nargs="+", default=["title", "query"])
     ap.add_argument("--dump", type=Path, help="write this checkout's answers here (JSON)")
+    ap.add_argument("--root", type=Path,
+                    help="ask fast_same_answers.QUERIES of this tree instead of the cases")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="with --root: ask the queries this many times over")
     args = ap.parse_args()
     if args.worker:
         return worker()
+    if args.root is not None:
+        return ask_of_tree(args.root.resolve(), args.before, args.rounds)
     cases = spread_sample(args.cases, args.trees, args.n, args.split)
     with tempfile.TemporaryDirectory(prefix="same-answers-") as tmp:
         now = Worker(None, Path(tmp) / "now")
@@ -140,6 +153,36 @@ def main() -> int:
         args.dump.write_text(json.dumps(dumped, indent=1))
     print(f"{asked} queries ({len(cases)} cases x {len(args.modes)} modes): "
           f"{asked - differing} the same, {differing} differ")
+    return 1 if differing else 0
+
+
+def ask_of_tree(root: Path, before_code: Path | None, rounds: int) -> int:
+    """``--root``: the sympy questions, ``rounds`` times over, of one tree."""
+    from fast_same_answers import QUERIES
+
+    asked = differing = 0
+    with tempfile.TemporaryDirectory(prefix="same-answers-") as tmp:
+        now = Worker(None, Path(tmp) / "now")
+        before = Worker(before_code.resolve(), Path(tmp) / "before") if before_code else None
+        print(f"now: {now.code}" + (f"; before: {before.code}" if before else ""), flush=True)
+        for round_ in range(1, rounds + 1):
+            for query in QUERIES:
+                answers = now.ask(query, root)
+                asked += 1
+                found = [f"warm cache: {line}" for line in differences(answers[0], answers[1])]
+                if before is not None:
+                    found += differences(before.ask(query, root)[0], answers[0])
+                print(f"{asked:3d} round {round_} {query!r}: {len(answers[0]['results'])} "
+                      f"results, {'differ' if found else 'the same'}", flush=True)
+                if found:
+                    differing += 1
+                    for line in found:
+                        print(f"    {line}")
+        now.close()
+        if before is not None:
+            before.close()
+    print(f"{asked} queries ({len(QUERIES)} x {rounds} rounds): {asked - differing} the "
+          f"same, {differing} differ")
     return 1 if differing else 0
 
 

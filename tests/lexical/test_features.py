@@ -12,7 +12,7 @@ import pytest
 from slm_rerank.calibration.learning import Group, extract, fit
 from slm_rerank.host import Host
 from slm_rerank.lexical.chunking import Chunk
-from slm_rerank.lexical.features import FEATURES, comment_share
+from slm_rerank.lexical.features import FEATURES, Candidate, comment_share
 from slm_rerank.lexical.history import read_history
 from slm_rerank.lexical.ranker import RankerModel, place, reorder
 from slm_rerank.lexical.scores import ScoredChunk
@@ -175,6 +175,22 @@ def test_the_model_orders_files_and_a_files_chunks_keep_their_order() -> None:
     assert out[1].score == pytest.approx(out[0].score / 2)
     # the caller's lexical scores are left as they were
     assert chunks[0].score == 9.0
+
+
+def test_reorder_keeps_every_field_of_a_chunk_but_its_score() -> None:
+    import dataclasses
+
+    # every field set to a value of its own, so one the copy forgets shows
+    item = ScoredChunk("a.py", Chunk(3, 9, "A.f", ("f",)), 4.0, ["f", "a"], declares=1.5,
+                       enclosing=0.5, mentions=0.25)
+    assert all(getattr(item, f.name) != f.default for f in dataclasses.fields(ScoredChunk))
+    placed = place(RankerModel("m", ("declares",), (0.0,), (1.0,), (2.0,)),
+                   [Candidate("a.py", 0, tuple([0.0] * len(FEATURES)))])
+
+    (out,) = reorder([item], placed)
+
+    assert out == dataclasses.replace(item, score=out.score)
+    assert out.score == pytest.approx(1.0)  # the only file: all of the share
 
 
 def test_the_search_says_which_order_it_used(tmp_path: Path, host: Host) -> None:

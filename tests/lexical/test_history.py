@@ -15,7 +15,13 @@ import pytest
 from git_history import GIT_ENV, History, signing_history
 
 from slm_rerank.lexical import history
-from slm_rerank.lexical.history import MAX_COMMIT_PATHS, FileHistory, read_history
+from slm_rerank.lexical.history import (
+    MAX_COMMIT_PATHS,
+    FileHistory,
+    KeptHistory,
+    kept_history,
+    read_history,
+)
 
 #: a file whose name is a commit id: it must stay a path, not start a commit
 HEX_NAME = "0123456789abcdef0123456789abcdef01234567"
@@ -417,3 +423,52 @@ def test_the_repository_configuration_starts_no_process(tmp_path: Path) -> None:
     assert (found.changes("a.py"), found.changes("src/b.py"),
             found.together("a.py", {"src/b.py"})) == (2, 1, 1)
     assert under.paths() == {"b.py"}
+
+
+# --- looked up beside the search's sources (kept_history) ---------------------------------
+def test_kept_history_needs_a_log_until_one_is_read_then_gives_what_read_history_gives(
+        repo: History, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        isolated_home: Path) -> None:
+    record = counting_git(tmp_path, monkeypatch)
+
+    assert kept_history(repo.root, cache_dir=isolated_home) is None  # only a log can tell
+    assert logs_run(record) == 0
+    cold, notes = read(repo.root, isolated_home)
+    kept = kept_history(repo.root, cache_dir=isolated_home)
+    history.forget()  # a new process: from the cache folder
+    from_disk = kept_history(repo.root, cache_dir=isolated_home)
+
+    assert logs_run(record) == 1
+    assert kept is not None and from_disk is not None
+    assert kept.notes == from_disk.notes == notes
+    assert same(kept.history, cold) and same(from_disk.history, cold)
+
+
+def test_kept_history_knows_there_is_none_outside_git_with_the_same_note(
+        tmp_path: Path) -> None:
+    folder = tmp_path / "plain"
+    folder.mkdir()
+
+    kept = kept_history(folder, cache_dir=tmp_path / "cache")
+
+    assert kept == KeptHistory(None, read(folder)[1])
+
+
+def test_kept_history_leaves_git_out_of_time_to_read_history(
+        repo: History, isolated_home: Path) -> None:
+    read(repo.root, isolated_home)
+
+    # read_history, called after it with its own time, says why or reads the log
+    assert kept_history(repo.root, cache_dir=isolated_home, deadline_s=1e-6) is None
+
+
+def test_kept_history_says_what_read_history_says_without_git(
+        repo: History, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        isolated_home: Path) -> None:
+    read(repo.root, isolated_home)
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing-here"))
+
+    kept = kept_history(repo.root, cache_dir=isolated_home)
+
+    assert kept == KeptHistory(None, read(repo.root, isolated_home)[1])
+    assert kept.notes and "cannot run git" in kept.notes[0]

@@ -1,0 +1,234 @@
+"""What a long-lived process remembers of the candidate files it sliced: each file's text,
+lower-cased text and chunks, kept by the file's identity and version, so a warm query
+neither reads nor hashes a file it has already sliced (issue 30).
+
+The on-disk chunk cache (``chunk_cache.py``) is keyed by content and serves every process;
+this memory serves one process and is keyed by what ``fstat`` says of the file (device,
+inode, type and permissions, size, modification and change times). A stamp alone cannot
+prove a file unchanged: two writes within one tick of the file system's clock leave the
+same times, and a page written through ``mmap`` updates them only when it is first dirtied.
+So an entry is taken on its stamp alone only when the file's times are older than
+``RACY_SECONDS`` before the moment its content was last checked (as git treats a "racily
+clean" index entry): any later write stamps a later time. A file changed more recently is
+read and hashed as before, and its entry reused only when the content hash is the same.
+
+The file is still opened (not only stat'ed) on every lookup: open is what revalidates a
+network file system's cached attributes, and it never blocks on a FIFO put in its place.
+
+Bounded by ``MAX_ENTRIES`` and ``MAX_BYTES`` (an estimate that the tests hold above the
+memory an entry really takes); a file whose entry alone would pass ``MAX_ENTRY_BYTES`` is
+not kept. These are constants: no setting, and so no repository's config, lifts them.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import threading
+import time
+from array import array
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+from slm_rerank.lexical.chunk_cache import ChunkCache
+from slm_rerank.lexical.chunking import Chunk, chunk_text, content_key
+from slm_rerank.lexical.filetypes import size_reason
+from slm_rerank.lexical.scores import ChunkKeys, LoweredText, chunk_keys
+
+#: files kept, and the bytes (estimated) their entries may hold in all
+MAX_ENTRIES = 4096
+MAX_BYTES = 32 * 1024 * 1024
+#: a file whose entry would take more than this is read and sliced on every query
+MAX_ENTRY_BYTES = 4 * 1024 * 1024
+#: a file changed less than this long before its content was checked is checked again
+RACY_SECONDS = 60
+_RACY_NS = RACY_SECONDS * 1_000_000_000
+
+#: a file's identity and version as fstat gives them:
+#: (device, inode, mode, size, mtime ns, ctime ns)
+Stamp = tuple[int, int, int, int, int, int]
+
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def now_ns() -> int:
+    """The wall clock, as the file system stamps times (a name tests replace)."""
+    return time.time_ns()
+
+
+@dataclass(frozen=True)
+class SlicedFile:
+    """One candidate file as the ranking uses it: its text, lower-cased, and its chunks."""
+
+    text: str
+    lowered: LoweredText
+    chunks: list[Chunk]
+    #: each chunk's ``scores.chunk_keys``
+    keys: list[ChunkKeys]
+    #: ``chunking.content_key`` of the bytes it was decoded from
+    digest: str
+
+
+def entry_bytes(sliced: SlicedFile) -> int:
+    """An upper estimate of the memory ``sliced`` holds, beyond what a query holds anyway.
+
+    The two strings and the line starts as they are sized, each chunk with its names and
+    its keys; ``tests/lexical/test_chunk_memory.py``
+    holds it above what tracemalloc measures.
+    """
+    names = sum(sys.getsizeof(name) + 8 for chunk in sliced.chunks for name in chunk.defines)
+    symbols = sum(sys.getsizeof(chunk.symbol) for chunk in sliced.chunks if chunk.symbol)
+    # an empty set of keys is one shared object
+    keys = sum(sys.getsizeof(held) + sum(map(sys.getsizeof, held))
+               for pair in sliced.keys for held in pair if held)
+    offsets = sliced.lowered.offsets
+    lines = sys.getsizeof(offsets) + (0 if isinstance(offsets, array) else 40 * len(offsets))
+    return (sys.getsizeof(sliced.text) + sys.getsizeof(sliced.lowered.text) + lines
+            + 320 * len(sliced.chunks) + names + symbols + keys + 1024)
+
+
+def slice_data(name: str, data: bytes, cache: ChunkCache | None,
+               known: SlicedFile | None = None) -> SlicedFile:
+    """``data`` (the file ``name``'s bytes) decoded, lower-cased and chunked: the chunk
+    cache's entry when it has one, else sliced now. ``known`` (what memory held for the
+    file) is returned as it is when its content hash is ``data``'s."""
+    digest = content_key(name, data)
+    if known is not None and known.digest == digest:
+        return known
+    text = data.decode("utf-8", "replace")
+    lowered = LoweredText.of(text)  # once for both: the cache's check and the scores
+    chunks = (cache.slice(name, data, text, lowered.line_count, key=digest)
+              if cache is not None else chunk_text(name, data, text))
+    return SlicedFile(text, lowered, chunks, [chunk_keys(c) for c in chunks], digest)
+
+
+@dataclass
+class _Entry:
+    sliced: SlicedFile
+    stamp: Stamp
+    #: the wall clock just before the file was opened for the stamp its content matched
+    checked_ns: int
+    size: int
+
+
+@dataclass(frozen=True)
+class Look:
+    """What memory knows of one file, as it is now."""
+
+    #: the file's full path, as memory keys it
+    key: bytes
+    #: its stamp now, taken before it is read (None: it could not be opened, or is not a
+    #: regular file within the limit; the caller's read then says why)
+    stamp: Stamp | None
+    checked_ns: int
+    #: the kept slices, to be used as they are: the stamp is unchanged and old enough
+    hit: SlicedFile | None = None
+    #: the kept slices, to be used if the file's content hash is the same
+    known: SlicedFile | None = None
+
+
+def _stamp_of(info: os.stat_result) -> Stamp:
+    return (info.st_dev, info.st_ino, info.st_mode, info.st_size, info.st_mtime_ns,
+            info.st_ctime_ns)
+
+
+def _stamp(path: bytes, limit: int) -> Stamp | None:
+    """The stamp of the regular file at ``path`` if it is at most ``limit`` bytes; None
+    otherwise (absent, unreadable, a folder, a FIFO, a device, too big)."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if not stat.S_ISREG(info.st_mode) or size_reason(info.st_size, limit):
+        return None
+    return _stamp_of(info)
+
+
+def _settled(stamp: Stamp, checked_ns: int) -> bool:
+    """True when no write after ``checked_ns`` can leave the file's times as they are."""
+    return stamp[4] < checked_ns - _RACY_NS and stamp[5] < checked_ns - _RACY_NS
+
+
+class ChunkMemory:
+    """Sliced files by path, kept while their stamp says they are unchanged.
+
+    Thread-safe. ``max_entries`` and ``max_bytes`` default to the module's caps; a smaller
+    memory is for tests.
+    """
+
+    def __init__(self, max_entries: int = MAX_ENTRIES, max_bytes: int = MAX_BYTES,
+                 max_entry_bytes: int = MAX_ENTRY_BYTES) -> None:
+        self.max_entries = min(max_entries, MAX_ENTRIES)
+        self.max_bytes = min(max_bytes, MAX_BYTES)
+        self.max_entry_bytes = min(max_entry_bytes, MAX_ENTRY_BYTES, self.max_bytes)
+        self._entries: OrderedDict[bytes, _Entry] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def held_bytes(self) -> int:
+        """The estimated bytes of the entries kept."""
+        return self._bytes
+
+    def look(self, root: Path, rel: str, limit: int) -> Look:
+        """What is kept for ``rel`` under ``root``, checked against the file as it is now."""
+        key = os.path.join(os.fsencode(root), os.fsencode(rel))
+        checked = now_ns()
+        stamp = _stamp(key, limit)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+        if stamp is None or entry is None:
+            return Look(key, stamp, checked)
+        if entry.stamp == stamp and _settled(stamp, entry.checked_ns):
+            return Look(key, stamp, checked, hit=entry.sliced)
+        return Look(key, stamp, checked, known=entry.sliced)
+
+    def keep(self, look: Look, sliced: SlicedFile) -> None:
+        """Remember ``sliced`` as the content of the file ``look`` stamped, before it was
+        read (a write after the stamp changes the stamp, or the stamp was not settled)."""
+        if look.stamp is None:
+            self.forget(look)
+            return
+        size = entry_bytes(sliced)
+        if size > self.max_entry_bytes:
+            self.forget(look)
+            return
+        with self._lock:
+            old = self._entries.pop(look.key, None)
+            if old is not None:
+                self._bytes -= old.size
+            self._entries[look.key] = _Entry(sliced, look.stamp, look.checked_ns, size)
+            self._bytes += size
+            while self._entries and (len(self._entries) > self.max_entries
+                                     or self._bytes > self.max_bytes):
+                _, dropped = self._entries.popitem(last=False)
+                self._bytes -= dropped.size
+
+    def forget(self, look: Look) -> None:
+        """Drop what is kept for the file ``look`` names (it vanished, or is skipped)."""
+        with self._lock:
+            old = self._entries.pop(look.key, None)
+            if old is not None:
+                self._bytes -= old.size
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
+
+
+#: the process's memory, shared by every search it runs
+CHUNK_MEMORY = ChunkMemory()

@@ -1,0 +1,302 @@
+"""A long-lived process keeps the files it sliced (``lexical/chunk_memory.py``): a warm
+query reads none it has sliced, and a changed file never gives the chunks of before."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from search_fixtures import make_repo, search
+
+from slm_rerank.lexical import chunk_memory, rank
+from slm_rerank.lexical.chunk_cache import ChunkCache
+from slm_rerank.lexical.chunk_memory import (
+    MAX_BYTES,
+    MAX_ENTRIES,
+    MAX_ENTRY_BYTES,
+    RACY_SECONDS,
+    ChunkMemory,
+    SlicedFile,
+    entry_bytes,
+    slice_data,
+)
+from slm_rerank.lexical.rank import slice_candidate
+
+LIMIT = 1_000_000
+SECOND = 1_000_000_000
+
+
+def settle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make memory's clock run two racy windows ahead: every file looks long unchanged."""
+    monkeypatch.setattr(chunk_memory, "now_ns",
+                        lambda: time.time_ns() + 2 * RACY_SECONDS * SECOND)
+
+
+def count_calls(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[Any]:
+    """Record each call of ``module.name`` (its first argument after the root or name)."""
+    calls: list[Any] = []
+    real: Callable[..., Any] = getattr(module, name)
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counting)
+    return calls
+
+
+def sliced(memory: ChunkMemory, root: Path, rel: str, cache: ChunkCache | None = None
+           ) -> tuple[SlicedFile | None, str | None]:
+    return slice_candidate(root, rel, LIMIT, cache, memory)
+
+
+def rewrite_keeping_size_and_times(path: Path, content: str) -> None:
+    """Write ``content`` (the same length as before) and set the times back as they were."""
+    before = path.stat()
+    assert len(content.encode()) == before.st_size
+    path.write_text(content)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+def test_a_warm_query_neither_reads_nor_hashes_a_file_it_has_sliced(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "retry.py").write_text("def retry():\n    return 1\n")
+    memory = ChunkMemory()
+    settle(monkeypatch)
+    first, _ = sliced(memory, tmp_path, "retry.py", ChunkCache(tmp_path / "cache"))
+    reads = count_calls(monkeypatch, rank, "read_candidate")
+    hashes = count_calls(monkeypatch, chunk_memory, "content_key")
+
+    again, reason = sliced(memory, tmp_path, "retry.py", ChunkCache(tmp_path / "cache"))
+
+    assert reason is None and again is first
+    assert reads == [] and hashes == []
+
+
+def test_a_file_rewritten_with_its_size_and_times_unchanged_gives_its_new_content(
+        tmp_path: Path) -> None:
+    # Written and rewritten within the clock's tick: nothing fstat gives may differ. The
+    # file changed within the racy window, so its content is checked.
+    path = tmp_path / "flags.py"
+    path.write_text("alpha = 1\n")
+    memory = ChunkMemory()
+    sliced(memory, tmp_path, "flags.py")
+
+    rewrite_keeping_size_and_times(path, "omega = 2\n")
+    again, _ = sliced(memory, tmp_path, "flags.py")
+
+    assert again is not None
+    assert again.text == "omega = 2\n"
+    assert again.chunks[0].defines == ("omega",)
+
+
+def test_a_recently_changed_file_is_read_again_and_its_chunks_kept_when_unchanged(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "retry.py").write_text("def retry():\n    return 1\n")
+    memory = ChunkMemory()
+    first, _ = sliced(memory, tmp_path, "retry.py")
+    reads = count_calls(monkeypatch, rank, "read_candidate")
+    slicings = count_calls(monkeypatch, chunk_memory, "chunk_text")
+
+    again, _ = sliced(memory, tmp_path, "retry.py")
+
+    assert len(reads) == 1  # changed a moment ago: its stamp alone proves nothing
+    assert slicings == []  # the same content: the same chunks, not sliced again
+    assert again is first
+
+
+def test_a_settled_file_changed_in_place_is_caught_by_its_change_time(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "flags.py"
+    path.write_text("alpha = 1\n")
+    memory = ChunkMemory()
+    settle(monkeypatch)
+    sliced(memory, tmp_path, "flags.py")
+    ctime = path.stat().st_ctime_ns
+    time.sleep(0.05)  # past the file system clock's tick
+
+    rewrite_keeping_size_and_times(path, "omega = 2\n")
+    if path.stat().st_ctime_ns == ctime:
+        pytest.skip("this file system did not move the change time")
+    again, _ = sliced(memory, tmp_path, "flags.py")
+
+    assert again is not None and again.text == "omega = 2\n"
+
+
+@pytest.mark.parametrize(("age_s", "settled"), [
+    (RACY_SECONDS + 1, True),
+    (RACY_SECONDS - 1, False),
+    (0, False),
+    (-10, False),  # a time in the future (set by hand, or a clock that stepped back)
+])
+def test_only_times_older_than_the_racy_window_are_trusted(age_s: int, settled: bool) -> None:
+    checked = time.time_ns()
+    old = checked - RACY_SECONDS * 2 * SECOND
+    at = checked - age_s * SECOND
+
+    assert chunk_memory._settled((1, 2, 0o100644, 10, at, old), checked) is settled
+    assert chunk_memory._settled((1, 2, 0o100644, 10, old, at), checked) is settled
+
+
+def test_a_deleted_file_is_skipped_and_forgotten(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "gone.py").write_text("def gone():\n    pass\n")
+    memory = ChunkMemory()
+    settle(monkeypatch)
+    sliced(memory, tmp_path, "gone.py")
+
+    (tmp_path / "gone.py").unlink()
+    again, reason = sliced(memory, tmp_path, "gone.py")
+
+    assert again is None
+    assert reason is not None and reason.startswith("unreadable (No such file")
+    assert len(memory) == 0 and memory.held_bytes == 0
+
+
+def test_a_file_replaced_by_a_symlink_gives_the_linked_files_content(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "a.py").write_text("def first():\n    pass\n")
+    (tmp_path / "b.py").write_text("def other_name():\n    return 2\n")
+    memory = ChunkMemory()
+    settle(monkeypatch)
+    sliced(memory, tmp_path, "a.py")
+    sliced(memory, tmp_path, "b.py")
+
+    (tmp_path / "a.py").unlink()
+    (tmp_path / "a.py").symlink_to("b.py")
+    again, _ = sliced(memory, tmp_path, "a.py")
+
+    assert again is not None and again.chunks[0].defines == ("other_name",)
+
+
+def test_a_file_replaced_by_a_fifo_is_skipped_at_once_and_forgotten(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "pipe.py"
+    path.write_text("def piped():\n    pass\n")
+    memory = ChunkMemory()
+    settle(monkeypatch)
+    sliced(memory, tmp_path, "pipe.py")
+    path.unlink()
+    os.mkfifo(path)
+    outcome: list[tuple[SlicedFile | None, str | None]] = []
+
+    reader = threading.Thread(target=lambda: outcome.append(sliced(memory, tmp_path,
+                                                                   "pipe.py")), daemon=True)
+    reader.start()
+    reader.join(timeout=10)
+    if reader.is_alive():  # the bug: release the reader stuck in open()
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+    assert outcome == [(None, "not a regular file (a pipe, socket or device)")]
+    assert len(memory) == 0
+
+
+def test_a_file_made_unreadable_is_not_served_from_memory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "secret.py"
+    path.write_text("token = 1\n")
+    memory = ChunkMemory()
+    settle(monkeypatch)
+    sliced(memory, tmp_path, "secret.py")
+    reads = count_calls(monkeypatch, rank, "read_candidate")
+
+    path.chmod(0)
+    try:
+        again, reason = sliced(memory, tmp_path, "secret.py")
+    finally:
+        path.chmod(stat.S_IRUSR | stat.S_IWUSR)
+
+    assert len(reads) == 1  # its permissions are part of the stamp: asked of the file
+    if os.geteuid() != 0:  # root reads it whatever its permissions
+        assert again is None and reason == "unreadable (Permission denied)"
+
+
+def test_the_memory_keeps_at_most_its_entries_and_bytes_oldest_out_first(
+        tmp_path: Path) -> None:
+    for i in range(6):
+        (tmp_path / f"m{i}.py").write_text(f"def f{i}():\n    return {i}\n")
+    memory = ChunkMemory(max_entries=3)
+
+    for i in range(6):
+        sliced(memory, tmp_path, f"m{i}.py")
+
+    assert len(memory) == 3
+    assert sorted(k.rsplit(b"/", 1)[1] for k in memory._entries) == [b"m3.py", b"m4.py",
+                                                                      b"m5.py"]
+    small = ChunkMemory(max_bytes=3 * 4096)
+    for i in range(6):
+        sliced(small, tmp_path, f"m{i}.py")
+    assert 0 < small.held_bytes <= 3 * 4096
+    assert small.held_bytes == sum(e.size for e in small._entries.values())
+
+
+def test_a_file_too_big_for_memory_is_sliced_each_time_and_not_kept(tmp_path: Path) -> None:
+    (tmp_path / "big.py").write_text("x = 1\n" * 5000)
+    memory = ChunkMemory(max_entry_bytes=16 * 1024)
+
+    found, _ = sliced(memory, tmp_path, "big.py")
+
+    assert found is not None and found.text.startswith("x = 1")
+    assert len(memory) == 0
+
+
+def test_no_caller_lifts_the_caps() -> None:
+    memory = ChunkMemory(max_entries=10**9, max_bytes=10**15, max_entry_bytes=10**15)
+
+    assert (memory.max_entries, memory.max_bytes) == (MAX_ENTRIES, MAX_BYTES)
+    assert memory.max_entry_bytes == MAX_ENTRY_BYTES
+    assert MAX_ENTRY_BYTES <= MAX_BYTES <= 64 * 1024 * 1024
+
+
+@pytest.mark.parametrize("text", [
+    "".join(f"def function_{i}(a, b):\n    '''Doc {i}.'''\n    return a + b * {i}\n\n"
+            for i in range(400)),
+    "class Große:\n" + "".join(f"    def método_{i}(self):\n        return 'ü{i}'\n"
+                               for i in range(300)),
+    "\n".join(f"line {i} of a plain text file" for i in range(3000)),
+])
+def test_the_estimate_of_an_entry_is_above_the_memory_it_holds(tmp_path: Path,
+                                                               text: str) -> None:
+    data = text.encode()
+    slice_data("warm.py", data, None)  # the per-name caches warm, as in a long-lived process
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = slice_data("warm.py", data, None)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+    assert held > 0
+    assert entry_bytes(kept) >= held
+
+
+def test_answers_are_the_same_with_memory_cold_warm_and_without(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = make_repo(tmp_path / "repo", {
+        "pkg/retry.py": "class Retry:\n    def backoff(self):\n        return 2\n",
+        "pkg/client.py": "from pkg.retry import Retry\n\ndef call():\n    Retry().backoff()\n",
+        "docs/retry.md": "# Retry\n\nHow backoff works.\n",
+    })
+
+    def answer() -> list[tuple[Any, ...]]:
+        report = search(root, "retry backoff", cache=tmp_path / "cache", chunks=True)
+        return [(c.path, c.start_line, c.end_line, c.symbol, c.score, c.matched_terms)
+                for c in report.results]
+
+    defaults = rank.rank_chunks.__kwdefaults__  # the search's memory: the process's
+    monkeypatch.setitem(defaults, "memory", None)
+    without = answer()
+    monkeypatch.setitem(defaults, "memory", ChunkMemory())
+    cold = answer()
+    settle(monkeypatch)
+    warm = answer()
+
+    assert without == cold == warm
+    assert len(without) >= 3
