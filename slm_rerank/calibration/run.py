@@ -124,11 +124,11 @@ def judge_finding(measurement: Measurement) -> JudgeFinding | None:
     model, choice = measurement.model, measurement.choice
     if model is None or not model.model_id or model.weight is None:
         return None
-    by_name = {s.order: s.mrr for s in measurement.summaries}
+    by_name = {s.order: s for s in measurement.summaries}
     if LEXICAL not in by_name:
         return None
-    fused = {float(name.removeprefix("fused w=")): mrr for name, mrr in by_name.items()
-             if name.startswith("fused w=")}
+    fused = {float(name.removeprefix("fused w=")): (s.mrr, s.mrr_ci[0])
+             for name, s in by_name.items() if name.startswith("fused w=")}
     chosen = choice.best if choice is not None and choice.separated else None
-    return finding(Measured(model.model_id, len(measurement.results), by_name[LEXICAL], fused,
-                            chosen), MIN_CASES)
+    return finding(Measured(model.model_id, len(measurement.results), by_name[LEXICAL].mrr,
+                            fused, chosen), MIN_CASES)

@@ -10,7 +10,7 @@ model id on the user's code, and this file holds the one measured on this reposi
 own history, with whether the judge adds anything here at all.
 
 Where ``calibrate`` found on at least ``MIN_CASES`` cases that no fused order it measured
-beats the order without the judge (``finding``), a search in the repository asks the
+measurably beats the order without the judge (``finding``), a search in the repository asks the
 judge nothing (its 30-100 s a query on a CPU are saved) and says so with ``-v``;
 ``--ask-judge`` (``ask_judge_anyway``) asks it all the same.
 
@@ -33,9 +33,6 @@ from slm_rerank.errors import SlmRerankError
 FORMAT = 1
 #: a findings file larger than this is not one (a model id a line: a few hundred bytes)
 MAX_BYTES = 256_000
-#: the rule ``finding`` applies, in words (``calibrate`` prints it)
-RULE = ("the judge is not asked in this repository when, on at least {cases} cases, no "
-        "fused order measured has an MRR@10 above the order without it")
 
 
 class FindingsError(SlmRerankError):
@@ -185,30 +182,34 @@ def for_repository(root: Path, cache_dir: Path | None) -> RepositoryJudge:
 @dataclass(frozen=True)
 class Measured:
     """What ``finding`` reads of a calibrate run: MRR@10 without the judge and of each
-    fused order (weight -> MRR@10) over the same cases, and the weight chosen (None: the
-    run could not tell a better one from the weight in use)."""
+    fused order over the same cases (weight -> its MRR@10 and the low end of the 95 %
+    paired interval of its gain over the order without the judge), and the weight chosen
+    (None: the run could not tell a better one from the weight in use)."""
 
     model_id: str
     cases: int
     without: float
-    fused: Mapping[float, float]
+    fused: Mapping[float, tuple[float, float]]
     chosen: float | None
 
 
 def finding(measured: Measured, min_cases: int, now: float | None = None
             ) -> JudgeFinding | None:
-    """``RULE`` applied to ``measured``; None when the cases are too few to decide on.
+    """Whether the judge is asked here: only when the best fused order measured has an
+    MRR@10 above the order without the judge, the 95 % interval of the gain above 0; None
+    when the cases are too few (``min_cases``) to decide on.
 
-    The fused orders are measured in sample, which favours the judge: a judge that still
-    beats no order without it adds nothing a search could keep."""
+    The fused orders are measured in sample, which favours the judge: a judge whose best
+    weight still gains nothing sure is one no weight could make pay for its time."""
     if measured.cases < min_cases or not measured.fused:
         return None
     stamp = time.strftime("%Y-%m-%d", time.gmtime(time.time() if now is None else now))
-    best_weight = max(measured.fused, key=lambda w: (measured.fused[w], -w))
-    best = measured.fused[best_weight]
+    best_weight = max(measured.fused, key=lambda w: (measured.fused[w][0], -w))
+    best, low = measured.fused[best_weight]
     summary = (f"MRR@10 {measured.without:.3f} without it, at most {best:.3f} fused "
-               f"(w={best_weight:g}), {measured.cases} cases")
-    if not best > measured.without:
+               f"(w={best_weight:g}, gain 95 % interval from {low:+.3f}), "
+               f"{measured.cases} cases")
+    if not (best > measured.without and low > 0):
         return JudgeFinding(measured.model_id, False, None, summary, measured.cases, stamp)
     return JudgeFinding(measured.model_id, True, measured.chosen, summary, measured.cases,
                         stamp)

@@ -25,33 +25,43 @@ from slm_rerank.model.repository_judge import (
 )
 
 
-def measured(without: float, fused: dict[float, float], chosen: float | None = None,
-             cases: int = 40) -> Measured:
+def measured(without: float, fused: dict[float, tuple[float, float]],
+             chosen: float | None = None, cases: int = 40) -> Measured:
     return Measured("qwen", cases, without, fused, chosen)
 
 
 def test_a_judge_that_no_weight_makes_pay_is_not_asked() -> None:
-    found = finding(measured(0.52, {0.25: 0.50, 1.0: 0.52}), min_cases=30)
+    found = finding(measured(0.52, {0.25: (0.50, -0.04), 1.0: (0.52, -0.01)}), min_cases=30)
 
     assert found is not None and found.ask is False and found.weight is None
-    assert found.reason == "MRR@10 0.520 without it, at most 0.520 fused (w=1), 40 cases"
+    assert found.reason == ("MRR@10 0.520 without it, at most 0.520 fused (w=1, gain 95 % "
+                            "interval from -0.010), 40 cases")
+
+
+def test_a_gain_that_is_not_sure_is_no_reason_to_ask_the_judge() -> None:
+    # a hair above the order without it, as a weak judge gets by chance: its time is lost
+    found = finding(measured(0.780, {0.1: (0.781, 0.0), 1.0: (0.762, -0.045)}),
+                    min_cases=30)
+
+    assert found is not None and found.ask is False
 
 
 def test_a_judge_that_helps_is_asked_by_the_weight_chosen() -> None:
-    found = finding(measured(0.50, {0.5: 0.58, 1.0: 0.55}, chosen=0.5), min_cases=30)
+    found = finding(measured(0.50, {0.5: (0.58, 0.02), 1.0: (0.55, 0.01)}, chosen=0.5),
+                    min_cases=30)
 
     assert found is not None and found.ask is True and found.weight == 0.5
-    assert "at most 0.580 fused (w=0.5)" in found.reason
+    assert "at most 0.580 fused (w=0.5, gain 95 % interval from +0.020)" in found.reason
 
 
 def test_a_judge_that_helps_without_a_weight_told_apart_keeps_the_weight_in_use() -> None:
-    found = finding(measured(0.50, {0.5: 0.51}, chosen=None), min_cases=30)
+    found = finding(measured(0.50, {0.5: (0.53, 0.01)}, chosen=None), min_cases=30)
 
     assert found is not None and found.ask is True and found.weight is None
 
 
 def test_too_few_cases_decide_nothing() -> None:
-    assert finding(measured(0.9, {1.0: 0.1}, cases=29), min_cases=30) is None
+    assert finding(measured(0.9, {1.0: (0.1, -0.5)}, cases=29), min_cases=30) is None
     assert finding(measured(0.9, {}, cases=40), min_cases=30) is None
 
 
