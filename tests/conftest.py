@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
@@ -19,3 +20,10 @@ def repo(tmp_path: Path) -> Path:
 # Extra threaded HTTP servers beside pytest-httpserver's, for the model-stage tests.
 from model_helpers import servers  # noqa: E402, F401
 from serve_api_fixtures import in_process_api, serve_api  # noqa: E402, F401
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A suite started under ``nohup`` inherits SIGHUP ignored, and so would every process
+    it starts: the tests of what a closed terminal does to a run need it at its default."""
+    if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
