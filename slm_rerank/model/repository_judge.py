@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -101,7 +102,7 @@ def load_findings(path: Path) -> dict[str, JudgeFinding]:
 
     where = display_path(str(path))
     try:
-        fd = safefile.open_regular(path, safefile.os.O_RDONLY)
+        fd = safefile.open_regular(path, os.O_RDONLY)
     except FileNotFoundError:
         return {}
     except OSError as exc:  # NotRegularFile (a symlink, a FIFO) is an OSError too
@@ -111,7 +112,7 @@ def load_findings(path: Path) -> dict[str, JudgeFinding]:
     except OSError as exc:
         raise FindingsError(f"cannot read judge findings {where}: {exc}") from exc
     finally:
-        safefile.os.close(fd)
+        os.close(fd)
     if len(raw) > MAX_BYTES:
         raise FindingsError(f"{where}: over {MAX_BYTES} bytes, not a judge findings file")
     try:
