@@ -63,6 +63,14 @@ def wait_for_warm(repo: Path, env: dict[str, str]) -> int:
     raise AssertionError(f"no warm process started: {status.stdout} {status.stderr}")
 
 
+def worker_of(repo: Path, env: dict[str, str]) -> tuple[int, int]:
+    """The pid of the warm process's worker and how many commands it has run."""
+    status = cli("warm", "status", cwd=repo, env=env).stdout
+    found = re.search(r"its worker pid (\d+) has run (\d+) commands", status)
+    assert found is not None, status
+    return int(found[1]), int(found[2])
+
+
 def same(a: Run, b: Run) -> None:
     """The same exit code and bytes, but for the milliseconds a JSON answer reports (which
     differ between any two runs)."""
@@ -98,15 +106,19 @@ def test_answers_through_the_warm_process_are_byte_identical_to_a_run_in_process
         (("hook", "claude-prompt"), hook_json(repo)),
         (("hook", "claude-prompt"), "not json"),
     ]
-    for args, stdin in cases:
-        warm = cli(*args, cwd=repo, env=ON, stdin=stdin)
-        alone = cli(*args, cwd=repo, env=OFF, stdin=stdin)
-        same(warm, alone)
-        if stdin == hook_json(repo):
-            assert "retry.py" in warm.stdout  # the hook searched and gave context
+    worker, _ = worker_of(repo, ON)
+    # twice over: the second round is answered by the same worker, from what it kept
+    for _ in range(2):
+        for args, stdin in cases:
+            warm = cli(*args, cwd=repo, env=ON, stdin=stdin)
+            alone = cli(*args, cwd=repo, env=OFF, stdin=stdin)
+            same(warm, alone)
+            if stdin == hook_json(repo):
+                assert "retry.py" in warm.stdout  # the hook searched and gave context
     assert "backoff" in cli(*QUERY, cwd=repo, env=ON).stdout
-    # every warm run above went through it (each status asks once more)
-    assert wait_for_warm(repo, ON) >= before + len(cases) + 2
+    # every warm run above went through it (each status asks once more), in its one worker
+    assert wait_for_warm(repo, ON) >= before + 2 * len(cases) + 3
+    assert worker_of(repo, ON) == (worker, 2 * len(cases) + 1)
 
 
 def test_config_changes_reach_the_next_warm_answer(repo: Path, runtime: Path) -> None:

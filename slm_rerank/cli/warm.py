@@ -80,7 +80,9 @@ def status(every: bool) -> None:
             lines.append(f"{path}: {reply}")
         else:
             since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(reply.get("since", 0)))
-            lines.append(f"{path}: pid {reply.get('pid')}, running since {since}, "
+            worker = (f"its worker pid {reply['worker']} has run "
+                      f"{reply.get('worker_commands')} commands, " if reply.get("worker") else "")
+            lines.append(f"{path}: pid {reply.get('pid')}, running since {since}, {worker}"
                          f"{reply.get('served')} connections so far")
     emit("\n".join(lines) + "\n")
 

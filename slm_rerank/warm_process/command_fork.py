@@ -1,7 +1,8 @@
 """One command of the warm process, in a fork: the caller's folder, environment and streams,
 the command line's own code, and the answer it leaves (exit code, stdout, stderr).
 
-The handler (``server``) forks once per command; the fork takes the caller's environment
+A command arriving while the worker (``worker``) is busy runs here. The handler
+(``server``) forks once per such command; the fork takes the caller's environment
 and folder, points fd 0 at /dev/null and fds 1 and 2 at memory files, wraps them in text
 streams that say whether the caller's streams are terminals, and runs ``slm_rerank.cli.run``
 as ``slm-rerank`` would. It ends as the interpreter ends a process (the threads waited
@@ -21,16 +22,7 @@ import sys
 import time
 from typing import Any
 
-from slm_rerank.warm_process import wire
-
-
-class _Tty(io.TextIOWrapper):
-    """A text stream on a memory file that says whether the caller's stream is a terminal."""
-
-    tty = False
-
-    def isatty(self) -> bool:
-        return self.tty
+from slm_rerank.warm_process import isolation, wire
 
 
 def apply(head: dict[str, Any]) -> None:
@@ -59,14 +51,34 @@ def finish(pid: int, out_fd: int, err_fd: int, deadline: float) -> tuple[dict[st
         with contextlib.suppress(OSError):
             os.killpg(pid, signal.SIGKILL)
         return {"failed": "the command did not finish by its deadline"}, b"", b""
-    if os.WIFSIGNALED(status):
+    return read_answer(status, out_fd, err_fd)
+
+
+def read_answer(status: int, out_fd: int, err_fd: int, code: int | None = None
+                ) -> tuple[dict[str, Any], bytes, bytes]:
+    """The answer a command left: its exit code (``code``, else from the wait ``status``)
+    and the memory files' bytes, or why there is none."""
+    if code is None and os.WIFSIGNALED(status):
         return ({"failed": f"the command was ended by signal {os.WTERMSIG(status)}"},
                 b"", b"")
     out = _read_all(out_fd, wire.MAX_STDOUT_BYTES)
     err = _read_all(err_fd, wire.MAX_STDERR_BYTES)
     if out is None or err is None:
         return {"failed": "the output is larger than an answer may carry"}, b"", b""
-    return {"exit": os.waitstatus_to_exitcode(status)}, out, err
+    return {"exit": os.waitstatus_to_exitcode(status) if code is None else code}, out, err
+
+
+def deadline_seconds(head: dict[str, Any], stdin: bytes) -> float:
+    """The deadline the command of ``head`` works to, counted from when its caller started:
+    the hook's own (read in the caller's folder and environment), a search's
+    ``client.SEARCH_DEADLINE``."""
+    from slm_rerank.warm_process import client
+
+    if head["kind"] != "hook":
+        return client.SEARCH_DEADLINE
+    from slm_rerank.hook.claude import run_deadline
+
+    return run_deadline(client.deadline_option(head["args"]), stdin)
 
 
 def _wait(pid: int, deadline: float) -> int | None:
@@ -109,14 +121,8 @@ def command(head: dict[str, Any], stdin: bytes, out_fd: int, err_fd: int) -> Non
         os.close(fd)
     sys.stdin = io.TextIOWrapper(open(0, "rb", closefd=False))  # noqa: SIM115
 
-    def stream(fd: int, tty: bool, codec: list[str]) -> _Tty:
-        wrapper = _Tty(open(fd, "wb", closefd=False), encoding=codec[0],  # noqa: SIM115
-                       errors=codec[1], line_buffering=tty)
-        wrapper.tty = tty
-        return wrapper
-
-    sys.stdout = stream(1, bool(head["stdout_tty"]), head["stdout_codec"])
-    sys.stderr = stream(2, bool(head["stderr_tty"]), head["stderr_codec"])
+    sys.stdout = isolation.text_stream(1, bool(head["stdout_tty"]), head["stdout_codec"])
+    sys.stderr = isolation.text_stream(2, bool(head["stderr_tty"]), head["stderr_codec"])
     sys.argv = ["slm-rerank", *head["args"]]
     if head["kind"] == "hook":
         from slm_rerank.hook import stdio
@@ -128,26 +134,14 @@ def command(head: dict[str, Any], stdin: bytes, out_fd: int, err_fd: int) -> Non
 
 
 def _exit_code(args: list[str]) -> int:
-    """Run the command, then end as the interpreter ends a process: the exit code of its
-    ``SystemExit`` (a message printed), a traceback for anything else, the threads waited
+    """Run the command, then end as the interpreter ends a process: the threads waited
     for, the exit functions run, the streams flushed."""
     import atexit
     import threading
 
-    from slm_rerank.cli import run
-
-    code = 0
     try:
-        run(list(args))
-    except SystemExit as exc:
-        if exc.code is None:
-            code = 0
-        elif isinstance(exc.code, int):
-            code = exc.code
-        else:
-            print(exc.code, file=sys.stderr)
-            code = 1
-    except BaseException:  # noqa: BLE001 - as the interpreter reports it
+        code = isolation.exit_code(args)
+    except MemoryError:
         sys.excepthook(*sys.exc_info())
         code = 1
     with contextlib.suppress(BaseException):

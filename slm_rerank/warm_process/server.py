@@ -3,13 +3,15 @@
 Started by a command (``client.start``) as ``python -m slm_rerank.warm_process.server
 SOCKET``; it imports what a search and the hook run, loads the plugins, then listens on
 its user-only socket. Each connection is checked (the peer's user id, ``SO_PEERCRED``: any
-other user is refused) and handed to a forked handler; the handler forks again to run the
-command, with the caller's folder, environment, arguments and stdin, and its stdout and
-stderr going to memory files; it waits for it until the deadline, and sends back the exit
-code and both outputs. A fresh fork per command: concurrent requests share nothing (no
-``chdir`` or environment of one is seen by another), settings and config files are read
-again by every command as a new process would read them, and a command that exits in
-any way (``sys.exit``, ``os._exit``, a crash) ends only its own fork.
+other user is refused) and handed to the worker (``worker``: one long-lived fork that runs
+commands one after another in itself, so their in-memory caches last, each isolated from
+the next by ``isolation``) when it is idle. One that arrives while the worker is busy goes
+to a forked handler, which forks again to run the command (``command_fork``), with the
+caller's folder, environment, arguments and stdin, its stdout and stderr going to memory
+files; it waits for it until the deadline, and sends back the exit code and both outputs.
+Either way settings and config files are read again by every command as a new process
+would read them, and a command that crashes, hangs or exits ends only its own process (the
+worker, which the server then forks again, or the fork).
 
 It stops itself when idle (``warm_process_idle``), when the user turns it off
 (``warm_process`` in the user's config), when what is installed changes (a plugin
@@ -30,7 +32,7 @@ import sys
 import time
 from typing import Any
 
-from slm_rerank.warm_process import client, command_fork, wire
+from slm_rerank.warm_process import client, command_fork, wire, worker
 
 #: concurrent commands; a request past them runs in the caller's process
 MAX_RUNNING = 4
@@ -38,6 +40,8 @@ MAX_RUNNING = 4
 CHECK_SECONDS = 5.0
 #: how long a connected caller may take to send its request
 REQUEST_SECONDS = 2.0
+#: how often a busy worker's deadline and memory are looked at
+WATCH_SECONDS = 0.02
 
 
 def _preload() -> None:
@@ -126,6 +130,7 @@ class Server:
         self.served = 0
         self.started = time.time()
         self.stamp: tuple[str, float] | None = None
+        self.worker: worker.Worker | None = None
 
     def listen(self) -> None:
         old = os.umask(0o077)
@@ -153,12 +158,44 @@ class Server:
                 os.unlink(self.path)
 
     def reap(self) -> None:
+        self.watch_worker()
         for pid in list(self.running):
             with contextlib.suppress(ChildProcessError):
                 done, _ = os.waitpid(pid, os.WNOHANG)
                 if not done:
                     continue
             self.running.discard(pid)
+
+    def watch_worker(self) -> None:
+        """Kill a worker past its command's deadline or memory; answer for one that ended;
+        fork a fresh one."""
+        w = self.worker
+        if w is None:
+            return
+        why = w.overdue()
+        if why is not None:
+            w.kill()
+        try:
+            done, status = os.waitpid(w.pid, 0 if why is not None else os.WNOHANG)
+        except ChildProcessError:
+            done, status = w.pid, None
+        if not done:
+            return
+        while w.busy and w.message():  # what it said before it ended (done: nothing owed)
+            pass
+        w.ended(status, why)
+        self.worker = None
+        self.start_worker()
+
+    def start_worker(self) -> None:
+        self.worker = worker.start(self.sock, self.pid)
+
+    def stop_worker(self) -> None:
+        if self.worker is not None and os.getpid() == self.pid:
+            self.worker.kill()
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.worker.pid, 0)
+            self.worker = None
 
     def serve(self) -> None:
         from slm_rerank.warm_process.switch import user_switch
@@ -171,11 +208,17 @@ class Server:
             idle_left = switch.idle_seconds - (time.monotonic() - last)
             if not switch.on or not self.still_ours():
                 return
-            if idle_left <= 0 and not self.running:
+            busy = self.worker is not None and self.worker.busy
+            if idle_left <= 0 and not self.running and not busy:
                 return
             wait = min(CHECK_SECONDS, idle_left) if idle_left > 0 else 0.2
-            ready, _, _ = select.select([self.sock], [], [], max(0.05, wait))
-            if not ready:
+            if busy:
+                wait = min(wait, WATCH_SECONDS)
+            watched = [self.sock] + ([self.worker.ctl] if self.worker is not None else [])
+            ready, _, _ = select.select(watched, [], [], max(0.01, wait))
+            if self.worker is not None and self.worker.ctl in ready:
+                self.worker.message()
+            if self.sock not in ready:
                 continue
             try:
                 conn, _ = self.sock.accept()
@@ -201,10 +244,16 @@ class Server:
             _refuse(conn, f"{MAX_RUNNING} commands are running in it already")
             return True
         self.served += 1
+        if self.worker is not None and not self.worker.busy and self.worker.hand(
+                conn, _status(self), REQUEST_SECONDS):
+            return True
         pid = os.fork()
         if pid == 0:
             assert self.sock is not None
             self.sock.close()
+            if self.worker is not None:  # the worker's caller is not this fork's to hold
+                self.worker.ctl.close()
+                self.worker.release()
             _handle(conn, self)  # ends this fork (or, in the command's fork, returns its code)
         conn.close()
         self.running.add(pid)
@@ -212,8 +261,11 @@ class Server:
 
 
 def _status(server: Server) -> dict[str, Any]:
+    w = server.worker
     return {"pid": server.pid, "served": server.served, "since": server.started,
-            "running": len(server.running)}
+            "running": len(server.running) + (w is not None and w.busy),
+            "worker": None if w is None else w.pid,
+            "worker_commands": 0 if w is None else w.commands}
 
 
 def _handle(conn: socket.socket, server: Server) -> None:
@@ -241,14 +293,9 @@ def _handle(conn: socket.socket, server: Server) -> None:
             conn.close()
             command_fork.command(head, stdin, out_fd, err_fd)  # never returns
         started = float(head["started"])
-        if kind == "hook":
-            # after the fork: reading the settings here warns (once per process) in this
-            # process only, and the command warns as it would on its own
-            from slm_rerank.hook.claude import run_deadline
-
-            seconds = run_deadline(client.deadline_option(head["args"]), stdin)
-        else:
-            seconds = client.SEARCH_DEADLINE
+        # after the fork: reading the settings here warns (once per process) in this
+        # process only, and the command warns as it would on its own
+        seconds = command_fork.deadline_seconds(head, stdin)
         wire.send_json(conn, {"accepted": True, "deadline": seconds}, by)
         answer = command_fork.finish(pid, out_fd, err_fd, started + seconds)
         answer_by = started + seconds + 1.0
@@ -281,8 +328,10 @@ def main() -> None:
         _preload()
         server.stamp = _code_stamp()
         server.listen()
+        server.start_worker()
         server.serve()
     finally:
+        server.stop_worker()
         server.remove()
 
 

@@ -1,26 +1,30 @@
 #!/usr/bin/env python3
 """The warm process (issue 30): a ``--fast`` search and the prompt hook through it, against
-the same commands each in its own process and one ripgrep process.
+the same commands each in its own process, one ripgrep process, and the same search
+through the Python API in the script's own (warm) process.
 
     python tests/bench/warm_process_latency.py ROOT [--runs 20]
 
 ROOT is a git checkout (docs/benchmarks.md uses sympy). Each round runs, in turn, the
 ``--fast`` search through a running warm process, the same search in its own process
-(``SLM_RERANK_WARM_PROCESS=0``) and ``rg -i -c -e matrix -e determinant -e nan .``; the
+(``SLM_RERANK_WARM_PROCESS=0``), ``rg -i -c -e matrix -e determinant -e nan .`` and
+``slm_rerank.search(..., fast=True)`` in this process (after three warm-up calls); the
 ratios to rg are taken round by round. Then the hook (``slm-rerank hook claude-prompt``,
 the UserPromptSubmit JSON on stdin), warm and in its own process alternating. Cold: the
 first search with no warm process (it answers in its own process and starts one) and how
 long until the warm process answers.
 
 Wall and CPU per command are the command's own process (``os.wait4``); for the warm rows
-the CPU the warm process spent is added (its forks' CPU, read from /proc, over all the
-runs, divided by the runs). The cache, config and socket folders are temporary ones;
-PYTHONDONTWRITEBYTECODE is unset, as on a user's machine.
+the CPU the warm process spent is added (its own, its worker's and its forks', with
+their children's, read from /proc over all the runs, divided by the runs). The cache,
+config and socket folders are temporary ones; PYTHONDONTWRITEBYTECODE is unset, as on a
+user's machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -65,9 +69,20 @@ def timed(args: list[str], root: Path, env: dict[str, str], stdin: bytes | None 
 
 
 def warm_cpu(pid: int) -> float:
-    """CPU seconds of the warm process and its finished forks."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    """CPU seconds of the warm process, its finished forks, and its running children (its
+    worker, and what the worker's finished children spent)."""
+    def spent(one: int) -> float:
+        try:
+            fields = Path(f"/proc/{one}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+    children: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            children += [int(c) for c in (task / "children").read_text().split()]
+    return spent(pid) + sum(spent(child) for child in children)
 
 
 def warm_pid(root: Path, env: dict[str, str]) -> int | None:
@@ -76,6 +91,23 @@ def warm_pid(root: Path, env: dict[str, str]) -> int | None:
     if ": pid " not in done.stdout:
         return None
     return int(done.stdout.split(": pid ")[1].split(",")[0])
+
+
+def api_call(root: Path) -> Took:
+    """The same search through the Python API in this process (a warm API call: the
+    yardstick of what a command in a warm process could cost)."""
+    import resource
+
+    from slm_rerank import search
+
+    def cpu() -> float:
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+    started, spent = time.perf_counter(), cpu()
+    search(QUERY, root, fast=True, caller="bench")
+    return time.perf_counter() - started, cpu() - spent, 0.0
 
 
 def hook_input(root: Path) -> bytes:
@@ -128,14 +160,20 @@ def main() -> int:
         for _ in range(3):
             timed(search, root, env)
             timed(rg_args, root, env)
+        os.environ.clear()
+        os.environ.update(alone)  # the API calls' settings, cache and config folders
+        for _ in range(3):
+            api_call(root)
         cpu0 = warm_cpu(pid)
         warm: list[Took] = []
         inproc: list[Took] = []
         rgs: list[Took] = []
+        api: list[Took] = []
         for _ in range(args.runs):
             warm.append(timed(search, root, env))
             inproc.append(timed(search, root, alone))
             rgs.append(timed(rg_args, root, env))
+            api.append(api_call(root))
         search_warm_cpu = (warm_cpu(pid) - cpu0) / args.runs  # includes the rounds' status
         cpu0 = warm_cpu(pid)
         hook_warm: list[Took] = []
@@ -162,6 +200,10 @@ def main() -> int:
                 f"{ratio_alone:.2f}x rg wall, round by round; "
                 f"{statistics.median(a[1] for a in inproc) / cpu_rg:.2f}x rg CPU"),
             row("`rg -i -c` (3 terms)", rgs),
+            row("API `search(fast=True)`, warm, in the bench's process", api,
+                f"{statistics.median(a[0] / r[0] for a, r in zip(api, rgs, strict=True)):.2f}x "
+                f"rg wall, round by round; "
+                f"{statistics.median(a[1] for a in api) / cpu_rg:.2f}x rg CPU"),
             row("hook, warm process", hook_warm,
                 f"the command {statistics.median(h[1] for h in hook_warm) * 1000:.0f} ms CPU "
                 f"+ the warm process {hook_warm_cpu * 1000:.0f} ms", hook_warm_cpu),

@@ -1,0 +1,287 @@
+"""One command run inside the warm process's worker, and the worker put back as it was after.
+
+The worker runs commands one after another in one process, so that what a command keeps in
+memory (the chunk memory, the histories by HEAD) is there for the next. Everything else a
+command may change is taken before it and put back after it, so that the next command
+starts as a new process would: the folder, ``os.environ``, ``sys.argv``, the standard
+streams (fds 0-2 and the ``sys`` objects), signal handlers, the signal mask and timers, the
+umask, ``sys.path``, the exception hooks, the warnings filters (and their "once" memory),
+logging's handlers and levels, and the module globals of ``slm_rerank`` and its plugins
+that a command rebinds; the settings' once-per-process warnings are forgotten.
+
+What cannot be put back ends the worker once the answer is sent (``Ran.keep`` False): a
+thread the command started that is still running, a child process it left running, a file
+descriptor it left open, a resident size over ``KEEP_RSS_BYTES``, a ``MemoryError``. The
+server then forks a fresh worker. Settings and config files are read again by each command,
+as before: nothing here keeps them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import signal
+import sys
+import threading
+import warnings
+from types import ModuleType
+from typing import Any
+
+from slm_rerank.warm_process import wire
+
+#: a worker over this resident size after a command ends once it has answered
+KEEP_RSS_BYTES = 256 << 20
+#: module name prefixes whose globals are put back after each command (the host, its plugins)
+GUARDED_MODULES = ("slm_rerank",)
+
+
+class Tty(io.TextIOWrapper):
+    """A text stream on a memory file that says whether the caller's stream is a terminal."""
+
+    tty = False
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+def text_stream(fd: int, tty: bool, codec: list[str]) -> Tty:
+    """``fd`` as the caller's stream: its encoding, its errors, line-buffered at a terminal."""
+    wrapper = Tty(open(fd, "wb", closefd=False), encoding=codec[0],  # noqa: SIM115
+                  errors=codec[1], line_buffering=tty)
+    wrapper.tty = tty
+    return wrapper
+
+
+def exit_code(args: list[str]) -> int:
+    """Run the command line on ``args``; its exit code as the interpreter would make it
+    (a ``SystemExit``'s code, its message printed; a traceback for anything else). A
+    ``MemoryError`` is raised on."""
+    from slm_rerank import cli
+
+    try:
+        cli.run(list(args))
+    except SystemExit as exc:
+        if exc.code is None:
+            return 0
+        if isinstance(exc.code, int):
+            return exc.code
+        print(exc.code, file=sys.stderr)
+        return 1
+    except MemoryError:
+        raise
+    except BaseException:  # noqa: BLE001 - as the interpreter reports it
+        sys.excepthook(*sys.exc_info())
+        return 1
+    return 0
+
+
+def _open_fds() -> set[int]:
+    try:
+        return {int(name) for name in os.listdir("/proc/self/fd")}
+    except OSError:
+        return set()
+
+
+def _rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _guarded() -> list[ModuleType]:
+    return [module for name, module in list(sys.modules.items())
+            if name.startswith(GUARDED_MODULES) and isinstance(module, ModuleType)]
+
+
+class Snapshot:
+    """The process state a command may change, taken before it runs (see the module)."""
+
+    def __init__(self) -> None:
+        self.cwd = os.getcwd()
+        self.environ = dict(os.environ)
+        self.argv = list(sys.argv)
+        self.path = list(sys.path)
+        self.streams = (sys.stdin, sys.stdout, sys.stderr)
+        self.fds = [os.dup(fd) for fd in (0, 1, 2)]
+        self.open_fds = _open_fds()
+        self.signals: dict[int, Any] = {}
+        for number in signal.valid_signals():
+            with contextlib.suppress(ValueError, OSError):
+                self.signals[number] = signal.getsignal(number)
+        self.mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+        self.umask = os.umask(0o022)
+        os.umask(self.umask)
+        self.hooks = (sys.excepthook, sys.displayhook, sys.unraisablehook,
+                      threading.excepthook)
+        self.recursion = sys.getrecursionlimit()
+        self.warnings = (list(warnings.filters), warnings.showwarning)
+        manager = logging.Logger.manager
+        self.loggers = {name: (logger.level, list(logger.handlers), logger.propagate,
+                               logger.disabled)
+                        for name, logger in manager.loggerDict.items()
+                        if isinstance(logger, logging.Logger)}
+        self.root_logger = (logging.root.level, list(logging.root.handlers))
+        self.logging_disable = manager.disable
+        self.globals = {module: dict(vars(module)) for module in _guarded()}
+        self.threads = set(threading.enumerate())
+
+    def restore(self) -> list[str]:
+        """Put it all back; what could not be put back (the worker should end)."""
+        left: list[str] = []
+        left += self._threads()
+        left += self._children()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        for fd, saved in zip((0, 1, 2), self.fds, strict=True):
+            os.dup2(saved, fd)
+            os.close(saved)
+        sys.stdin, sys.stdout, sys.stderr = self.streams
+        os.chdir(self.cwd)
+        os.environ.clear()
+        os.environ.update(self.environ)
+        sys.argv[:] = self.argv
+        sys.path[:] = self.path
+        for number, handler in self.signals.items():
+            if signal.getsignal(number) is not handler and handler is not None:
+                with contextlib.suppress(ValueError, OSError, TypeError):
+                    signal.signal(number, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        os.umask(self.umask)
+        (sys.excepthook, sys.displayhook, sys.unraisablehook,
+         threading.excepthook) = self.hooks
+        sys.setrecursionlimit(self.recursion)
+        warnings.filters[:] = self.warnings[0]  # type: ignore[index]
+        warnings.showwarning = self.warnings[1]
+        warnings._filters_mutated()  # type: ignore[attr-defined]  # "once" shows again
+        self._logging()
+        self._globals()
+        leaked = _open_fds() - self.open_fds
+        if leaked:
+            left.append(f"{len(leaked)} file descriptor(s) left open")
+        return left
+
+    def _threads(self) -> list[str]:
+        """Wait for the command's non-daemon threads, as the interpreter does at exit."""
+        for thread in set(threading.enumerate()) - self.threads:
+            if not thread.daemon:
+                thread.join()
+        running = [t.name for t in set(threading.enumerate()) - self.threads if t.is_alive()]
+        return [f"thread {name} still running" for name in running]
+
+    def _children(self) -> list[str]:
+        """Reap what the command's children left; one still running cannot be."""
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return []
+            if pid == 0:
+                return ["a child process still running"]
+
+    def _logging(self) -> None:
+        manager = logging.Logger.manager
+        logging.root.setLevel(self.root_logger[0])
+        logging.root.handlers[:] = self.root_logger[1]
+        logging.disable(self.logging_disable)
+        for name, logger in list(manager.loggerDict.items()):
+            if not isinstance(logger, logging.Logger):
+                continue
+            level, handlers, propagate, disabled = self.loggers.get(
+                name, (logging.NOTSET, [], True, False))
+            logger.setLevel(level)
+            logger.handlers[:] = handlers
+            logger.propagate, logger.disabled = propagate, disabled
+
+    def _globals(self) -> None:
+        """A module global the command rebound is bound back (what it mutated in place, the
+        caches, stays: that is what the worker is for)."""
+        for module, saved in self.globals.items():
+            now = vars(module)
+            for name, value in saved.items():
+                if now.get(name, _MISSING) is not value:
+                    now[name] = value
+
+
+_MISSING = object()
+
+
+class Ran:
+    """What one command left: its exit code and outputs (None: it failed as a whole), and
+    whether the worker may run the next command."""
+
+    __slots__ = ("err", "exit", "failed", "keep", "out", "why_not")
+
+    def __init__(self) -> None:
+        self.exit: int | None = None
+        self.out = b""
+        self.err = b""
+        self.failed: str | None = None
+        self.keep = True
+        self.why_not: list[str] = []
+
+
+def prepare(head: dict[str, Any]) -> Snapshot:
+    """Take the snapshot, then the caller's environment and folder."""
+    env = head["env"]
+    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+        raise wire.WireError("a malformed environment")
+    snapshot = Snapshot()
+    try:
+        os.environ.clear()
+        os.environ.update(env)
+        os.chdir(head["cwd"])
+    except BaseException:
+        snapshot.restore()
+        raise
+    return snapshot
+
+
+def run(head: dict[str, Any], stdin: bytes, out_fd: int, err_fd: int) -> Ran:
+    """Run the command of ``head`` in this process (after ``prepare``), its stdout and stderr
+    on the memory files ``out_fd`` and ``err_fd``; ``finish`` puts the process back."""
+    from slm_rerank import config
+    from slm_rerank.hook import stdio
+
+    ran = Ran()
+    config._WARNED.clear()  # each command warns as a new process would
+    try:
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+        os.dup2(out_fd, 1)
+        os.dup2(err_fd, 2)
+        sys.stdin = io.TextIOWrapper(open(0, "rb", closefd=False))  # noqa: SIM115
+        sys.stdout = text_stream(1, bool(head["stdout_tty"]), head["stdout_codec"])
+        sys.stderr = text_stream(2, bool(head["stderr_tty"]), head["stderr_codec"])
+        sys.argv = ["slm-rerank", *head["args"]]
+        if head["kind"] == "hook":
+            stdio.given = stdio.GivenInput(stdin, bool(head["stdin_in_time"]),
+                                           float(head["started"]))
+        ran.exit = exit_code(head["args"])
+    except MemoryError:
+        ran.exit, ran.failed, ran.keep = None, "the command ran out of memory", False
+    return ran
+
+
+def finish(snapshot: Snapshot, ran: Ran | None) -> bool:
+    """Put back what ``snapshot`` took; whether this worker may run another command (the
+    reasons it may not in ``ran.why_not``)."""
+    from slm_rerank import config
+
+    left = snapshot.restore()
+    config._WARNED.clear()
+    if _rss_bytes() > KEEP_RSS_BYTES:
+        left.append(f"resident size over {KEEP_RSS_BYTES >> 20} MiB")
+    if ran is None:
+        return not left
+    ran.why_not += left
+    ran.keep = ran.keep and not left
+    return ran.keep

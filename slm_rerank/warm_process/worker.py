@@ -1,0 +1,242 @@
+"""The warm process's worker: one long-lived process that runs commands one after another in
+itself, so what a command keeps in memory (the chunk memory, the histories by HEAD) is
+there for the next one.
+
+The server forks the worker once it has imported everything, and hands it each connection
+that arrives while it is idle, with two memory files for the command's stdout and stderr,
+over a control socket (``SOCK_SEQPACKET``, the descriptors passed with ``SCM_RIGHTS``). The
+worker reads the request, takes the caller's folder and environment (``isolation``), tells
+the server the deadline it works to, acknowledges, runs the command, puts itself back as it
+was, answers, and tells the server it is done (and whether it may run another). A
+connection that arrives while it is busy is answered by a fork of the server, as before.
+
+The server watches its worker: past the command's deadline, or over ``MAX_RSS_BYTES``
+resident, it kills the worker's process group (the worker and the tools it started); a
+worker that dies while serving (a crash, a signal) is answered for by the server with a
+failure, so the caller runs the command in its own process; a command that ends the worker
+with ``os._exit`` is answered with that exit code and what it wrote, as its own process
+would be. Then the server forks a fresh worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import time
+from typing import Any, NoReturn
+
+from slm_rerank.warm_process import client, command_fork, isolation, wire
+
+#: a worker over this resident size while it runs a command is killed (the caller falls back)
+MAX_RSS_BYTES = 1 << 30
+#: the longest control message (a status's figures, a deadline)
+CONTROL_BYTES = 4096
+
+
+class Worker:
+    """The server's side of its worker: which command it serves, until when."""
+
+    def __init__(self, pid: int, ctl: socket.socket) -> None:
+        self.pid = pid
+        self.ctl = ctl
+        #: the caller being served (None: idle), and the memory files of its command
+        self.conn: socket.socket | None = None
+        self.fds: tuple[int, int] = (-1, -1)
+        self.deadline = 0.0
+        #: the worker said the deadline it works to (it acknowledges right after)
+        self.acked = False
+        #: the commands it ran (searches and hook runs, not status requests)
+        self.commands = 0
+
+    @property
+    def busy(self) -> bool:
+        return self.conn is not None
+
+    def hand(self, conn: socket.socket, status: dict[str, Any], request_seconds: float
+             ) -> bool:
+        """Give ``conn`` to the worker; False if it could not take it (the caller is then
+        served by a fork)."""
+        out_fd = command_fork.memory_file("stdout")
+        err_fd = command_fork.memory_file("stderr")
+        try:
+            socket.send_fds(self.ctl, [json.dumps(status).encode()],
+                            [conn.fileno(), out_fd, err_fd])
+        except OSError:
+            os.close(out_fd)
+            os.close(err_fd)
+            return False
+        self.conn, self.fds, self.acked = conn, (out_fd, err_fd), False
+        self.deadline = time.monotonic() + request_seconds + client.ACK_SECONDS
+        return True
+
+    def message(self) -> bool:
+        """Read what the worker said; False when it closed its side (it is ending)."""
+        try:
+            raw = self.ctl.recv(CONTROL_BYTES)
+        except OSError:
+            return False
+        if not raw:
+            return False
+        said = json.loads(raw)
+        if "deadline" in said:
+            self.deadline, self.acked = float(said["deadline"]), True
+        elif said.get("done"):
+            self.commands += bool(said.get("ran"))
+            self.release()
+        return True
+
+    def release(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+        for fd in self.fds:
+            if fd >= 0:
+                os.close(fd)
+        self.fds = (-1, -1)
+
+    def overdue(self) -> str | None:
+        """Why the busy worker must be killed now, or None."""
+        if not self.busy:
+            return None
+        if time.monotonic() > self.deadline:
+            return "the command did not finish by its deadline"
+        if _rss(self.pid) > MAX_RSS_BYTES:
+            return f"the command used more than {MAX_RSS_BYTES >> 20} MiB"
+        return None
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            os.killpg(self.pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signal.SIGKILL)
+
+    def ended(self, status: int | None, why: str | None) -> None:
+        """The worker is gone (``status``: its wait status, None if unknown): answer the
+        caller it was serving, from a fork, so the server's loop never waits on a caller."""
+        self.ctl.close()
+        if self.conn is None:
+            return
+        pid = os.fork()
+        if pid == 0:
+            with contextlib.suppress(BaseException):
+                _answer_for(self.conn, self.fds, self.acked, self.deadline, status, why)
+            os._exit(0)
+        self.release()
+
+
+def _rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _answer_for(conn: socket.socket, fds: tuple[int, int], acked: bool, deadline: float,
+                status: int | None, why: str | None) -> None:
+    """In a fork of the server: the answer for a caller whose worker is gone."""
+    by = max(deadline, time.monotonic()) + 1.0
+    if status is not None and why is None and os.WIFEXITED(status):
+        # the command ended the process itself (os._exit): what it left, as its own would
+        if acked:
+            answer = command_fork.read_answer(status, *fds)
+            wire.send_json(conn, answer[0], by)
+            if "exit" in answer[0]:
+                wire.send_frame(conn, answer[1], by)
+                wire.send_frame(conn, answer[2], by)
+            return
+        why = "the warm process's worker ended before it took the request"
+    if why is None:
+        why = (f"the command was ended by signal {os.WTERMSIG(status)}"
+               if status is not None and os.WIFSIGNALED(status) else "the worker ended")
+    reply = {"failed": why} if acked else {"accepted": False, "reason": why}
+    wire.send_json(conn, reply, by)
+
+
+def start(listening: socket.socket | None, server_pid: int) -> Worker:
+    """Fork a worker from the server."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    pid = os.fork()
+    if pid == 0:
+        ours.close()
+        if listening is not None:
+            listening.close()
+        _serve(theirs, server_pid)
+    theirs.close()
+    return Worker(pid, ours)
+
+
+def _serve(ctl: socket.socket, server_pid: int) -> NoReturn:
+    """The worker's loop: a request at a time, until the server closes its side."""
+    code = 0
+    try:
+        os.setpgid(0, 0)  # the tools a command starts die with it at a deadline
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        while True:
+            try:
+                raw, fds, _, _ = socket.recv_fds(ctl, CONTROL_BYTES, 3)
+            except OSError:
+                break
+            if not raw or len(fds) != 3:
+                break
+            conn = socket.socket(fileno=fds[0])
+            ran: list[bool] = []
+            try:
+                keep = _one(conn, json.loads(raw), ctl, fds[1], fds[2], server_pid, ran)
+            except BaseException:  # noqa: BLE001 - its caller falls back; a fresh worker next
+                keep = False
+            finally:
+                conn.close()
+                os.close(fds[1])
+                os.close(fds[2])
+            ctl.send(json.dumps({"done": True, "keep": keep, "ran": bool(ran)}).encode())
+            if not keep:
+                break
+    except BaseException:  # noqa: BLE001, S110 - the server forks another
+        code = 1
+    os._exit(code)
+
+
+def _one(conn: socket.socket, status: dict[str, Any], ctl: socket.socket, out_fd: int,
+         err_fd: int, server_pid: int, ran_one: list[bool]) -> bool:
+    """Serve one connection; whether this worker may serve another (``ran_one`` holds True
+    once it ran a command)."""
+    by = time.monotonic() + 2.0
+    head = wire.receive_json(conn, by)
+    stdin = wire.receive_frame(conn, wire.MAX_STDIN_BYTES, by)
+    kind = head.get("kind")
+    if kind == "status":
+        wire.send_json(conn, {"accepted": False, "reason": "status", **status}, by)
+        return True
+    if kind == "stop":
+        wire.send_json(conn, {"accepted": False, "reason": "stopping", "pid": server_pid}, by)
+        os.kill(server_pid, signal.SIGTERM)
+        return True
+    if head.get("format") != wire.FORMAT or kind not in ("search", "hook"):
+        wire.send_json(conn, {"accepted": False, "reason": "not a request of this version"},
+                       by)
+        return True
+    snapshot = isolation.prepare(head)
+    ran: isolation.Ran | None = None
+    try:
+        started = float(head["started"])
+        seconds = command_fork.deadline_seconds(head, stdin)
+        ctl.send(json.dumps({"deadline": started + seconds}).encode())
+        wire.send_json(conn, {"accepted": True, "deadline": seconds}, by)
+        ran_one.append(True)
+        ran = isolation.run(head, stdin, out_fd, err_fd)
+    finally:
+        keep = isolation.finish(snapshot, ran)
+    answer_by = started + seconds + 1.0
+    if ran.failed is not None:
+        wire.send_json(conn, {"failed": ran.failed}, answer_by)
+        return keep
+    answer = command_fork.read_answer(0, out_fd, err_fd, code=ran.exit)
+    wire.send_json(conn, answer[0], answer_by)
+    if "exit" in answer[0]:
+        wire.send_frame(conn, answer[1], answer_by)
+        wire.send_frame(conn, answer[2], answer_by)
+    return keep
