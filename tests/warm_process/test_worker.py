@@ -1,0 +1,153 @@
+"""The warm process's worker: commands run one after another in one process, each isolated
+from the next, and a command that misbehaves ends only the worker.
+
+A real warm process is started as a user's first command starts it. The misbehaving and
+state-reporting commands are played by a probe on ``PYTHONPATH``
+(``tests/fixtures/warm_probe/sitecustomize.py``): inside a warm process, a ``--fast``
+search whose query holds ``probe <word>`` does what the word says; in the command's own
+process it is an ordinary search.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from search_fixtures import Run, cli, make_repo, user_config
+from test_warm_process import (  # noqa: F401 - runtime is a fixture
+    OFF,
+    ON,
+    QUERY,
+    hook_json,
+    runtime,
+    same,
+    wait_for_warm,
+    worker_of,
+)
+
+PROBE = str(Path(__file__).resolve().parents[1] / "fixtures" / "warm_probe")
+WARM = {**ON, "PYTHONPATH": PROBE}
+ALONE = {**OFF, "PYTHONPATH": PROBE}
+pytestmark = pytest.mark.usefixtures("runtime")  # each test's own socket folder, stopped after
+
+
+def started(repo: Path) -> int:
+    """Start a warm process with the probe; its worker's pid."""
+    cli(*QUERY, cwd=repo, env=WARM)
+    wait_for_warm(repo, WARM)
+    return worker_of(repo, WARM)[0]
+
+
+def probe(word: str, repo: Path, *more: str, env: dict[str, str] | None = None) -> Run:
+    return cli("-q", f"probe {word} retry backoff", "--fast", *more, cwd=repo,
+               env={**WARM, **(env or {})})
+
+
+# --- nothing of one command reaches the next ---
+
+def test_what_a_command_changes_in_the_worker_is_gone_for_the_next(
+        repo: Path, tmp_path: Path) -> None:
+    other = make_repo(tmp_path / "other", {"cache.py": "def evict_backoff():\n    pass\n"})
+    worker = started(repo)
+    before = probe("look", other, env={"PROBE_CALLER": "second"})
+    assert before.returncode == 0, before.stderr
+    dirty = probe("dirty", repo, env={"PROBE_CALLER": "first"})
+    assert dirty.stdout == "dirty\n"
+    after = probe("look", other, env={"PROBE_CALLER": "second"})
+    assert json.loads(after.stdout) == json.loads(before.stdout)
+    seen = json.loads(after.stdout)
+    assert seen["left"] is None and seen["caller"] == "second"
+    assert seen["cwd"] == str(other) and seen["stdin"] == "/dev/null"
+    assert seen["argv"] == ["slm-rerank", "-q", "probe look retry backoff", "--fast"]
+    assert seen["usr1"] == "<Handlers.SIG_DFL: 0>" and seen["warned"] == []
+    assert worker_of(repo, WARM)[0] == worker  # put back in place, not a fresh worker
+
+
+def test_a_repository_config_reaches_only_its_own_commands(
+        repo: Path, tmp_path: Path) -> None:
+    other = make_repo(tmp_path / "other", {"retry.py": "def backoff():\n    pass\n",
+                                           "notes.md": "the retry backoff doubles\n"})
+    started(repo)
+    (repo / ".slm-rerank.toml").write_text("top_k = 1\nformat = 'json'\n")
+    mine = cli(*QUERY, cwd=repo, env=WARM)
+    same(mine, cli(*QUERY, cwd=repo, env=ALONE))
+    assert len(mine.paths()) == 1
+    theirs = cli(*QUERY, cwd=other, env=WARM)
+    same(theirs, cli(*QUERY, cwd=other, env=ALONE))
+    assert not theirs.stdout.startswith("{")  # the text format: the other's json is not here
+    user_config().write_text("top_k = 1\n")  # the user's config is read again at once
+    assert len(cli(*QUERY, "--format", "json", cwd=other, env=WARM).paths()) == 1
+
+
+def test_a_command_that_leaves_a_thread_running_is_answered_then_a_fresh_worker_serves(
+        repo: Path) -> None:
+    worker = started(repo)
+    run = probe("thread", repo)
+    assert run.returncode == 0 and "retry.py" in run.stdout
+    fresh, commands = worker_of(repo, WARM)
+    assert fresh != worker and commands == 0
+    assert "backoff" in cli(*QUERY, cwd=repo, env=WARM).stdout
+    assert worker_of(repo, WARM) == (fresh, 1)
+
+
+# --- a command that misbehaves ends only the worker; its caller falls back ---
+
+@pytest.mark.parametrize(("word", "said"), [
+    ("crash", "the warm process failed: the command was ended by signal 11"),
+    ("memory", "the warm process failed: the command used more than 1024 MiB"),
+])
+def test_a_worker_that_crashes_or_blows_its_memory_falls_back_and_is_forked_again(
+        repo: Path, word: str, said: str) -> None:
+    worker = started(repo)
+    run = probe(word, repo, "-v")
+    alone = cli("-q", f"probe {word} retry backoff", "--fast", "-v", cwd=repo, env=ALONE)
+    assert f"slm-rerank: warm process: {said}; searching in this process" in run.stderr
+    assert (run.returncode, run.stdout) == (alone.returncode, alone.stdout)
+    fresh, _ = worker_of(repo, WARM)
+    assert fresh != worker
+    same(cli(*QUERY, cwd=repo, env=WARM), cli(*QUERY, cwd=repo, env=ALONE))
+    assert worker_of(repo, WARM) == (fresh, 1)
+
+
+def test_a_command_that_calls_os_exit_answers_what_it_left_as_its_own_process_would(
+        repo: Path) -> None:
+    worker = started(repo)
+    run = probe("exit", repo)
+    assert (run.returncode, run.stdout) == (3, "partial\n")
+    assert worker_of(repo, WARM)[0] != worker
+    assert "backoff" in cli(*QUERY, cwd=repo, env=WARM).stdout
+
+
+def test_a_hook_that_hangs_in_the_worker_ends_by_its_deadline_and_the_worker_is_replaced(
+        repo: Path) -> None:
+    worker = started(repo)
+    began = time.monotonic()
+    run = cli("hook", "claude-prompt", "--deadline", "2", cwd=repo, env=WARM,
+              stdin=hook_json(repo, "probe hang: where is the retry backoff computed?"),
+              timeout=60)
+    took = time.monotonic() - began
+    assert run.returncode == 0 and took < 20  # the probe sleeps 120 s
+    fresh, _ = worker_of(repo, WARM)
+    assert fresh != worker
+    hook = cli("hook", "claude-prompt", cwd=repo, env=WARM, stdin=hook_json(repo))
+    assert "retry.py" in hook.stdout
+    assert worker_of(repo, WARM) == (fresh, 1)
+
+
+def test_a_search_arriving_while_the_worker_is_busy_gets_its_own_answer_from_a_fork(
+        repo: Path, tmp_path: Path) -> None:
+    other = make_repo(tmp_path / "other", {"cache.py": "def evict_backoff():\n    pass\n",
+                                           "README.md": "the cache evicts with a backoff\n"})
+    started(repo)
+    expected = cli(*QUERY, "--format", "json", cwd=other, env=ALONE)
+    hung: list[object] = []
+    hanging = threading.Thread(target=lambda: hung.append(cli(
+        "hook", "claude-prompt", "--deadline", "4", cwd=repo, env=WARM,
+        stdin=hook_json(repo, "probe hang: where is the retry backoff computed?"), timeout=60)))
+    hanging.start()
+    time.sleep(1.0)  # the worker is busy with the hanging hook
+    same(cli(*QUERY, "--format", "json", cwd=other, env=WARM), expected)
+    hanging.join()
