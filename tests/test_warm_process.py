@@ -283,6 +283,23 @@ def test_a_hook_whose_warm_process_hangs_still_ends_by_its_deadline(
     assert took < 8  # the fake hangs 8 s: the deadline, not the hang, ended the wait
 
 
+def test_a_hook_that_runs_in_its_own_process_says_why_in_its_usage_log_record(
+        repo: Path, runtime: Path, isolated_home: Path) -> None:
+    user_config().write_text("warm_process = false\n")  # no real one is started after
+    with FakeWarm(socket_of(ON), accept_then(crash)) as fake:
+        run = cli("hook", "claude-prompt", cwd=repo, env=ON, stdin=hook_json(repo))
+    assert fake.connections == 1
+    assert "retry.py" in run.stdout and run.stderr == ""  # its JSON and stderr as ever
+    alone = cli("hook", "claude-prompt", cwd=repo, env=OFF, stdin=hook_json(repo))
+    assert alone.stdout == run.stdout
+    records = [json.loads(line)["hook"]
+               for line in (isolated_home / "usage.jsonl").read_text().splitlines()]
+    assert records[0]["warm_process"] == (
+        "no usable answer from the warm process (the connection closed before the whole "
+        "message arrived); the hook ran in its own process")
+    assert "warm_process" not in records[1]  # the warm process is off: nothing to say
+
+
 def test_a_stale_socket_is_removed_and_the_search_runs_in_process(
         repo: Path, runtime: Path) -> None:
     user_config().write_text("warm_process = false\n")

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from slm_rerank.errors import ConfigError
+from slm_rerank.hook import stdio
 from slm_rerank.hook.prompt_classifier import (
     MAX_FILE_SHARE,
     QUERY_CHARS,
@@ -364,6 +365,9 @@ def main(deadline_option: str | None, force_fast: bool) -> None:
                     "reason": f"stdin was left open without a complete JSON object for "
                               f"{time.monotonic() - started:.1f} s (the deadline); no "
                               "context given"}, latency_ms=(time.monotonic() - started) * 1000)
+            fell_back = stdio.given.warm_process if stdio.given is not None else None
+            if fell_back is not None:  # in the log, not on stderr: the one line is the hook's
+                outcome.hook["warm_process"] = f"{fell_back}; the hook ran in its own process"
             problem = log(outcome, _cwd_hint(data))
             if outcome.hook["decision"] == "error":
                 # What went wrong with the prompt first: a log that failed for the same

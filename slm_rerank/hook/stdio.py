@@ -61,7 +61,7 @@ class GivenInput:
     ``dataclasses`` included.
     """
 
-    __slots__ = ("data", "in_time", "started")
+    __slots__ = ("data", "in_time", "started", "warm_process")
 
     def __init__(self, data: bytes, in_time: bool, started: float) -> None:
         self.data = data
@@ -69,6 +69,9 @@ class GivenInput:
         self.in_time = in_time
         #: ``time.monotonic()`` when the hook started, in the caller's process (the same clock)
         self.started = started
+        #: why the warm process did not answer and the hook runs in its own process (None:
+        #: it was not asked, or it answered); the usage log's record says it
+        self.warm_process: str | None = None
 
 
 #: set by ``warm_process``: the hook reads this instead of stdin, and counts its deadline

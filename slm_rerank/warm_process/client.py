@@ -374,5 +374,10 @@ def try_warm(args: list[str]) -> tuple[int | None, str | None]:
         return None, None
     if answer.fallback is None:
         return write_answer(answer), None
+    if kind == "hook":
+        from slm_rerank.hook import stdio
+
+        if stdio.given is not None:
+            stdio.given.warm_process = answer.fallback
     _note(verbose, f"{answer.fallback}; searching in this process")
     return None, path if answer.start else None
