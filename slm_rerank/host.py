@@ -38,6 +38,20 @@ NONE_IS_GIVEN = frozenset({"budget_tokens", "budget_seconds"})
 #: thread saw the first's still-empty plugin manager and reported no plugin installed.
 _LOADING = threading.Lock()
 
+#: Loaded plugin managers a process keeps between hosts, by what chooses the plugins (the
+#: disabled ones, ``$SLM_RERANK_LOAD_PLUGINS``, the listing's cache folder); None: each host
+#: loads its own. The warm process's worker turns it on (``keep_plugins``): what is installed
+#: cannot change under it, since its server stops when it does.
+_KEPT_PLUGINS: dict[tuple[tuple[str, ...], str | None, str],
+                    tuple[pluggy.PluginManager, dict[str, PluginInfo]]] | None = None
+
+
+def keep_plugins() -> None:
+    """Keep the plugins each host loads for the next hosts of this process (see above)."""
+    global _KEPT_PLUGINS
+    if _KEPT_PLUGINS is None:
+        _KEPT_PLUGINS = {}
+
 
 @dataclass
 class Host:
@@ -108,13 +122,28 @@ class Host:
             with _LOADING:
                 if self._registry is None:
                     if self.pm is None:
-                        pm = make_manager()
-                        self.infos = load_entry_points(pm, self.settings.disabled_plugins,
-                                                       self._listing_folder())
-                        report_load_errors(self.infos)
-                        self.pm = pm
+                        self.pm, self.infos = self._load_plugins()
+                        report_load_errors(self.infos)  # each run says it, as on its own
                     self._registry = Registry(self.pm)
         return self._registry
+
+    def _load_plugins(self) -> tuple[pluggy.PluginManager, dict[str, PluginInfo]]:
+        import os
+
+        from slm_rerank.plugins import LOAD_PLUGINS_ENV
+
+        folder = self._listing_folder()
+        key = (tuple(sorted(self.settings.disabled_plugins)), os.environ.get(LOAD_PLUGINS_ENV),
+               str(folder))
+        if _KEPT_PLUGINS is not None and key in _KEPT_PLUGINS:
+            return _KEPT_PLUGINS[key]
+        pm = make_manager()
+        loaded = pm, load_entry_points(pm, self.settings.disabled_plugins, folder)
+        if _KEPT_PLUGINS is not None:
+            _KEPT_PLUGINS[key] = loaded
+            while len(_KEPT_PLUGINS) > 8:
+                del _KEPT_PLUGINS[next(iter(_KEPT_PLUGINS))]
+        return loaded
 
     def _listing_folder(self) -> Path:
         """Where the entry-point listing may be kept between starts: the cache folder."""

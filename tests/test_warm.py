@@ -59,3 +59,23 @@ def test_a_config_file_that_became_unusable_is_an_error_not_the_kept_host(
 
     with pytest.raises(ConfigError):
         cache.host_for(repo)
+
+
+def test_a_process_that_keeps_plugins_loads_them_once_per_choice_of_plugins(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from slm_rerank import host as host_module
+    from slm_rerank.host import Host, keep_plugins
+
+    monkeypatch.setattr(host_module, "_KEPT_PLUGINS", None)
+    separate = (Host.from_environment(start=tmp_path), Host.from_environment(start=tmp_path))
+    assert separate[0].registry and separate[0].pm is not separate[1].registry.pm
+    keep_plugins()
+    first, second = Host.from_environment(start=tmp_path), Host.from_environment(start=tmp_path)
+    assert first.registry.pm is second.registry.pm  # loaded once, for both
+    assert "text" in second.registry.formatters()
+    user_config_path().parent.mkdir(parents=True, exist_ok=True)
+    user_config_path().write_text('disabled_plugins = ["formatters"]\n')
+    other = Host.from_environment(start=tmp_path)
+    assert other.registry.pm is not first.pm and "text" not in other.registry.formatters()
+    monkeypatch.setenv(LOAD_PLUGINS_ENV, "ripgrep")
+    assert Host.from_environment(start=tmp_path).registry.pm is not other.pm

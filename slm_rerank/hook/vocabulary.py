@@ -309,8 +309,34 @@ def _read_json(path: Path) -> object:
         return None
 
 
+#: vocabularies a process keeps (a warm process's hook runs): by entry file, with the file's
+#: stamp and the listing key it was read for; at most KEEP_IN_MEMORY, the newest
+KEEP_IN_MEMORY = 4
+_KEPT: dict[str, tuple[tuple[int, int, int, int, int], str, Vocabulary]] = {}
+
+
 def _read_entry(path: Path, key: str) -> Vocabulary | None:
-    """The cached vocabulary at ``path`` if it was made from the listing ``key``."""
+    """The cached vocabulary at ``path`` if it was made from the listing ``key``: kept from
+    an earlier read while the file is the same one (it is only ever replaced by a rename,
+    so a new version is a new inode), else read."""
+    try:
+        info = os.stat(path)
+        stamp = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+    except OSError:
+        return None
+    kept = _KEPT.get(str(path))
+    if kept is not None and kept[0] == stamp and kept[1] == key:
+        return kept[2]
+    found = _parse_entry(path, key)
+    if found is not None:
+        _KEPT.pop(str(path), None)
+        _KEPT[str(path)] = (stamp, key, found)
+        while len(_KEPT) > KEEP_IN_MEMORY:
+            _KEPT.pop(next(iter(_KEPT)), None)
+    return found
+
+
+def _parse_entry(path: Path, key: str) -> Vocabulary | None:
     doc = _read_json(path)
     if not (isinstance(doc, dict) and doc.get("key") == key):
         return None

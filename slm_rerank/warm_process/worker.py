@@ -175,6 +175,9 @@ def _serve(ctl: socket.socket, server_pid: int) -> NoReturn:
     try:
         os.setpgid(0, 0)  # the tools a command starts die with it at a deadline
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        from slm_rerank.host import keep_plugins
+
+        keep_plugins()
         while True:
             try:
                 raw, fds, _, _ = socket.recv_fds(ctl, CONTROL_BYTES, 3)

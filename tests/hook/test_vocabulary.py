@@ -214,3 +214,23 @@ def test_the_cache_keeps_a_bounded_number_of_roots(tmp_path: Path,
         load(tree(tmp_path / f"repo{i}", {"a.py": "X = 1\n"}), tmp_path / "cache", 30)
 
     assert len(list((tmp_path / "cache" / "vocabulary").glob("*.json"))) <= 2 * 3 + 2
+
+
+def test_a_kept_vocabulary_is_served_while_its_cache_entry_is_the_same_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vocabulary, "_KEPT", {})
+    root = tree(tmp_path / "repo", {"a.py": "def alpha():\n    pass\n"})
+    cache = tmp_path / "cache"
+    load(root, cache, 30)
+    first = load(root, cache, 30)  # read from the entry file, and kept
+    assert load(root, cache, 30).vocabulary is first.vocabulary  # not parsed again
+    words_path, _ = vocabulary._entry_paths(cache, root)
+    doc = json.loads(words_path.read_text())
+    doc["words"]["omega"] = [1, NAME]
+    replacement = words_path.with_suffix(".new")
+    replacement.write_text(json.dumps(doc))
+    os.replace(replacement, words_path)  # as another process's rebuild writes it
+
+    again = load(root, cache, 30)
+
+    assert again.cached and again.vocabulary.lookup("omega") == (1, NAME)
