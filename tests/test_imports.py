@@ -16,7 +16,7 @@ README = SOURCE.parent / "README.md"
 #: ending in ``.*`` is a package and every module under it; any other name is one module.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation", ("slm_rerank.errors", "slm_rerank.report", "slm_rerank.usage",
-                    "slm_rerank.safefile", "slm_rerank.query_limit",
+                    "slm_rerank.safefile", "slm_rerank.query_limit", "slm_rerank.piped",
                     "slm_rerank.registrations", "slm_rerank.event_loop")),
     ("settings", ("slm_rerank.config_keys", "slm_rerank.config_file", "slm_rerank.config",
                   "slm_rerank.cache_folder")),
@@ -36,7 +36,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("warm client", ("slm_rerank.warm_process", "slm_rerank.warm_process.wire",
                      "slm_rerank.warm_process.switch", "slm_rerank.warm_process.client")),
     ("cli", ("slm_rerank.cli.*",)),
-    ("warm process", ("slm_rerank.warm_process.command_fork", "slm_rerank.warm_process.server")),
+    ("warm process", ("slm_rerank.warm_process.isolation", "slm_rerank.warm_process.command_fork",
+                      "slm_rerank.warm_process.worker", "slm_rerank.warm_process.server")),
 )
 
 #: Imports up a layer that are known and on their way out: (importer, imported).

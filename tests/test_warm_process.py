@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from search_fixtures import Run, cli, make_repo, user_config
@@ -368,14 +369,75 @@ def test_the_warm_process_refuses_a_connection_from_another_user(
     assert os.waitstatus_to_exitcode(status) == 0
 
 
-def test_a_search_with_file_names_on_stdin_runs_in_process(repo: Path, runtime: Path) -> None:
+def run_with_stdin(args: tuple[str, ...], repo: Path, env: dict[str, str], stdin: object,
+                   feed: bytes = b"") -> Run:
+    """The installed command with ``stdin`` as given (a file, or PIPE fed ``feed`` and left
+    open until the command ends)."""
+    import subprocess
+
+    from slm_rerank.testing.helpers import CLI
+
+    proc = subprocess.Popen([str(CLI), *args], cwd=repo, env={**os.environ, **env},
+                            stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if proc.stdin is not None:
+        proc.stdin.write(feed)
+        proc.stdin.flush()
+    out, err = proc.communicate(timeout=60) if proc.stdin is None else _open_until_done(proc)
+    return Run(proc.returncode, out.decode(), err.decode())
+
+
+def _open_until_done(proc: Any) -> tuple[bytes, bytes]:
+    out, err = proc.stdout.read(), proc.stderr.read()  # stdin still open: it went silent
+    proc.stdin.close()
+    proc.wait(timeout=60)
+    return out, err
+
+
+def test_a_search_with_file_names_or_its_query_on_stdin_is_answered_by_the_warm_process(
+        repo: Path, runtime: Path, tmp_path: Path) -> None:
+    import subprocess
+
+    cli(*QUERY, cwd=repo, env=ON)
+    wait_for_warm(repo, ON)
+    _, before = worker_of(repo, ON)
+    names = tmp_path / "names.txt"
+    names.write_text("src/net/client.py\nREADME.md\n")
+    cases = [(QUERY, "src/net/client.py\nREADME.md\n"),  # file names piped
+             (("--query-file", "-", "--fast", "-v"), "where is the retry backoff"),
+             ((*QUERY, "--no-such-flag"), "README.md\n")]
+    for args, stdin in cases:
+        same(cli(*args, cwd=repo, env=ON, stdin=stdin), cli(*args, cwd=repo, env=OFF, stdin=stdin))
+    with names.open("rb") as warm_in, names.open("rb") as alone_in:  # a file on stdin
+        same(run_with_stdin(QUERY, repo, ON, warm_in), run_with_stdin(QUERY, repo, OFF, alone_in))
+    # an open pipe that goes silent mid-line: the same lines used, the same warning
+    silent = [run_with_stdin((*QUERY, "--format", "json"), repo, env, subprocess.PIPE,
+                             b"src/net/client.py\nREADME") for env in (ON, OFF)]
+    same(*silent)
+    assert "dropped the unfinished last line 'README'" in silent[0].stderr
+    assert silent[0].paths() == ["src/net/client.py"]
+    assert worker_of(repo, ON)[1] == before + len(cases) + 2  # each one went through it
+
+
+def test_a_search_whose_warm_process_fails_uses_the_stdin_it_already_read(
+        repo: Path, runtime: Path) -> None:
+    user_config().write_text("warm_process = false\n")
     with FakeWarm(socket_of(ON), accept_then(crash)) as fake:
-        run = cli(*QUERY, "-v", cwd=repo, env=ON, stdin="retry.py\n")
-        query_on_stdin = cli("--query-file", "-", "--fast", cwd=repo, env=ON,
-                             stdin="where is the retry backoff")
-    assert fake.connections == 0
-    assert "not used: stdin is a pipe or a file" in run.stderr
-    assert "backoff" in query_on_stdin.stdout
+        run = cli(*QUERY, "--format", "json", cwd=repo, env=ON, stdin="README.md\n")
+        query = cli("--query-file", "-", "--fast", cwd=repo, env=ON,
+                    stdin="where is the retry backoff")
+    assert fake.connections == 2
+    same(run, cli(*QUERY, "--format", "json", cwd=repo, env=OFF, stdin="README.md\n"))
+    assert run.paths() == ["README.md"]
+    same(query, cli("--query-file", "-", "--fast", cwd=repo, env=OFF,
+                    stdin="where is the retry backoff"))
+
+
+def test_a_query_on_a_stdin_that_is_no_pipe_or_file_is_read_in_its_own_process(
+        repo: Path, runtime: Path) -> None:
+    with FakeWarm(socket_of(ON), accept_then(crash)) as fake:
+        run = cli("--query-file", "-", "--fast", cwd=repo, env=ON)  # stdin /dev/null
+    assert fake.connections == 0  # a terminal is read where the user types
+    assert "the query is empty" in run.stderr
 
 
 def test_the_command_side_writes_the_answer_before_importing_click(

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-import stat
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
+from slm_rerank import piped
 from slm_rerank.cli.model_flags import model_options
 from slm_rerank.cli.terminal import emit, fail, warn
 from slm_rerank.config import Settings
@@ -20,7 +20,7 @@ from slm_rerank.query_limit import MAX_QUERY_BYTES, QUERY_LIMIT, too_long
 from slm_rerank.report import Report
 
 #: How long an open pipe on stdin may stay silent before it is taken to have said all it will.
-STDIN_WAIT_SECONDS = 2.0
+STDIN_WAIT_SECONDS = piped.STDIN_WAIT_SECONDS
 
 
 def _read_query_file(query_file: str) -> str:
@@ -28,7 +28,9 @@ def _read_query_file(query_file: str) -> str:
     from slm_rerank import safefile
 
     try:
-        if query_file == "-":
+        if query_file == "-" and piped.given is not None:
+            data = piped.given.data  # read already, by the warm process's client
+        elif query_file == "-":
             data = sys.stdin.buffer.read(MAX_QUERY_BYTES + 1)
         else:  # a FIFO nobody writes: an error after PIPE_SECONDS, not a hang
             data = safefile.read_named(Path(query_file), MAX_QUERY_BYTES + 1)
@@ -63,25 +65,13 @@ def _lines(data: bytes) -> str:
     return f"{count} line" if count == 1 else f"{count} lines"
 
 
-def _read_pipe(fd: int) -> bytes:
-    """Everything an open pipe sends until EOF, or until it stays silent STDIN_WAIT_SECONDS.
-
-    A caller may leave stdin open (an agent's shell, a service), idle or after a few lines:
-    never hang on it. Each read waits at most STDIN_WAIT_SECONDS; on a silence what arrived is
-    used, up to its last complete line, and one warning says so.
-    """
-    import select
-
-    chunks: list[bytes] = []
-    while True:
-        readable, _, _ = select.select([fd], [], [], STDIN_WAIT_SECONDS)
-        if not readable:
-            break
-        chunk = os.read(fd, 1 << 16)
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-    data = b"".join(chunks)
+def _after_silence(given: piped.Given) -> bytes:
+    """The file names read from stdin (``piped``): all of them when the pipe closed (or
+    stdin is a file); when an open pipe went silent for STDIN_WAIT_SECONDS, what arrived up
+    to its last complete line, and one warning says so."""
+    data = given.data
+    if not given.silent:
+        return data
     if not data:
         warn(f"stdin is an open pipe that sent nothing in {STDIN_WAIT_SECONDS:.0f} s; "
              f"searching without a file list")
@@ -96,17 +86,16 @@ def _read_pipe(fd: int) -> bytes:
 
 def _stdin_paths() -> list[str]:
     """File names piped on stdin (`git ls-files | slm-rerank -q ...`); `path:line` -> path."""
-    try:
-        fd = sys.stdin.fileno()
-        mode = os.fstat(fd).st_mode
-    except (OSError, ValueError, AttributeError):
-        return []
-    if stat.S_ISFIFO(mode):
-        data = _read_pipe(fd)
-    elif stat.S_ISREG(mode):
-        data = sys.stdin.buffer.read()
-    else:
-        return []
+    given = piped.given  # read already, by the warm process's client
+    if given is None:
+        try:
+            fd = sys.stdin.fileno()
+        except (OSError, ValueError, AttributeError):
+            return []
+        given = piped.read_names(fd)
+        if given is None:
+            return []
+    data = _after_silence(given)
     paths = []
     # Names are bytes on disk: decode them as the file system does, so any name round-trips.
     for line in os.fsdecode(data).splitlines():

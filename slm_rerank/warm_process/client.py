@@ -64,16 +64,21 @@ class Refused(Exception):
 class Request:
     """One command as this process would run it."""
 
-    __slots__ = ("args", "kind", "started", "stdin", "stdin_in_time", "verbose")
+    __slots__ = ("args", "kind", "started", "stdin", "stdin_given", "stdin_in_time",
+                 "stdin_silent", "verbose")
 
     def __init__(self, kind: str, args: list[str], verbose: bool, stdin: bytes = b"",
                  stdin_in_time: bool = True, started: float = 0.0) -> None:
         self.kind = kind  # "search" or "hook"
         self.args = args
         self.verbose = verbose
-        #: the hook's stdin as read here (``b""`` for a search, which runs with stdin empty)
+        #: stdin as read here: the hook's, or a search's file names or query (``piped``);
+        #: ``b""`` for a search whose stdin is a terminal or /dev/null (it runs with it empty)
         self.stdin = stdin
         self.stdin_in_time = stdin_in_time
+        #: a search's stdin was read here (``piped.given``), and whether a pipe went silent
+        self.stdin_given = False
+        self.stdin_silent = False
         self.started = started
 
 
@@ -102,9 +107,8 @@ def request_kind(args: Sequence[str]) -> str | None:
     else (another command, ``--help``: run here)."""
     if "--help" in args:
         return None
-    if any(a == "--query-file=-" or (a == "--query-file" and args[i + 1:i + 2] == ["-"])
-           for i, a in enumerate(args)):
-        return None  # the query on stdin (a terminal, perhaps): read where it is
+    if query_on_stdin(args) and not stdin_is_data():
+        return None  # the query on a terminal: read where it is typed
     if list(args[:2]) == ["hook", "claude-prompt"]:
         return "hook"
     if "--fast" in args and args and (args[0] == "search" or args[0].startswith("-")):
@@ -112,8 +116,14 @@ def request_kind(args: Sequence[str]) -> str | None:
     return None
 
 
+def query_on_stdin(args: Sequence[str]) -> bool:
+    """Whether the search reads its query from stdin (``--query-file -``)."""
+    return any(a == "--query-file=-" or (a == "--query-file" and args[i + 1:i + 2] == ["-"])
+               for i, a in enumerate(args))
+
+
 def stdin_is_data() -> bool:
-    """Whether stdin is a pipe or a file: a search reads file names from it (not sent)."""
+    """Whether stdin is a pipe or a file: a search reads file names (or its query) from it."""
     try:
         mode = os.fstat(0).st_mode
     except OSError:
@@ -211,7 +221,8 @@ def _header(request: Request) -> dict[str, object]:
 
     return {"format": wire.FORMAT, "kind": request.kind, "args": request.args,
             "cwd": os.getcwd(), "env": dict(os.environ), "started": request.started,
-            "stdin_in_time": request.stdin_in_time,
+            "stdin_in_time": request.stdin_in_time, "stdin_given": request.stdin_given,
+            "stdin_silent": request.stdin_silent,
             "stdout_tty": tty(sys.stdout), "stderr_tty": tty(sys.stderr),
             "stdout_codec": codec(sys.stdout), "stderr_codec": codec(sys.stderr)}
 
@@ -293,6 +304,21 @@ def read_hook_input(args: Sequence[str], started: float) -> Request:
     return Request("hook", list(args), False, data, in_time, started)
 
 
+def read_search_input(request: Request) -> None:
+    """Read a search's stdin here, as the search reads it (file names, or the query for
+    ``--query-file -``), into ``request`` and ``piped.given``: the search takes it from
+    there, in the warm process or in this one."""
+    from slm_rerank import piped
+    from slm_rerank.query_limit import MAX_QUERY_BYTES
+
+    if query_on_stdin(request.args):
+        given = piped.Given(piped.read_up_to(0, MAX_QUERY_BYTES + 1), False)
+    else:
+        given = piped.read_names(0) or piped.Given(b"", False)
+    piped.given = given
+    request.stdin, request.stdin_silent, request.stdin_given = given.data, given.silent, True
+
+
 def write_answer(answer: Answer) -> int:
     """Write the answer's stderr and stdout as the command would have; its exit code."""
     code = answer.exit_code if answer.exit_code is not None else 1
@@ -352,10 +378,6 @@ def try_warm(args: list[str]) -> tuple[int | None, str | None]:
         return None, None  # without SO_PEERCRED the warm process could not check its callers
     started = time.monotonic()
     verbose = wants_notes(args)
-    if kind == "search" and stdin_is_data():
-        _note(verbose, "not used: stdin is a pipe or a file (file names for the search); "
-                       "searching in this process")
-        return None, None
     if kind == "hook":
         from slm_rerank.hook import stdio
 
@@ -366,6 +388,12 @@ def try_warm(args: list[str]) -> tuple[int | None, str | None]:
     else:
         request = Request("search", list(args), verbose, started=started)
         deadline = started + SEARCH_DEADLINE
+        if stdin_is_data():
+            read_search_input(request)
+            if len(request.stdin) > wire.MAX_STDIN_BYTES:
+                _note(verbose, f"not used: stdin holds more than {wire.MAX_STDIN_BYTES} bytes; "
+                               "searching in this process")
+                return None, None
     try:
         path = socket_path(os.environ)
         answer = ask(request, path, deadline)

@@ -124,6 +124,10 @@ def command(head: dict[str, Any], stdin: bytes, out_fd: int, err_fd: int) -> Non
     sys.stdout = isolation.text_stream(1, bool(head["stdout_tty"]), head["stdout_codec"])
     sys.stderr = isolation.text_stream(2, bool(head["stderr_tty"]), head["stderr_codec"])
     sys.argv = ["slm-rerank", *head["args"]]
+    if head["kind"] == "search" and head.get("stdin_given"):
+        from slm_rerank import piped
+
+        piped.given = piped.Given(stdin, bool(head.get("stdin_silent")))
     if head["kind"] == "hook":
         from slm_rerank.hook import stdio
 

@@ -262,6 +262,10 @@ def run(head: dict[str, Any], stdin: bytes, out_fd: int, err_fd: int) -> Ran:
         sys.stdout = text_stream(1, bool(head["stdout_tty"]), head["stdout_codec"])
         sys.stderr = text_stream(2, bool(head["stderr_tty"]), head["stderr_codec"])
         sys.argv = ["slm-rerank", *head["args"]]
+        if head["kind"] == "search" and head.get("stdin_given"):
+            from slm_rerank import piped
+
+            piped.given = piped.Given(stdin, bool(head.get("stdin_silent")))
         if head["kind"] == "hook":
             stdio.given = stdio.GivenInput(stdin, bool(head["stdin_in_time"]),
                                            float(head["started"]))

@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """The warm process (issue 30): a ``--fast`` search and the prompt hook through it, against
 the same commands each in its own process, one ripgrep process, and the same search
-through the Python API in the script's own (warm) process.
+through the Python API in one long-lived (warm) process.
 
     python tests/bench/warm_process_latency.py ROOT [--runs 20]
 
 ROOT is a git checkout (docs/benchmarks.md uses sympy). Each round runs, in turn, the
 ``--fast`` search through a running warm process, the same search in its own process
 (``SLM_RERANK_WARM_PROCESS=0``), ``rg -i -c -e matrix -e determinant -e nan .`` and
-``slm_rerank.search(..., fast=True)`` in this process (after three warm-up calls); the
+``slm_rerank.search(..., fast=True)`` in one long-lived process (after three warm-ups); the
 ratios to rg are taken round by round. Then the hook (``slm-rerank hook claude-prompt``,
 the UserPromptSubmit JSON on stdin), warm and in its own process alternating. Cold: the
 first search with no warm process (it answers in its own process and starts one) and how
@@ -93,21 +93,43 @@ def warm_pid(root: Path, env: dict[str, str]) -> int | None:
     return int(done.stdout.split(": pid ")[1].split(",")[0])
 
 
-def api_call(root: Path) -> Took:
-    """The same search through the Python API in this process (a warm API call: the
-    yardstick of what a command in a warm process could cost)."""
-    import resource
-
-    from slm_rerank import search
-
-    def cpu() -> float:
-        own = resource.getrusage(resource.RUSAGE_SELF)
-        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
-
+#: a long-lived Python process that runs the search through the API each time it reads a
+#: line, and writes its wall and CPU seconds (its own and its children's): the script's own
+#: process stays small, so the children it times report their own peak memory
+API_LOOP = """
+import resource, sys, time
+from slm_rerank import search
+def cpu():
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+for line in sys.stdin:
     started, spent = time.perf_counter(), cpu()
-    search(QUERY, root, fast=True, caller="bench")
-    return time.perf_counter() - started, cpu() - spent, 0.0
+    search(sys.argv[1], sys.argv[2], fast=True, caller="bench")
+    print(time.perf_counter() - started, cpu() - spent, flush=True)
+"""
+
+
+class ApiLoop:
+    """The same search through the Python API in one warm process (the yardstick of what a
+    command in a warm process could cost)."""
+
+    def __init__(self, root: Path, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", API_LOOP, QUERY, str(root)],
+                                     cwd=root, env=env, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+
+    def call(self) -> Took:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+        wall, cpu = (float(v) for v in self.proc.stdout.readline().split())
+        return wall, cpu, 0.0
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait()
 
 
 def hook_input(root: Path) -> bytes:
@@ -160,10 +182,9 @@ def main() -> int:
         for _ in range(3):
             timed(search, root, env)
             timed(rg_args, root, env)
-        os.environ.clear()
-        os.environ.update(alone)  # the API calls' settings, cache and config folders
+        api_loop = ApiLoop(root, alone)
         for _ in range(3):
-            api_call(root)
+            api_loop.call()
         cpu0 = warm_cpu(pid)
         warm: list[Took] = []
         inproc: list[Took] = []
@@ -173,8 +194,9 @@ def main() -> int:
             warm.append(timed(search, root, env))
             inproc.append(timed(search, root, alone))
             rgs.append(timed(rg_args, root, env))
-            api.append(api_call(root))
+            api.append(api_loop.call())
         search_warm_cpu = (warm_cpu(pid) - cpu0) / args.runs  # includes the rounds' status
+        api_loop.close()
         cpu0 = warm_cpu(pid)
         hook_warm: list[Took] = []
         hook_alone: list[Took] = []
@@ -182,7 +204,15 @@ def main() -> int:
             hook_warm.append(timed(hook, root, env, hook_input(root)))
             hook_alone.append(timed(hook, root, alone, hook_input(root)))
         hook_warm_cpu = (warm_cpu(pid) - cpu0) / args.runs
-        warm_rss = Path(f"/proc/{pid}/status").read_text().split("VmRSS:")[1].split()[0]
+        def rss_mib(one: int) -> float:
+            status = Path(f"/proc/{one}/status").read_text()
+            return int(status.split("VmRSS:")[1].split()[0]) / 1024
+
+        warm_rss = f"{rss_mib(pid):.1f} MiB"
+        for task in Path(f"/proc/{pid}/task").iterdir():  # its worker, where there is one
+            for child in (task / "children").read_text().split():
+                with contextlib.suppress(OSError, IndexError):
+                    warm_rss += f", its worker {rss_mib(int(child)):.1f} MiB"
         ratio_warm = statistics.median(w[0] / r[0] for w, r in zip(warm, rgs, strict=True))
         ratio_alone = statistics.median(a[0] / r[0] for a, r in zip(inproc, rgs, strict=True))
         cpu_warm = (statistics.median(w[1] for w in warm) + search_warm_cpu)
@@ -200,7 +230,7 @@ def main() -> int:
                 f"{ratio_alone:.2f}x rg wall, round by round; "
                 f"{statistics.median(a[1] for a in inproc) / cpu_rg:.2f}x rg CPU"),
             row("`rg -i -c` (3 terms)", rgs),
-            row("API `search(fast=True)`, warm, in the bench's process", api,
+            row("API `search(fast=True)`, warm, one process", api,
                 f"{statistics.median(a[0] / r[0] for a, r in zip(api, rgs, strict=True)):.2f}x "
                 f"rg wall, round by round; "
                 f"{statistics.median(a[1] for a in api) / cpu_rg:.2f}x rg CPU"),
@@ -212,7 +242,7 @@ def main() -> int:
             f"cold: the first search with no warm process {cold[0] * 1000:.0f} ms wall "
             f"({cold[1] * 1000:.0f} ms CPU; it answers in its own process and starts one); "
             f"the warm process answered {ready:.2f} s after that search began; "
-            f"its resident memory after the runs {int(warm_rss) / 1024:.1f} MiB",
+            f"its resident memory after the runs {warm_rss}",
         ]
     finally:
         subprocess.run([str(BIN), "warm", "stop", "--all"], cwd=root, env=env,
