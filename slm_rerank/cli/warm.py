@@ -81,7 +81,8 @@ def status(every: bool) -> None:
         else:
             since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(reply.get("since", 0)))
             worker = (f"its worker pid {reply['worker']} has run "
-                      f"{reply.get('worker_commands')} commands, " if reply.get("worker") else "")
+                      f"{reply.get('worker_commands')} commands ({reply.get('workers')} workers "
+                      "started), " if reply.get("worker") else "")
             lines.append(f"{path}: pid {reply.get('pid')}, running since {since}, {worker}"
                          f"{reply.get('served')} connections so far")
     emit("\n".join(lines) + "\n")

@@ -131,6 +131,8 @@ class Server:
         self.started = time.time()
         self.stamp: tuple[str, float] | None = None
         self.worker: worker.Worker | None = None
+        #: workers started so far (a fresh one after each that ended)
+        self.workers = 0
 
     def listen(self) -> None:
         old = os.umask(0o077)
@@ -189,6 +191,7 @@ class Server:
 
     def start_worker(self) -> None:
         self.worker = worker.start(self.sock, self.pid)
+        self.workers += 1
 
     def stop_worker(self) -> None:
         if self.worker is not None and os.getpid() == self.pid:
@@ -265,7 +268,7 @@ def _status(server: Server) -> dict[str, Any]:
     return {"pid": server.pid, "served": server.served, "since": server.started,
             "running": len(server.running) + (w is not None and w.busy),
             "worker": None if w is None else w.pid,
-            "worker_commands": 0 if w is None else w.commands}
+            "worker_commands": 0 if w is None else w.commands, "workers": server.workers}
 
 
 def _handle(conn: socket.socket, server: Server) -> None:

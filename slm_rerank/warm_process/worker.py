@@ -189,6 +189,8 @@ def _serve(ctl: socket.socket, server_pid: int) -> NoReturn:
             ran: list[bool] = []
             try:
                 keep = _one(conn, json.loads(raw), ctl, fds[1], fds[2], server_pid, ran)
+            except wire.WireError:  # the caller is gone or spoke wrongly: this worker is fine
+                keep = True
             except BaseException:  # noqa: BLE001 - its caller falls back; a fresh worker next
                 keep = False
             finally:
