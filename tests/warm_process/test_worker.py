@@ -151,3 +151,31 @@ def test_a_search_arriving_while_the_worker_is_busy_gets_its_own_answer_from_a_f
     time.sleep(1.0)  # the worker is busy with the hanging hook
     same(cli(*QUERY, "--format", "json", cwd=other, env=WARM), expected)
     hanging.join()
+
+
+def test_a_caller_that_goes_away_before_its_answer_leaves_the_worker_in_place(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import socket
+
+    from slm_rerank.warm_process import client, wire
+
+    worker = started(repo)
+    monkeypatch.chdir(repo)
+    for name, value in WARM.items():
+        monkeypatch.setenv(name, value)
+    request = client.Request("search", list(QUERY), False, started=time.monotonic())
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(client.socket_path(os.environ))
+    by = time.monotonic() + 5
+    wire.send_json(sock, client._header(request), by)
+    wire.send_frame(sock, b"", by)
+    assert wire.receive_json(sock, by)["accepted"] is True
+    sock.close()  # gone before the answer
+    for _ in range(300):  # until the worker is done with it
+        if worker_of(repo, WARM) != (worker, 0):
+            break
+        time.sleep(0.1)
+    assert worker_of(repo, WARM) == (worker, 1)  # it ran, could not answer, and stays
+    same(cli(*QUERY, cwd=repo, env=WARM), cli(*QUERY, cwd=repo, env=ALONE))
+    assert worker_of(repo, WARM) == (worker, 2)
