@@ -44,6 +44,10 @@ OFF_WORDS = frozenset({"0", "false", "no", "off"})
 #: a search's own deadline for the warm process's answer (a ``--fast`` search has none of
 #: its own): past it the search runs in this process
 SEARCH_DEADLINE = 60.0
+#: how long past its deadline a command's answer is waited for: a command ends a little
+#: after its deadline as it would in its own process (the hook, timed out, logs and exits),
+#: and running it again here would take longer and repeat it (its usage-log record)
+ANSWER_GRACE = 0.25
 #: a warm process that has not accepted the connection and the request within this long is
 #: taken to be hung, and the command runs in this process
 ACK_SECONDS = 1.0
@@ -232,7 +236,8 @@ def ask(request: Request, path: str, deadline: float) -> Answer:
 
     ``deadline`` (``time.monotonic()``) bounds connecting, sending and the acknowledgement;
     the answer is waited for until the deadline the warm process says it works to (the
-    hook's, counted from ``request.started``; a search's SEARCH_DEADLINE), never longer.
+    hook's, counted from ``request.started``; a search's SEARCH_DEADLINE) and
+    ANSWER_GRACE, never longer.
     """
     try:
         sock = connect(path, min(deadline, time.monotonic() + ACK_SECONDS))
@@ -259,7 +264,7 @@ def ask(request: Request, path: str, deadline: float) -> Answer:
             seconds = ack.get("deadline")
             if not isinstance(seconds, (int, float)) or not 0 < seconds <= 3600:
                 raise wire.WireError(f"a malformed acknowledgement ({ack})")
-            answer_by = request.started + float(seconds)
+            answer_by = request.started + float(seconds) + ANSWER_GRACE
             head = wire.receive_json(sock, answer_by)
             code = head.get("exit")
             if not isinstance(code, int) or isinstance(code, bool):

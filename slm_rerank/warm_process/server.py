@@ -300,7 +300,8 @@ def _handle(conn: socket.socket, server: Server) -> None:
         # process only, and the command warns as it would on its own
         seconds = command_fork.deadline_seconds(head, stdin)
         wire.send_json(conn, {"accepted": True, "deadline": seconds}, by)
-        answer = command_fork.finish(pid, out_fd, err_fd, started + seconds)
+        answer = command_fork.finish(pid, out_fd, err_fd,
+                                     started + seconds + client.ANSWER_GRACE)
         answer_by = started + seconds + 1.0
         wire.send_json(conn, answer[0], answer_by)
         if "exit" in answer[0]:

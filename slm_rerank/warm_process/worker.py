@@ -229,7 +229,7 @@ def _one(conn: socket.socket, status: dict[str, Any], ctl: socket.socket, out_fd
     try:
         started = float(head["started"])
         seconds = command_fork.deadline_seconds(head, stdin)
-        ctl.send(json.dumps({"deadline": started + seconds}).encode())
+        ctl.send(json.dumps({"deadline": started + seconds + client.ANSWER_GRACE}).encode())
         wire.send_json(conn, {"accepted": True, "deadline": seconds}, by)
         ran_one.append(True)
         ran = isolation.run(head, stdin, out_fd, err_fd)

@@ -179,3 +179,17 @@ def test_a_caller_that_goes_away_before_its_answer_leaves_the_worker_in_place(
     assert worker_of(repo, WARM) == (worker, 1)  # it ran, could not answer, and stays
     same(cli(*QUERY, cwd=repo, env=WARM), cli(*QUERY, cwd=repo, env=ALONE))
     assert worker_of(repo, WARM) == (worker, 2)
+
+
+def test_a_hook_whose_search_outlives_its_deadline_ends_the_worker_and_is_answered_once(
+        repo: Path, isolated_home: Path) -> None:
+    worker = started(repo)
+    run = cli("hook", "claude-prompt", "--deadline", "2", cwd=repo, env=WARM,
+              stdin=hook_json(repo, "probe slowsearch: where is the retry backoff computed?"))
+    assert (run.returncode, run.stdout, run.stderr) == (0, "", "")  # as on its own: nothing
+    records = [json.loads(line)["hook"]
+               for line in (isolated_home / "usage.jsonl").read_text().splitlines()
+               if "slowsearch" in line]
+    # the hook ended the worker (os._exit) after logging its timeout: answered, not run again
+    assert [r["decision"] for r in records] == ["timeout"] and "warm_process" not in records[0]
+    assert worker_of(repo, WARM)[0] != worker
