@@ -2,12 +2,21 @@
 """Do two checkouts give the same `--fast` answers? (issue 30: start-up work costs no answer)
 
     python tests/bench/fast_same_answers.py --before /tmp/before [--after .] [--root TREE]
+    python tests/bench/fast_same_answers.py --before /tmp/before --cases CASES \
+        --split held-out [--warm-after]
 
 Each checkout's package is run in a fresh process (``PYTHONPATH=CHECKOUT python -c 'from
 slm_rerank.cli import main; ...'``, this venv's plugins), ``--fast --format json -k 10``,
 with and without ``--chunks``, for each of QUERIES in ``--root`` (default: a sympy checkout).
 A result is its path, lines and symbol; the script prints one line per query and mode and
 exits 1 when any answer differs (or an exit status does).
+
+With ``--cases``, the questions are those benchmark cases' titles and whole texts (the
+latter through ``--query-file``), each asked in its own materialized tree. The ``before``
+side always runs in its own process (``SLM_RERANK_WARM_PROCESS=0``); with ``--warm-after``
+the ``after`` side is left to the warm process (the user's default: the first command
+starts it, later ones are answered by it), so what is compared is the warm path against a
+run in its own process.
 """
 
 from __future__ import annotations
@@ -48,13 +57,18 @@ QUERIES = (
 )
 
 
-def answer(checkout: Path, root: Path, query: str, chunks: bool) -> tuple[int, object]:
-    """The exit status and the results (path, lines, symbol) of one `--fast` query."""
-    args = [str(PYTHON), "-c", RUN, "-q", query, "--fast", "--format", "json", "-k", "10"]
+def answer(checkout: Path, root: Path, query: str, chunks: bool,
+           warm: bool = False) -> tuple[int, object]:
+    """The exit status and the results (path, lines, symbol) of one `--fast` query; a
+    query over 2,000 characters goes through ``--query-file -`` (argv stays short)."""
+    args = [str(PYTHON), "-c", RUN, "--fast", "--format", "json", "-k", "10"]
+    args += ["-q", query] if len(query) <= 2000 else ["--query-file", "-"]
     if chunks:
         args.append("--chunks")
+    env = {**os.environ, "PYTHONPATH": str(checkout),
+           "SLM_RERANK_WARM_PROCESS": "1" if warm else "0"}
     done = subprocess.run(args, cwd=root, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(checkout)})
+                          env=env, input=query if len(query) > 2000 else "")
     if done.returncode != 0:
         return done.returncode, done.stderr.strip()
     rows = json.loads(done.stdout)["results"]
@@ -66,20 +80,35 @@ def main() -> int:
     parser.add_argument("--before", type=Path, required=True, help="the older checkout")
     parser.add_argument("--after", type=Path, default=REPO_ROOT, help="the newer checkout")
     parser.add_argument("--root", type=Path, default=Path("/tmp/sympy-h"), help="tree searched")
+    parser.add_argument("--cases", type=Path, help="benchmark cases (JSONL) instead of QUERIES")
+    parser.add_argument("--split", default="held-out", help="which cases (dev, held-out, all)")
+    parser.add_argument("--trees", type=Path,
+                        default=Path.home() / ".cache" / "slm-rerank-bench" / "trees")
+    parser.add_argument("--warm-after", action="store_true",
+                        help="leave the after side to the warm process")
     opts = parser.parse_args()
+    if opts.cases:
+        from cases import MODES, in_split, load_cases, tree_ready
+
+        asked = [(case.tree(opts.trees), getattr(case, mode), f"{case.id} {mode}")
+                 for case in load_cases(opts.cases)
+                 if in_split(case, opts.split) and tree_ready(case.tree(opts.trees))
+                 for mode in MODES]
+    else:
+        asked = [(opts.root, query, query) for query in QUERIES]
     differ = 0
-    for query in QUERIES:
+    for root, query, label in asked:
         for chunks in (False, True):
-            before = answer(opts.before.resolve(), opts.root, query, chunks)
-            after = answer(opts.after.resolve(), opts.root, query, chunks)
+            before = answer(opts.before.resolve(), root, query, chunks)
+            after = answer(opts.after.resolve(), root, query, chunks, opts.warm_after)
             same = before == after
             differ += not same
             mode = "chunks" if chunks else "files"
             count = len(after[1]) if isinstance(after[1], list) else after[1]
-            print(f"{'same' if same else 'DIFFERENT'}  {mode:6}  {count!s:>3}  {query}")
+            print(f"{'same' if same else 'DIFFERENT'}  {mode:6}  {count!s:>3}  {label}")
             if not same:
                 print(f"    before: {before}\n    after:  {after}")
-    print(f"{len(QUERIES) * 2 - differ} of {len(QUERIES) * 2} answers the same")
+    print(f"{len(asked) * 2 - differ} of {len(asked) * 2} answers the same")
     return 1 if differ else 0
 
 
