@@ -16,8 +16,11 @@ was trained on, and one naming a feature this version does not compute is refuse
 from __future__ import annotations
 
 import math
+import re
+from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Protocol
 
 from slm_rerank.lexical.filetypes import path_kind
@@ -28,10 +31,13 @@ from slm_rerank.lexical.terms import QueryTerms, split_identifier
 FEATURES: dict[str, str] = {
     "lexical": "lexical score (share of the best)",
     "lexical_rank": "lexical rank",
+    "file_bm25": "the query's words over the whole file (share of the best)",
+    "file_bm25_rank": "rank by the query's words over the whole file",
     "names_file": "path names a query term",
     "name_token": "a word of the file name is in the query",
     "directory": "a folder name is in the query",
     "name_stem": "a word of the file name shares a query word's stem",
+    "digit_name": "a word with digits of the file name is in the query",
     "named_path": "the query names this file",
     "body": "the query's words in the file",
     "declares": "the chunk defines a query term",
@@ -63,7 +69,7 @@ HISTORY_FEATURES = frozenset({"changes", "recent", "together"})
 #: module inside a Java ``src/`` tree, ``FooTest.java``, ``bench/``)
 TEST_LIKE = frozenset({"test", "tests", "testing", "bench", "benches", "benchmark",
                        "benchmarks", "example", "examples", "fixture", "fixtures", "mock",
-                       "mocks", "spec", "specs", "testdata", "testutil", "e2e"})
+                       "mocks", "spec", "specs", "testdata", "testutil", "e2e", "jmh"})
 VENDORED = frozenset({"vendor", "vendored", "third_party", "thirdparty", "3rdparty",
                       "external", "extern", "node_modules", "deps"})
 
@@ -97,6 +103,22 @@ class Candidate:
 
     def named(self) -> dict[str, float]:
         return dict(zip(FEATURES, self.values, strict=True))
+
+
+#: a word of a name with its digits kept on: ``NewParserV2`` gives new, parser, v2
+_DIGIT_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+\d*|[A-Z]+\d*|\d+")
+_NOT_ALNUM = re.compile(r"[^A-Za-z0-9]+")
+_DIGIT = re.compile(r"\d")
+
+
+@lru_cache(maxsize=65536)
+def digit_words(path: str) -> frozenset[str]:
+    """The words of a file's name that hold letters and digits (``parser_v2.go``: v2), which
+    the lexical stage's tokens split apart (parser, v, 2)."""
+    name = path.rpartition("/")[2]
+    stem = name.split(".")[0] if not name.startswith(".") else name
+    words = (w.lower() for piece in _NOT_ALNUM.split(stem) for w in _DIGIT_CAMEL.findall(piece))
+    return frozenset(w for w in words if _DIGIT.search(w) and not w.isdigit())
 
 
 def split_words(folder: str) -> set[str]:
@@ -147,6 +169,10 @@ def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidenc
                                      or evidence[p].parts.get("names_file"))}
     stems = {t.stem: stats.weights.get(t.literal, 0.0) for t in terms.terms
              if len(t.stem) >= MIN_STEM}
+    # the whole-file scores of every file with evidence, for each candidate's share and rank
+    masses = sorted(ev.parts.get("file_bm25", 0.0) for ev in evidence.values())
+    most = masses[-1] if masses else 0.0
+    with_digits = [t.root for t in terms.terms if _DIGIT.search(t.root) and not t.root.isdigit()]
     out = []
     above = 0  # files whose best chunk scores strictly higher: tied files share a rank
     previous = math.inf
@@ -172,13 +198,18 @@ def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidenc
         words = set(tokens).union(*(split_words(f) for f in folders)) if folders else tokens
         stemmed = max((w for stem, w in stems.items()
                        if any(tok.startswith(stem) for tok in tokens)), default=0.0)
+        mass = parts.get("file_bm25", 0.0)
+        digits = digit_words(path) if with_digits else frozenset()
         values: dict[str, float] = {
             "lexical": _share(item.score, top),
             "lexical_rank": math.log1p(rank),
+            "file_bm25": _share(mass, most),
+            "file_bm25_rank": math.log1p(len(masses) - bisect_right(masses, mass)),
             "names_file": _share(parts.get("names_file", 0.0), top),
             "name_token": _share(parts.get("name_token", 0.0), top),
             "directory": _share(parts.get("directory", 0.0), top),
             "name_stem": stemmed / strongest,
+            "digit_name": float(any(w in root for w in digits for root in with_digits)),
             "named_path": _share(parts.get("named_path", 0.0), top),
             "body": _share(parts.get("body", 0.0), top),
             "declares": _share(item.declares, top),

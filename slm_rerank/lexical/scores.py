@@ -36,6 +36,11 @@ CHANGELOG_FACTOR = 0.2
 OTHER_FACTOR = 0.4
 #: BM25's length normalisation: 0 ignores file size, 1 divides by it fully
 LENGTH_B = 0.5
+#: the whole-file score's constants (``FileEvidence.parts["file_bm25"]``): textbook BM25,
+#: unweighted by what kind of word a term is, a feature of the learned ranker beside the
+#: weighted body score the fixed order adds up
+FILE_K1 = 1.5
+FILE_B = 0.75
 
 
 #: everything but letters and digits, in any script (a CJK file name keeps its characters)
@@ -127,6 +132,8 @@ class TermStats:
     """Rarity of each term over the files in scope."""
 
     weights: dict[str, float]  # literal -> term weight * idf
+    #: literal -> idf alone, for the terms searched in bodies
+    rarity: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def from_hits(cls, terms: QueryTerms, hits: SourceHits) -> TermStats:
@@ -139,7 +146,8 @@ class TermStats:
                   for t in terms.terms if searched_in_bodies(t)}
         # A path-only term has no document frequency: give it a typical rarity.
         typical = sum(rarity.values()) / len(rarity) if rarity else 1.0
-        return cls({t.literal: t.weight * rarity.get(t.literal, typical) for t in terms.terms})
+        return cls({t.literal: t.weight * rarity.get(t.literal, typical) for t in terms.terms},
+                   rarity)
 
 
 @lru_cache(maxsize=65536)
@@ -263,12 +271,23 @@ def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats,
                     ev.body_score += gain
                     ev.matched[term.root] = ev.matched.get(term.root, 0.0) + gain
             ev.parts["body"] = ev.body_score
+            ev.parts["file_bm25"] = file_bm25(counts, stats.rarity, ratio)
         if not ev.matched and ev.path_score == 0:
             continue
         ev.factor = kind_factor(path, terms)
         out.append(ev)
     out.sort(key=lambda e: (-e.score, e.path))
     return out
+
+
+def file_bm25(counts: dict[str, int], rarity: dict[str, float], length_ratio: float) -> float:
+    """Whole-file BM25 of one file from the counts the matching pass made: every query
+    literal once, however many definitions of the file its occurrences are spread over
+    (the chunk scores see one definition at a time)."""
+    k = FILE_K1 * (1.0 - FILE_B + FILE_B * length_ratio)
+    # in literal order: the sum is the same whatever order the matching pass counted in
+    return sum(rarity[literal] * counts[literal] * (FILE_K1 + 1.0) / (counts[literal] + k)
+               for literal in sorted(counts) if counts[literal] > 0 and literal in rarity)
 
 
 def path_rarity(df: int, n_files: int) -> float:
