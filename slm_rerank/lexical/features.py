@@ -52,6 +52,8 @@ FEATURES: dict[str, str] = {
     "kind_other": "a config or data file",
     "test_like": "a test, benchmark or example by its path",
     "vendored": "vendored or third-party code",
+    "stub": "a type declaration stub (.pyi, .d.ts)",
+    "bundle": "a generated single-file copy of the sources (amalgamated, dist/, .min.js)",
     "chunk_lines": "chunk length",
     "chunk_comment": "comment or docstring",
     "chunk_defines": "definitions in the chunk",
@@ -71,7 +73,14 @@ TEST_LIKE = frozenset({"test", "tests", "testing", "bench", "benches", "benchmar
                        "benchmarks", "example", "examples", "fixture", "fixtures", "mock",
                        "mocks", "spec", "specs", "testdata", "testutil", "e2e", "jmh"})
 VENDORED = frozenset({"vendor", "vendored", "third_party", "thirdparty", "3rdparty",
-                      "external", "extern", "node_modules", "deps"})
+                      "external", "extern", "node_modules", "deps", "_vendor", "_vendored"})
+#: folders and file name words of a generated copy of a project's sources: one file that
+#: holds all of them (``single_include/json.hpp``, ``catch_amalgamated.cpp``) or a build's
+#: output (``dist/``), which matches every query word its sources match
+BUNDLE_FOLDERS = frozenset({"single_include", "amalgamated", "amalgamation", "dist", "bundle",
+                            "bundles"})
+BUNDLE_WORDS = frozenset({"amalgamated", "amalgamation", "bundle", "bundled"})
+STUB_SUFFIXES = (".pyi", ".d.ts", ".d.mts", ".d.cts")
 
 #: shortest stem that may match the start of a word of a file's name
 MIN_STEM = 5
@@ -224,6 +233,10 @@ def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidenc
             "kind_other": float(kind == "other"),
             "test_like": float(not TEST_LIKE.isdisjoint(words)),
             "vendored": float(not VENDORED.isdisjoint(folders)),
+            "stub": float(path.lower().endswith(STUB_SUFFIXES)),
+            "bundle": float(not BUNDLE_FOLDERS.isdisjoint(folders)
+                            or not BUNDLE_WORDS.isdisjoint(tokens)
+                            or path.lower().endswith((".min.js", ".bundle.js"))),
             "chunk_lines": math.log1p(lines),
             "chunk_comment": comment_share(text, chunk.start_line, chunk.end_line)
             if text else 0.0,

@@ -45,7 +45,7 @@ SHARED = REPO_ROOT.parent / "shared" / "bench"
 CACHE = Path.home() / ".cache" / "slm-rerank-bench"
 MODES = ("title", "query")
 #: the model's name: bump it when what it learns from or how changes
-NAME = "lexical-ranker-1"
+NAME = "lexical-ranker-2"
 
 
 @dataclass
@@ -285,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--features", type=Path, default=CACHE / "features")
     ap.add_argument("--use", default=",".join(FEATURES),
                     help="features the model uses (comma-separated)")
+    ap.add_argument("--without", default="",
+                    help="features to leave out of --use (comma-separated): to compare sets")
     ap.add_argument("--l2", type=float, default=0.01)
     ap.add_argument("--train-cap", type=int, default=12,
                     help="mined cases per training repository (spread over its history)")
@@ -304,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--report", type=Path, help="write the markdown tables here")
     args = ap.parse_args(argv)
 
-    features = [f.strip() for f in args.use.split(",") if f.strip()]
+    left_out = {f.strip() for f in args.without.split(",") if f.strip()}
+    features = [f.strip() for f in args.use.split(",") if f.strip() and f.strip() not in left_out]
     host = Host.from_environment(start=Path("/"))
     swe = load(args.swe_cases)
     mined = load(args.mined_cases) if args.mined_cases.exists() else []
@@ -354,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
                                 "mined": trained_on(train, ranges),
                             },
                             "rows": len(train),
-                            "version": 1,
+                            "version": 2,
                         })
     print("weights: " + ", ".join(f"{n} {w:+.2f}" for n, w in
                                   zip(model.features, model.weights, strict=True)))
