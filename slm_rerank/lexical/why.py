@@ -257,6 +257,15 @@ def _digit_name(f: _File) -> str:
             else "no word with digits of the file name is in the query")
 
 
+def _stub(f: _File) -> str:
+    return "a type declaration stub" if f.value("stub") else "not a type declaration stub"
+
+
+def _bundle(f: _File) -> str:
+    return ("a generated single-file copy of the sources" if f.value("bundle")
+            else "not a generated copy of the sources")
+
+
 def _lexical(f: _File) -> str:
     return f"lexical score {_percent(f.value('lexical'))} of the best"
 
@@ -290,6 +299,8 @@ SAYS: dict[str, Callable[[_File], str]] = {
     "kind_other": _kind("a config or data file"),
     "test_like": _test_like,
     "vendored": _vendored,
+    "stub": _stub,
+    "bundle": _bundle,
     "chunk_lines": _chunk_lines,
     "chunk_comment": _chunk_comment,
     "chunk_defines": _chunk_defines,

@@ -272,3 +272,28 @@ def test_benchmark_and_test_modules_in_a_java_src_tree_are_test_like(
     for path in ("src/jmh/java/com/x/Headers.java", "src/test/java/com/x/HeadersTest.java",
                  "src/main/java/com/x/HeadersBenchmark.java"):
         assert got[path]["test_like"] == 1.0, path
+
+
+def test_stubs_bundles_and_vendored_copies_are_marked_and_the_source_is_not(
+        tmp_path: Path, host: Host) -> None:
+    py = "def parse_header(line):\n    return line\n"
+    js = "function parseHeader(line) {\n  return line\n}\n"
+    tree = make_repo(tmp_path / "repo", {
+        "src/attr/validators.py": py,
+        "src/attr/validators.pyi": "def parse_header(line: str) -> str: ...\n",
+        "src/pkg/_vendor/packaging/version.py": py,
+        "index.d.ts": "export function parseHeader(line: string): string;\n",
+        "source/index.js": js,
+        "dist/index.js": js,
+        "extras/catch_amalgamated.cpp": "int parse_header(int line) { return line; }\n",
+        "single_include/json.hpp": "int parse_header(int line) { return line; }\n",
+    })
+    got = values_by_path(tree, "parse_header parseHeader drops folded lines", host)
+    for path, stub, bundle, vendored in [
+            ("src/attr/validators.py", 0, 0, 0), ("source/index.js", 0, 0, 0),
+            ("src/attr/validators.pyi", 1, 0, 0), ("index.d.ts", 1, 0, 0),
+            ("dist/index.js", 0, 1, 0), ("extras/catch_amalgamated.cpp", 0, 1, 0),
+            ("single_include/json.hpp", 0, 1, 0),
+            ("src/pkg/_vendor/packaging/version.py", 0, 0, 1)]:
+        assert (got[path]["stub"], got[path]["bundle"], got[path]["vendored"]) == (
+            stub, bundle, vendored), path

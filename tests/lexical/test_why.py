@@ -102,9 +102,12 @@ def test_the_verbose_line_lists_each_reason_with_its_effect() -> None:
                                      "a test file -0.9")
 
 
-def test_the_whole_file_and_digit_features_say_their_values() -> None:
-    words = said({"file_bm25": 0.5, "file_bm25_rank": math.log1p(2), "digit_name": 0.0})
+def test_the_new_features_say_their_values() -> None:
+    words = said({"file_bm25": 0.5, "file_bm25_rank": math.log1p(2), "digit_name": 0.0,
+                  "stub": 1.0, "bundle": 0.0})
     assert words == {
+        "stub": "a type declaration stub",
+        "bundle": "not a generated copy of the sources",
         "file_bm25": "whole-file match 50 % of the best",
         "file_bm25_rank": "whole-file match rank 3",
         "digit_name": "no word with digits of the file name is in the query",
