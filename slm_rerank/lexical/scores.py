@@ -238,6 +238,7 @@ def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats,
         if index is not None:
             mention_df[index] = mention_df.get(index, 0) + 1
     strongest = max(stats.weights.values(), default=1.0)
+    rarity = stats.rarity
     by_literal: dict[str, list[int]] = {}
     for i, term in enumerate(terms.terms):
         by_literal.setdefault(term.literal, []).append(i)
@@ -263,6 +264,8 @@ def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats,
             # The terms found in this file, in query order (the order the sums are made in),
             # without asking every term of a long query about every file.
             found_terms = sorted(i for literal in counts for i in by_literal.get(literal, ()))
+            k = FILE_K1 * (1.0 - FILE_B + FILE_B * ratio)
+            mass = 0.0
             for i in found_terms:
                 term = terms.terms[i]
                 tf = counts[term.literal]
@@ -270,8 +273,11 @@ def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats,
                     gain = stats.weights[term.literal] * saturate(tf, ratio)
                     ev.body_score += gain
                     ev.matched[term.root] = ev.matched.get(term.root, 0.0) + gain
+                    # file_bm25, summed here in the same pass: each literal once
+                    if by_literal[term.literal][0] == i and term.literal in rarity:
+                        mass += rarity[term.literal] * tf * (FILE_K1 + 1.0) / (tf + k)
             ev.parts["body"] = ev.body_score
-            ev.parts["file_bm25"] = file_bm25(counts, stats.rarity, ratio)
+            ev.parts["file_bm25"] = mass
         if not ev.matched and ev.path_score == 0:
             continue
         ev.factor = kind_factor(path, terms)
@@ -283,11 +289,11 @@ def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats,
 def file_bm25(counts: dict[str, int], rarity: dict[str, float], length_ratio: float) -> float:
     """Whole-file BM25 of one file from the counts the matching pass made: every query
     literal once, however many definitions of the file its occurrences are spread over
-    (the chunk scores see one definition at a time)."""
+    (the chunk scores see one definition at a time). ``score_files`` sums the same terms
+    in its own pass over the counts, in query order (``FileEvidence.parts["file_bm25"]``)."""
     k = FILE_K1 * (1.0 - FILE_B + FILE_B * length_ratio)
-    # in literal order: the sum is the same whatever order the matching pass counted in
     return sum(rarity[literal] * counts[literal] * (FILE_K1 + 1.0) / (counts[literal] + k)
-               for literal in sorted(counts) if counts[literal] > 0 and literal in rarity)
+               for literal in rarity if counts.get(literal, 0) > 0)
 
 
 def path_rarity(df: int, n_files: int) -> float:

@@ -15,7 +15,9 @@ from slm_rerank.lexical.chunking import Chunk
 from slm_rerank.lexical.features import FEATURES, Candidate, comment_share, digit_words
 from slm_rerank.lexical.history import read_history
 from slm_rerank.lexical.ranker import RankerModel, place, reorder
-from slm_rerank.lexical.scores import ScoredChunk, file_bm25
+from slm_rerank.lexical.scores import ScoredChunk, TermStats, file_bm25, score_files
+from slm_rerank.lexical.terms import extract as extract_terms
+from slm_rerank.registrations import SourceHits
 from slm_rerank.testing.helpers import make_repo
 
 APP = '''class Flask:
@@ -297,3 +299,16 @@ def test_stubs_bundles_and_vendored_copies_are_marked_and_the_source_is_not(
             ("src/pkg/_vendor/packaging/version.py", 0, 0, 1)]:
         assert (got[path]["stub"], got[path]["bundle"], got[path]["vendored"]) == (
             stub, bundle, vendored), path
+
+
+def test_the_search_sums_the_whole_file_bm25_file_bm25_defines() -> None:
+    terms = extract_terms("retryBackoff waits for the timeout of the retry")
+    first, second = terms.literals()[:2]
+    counts = {"a.go": {first: 3, second: 1}, "b.go": {second: 4}}
+    hits = SourceHits(files=["a.go", "b.go", "c.go"], body_counts=counts)
+    stats = TermStats.from_hits(terms, hits)
+    evidence = {e.path: e for e in score_files(terms, hits, stats, {"a.go": 100, "b.go": 300})}
+    for path, ratio in (("a.go", 0.5), ("b.go", 1.5)):
+        assert evidence[path].parts["file_bm25"] == pytest.approx(
+            file_bm25(counts[path], stats.rarity, ratio))
+    assert evidence["a.go"].parts["file_bm25"] > 0 and "c.go" not in evidence
