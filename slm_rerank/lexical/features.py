@@ -2,9 +2,12 @@
 from, as numbers a learned ranker weighs (``lexical/ranker.py``).
 
 A file is described by its evidence (``FileEvidence.parts``: a term naming the file, a token
-of its name, a folder, a path the query names, mentions in its body), by its best chunk (what
-that chunk declares, its own mentions, its length, how much of it is comment or docstring),
-by its kind, by how the lexical order placed it, and, when the repository's history was read,
+of its name, a folder, a path the query names, mentions in its body, and a whole-file BM25
+of the matching pass's counts, whose share and rank are taken among every file with
+evidence), by its best chunk (what that chunk declares, its own mentions, its length, how
+much of it is comment or docstring), by its kind and path (a test, vendored code, a type
+stub, a generated bundle), by how the lexical order placed it, and, when the repository's
+history was read,
 by how often and how recently it changed and whether it changed with the files the query
 names. Scores are divided by the query's best chunk score, so a long query's larger sums
 and a title's small ones weigh alike.
