@@ -50,9 +50,16 @@ _FORMATTING = re.compile(
     r"\b(?:reformat\w*|formatting|black|isort|prettier|clang-format|gofmt|ruff|"
     r"flake8|pylint|mypy|pyright|pre-commit|lint(?:ing|er)?|whitespace|trailing spaces|"
     r"code style|pep ?8)\b", re.IGNORECASE)
-_DEPENDENCIES = re.compile(r"\b(?:update|bump|upgrade|pin|unpin)\w*\b.*\b(?:dependenc\w*|"
-                           r"deps|requirements)\b|^\s*(?:bump|update|upgrade) \S+ from \S+ "
-                           r"to \S+", re.IGNORECASE)
+_DEPENDENCIES = re.compile(
+    r"\b(?:update|bump|upgrade|pin|unpin)\w*\b.*\b(?:dependenc\w*|deps|requirements)\b"
+    # "bump X from A to B", also after a conventional prefix ("feat: bump X from 3 to 5")
+    r"|^\s*(?:[\w-]+(?:\([^)]*\))?!?:\s*)?(?:bump|update|upgrade) \S+ from \S+ to \S+"
+    # a conventional commit scoped to dependencies ("chore(deps): Update Rust Stable to v1.89")
+    r"|^\s*[\w-]+\((?:deps|deps-dev|dependencies)\)!?:"
+    # a dependency bot's whole subject ("Update plugin com.diffplug.spotless to v8.8.0 (#9520)",
+    # "Update kotlinpoet to v1.17.0", "Update graalvm to v1 (major)"): nothing after the version
+    r"|^\s*update (?:plugin |dependency |module )?\S+(?: \S+)? to v?\d[\w.+-]*"
+    r"(?:\s*\(major\))?\s*(?:\(#\d+\))?\s*$", re.IGNORECASE)
 _TYPO = re.compile(r"\btypos?\b|\bspelling\b", re.IGNORECASE)
 
 #: each rule's name (the reason a skipped commit is counted under) and what it means
@@ -63,7 +70,7 @@ RULES: tuple[tuple[str, str], ...] = (
     ("merge subject", "a subject that starts with 'Merge'"),
     ("release", "a version bump or release"),
     ("dependencies", "a dependency update (update/bump/pin ... dependencies, requirements; "
-                     "bump X from A to B)"),
+                     "bump X from A to B; a (deps) scope; a bot's 'Update X to vN')"),
     ("formatting", "formatting, lint, type-checker or whitespace fixes (black, ruff, "
                    "mypy, pre-commit, ...)"),
     ("typo", "a typo or spelling fix"),

@@ -2,9 +2,12 @@
 from, as numbers a learned ranker weighs (``lexical/ranker.py``).
 
 A file is described by its evidence (``FileEvidence.parts``: a term naming the file, a token
-of its name, a folder, a path the query names, mentions in its body), by its best chunk (what
-that chunk declares, its own mentions, its length, how much of it is comment or docstring),
-by its kind, by how the lexical order placed it, and, when the repository's history was read,
+of its name, a folder, a path the query names, mentions in its body, and a whole-file BM25
+of the matching pass's counts, whose share and rank are taken among every file with
+evidence), by its best chunk (what that chunk declares, its own mentions, its length, how
+much of it is comment or docstring), by its kind and path (a test, vendored code, a type
+stub, a generated bundle), by how the lexical order placed it, and, when the repository's
+history was read,
 by how often and how recently it changed and whether it changed with the files the query
 names. Scores are divided by the query's best chunk score, so a long query's larger sums
 and a title's small ones weigh alike.
@@ -16,8 +19,11 @@ was trained on, and one naming a feature this version does not compute is refuse
 from __future__ import annotations
 
 import math
+import re
+from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Protocol
 
 from slm_rerank.lexical.filetypes import path_kind
@@ -28,10 +34,13 @@ from slm_rerank.lexical.terms import QueryTerms, split_identifier
 FEATURES: dict[str, str] = {
     "lexical": "lexical score (share of the best)",
     "lexical_rank": "lexical rank",
+    "file_bm25": "the query's words over the whole file (share of the best)",
+    "file_bm25_rank": "rank by the query's words over the whole file",
     "names_file": "path names a query term",
     "name_token": "a word of the file name is in the query",
     "directory": "a folder name is in the query",
     "name_stem": "a word of the file name shares a query word's stem",
+    "digit_name": "a word with digits of the file name is in the query",
     "named_path": "the query names this file",
     "body": "the query's words in the file",
     "declares": "the chunk defines a query term",
@@ -46,6 +55,8 @@ FEATURES: dict[str, str] = {
     "kind_other": "a config or data file",
     "test_like": "a test, benchmark or example by its path",
     "vendored": "vendored or third-party code",
+    "stub": "a type declaration stub (.pyi, .d.ts)",
+    "bundle": "a generated single-file copy of the sources (amalgamated, dist/, .min.js)",
     "chunk_lines": "chunk length",
     "chunk_comment": "comment or docstring",
     "chunk_defines": "definitions in the chunk",
@@ -63,9 +74,16 @@ HISTORY_FEATURES = frozenset({"changes", "recent", "together"})
 #: module inside a Java ``src/`` tree, ``FooTest.java``, ``bench/``)
 TEST_LIKE = frozenset({"test", "tests", "testing", "bench", "benches", "benchmark",
                        "benchmarks", "example", "examples", "fixture", "fixtures", "mock",
-                       "mocks", "spec", "specs", "testdata", "testutil", "e2e"})
+                       "mocks", "spec", "specs", "testdata", "testutil", "e2e", "jmh"})
 VENDORED = frozenset({"vendor", "vendored", "third_party", "thirdparty", "3rdparty",
-                      "external", "extern", "node_modules", "deps"})
+                      "external", "extern", "node_modules", "deps", "_vendor", "_vendored"})
+#: folders and file name words of a generated copy of a project's sources: one file that
+#: holds all of them (``single_include/json.hpp``, ``catch_amalgamated.cpp``) or a build's
+#: output (``dist/``), which matches every query word its sources match
+BUNDLE_FOLDERS = frozenset({"single_include", "amalgamated", "amalgamation", "dist", "bundle",
+                            "bundles"})
+BUNDLE_WORDS = frozenset({"amalgamated", "amalgamation", "bundle", "bundled"})
+STUB_SUFFIXES = (".pyi", ".d.ts", ".d.mts", ".d.cts")
 
 #: shortest stem that may match the start of a word of a file's name
 MIN_STEM = 5
@@ -97,6 +115,22 @@ class Candidate:
 
     def named(self) -> dict[str, float]:
         return dict(zip(FEATURES, self.values, strict=True))
+
+
+#: a word of a name with its digits kept on: ``NewParserV2`` gives new, parser, v2
+_DIGIT_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+\d*|[A-Z]+\d*|\d+")
+_NOT_ALNUM = re.compile(r"[^A-Za-z0-9]+")
+_DIGIT = re.compile(r"\d")
+
+
+@lru_cache(maxsize=65536)
+def digit_words(path: str) -> frozenset[str]:
+    """The words of a file's name that hold letters and digits (``parser_v2.go``: v2), which
+    the lexical stage's tokens split apart (parser, v, 2)."""
+    name = path.rpartition("/")[2]
+    stem = name.split(".")[0] if not name.startswith(".") else name
+    words = (w.lower() for piece in _NOT_ALNUM.split(stem) for w in _DIGIT_CAMEL.findall(piece))
+    return frozenset(w for w in words if _DIGIT.search(w) and not w.isdigit())
 
 
 def split_words(folder: str) -> set[str]:
@@ -147,6 +181,10 @@ def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidenc
                                      or evidence[p].parts.get("names_file"))}
     stems = {t.stem: stats.weights.get(t.literal, 0.0) for t in terms.terms
              if len(t.stem) >= MIN_STEM}
+    # the whole-file scores of every file with evidence, for each candidate's share and rank
+    masses = sorted(ev.parts.get("file_bm25", 0.0) for ev in evidence.values())
+    most = masses[-1] if masses else 0.0
+    with_digits = [t.root for t in terms.terms if _DIGIT.search(t.root) and not t.root.isdigit()]
     out = []
     above = 0  # files whose best chunk scores strictly higher: tied files share a rank
     previous = math.inf
@@ -172,13 +210,18 @@ def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidenc
         words = set(tokens).union(*(split_words(f) for f in folders)) if folders else tokens
         stemmed = max((w for stem, w in stems.items()
                        if any(tok.startswith(stem) for tok in tokens)), default=0.0)
+        mass = parts.get("file_bm25", 0.0)
+        digits = digit_words(path) if with_digits else frozenset()
         values: dict[str, float] = {
             "lexical": _share(item.score, top),
             "lexical_rank": math.log1p(rank),
+            "file_bm25": _share(mass, most),
+            "file_bm25_rank": math.log1p(len(masses) - bisect_right(masses, mass)),
             "names_file": _share(parts.get("names_file", 0.0), top),
             "name_token": _share(parts.get("name_token", 0.0), top),
             "directory": _share(parts.get("directory", 0.0), top),
             "name_stem": stemmed / strongest,
+            "digit_name": float(any(w in root for w in digits for root in with_digits)),
             "named_path": _share(parts.get("named_path", 0.0), top),
             "body": _share(parts.get("body", 0.0), top),
             "declares": _share(item.declares, top),
@@ -193,6 +236,10 @@ def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidenc
             "kind_other": float(kind == "other"),
             "test_like": float(not TEST_LIKE.isdisjoint(words)),
             "vendored": float(not VENDORED.isdisjoint(folders)),
+            "stub": float(path.lower().endswith(STUB_SUFFIXES)),
+            "bundle": float(not BUNDLE_FOLDERS.isdisjoint(folders)
+                            or not BUNDLE_WORDS.isdisjoint(tokens)
+                            or path.lower().endswith((".min.js", ".bundle.js"))),
             "chunk_lines": math.log1p(lines),
             "chunk_comment": comment_share(text, chunk.start_line, chunk.end_line)
             if text else 0.0,

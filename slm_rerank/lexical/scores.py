@@ -36,6 +36,11 @@ CHANGELOG_FACTOR = 0.2
 OTHER_FACTOR = 0.4
 #: BM25's length normalisation: 0 ignores file size, 1 divides by it fully
 LENGTH_B = 0.5
+#: the whole-file score's constants (``FileEvidence.parts["file_bm25"]``): textbook BM25,
+#: unweighted by what kind of word a term is, a feature of the learned ranker beside the
+#: weighted body score the fixed order adds up
+FILE_K1 = 1.5
+FILE_B = 0.75
 
 
 #: everything but letters and digits, in any script (a CJK file name keeps its characters)
@@ -127,6 +132,8 @@ class TermStats:
     """Rarity of each term over the files in scope."""
 
     weights: dict[str, float]  # literal -> term weight * idf
+    #: literal -> idf alone, for the terms searched in bodies
+    rarity: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def from_hits(cls, terms: QueryTerms, hits: SourceHits) -> TermStats:
@@ -139,7 +146,8 @@ class TermStats:
                   for t in terms.terms if searched_in_bodies(t)}
         # A path-only term has no document frequency: give it a typical rarity.
         typical = sum(rarity.values()) / len(rarity) if rarity else 1.0
-        return cls({t.literal: t.weight * rarity.get(t.literal, typical) for t in terms.terms})
+        return cls({t.literal: t.weight * rarity.get(t.literal, typical) for t in terms.terms},
+                   rarity)
 
 
 @lru_cache(maxsize=65536)
@@ -230,6 +238,7 @@ def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats,
         if index is not None:
             mention_df[index] = mention_df.get(index, 0) + 1
     strongest = max(stats.weights.values(), default=1.0)
+    rarity = stats.rarity
     by_literal: dict[str, list[int]] = {}
     for i, term in enumerate(terms.terms):
         by_literal.setdefault(term.literal, []).append(i)
@@ -255,6 +264,8 @@ def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats,
             # The terms found in this file, in query order (the order the sums are made in),
             # without asking every term of a long query about every file.
             found_terms = sorted(i for literal in counts for i in by_literal.get(literal, ()))
+            k = FILE_K1 * (1.0 - FILE_B + FILE_B * ratio)
+            mass = 0.0
             for i in found_terms:
                 term = terms.terms[i]
                 tf = counts[term.literal]
@@ -262,13 +273,27 @@ def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats,
                     gain = stats.weights[term.literal] * saturate(tf, ratio)
                     ev.body_score += gain
                     ev.matched[term.root] = ev.matched.get(term.root, 0.0) + gain
+                    # file_bm25, summed here in the same pass: each literal once
+                    if by_literal[term.literal][0] == i and term.literal in rarity:
+                        mass += rarity[term.literal] * tf * (FILE_K1 + 1.0) / (tf + k)
             ev.parts["body"] = ev.body_score
+            ev.parts["file_bm25"] = mass
         if not ev.matched and ev.path_score == 0:
             continue
         ev.factor = kind_factor(path, terms)
         out.append(ev)
     out.sort(key=lambda e: (-e.score, e.path))
     return out
+
+
+def file_bm25(counts: dict[str, int], rarity: dict[str, float], length_ratio: float) -> float:
+    """Whole-file BM25 of one file from the counts the matching pass made: every query
+    literal once, however many definitions of the file its occurrences are spread over
+    (the chunk scores see one definition at a time). ``score_files`` sums the same terms
+    in its own pass over the counts, in query order (``FileEvidence.parts["file_bm25"]``)."""
+    k = FILE_K1 * (1.0 - FILE_B + FILE_B * length_ratio)
+    return sum(rarity[literal] * counts[literal] * (FILE_K1 + 1.0) / (counts[literal] + k)
+               for literal in rarity if counts.get(literal, 0) > 0)
 
 
 def path_rarity(df: int, n_files: int) -> float:

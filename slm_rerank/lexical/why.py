@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from slm_rerank.lexical.features import FEATURES, MIN_STEM
+from slm_rerank.lexical.features import FEATURES, MIN_STEM, digit_words
 from slm_rerank.lexical.gather import Gathered
 from slm_rerank.lexical.rank import Ranked
 from slm_rerank.lexical.ranker import Placed
@@ -243,6 +243,29 @@ def _together(f: _File) -> str:
             if count else "never changed with files the query names")
 
 
+def _file_bm25(f: _File) -> str:
+    return f"whole-file match {_percent(f.value('file_bm25'))} of the best"
+
+
+def _file_bm25_rank(f: _File) -> str:
+    return f"whole-file match rank {_count(f.value('file_bm25_rank')) + 1}"
+
+
+def _digit_name(f: _File) -> str:
+    words = sorted(digit_words(f.placed.path))
+    return (f"file name's {_quoted(words)} is in the query" if words and f.value("digit_name")
+            else "no word with digits of the file name is in the query")
+
+
+def _stub(f: _File) -> str:
+    return "a type declaration stub" if f.value("stub") else "not a type declaration stub"
+
+
+def _bundle(f: _File) -> str:
+    return ("a generated single-file copy of the sources" if f.value("bundle")
+            else "not a generated copy of the sources")
+
+
 def _lexical(f: _File) -> str:
     return f"lexical score {_percent(f.value('lexical'))} of the best"
 
@@ -255,6 +278,9 @@ def _lexical_rank(f: _File) -> str:
 SAYS: dict[str, Callable[[_File], str]] = {
     "lexical": _lexical,
     "lexical_rank": _lexical_rank,
+    "file_bm25": _file_bm25,
+    "file_bm25_rank": _file_bm25_rank,
+    "digit_name": _digit_name,
     "names_file": _path_names,
     "name_token": _name_token,
     "directory": _directory,
@@ -273,6 +299,8 @@ SAYS: dict[str, Callable[[_File], str]] = {
     "kind_other": _kind("a config or data file"),
     "test_like": _test_like,
     "vendored": _vendored,
+    "stub": _stub,
+    "bundle": _bundle,
     "chunk_lines": _chunk_lines,
     "chunk_comment": _chunk_comment,
     "chunk_defines": _chunk_defines,

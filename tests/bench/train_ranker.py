@@ -45,7 +45,7 @@ SHARED = REPO_ROOT.parent / "shared" / "bench"
 CACHE = Path.home() / ".cache" / "slm-rerank-bench"
 MODES = ("title", "query")
 #: the model's name: bump it when what it learns from or how changes
-NAME = "lexical-ranker-1"
+NAME = "lexical-ranker-2"
 
 
 @dataclass
@@ -243,9 +243,10 @@ def folds_by_repo(rows: list[Row], k: int) -> list[list[Row]]:
     return folds
 
 
-def cross_validate(rows: list[Row], features: list[str], l2: float, k: int = 3
-                   ) -> dict[str, float]:
-    """Mean Hit@1 and MRR@10 of fixed and learned over folds held out by repository."""
+def cv_scored(rows: list[Row], features: list[str], l2: float, k: int = 3
+              ) -> list[tuple[dict[str, float], dict[str, float]]]:
+    """Each row's metrics, fixed and learned by a model that never saw its repository (the
+    rows fold by fold, in the same order for any feature set: paired)."""
     folds = folds_by_repo(rows, k)
     scored: list[tuple[dict[str, float], dict[str, float]]] = []
     for i, held in enumerate(folds):
@@ -255,8 +256,30 @@ def cross_validate(rows: list[Row], features: list[str], l2: float, k: int = 3
         model = fit([r.group() for r in train], name="cv", features=features, l2=l2)
         scored += [(metrics(order(r, None), r.gold), metrics(order(r, model), r.gold))
                    for r in held]
+    return scored
+
+
+def cross_validate(rows: list[Row], features: list[str], l2: float, k: int = 3
+                   ) -> dict[str, float]:
+    """Mean Hit@1 and MRR@10 of fixed and learned over folds held out by repository."""
+    scored = cv_scored(rows, features, l2, k)
     return {f"{which}_{key}": mean([s[w][key] for s in scored])
             for w, which in ((0, "fixed"), (1, "learned")) for key in ("hit1", "mrr10")}
+
+
+def cv_versus(rows: list[Row], features: list[str], baseline: list[str], l2: float
+              ) -> str:
+    """Cross-validated learned Hit@1 and MRR@10 of ``features`` against ``baseline``'s, row by
+    row, with the 95 % paired bootstrap interval of the gain."""
+    ours = cv_scored(rows, features, l2)
+    theirs = cv_scored(rows, baseline, l2)
+    out = []
+    for key in ("hit1", "mrr10"):
+        diff = [a[1][key] - b[1][key] for a, b in zip(ours, theirs, strict=True)]
+        low, high = paired_interval(diff)
+        out.append(f"{key} {mean([b[1][key] for b in theirs]):.3f} -> "
+                   f"{mean([a[1][key] for a in ours]):.3f} ({low:+.3f}, {high:+.3f})")
+    return "; ".join(out)
 
 
 def trained_on(train: list[Row], ranges: dict) -> dict[str, dict]:
@@ -285,6 +308,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--features", type=Path, default=CACHE / "features")
     ap.add_argument("--use", default=",".join(FEATURES),
                     help="features the model uses (comma-separated)")
+    ap.add_argument("--without", default="",
+                    help="features to leave out of --use (comma-separated): to compare sets")
+    ap.add_argument("--versus", help="with --cv: also cross-validate the set without these "
+                    "features (comma-separated) and compare row by row, at the chosen L2")
     ap.add_argument("--l2", type=float, default=0.01)
     ap.add_argument("--train-cap", type=int, default=12,
                     help="mined cases per training repository (spread over its history)")
@@ -304,7 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--report", type=Path, help="write the markdown tables here")
     args = ap.parse_args(argv)
 
-    features = [f.strip() for f in args.use.split(",") if f.strip()]
+    left_out = {f.strip() for f in args.without.split(",") if f.strip()}
+    features = [f.strip() for f in args.use.split(",") if f.strip() and f.strip() not in left_out]
     host = Host.from_environment(start=Path("/"))
     swe = load(args.swe_cases)
     mined = load(args.mined_cases) if args.mined_cases.exists() else []
@@ -332,6 +360,12 @@ def main(argv: list[str] | None = None) -> int:
                          f"L2 {l2}: " + ", ".join(f"{k} {v:.3f}" for k, v in cv.items()))
         args.l2 = max(tried, key=lambda k: tried[k])
         lines.append(f"- chosen: L2 {args.l2}")
+        if args.versus:
+            dropped = {f.strip() for f in args.versus.split(",")}
+            versus = cv_versus(train, features, [f for f in features if f not in dropped],
+                               args.l2)
+            print(f"cv versus without {args.versus}: {versus}", flush=True)
+            lines.append(f"- against the same without {args.versus}: {versus}")
         lines.append("")
     if args.measure:
         model = load_model(args.measure)
@@ -354,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
                                 "mined": trained_on(train, ranges),
                             },
                             "rows": len(train),
-                            "version": 1,
+                            "version": 2,
                         })
     print("weights: " + ", ".join(f"{n} {w:+.2f}" for n, w in
                                   zip(model.features, model.weights, strict=True)))

@@ -180,3 +180,21 @@ def test_a_shallow_clone_is_a_clear_error_saying_how_to_unshallow(
                                      "handle an empty retry list without a crash"])
 def test_a_subject_that_says_something_breaks_no_rule(subject: str) -> None:
     assert subject_rule(subject) is None
+
+
+@pytest.mark.parametrize(("subject", "rule"), [
+    ("chore(deps): Update Rust Stable to v1.89 (#6093)", "dependencies"),
+    ("fix(deps): update module golang.org/x/sys to v0.30.0", "dependencies"),
+    ("Update plugin com.diffplug.spotless to v8.8.0 (#9520)", "dependencies"),
+    ("Update kotlinpoet to v1.17.0 (#1761)", "dependencies"),
+    ("Update graalvm to v1 (major) (#9393)", "dependencies"),
+    ("Update `supports-color` to 9.4.0 (#603)", "dependencies"),
+    ("feat: bump strip-json-comments from 3 to 5 (#5484)", "dependencies"),
+    # a subject that goes on after the version says what changed: kept
+    ("Update the parser to v2 so old clients keep working", None),
+    ("fix(deps-resolver): keep the newest of two equal versions", None),
+    ("retry gives up after three attempts", None),
+])
+def test_dependency_bot_subjects_are_skipped_and_fixes_kept(subject: str,
+                                                            rule: str | None) -> None:
+    assert subject_rule(subject) == rule

@@ -12,10 +12,12 @@ import pytest
 from slm_rerank.calibration.learning import Group, extract, fit
 from slm_rerank.host import Host
 from slm_rerank.lexical.chunking import Chunk
-from slm_rerank.lexical.features import FEATURES, Candidate, comment_share
+from slm_rerank.lexical.features import FEATURES, Candidate, comment_share, digit_words
 from slm_rerank.lexical.history import read_history
 from slm_rerank.lexical.ranker import RankerModel, place, reorder
-from slm_rerank.lexical.scores import ScoredChunk
+from slm_rerank.lexical.scores import ScoredChunk, TermStats, file_bm25, score_files
+from slm_rerank.lexical.terms import extract as extract_terms
+from slm_rerank.registrations import SourceHits
 from slm_rerank.testing.helpers import make_repo
 
 APP = '''class Flask:
@@ -203,3 +205,110 @@ def test_the_search_says_which_order_it_used(tmp_path: Path, host: Host) -> None
     learned = run_search(SearchRequest("find_template", tree.resolve()), host)
     assert any(n.startswith("order: learned ranker") for n in learned.notes)
     assert learned.results[0].path == report.results[0].path == "src/templating.py"
+
+
+def _small_definitions(count: int) -> str:
+    return "".join(f"func step{i}() {{\n\tretryBackoff()\n}}\n\n" for i in range(count))
+
+
+def test_whole_file_bm25_adds_up_a_file_made_of_many_small_definitions(
+        tmp_path: Path, host: Host) -> None:
+    # many.go says "retryBackoff" thirty times, once in each small function; one.go says it
+    # twice in one function. No single chunk of many.go holds more than one mention.
+    tree = make_repo(tmp_path / "repo", {
+        "many.go": "package p\n\n" + _small_definitions(30),
+        "one.go": "package p\n\nfunc once() {\n\tretryBackoff()\n\tretryBackoff()\n}\n",
+        "none.go": "package p\n\nfunc other() {}\n",
+    })
+    got = values_by_path(tree, "retryBackoff waits too long", host)
+    many, one = got["many.go"], got["one.go"]
+    assert many["file_bm25"] == 1.0 and many["file_bm25_rank"] == 0.0
+    assert 0.0 < one["file_bm25"] < 1.0
+    assert one["file_bm25_rank"] == pytest.approx(math.log1p(1))
+
+
+def test_file_bm25_saturates_with_counts_and_falls_with_length() -> None:
+    rarity = {"retry": 2.0}
+    three = file_bm25({"retry": 3}, rarity, 1.0)
+    assert three == pytest.approx(2.0 * 3 * 2.5 / (3 + 1.5))
+    assert file_bm25({"retry": 30}, rarity, 1.0) < 2.0 * 2.5  # bounded by idf * (k1 + 1)
+    assert file_bm25({"retry": 3}, rarity, 4.0) < three  # a longer file, the same count
+    # a literal that is not a body term of the query counts nothing
+    assert file_bm25({"retry": 3, "other": 9}, rarity, 1.0) == three
+
+
+@pytest.mark.parametrize(("path", "words"), [
+    ("pkg/parser_v2.go", {"v2"}),
+    ("src/NewParserV2.java", {"v2"}),
+    ("lib/utf8.rs", {"utf8"}),
+    ("http2/server.go", set()),  # a folder's words are the directory feature's
+    ("parser.go", set()),
+    ("2024_notes.py", set()),
+])
+def test_digit_words_are_the_words_of_a_file_name_with_letters_and_digits(
+        path: str, words: set[str]) -> None:
+    assert digit_words(path) == words
+
+
+def test_a_query_naming_the_v2_of_a_file_marks_that_file(tmp_path: Path, host: Host) -> None:
+    body = "package p\n\nfunc Parse(token string) string {\n\treturn token\n}\n"
+    tree = make_repo(tmp_path / "repo", {"parser.go": body, "parser_v2.go": body})
+    got = values_by_path(tree, "NewParserV2 drops the last token of Parse", host)
+    assert got["parser_v2.go"]["digit_name"] == 1.0
+    assert got["parser.go"]["digit_name"] == 0.0
+    plain = values_by_path(tree, "the parser drops the last token of Parse", host)
+    assert plain["parser_v2.go"]["digit_name"] == plain["parser.go"]["digit_name"] == 0.0
+
+
+def test_benchmark_and_test_modules_in_a_java_src_tree_are_test_like(
+        tmp_path: Path, host: Host) -> None:
+    body = "class X {\n  void parseHeader() {}\n}\n"
+    tree = make_repo(tmp_path / "repo", {
+        "src/main/java/com/x/Headers.java": body,
+        "src/jmh/java/com/x/Headers.java": body,
+        "src/test/java/com/x/HeadersTest.java": body,
+        "src/main/java/com/x/HeadersBenchmark.java": body,
+    })
+    got = values_by_path(tree, "parseHeader drops folded lines", host)
+    assert got["src/main/java/com/x/Headers.java"]["test_like"] == 0.0
+    for path in ("src/jmh/java/com/x/Headers.java", "src/test/java/com/x/HeadersTest.java",
+                 "src/main/java/com/x/HeadersBenchmark.java"):
+        assert got[path]["test_like"] == 1.0, path
+
+
+def test_stubs_bundles_and_vendored_copies_are_marked_and_the_source_is_not(
+        tmp_path: Path, host: Host) -> None:
+    py = "def parse_header(line):\n    return line\n"
+    js = "function parseHeader(line) {\n  return line\n}\n"
+    tree = make_repo(tmp_path / "repo", {
+        "src/attr/validators.py": py,
+        "src/attr/validators.pyi": "def parse_header(line: str) -> str: ...\n",
+        "src/pkg/_vendor/packaging/version.py": py,
+        "index.d.ts": "export function parseHeader(line: string): string;\n",
+        "source/index.js": js,
+        "dist/index.js": js,
+        "extras/catch_amalgamated.cpp": "int parse_header(int line) { return line; }\n",
+        "single_include/json.hpp": "int parse_header(int line) { return line; }\n",
+    })
+    got = values_by_path(tree, "parse_header parseHeader drops folded lines", host)
+    for path, stub, bundle, vendored in [
+            ("src/attr/validators.py", 0, 0, 0), ("source/index.js", 0, 0, 0),
+            ("src/attr/validators.pyi", 1, 0, 0), ("index.d.ts", 1, 0, 0),
+            ("dist/index.js", 0, 1, 0), ("extras/catch_amalgamated.cpp", 0, 1, 0),
+            ("single_include/json.hpp", 0, 1, 0),
+            ("src/pkg/_vendor/packaging/version.py", 0, 0, 1)]:
+        assert (got[path]["stub"], got[path]["bundle"], got[path]["vendored"]) == (
+            stub, bundle, vendored), path
+
+
+def test_the_search_sums_the_whole_file_bm25_file_bm25_defines() -> None:
+    terms = extract_terms("retryBackoff waits for the timeout of the retry")
+    first, second = terms.literals()[:2]
+    counts = {"a.go": {first: 3, second: 1}, "b.go": {second: 4}}
+    hits = SourceHits(files=["a.go", "b.go", "c.go"], body_counts=counts)
+    stats = TermStats.from_hits(terms, hits)
+    evidence = {e.path: e for e in score_files(terms, hits, stats, {"a.go": 100, "b.go": 300})}
+    for path, ratio in (("a.go", 0.5), ("b.go", 1.5)):
+        assert evidence[path].parts["file_bm25"] == pytest.approx(
+            file_bm25(counts[path], stats.rarity, ratio))
+    assert evidence["a.go"].parts["file_bm25"] > 0 and "c.go" not in evidence

@@ -100,3 +100,19 @@ def test_the_verbose_line_lists_each_reason_with_its_effect() -> None:
 
     assert why_line(PATH, found) == (f"why {PATH}: path names 'templating' +1.8; "
                                      "a test file -0.9")
+
+
+def test_the_new_features_say_their_values() -> None:
+    words = said({"file_bm25": 0.5, "file_bm25_rank": math.log1p(2), "digit_name": 0.0,
+                  "stub": 1.0, "bundle": 0.0})
+    assert words == {
+        "stub": "a type declaration stub",
+        "bundle": "not a generated copy of the sources",
+        "file_bm25": "whole-file match 50 % of the best",
+        "file_bm25_rank": "whole-file match rank 3",
+        "digit_name": "no word with digits of the file name is in the query",
+    }
+    digits = reasons(Placed("pkg/parser_v2.go", 1.0, 0.5, (("digit_name", 1.0),),
+                            tuple(1.0 if n == "digit_name" else 0.0 for n in FEATURES)),
+                     None, None, TERMS, STATS)
+    assert [r.says for r in digits] == ["file name's 'v2' is in the query"]
