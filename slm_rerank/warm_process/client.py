@@ -223,8 +223,11 @@ def _header(request: Request) -> dict[str, object]:
         return [getattr(stream, "encoding", None) or "utf-8",
                 getattr(stream, "errors", None) or "strict"]
 
+    mask = os.umask(0o077)  # read by setting it (one thread here), and set back
+    os.umask(mask)
     return {"format": wire.FORMAT, "kind": request.kind, "args": request.args,
-            "cwd": os.getcwd(), "env": dict(os.environ), "started": request.started,
+            "cwd": os.getcwd(), "env": dict(os.environ), "umask": mask,
+            "started": request.started,
             "stdin_in_time": request.stdin_in_time, "stdin_given": request.stdin_given,
             "stdin_silent": request.stdin_silent,
             "stdout_tty": tty(sys.stdout), "stderr_tty": tty(sys.stderr),

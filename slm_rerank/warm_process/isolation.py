@@ -228,15 +228,26 @@ class Ran:
         self.why_not: list[str] = []
 
 
+def caller_umask(head: dict[str, Any]) -> int:
+    """The caller's umask: the files a command creates (the usage log, cache entries) get
+    the modes they would get in its own process."""
+    mask = head.get("umask")
+    if type(mask) is not int or not 0 <= mask <= 0o777:
+        raise wire.WireError("a malformed umask")
+    return mask
+
+
 def prepare(head: dict[str, Any]) -> Snapshot:
-    """Take the snapshot, then the caller's environment and folder."""
+    """Take the snapshot, then the caller's environment, umask and folder."""
     env = head["env"]
     if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
         raise wire.WireError("a malformed environment")
+    mask = caller_umask(head)
     snapshot = Snapshot()
     try:
         os.environ.clear()
         os.environ.update(env)
+        os.umask(mask)
         os.chdir(head["cwd"])
     except BaseException:
         snapshot.restore()
