@@ -47,3 +47,31 @@ def test_a_command_creates_its_files_with_its_callers_umask(repo: Path) -> None:
     assert usage_log_mode(repo, 0o077, ON) == alone
     assert worker_of(repo, ON) == (worker, ran + 1)  # answered by the worker
     assert usage_log_mode(repo, 0o022, ON) == 0o644  # and the next caller's own again
+
+
+def raw_request(repo: Path, cwd: str) -> dict[str, object]:
+    """A search request as a command sends it, but for the folder it names; the reply."""
+    import time
+
+    from slm_rerank.warm_process import client, wire
+
+    env = {**os.environ, **ON}
+    sock = client.connect(client.socket_path(env), time.monotonic() + 5)
+    with sock:
+        request = client.Request("search", list(QUERY), False, started=time.monotonic())
+        head = {**client._header(request), "cwd": cwd, "env": env}
+        by = time.monotonic() + 5
+        wire.send_json(sock, head, by)
+        wire.send_frame(sock, b"", by)
+        return wire.receive_json(sock, by)
+
+
+def test_a_folder_gone_before_the_worker_takes_the_request_is_refused_and_the_worker_stays(
+        repo: Path, tmp_path: Path) -> None:
+    cli(*QUERY, cwd=repo, env=ON)
+    wait_for_warm(repo, ON)
+    worker, ran = worker_of(repo, ON)
+    reply = raw_request(repo, str(tmp_path / "removed"))
+    assert reply["accepted"] is False
+    assert "removed" in str(reply["reason"])
+    assert worker_of(repo, ON) == (worker, ran)  # its memory kept for the next caller
