@@ -224,7 +224,13 @@ def _one(conn: socket.socket, status: dict[str, Any], ctl: socket.socket, out_fd
         wire.send_json(conn, {"accepted": False, "reason": "not a request of this version"},
                        by)
         return True
-    snapshot = isolation.prepare(head)
+    try:
+        snapshot = isolation.prepare(head)
+    except OSError as exc:  # its folder is gone (or unreadable): this worker is fine
+        wire.send_json(conn, {"accepted": False, "reason": f"cannot enter the command's "
+                                                           f"folder {head.get('cwd')!r} "
+                                                           f"({exc.strerror or exc})"}, by)
+        return True
     ran: isolation.Ran | None = None
     try:
         started = float(head["started"])
