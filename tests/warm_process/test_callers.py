@@ -75,3 +75,23 @@ def test_a_folder_gone_before_the_worker_takes_the_request_is_refused_and_the_wo
     assert reply["accepted"] is False
     assert "removed" in str(reply["reason"])
     assert worker_of(repo, ON) == (worker, ran)  # its memory kept for the next caller
+
+
+def merged(repo: Path, env: dict[str, str]) -> str:
+    """A verbose search's stdout and stderr as a caller sees them on one stream (``2>&1``)."""
+    done = subprocess.run([str(CLI), *QUERY, "-v"], cwd=repo, env={**os.environ, **env},
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=30)
+    assert done.returncode == 0, done.stdout
+    return done.stdout
+
+
+def test_stdout_and_stderr_on_one_stream_come_in_the_order_of_a_run_in_process(
+        repo: Path) -> None:
+    cli(*QUERY, cwd=repo, env=ON)
+    wait_for_warm(repo, ON)
+    worker, ran = worker_of(repo, ON)
+    alone = merged(repo, OFF)
+    assert alone.index("retry.py") < alone.index("slm-rerank: why")  # results, then the whys
+    assert merged(repo, ON) == alone
+    assert worker_of(repo, ON) == (worker, ran + 1)
