@@ -231,7 +231,18 @@ def _header(request: Request) -> dict[str, object]:
             "stdin_in_time": request.stdin_in_time, "stdin_given": request.stdin_given,
             "stdin_silent": request.stdin_silent,
             "stdout_tty": tty(sys.stdout), "stderr_tty": tty(sys.stderr),
+            "merged": _one_stream(),
             "stdout_codec": codec(sys.stdout), "stderr_codec": codec(sys.stderr)}
+
+
+def _one_stream() -> bool:
+    """Whether stdout and stderr are the same file (``2>&1``): the command then writes both
+    to one memory file, in the order it writes them, and the answer's stdout holds both."""
+    try:
+        out, err = os.fstat(1), os.fstat(2)
+    except OSError:
+        return False
+    return (out.st_dev, out.st_ino) == (err.st_dev, err.st_ino)
 
 
 def ask(request: Request, path: str, deadline: float) -> Answer:

@@ -118,7 +118,7 @@ def command(head: dict[str, Any], stdin: bytes, out_fd: int, err_fd: int) -> Non
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(out_fd, 1)
-    os.dup2(err_fd, 2)
+    os.dup2(out_fd if head.get("merged") else err_fd, 2)  # one stream: in the order written
     for fd in (devnull, out_fd, err_fd):
         os.close(fd)
     sys.stdin = io.TextIOWrapper(open(0, "rb", closefd=False))  # noqa: SIM115

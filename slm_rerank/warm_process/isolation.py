@@ -47,9 +47,10 @@ class Tty(io.TextIOWrapper):
 
 
 def text_stream(fd: int, tty: bool, codec: list[str]) -> Tty:
-    """``fd`` as the caller's stream: its encoding, its errors, line-buffered at a terminal."""
+    """``fd`` as the caller's stream: its encoding, its errors, line-buffered at a terminal
+    (stderr always, as the interpreter has it)."""
     wrapper = Tty(open(fd, "wb", closefd=False), encoding=codec[0],  # noqa: SIM115
-                  errors=codec[1], line_buffering=tty)
+                  errors=codec[1], line_buffering=tty or fd == 2)
     wrapper.tty = tty
     return wrapper
 
@@ -268,7 +269,7 @@ def run(head: dict[str, Any], stdin: bytes, out_fd: int, err_fd: int) -> Ran:
         os.dup2(devnull, 0)
         os.close(devnull)
         os.dup2(out_fd, 1)
-        os.dup2(err_fd, 2)
+        os.dup2(out_fd if head.get("merged") else err_fd, 2)
         sys.stdin = io.TextIOWrapper(open(0, "rb", closefd=False))  # noqa: SIM115
         sys.stdout = text_stream(1, bool(head["stdout_tty"]), head["stdout_codec"])
         sys.stderr = text_stream(2, bool(head["stderr_tty"]), head["stderr_codec"])
