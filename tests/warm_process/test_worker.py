@@ -225,3 +225,14 @@ def test_a_worker_whose_server_is_killed_mid_command_ends_and_a_new_warm_process
     assert cli(*QUERY, cwd=repo, env=WARM).returncode == 0  # starts one
     wait_for_warm(repo, WARM)  # the server's lock was not left with the worker
     hanging.join()
+
+
+def test_exit_functions_a_command_registers_run_when_it_ends_as_in_its_own_process(
+        repo: Path) -> None:
+    worker = started(repo)
+    run = probe("atexit", repo)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.endswith("at exit\n")  # after its results, as its own process ends
+    again = probe("look", repo)
+    assert "at exit" not in again.stdout  # not the next caller's
+    assert worker_of(repo, WARM)[0] != worker  # its exit functions spent: a fresh worker
