@@ -18,6 +18,7 @@ as before: nothing here keeps them.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import io
 import logging
@@ -281,7 +282,13 @@ def run(head: dict[str, Any], stdin: bytes, out_fd: int, err_fd: int) -> Ran:
         if head["kind"] == "hook":
             stdio.given = stdio.GivenInput(stdin, bool(head["stdin_in_time"]),
                                            float(head["started"]))
+        registered = atexit._ncallbacks()
         ran.exit = exit_code(head["args"])
+        if atexit._ncallbacks() > registered:  # the command's process would run them now
+            with contextlib.suppress(BaseException):
+                atexit._run_exitfuncs()
+            ran.keep = False  # the worker's own were run with them: a fresh one next
+            ran.why_not.append("the command registered exit functions")
     except MemoryError:
         ran.exit, ran.failed, ran.keep = None, "the command ran out of memory", False
     return ran
