@@ -11,7 +11,8 @@ that a command rebinds; the settings' once-per-process warnings are forgotten.
 
 What cannot be put back ends the worker once the answer is sent (``Ran.keep`` False): a
 thread the command started that is still running, a child process it left running, a file
-descriptor it left open, a resident size over ``KEEP_RSS_BYTES``, a ``MemoryError``. The
+descriptor it left open, exit functions it registered (run when it ends, as its own process
+would run them), a resident size over ``KEEP_RSS_BYTES``, a ``MemoryError``. The
 server then forks a fresh worker. Settings and config files are read again by each command,
 as before: nothing here keeps them.
 """
