@@ -223,12 +223,26 @@ def _header(request: Request) -> dict[str, object]:
         return [getattr(stream, "encoding", None) or "utf-8",
                 getattr(stream, "errors", None) or "strict"]
 
+    mask = os.umask(0o077)  # read by setting it (one thread here), and set back
+    os.umask(mask)
     return {"format": wire.FORMAT, "kind": request.kind, "args": request.args,
-            "cwd": os.getcwd(), "env": dict(os.environ), "started": request.started,
+            "cwd": os.getcwd(), "env": dict(os.environ), "umask": mask,
+            "started": request.started,
             "stdin_in_time": request.stdin_in_time, "stdin_given": request.stdin_given,
             "stdin_silent": request.stdin_silent,
             "stdout_tty": tty(sys.stdout), "stderr_tty": tty(sys.stderr),
+            "merged": _one_stream(),
             "stdout_codec": codec(sys.stdout), "stderr_codec": codec(sys.stderr)}
+
+
+def _one_stream() -> bool:
+    """Whether stdout and stderr are the same file (``2>&1``): the command then writes both
+    to one memory file, in the order it writes them, and the answer's stdout holds both."""
+    try:
+        out, err = os.fstat(1), os.fstat(2)
+    except OSError:
+        return False
+    return (out.st_dev, out.st_ino) == (err.st_dev, err.st_ino)
 
 
 def ask(request: Request, path: str, deadline: float) -> Answer:

@@ -26,12 +26,14 @@ from slm_rerank.warm_process import isolation, wire
 
 
 def apply(head: dict[str, Any]) -> None:
-    """Take the caller's environment and folder (this fork's own)."""
+    """Take the caller's environment, umask and folder (this fork's own)."""
     env = head["env"]
     if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
         raise wire.WireError("a malformed environment")
+    mask = isolation.caller_umask(head)
     os.environ.clear()
     os.environ.update(env)
+    os.umask(mask)
     os.chdir(head["cwd"])
 
 
@@ -116,7 +118,7 @@ def command(head: dict[str, Any], stdin: bytes, out_fd: int, err_fd: int) -> Non
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(out_fd, 1)
-    os.dup2(err_fd, 2)
+    os.dup2(out_fd if head.get("merged") else err_fd, 2)  # one stream: in the order written
     for fd in (devnull, out_fd, err_fd):
         os.close(fd)
     sys.stdin = io.TextIOWrapper(open(0, "rb", closefd=False))  # noqa: SIM115

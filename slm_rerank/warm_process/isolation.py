@@ -11,13 +11,15 @@ that a command rebinds; the settings' once-per-process warnings are forgotten.
 
 What cannot be put back ends the worker once the answer is sent (``Ran.keep`` False): a
 thread the command started that is still running, a child process it left running, a file
-descriptor it left open, a resident size over ``KEEP_RSS_BYTES``, a ``MemoryError``. The
+descriptor it left open, exit functions it registered (run when it ends, as its own process
+would run them), a resident size over ``KEEP_RSS_BYTES``, a ``MemoryError``. The
 server then forks a fresh worker. Settings and config files are read again by each command,
 as before: nothing here keeps them.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import io
 import logging
@@ -47,9 +49,10 @@ class Tty(io.TextIOWrapper):
 
 
 def text_stream(fd: int, tty: bool, codec: list[str]) -> Tty:
-    """``fd`` as the caller's stream: its encoding, its errors, line-buffered at a terminal."""
+    """``fd`` as the caller's stream: its encoding, its errors, line-buffered at a terminal
+    (stderr always, as the interpreter has it)."""
     wrapper = Tty(open(fd, "wb", closefd=False), encoding=codec[0],  # noqa: SIM115
-                  errors=codec[1], line_buffering=tty)
+                  errors=codec[1], line_buffering=tty or fd == 2)
     wrapper.tty = tty
     return wrapper
 
@@ -228,15 +231,26 @@ class Ran:
         self.why_not: list[str] = []
 
 
+def caller_umask(head: dict[str, Any]) -> int:
+    """The caller's umask: the files a command creates (the usage log, cache entries) get
+    the modes they would get in its own process."""
+    mask = head.get("umask")
+    if type(mask) is not int or not 0 <= mask <= 0o777:
+        raise wire.WireError("a malformed umask")
+    return mask
+
+
 def prepare(head: dict[str, Any]) -> Snapshot:
-    """Take the snapshot, then the caller's environment and folder."""
+    """Take the snapshot, then the caller's environment, umask and folder."""
     env = head["env"]
     if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
         raise wire.WireError("a malformed environment")
+    mask = caller_umask(head)
     snapshot = Snapshot()
     try:
         os.environ.clear()
         os.environ.update(env)
+        os.umask(mask)
         os.chdir(head["cwd"])
     except BaseException:
         snapshot.restore()
@@ -257,7 +271,7 @@ def run(head: dict[str, Any], stdin: bytes, out_fd: int, err_fd: int) -> Ran:
         os.dup2(devnull, 0)
         os.close(devnull)
         os.dup2(out_fd, 1)
-        os.dup2(err_fd, 2)
+        os.dup2(out_fd if head.get("merged") else err_fd, 2)
         sys.stdin = io.TextIOWrapper(open(0, "rb", closefd=False))  # noqa: SIM115
         sys.stdout = text_stream(1, bool(head["stdout_tty"]), head["stdout_codec"])
         sys.stderr = text_stream(2, bool(head["stderr_tty"]), head["stderr_codec"])
@@ -269,7 +283,13 @@ def run(head: dict[str, Any], stdin: bytes, out_fd: int, err_fd: int) -> Ran:
         if head["kind"] == "hook":
             stdio.given = stdio.GivenInput(stdin, bool(head["stdin_in_time"]),
                                            float(head["started"]))
+        registered = atexit._ncallbacks()
         ran.exit = exit_code(head["args"])
+        if atexit._ncallbacks() > registered:  # the command's process would run them now
+            with contextlib.suppress(BaseException):
+                atexit._run_exitfuncs()
+            ran.keep = False  # the worker's own were run with them: a fresh one next
+            ran.why_not.append("the command registered exit functions")
     except MemoryError:
         ran.exit, ran.failed, ran.keep = None, "the command ran out of memory", False
     return ran

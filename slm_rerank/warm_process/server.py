@@ -131,6 +131,8 @@ class Server:
         self.started = time.time()
         self.stamp: tuple[str, float] | None = None
         self.worker: worker.Worker | None = None
+        #: the lock file's descriptor (held while this process serves the socket)
+        self.lock: int | None = None
         #: workers started so far (a fresh one after each that ended)
         self.workers = 0
 
@@ -190,7 +192,7 @@ class Server:
         self.start_worker()
 
     def start_worker(self) -> None:
-        self.worker = worker.start(self.sock, self.pid)
+        self.worker = worker.start(self.sock, self.pid, self.lock)
         self.workers += 1
 
     def stop_worker(self) -> None:
@@ -254,6 +256,8 @@ class Server:
         if pid == 0:
             assert self.sock is not None
             self.sock.close()
+            if self.lock is not None:
+                os.close(self.lock)
             if self.worker is not None:  # the worker's caller is not this fork's to hold
                 self.worker.ctl.close()
                 self.worker.release()
@@ -327,6 +331,7 @@ def main() -> None:
     if not user_switch().on:
         return
     server = Server(path)
+    server.lock = lock
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         _preload()

@@ -25,6 +25,7 @@ import json
 import os
 import signal
 import socket
+import sys
 import time
 from typing import Any, NoReturn
 
@@ -34,6 +35,8 @@ from slm_rerank.warm_process import client, command_fork, isolation, wire
 MAX_RSS_BYTES = 1 << 30
 #: the longest control message (a status's figures, a deadline)
 CONTROL_BYTES = 4096
+#: prctl's option for the signal a process gets when its parent ends (linux/prctl.h)
+PR_SET_PDEATHSIG = 1
 
 
 class Worker:
@@ -156,17 +159,35 @@ def _answer_for(conn: socket.socket, fds: tuple[int, int], acked: bool, deadline
     wire.send_json(conn, reply, by)
 
 
-def start(listening: socket.socket | None, server_pid: int) -> Worker:
-    """Fork a worker from the server."""
+def start(listening: socket.socket | None, server_pid: int, lock: int | None = None
+          ) -> Worker:
+    """Fork a worker from the server (``lock``: the server's lock file, not the worker's to
+    hold: a worker left running would keep any new warm process from starting)."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     pid = os.fork()
     if pid == 0:
         ours.close()
         if listening is not None:
             listening.close()
+        if lock is not None:
+            os.close(lock)
+        _die_with_server(server_pid)
         _serve(theirs, server_pid)
     theirs.close()
     return Worker(pid, ours)
+
+
+def _die_with_server(server_pid: int) -> None:
+    """Have the kernel kill this worker when its server ends (Linux): a server killed while
+    the worker runs a command leaves nobody to hold the worker to the deadline and memory."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != server_pid:  # it ended before that was set
+        os._exit(1)
 
 
 def _serve(ctl: socket.socket, server_pid: int) -> NoReturn:
@@ -224,7 +245,13 @@ def _one(conn: socket.socket, status: dict[str, Any], ctl: socket.socket, out_fd
         wire.send_json(conn, {"accepted": False, "reason": "not a request of this version"},
                        by)
         return True
-    snapshot = isolation.prepare(head)
+    try:
+        snapshot = isolation.prepare(head)
+    except OSError as exc:  # its folder is gone (or unreadable): this worker is fine
+        wire.send_json(conn, {"accepted": False, "reason": f"cannot enter the command's "
+                                                           f"folder {head.get('cwd')!r} "
+                                                           f"({exc.strerror or exc})"}, by)
+        return True
     ran: isolation.Ran | None = None
     try:
         started = float(head["started"])

@@ -193,3 +193,46 @@ def test_a_hook_whose_search_outlives_its_deadline_ends_the_worker_and_is_answer
     # the hook ended the worker (os._exit) after logging its timeout: answered, not run again
     assert [r["decision"] for r in records] == ["timeout"] and "warm_process" not in records[0]
     assert worker_of(repo, WARM)[0] != worker
+
+
+def test_a_worker_whose_server_is_killed_mid_command_ends_and_a_new_warm_process_starts(
+        repo: Path) -> None:
+    import os
+    import re
+    import signal
+
+    worker = started(repo)
+    status = cli("warm", "status", cwd=repo, env=WARM).stdout
+    found = re.search(r"pid (\d+), running", status)
+    assert found is not None, status
+    hanging = threading.Thread(target=lambda: cli(
+        "hook", "claude-prompt", "--deadline", "30", cwd=repo, env=WARM,
+        stdin=hook_json(repo, "probe hang: where is the retry backoff computed?"), timeout=60))
+    hanging.start()
+    time.sleep(1.0)  # the worker is busy with the hanging hook
+    os.kill(int(found[1]), signal.SIGKILL)
+    gone = False
+    for _ in range(500):  # the worker, left without the server that watches it, ends too
+        try:
+            state = Path(f"/proc/{worker}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            state = "gone"
+        if state in ("gone", "Z", "X"):
+            gone = True
+            break
+        time.sleep(0.02)
+    assert gone, "the worker outlived its server"
+    assert cli(*QUERY, cwd=repo, env=WARM).returncode == 0  # starts one
+    wait_for_warm(repo, WARM)  # the server's lock was not left with the worker
+    hanging.join()
+
+
+def test_exit_functions_a_command_registers_run_when_it_ends_as_in_its_own_process(
+        repo: Path) -> None:
+    worker = started(repo)
+    run = probe("atexit", repo)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.endswith("at exit\n")  # after its results, as its own process ends
+    again = probe("look", repo)
+    assert "at exit" not in again.stdout  # not the next caller's
+    assert worker_of(repo, WARM)[0] != worker  # its exit functions spent: a fresh worker
