@@ -14,7 +14,6 @@ memory files, each under its cap.
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import select
 import signal
@@ -115,26 +114,9 @@ def _read_all(fd: int, cap: int) -> bytes | None:
 def command(head: dict[str, Any], stdin: bytes, out_fd: int, err_fd: int) -> None:
     """In the command's fork: the caller's streams, then the command, as ``slm-rerank`` runs it."""
     os.setpgid(0, 0)  # its tools (rg, git) with it: killed together at the deadline
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.dup2(out_fd, 1)
-    os.dup2(out_fd if head.get("merged") else err_fd, 2)  # one stream: in the order written
-    for fd in (devnull, out_fd, err_fd):
+    isolation.attach(head, stdin, out_fd, err_fd)
+    for fd in (out_fd, err_fd):
         os.close(fd)
-    sys.stdin = io.TextIOWrapper(open(0, "rb", closefd=False))  # noqa: SIM115
-
-    sys.stdout = isolation.text_stream(1, bool(head["stdout_tty"]), head["stdout_codec"])
-    sys.stderr = isolation.text_stream(2, bool(head["stderr_tty"]), head["stderr_codec"])
-    sys.argv = ["slm-rerank", *head["args"]]
-    if head["kind"] == "search" and head.get("stdin_given"):
-        from slm_rerank import piped
-
-        piped.given = piped.Given(stdin, bool(head.get("stdin_silent")))
-    if head["kind"] == "hook":
-        from slm_rerank.hook import stdio
-
-        stdio.given = stdio.GivenInput(stdin, bool(head["stdin_in_time"]),
-                                       float(head["started"]))
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os._exit(_exit_code(head["args"]))
 

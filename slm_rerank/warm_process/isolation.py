@@ -258,31 +258,38 @@ def prepare(head: dict[str, Any]) -> Snapshot:
     return snapshot
 
 
+def attach(head: dict[str, Any], stdin: bytes, out_fd: int, err_fd: int) -> None:
+    """The caller's side of a command (in the worker, or in a fork): stdin empty, stdout and
+    stderr on the memory files ``out_fd`` and ``err_fd`` (one file when the caller's are
+    one), its argv, and what its command's side read of stdin."""
+    from slm_rerank import piped
+    from slm_rerank.hook import stdio
+
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(out_fd, 1)
+    os.dup2(out_fd if head.get("merged") else err_fd, 2)  # one stream: in the order written
+    sys.stdin = io.TextIOWrapper(open(0, "rb", closefd=False))  # noqa: SIM115
+    sys.stdout = text_stream(1, bool(head["stdout_tty"]), head["stdout_codec"])
+    sys.stderr = text_stream(2, bool(head["stderr_tty"]), head["stderr_codec"])
+    sys.argv = ["slm-rerank", *head["args"]]
+    if head["kind"] == "search" and head.get("stdin_given"):
+        piped.given = piped.Given(stdin, bool(head.get("stdin_silent")))
+    if head["kind"] == "hook":
+        stdio.given = stdio.GivenInput(stdin, bool(head["stdin_in_time"]),
+                                       float(head["started"]))
+
+
 def run(head: dict[str, Any], stdin: bytes, out_fd: int, err_fd: int) -> Ran:
     """Run the command of ``head`` in this process (after ``prepare``), its stdout and stderr
     on the memory files ``out_fd`` and ``err_fd``; ``finish`` puts the process back."""
     from slm_rerank import config
-    from slm_rerank.hook import stdio
 
     ran = Ran()
     config._WARNED.clear()  # each command warns as a new process would
     try:
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(devnull, 0)
-        os.close(devnull)
-        os.dup2(out_fd, 1)
-        os.dup2(out_fd if head.get("merged") else err_fd, 2)
-        sys.stdin = io.TextIOWrapper(open(0, "rb", closefd=False))  # noqa: SIM115
-        sys.stdout = text_stream(1, bool(head["stdout_tty"]), head["stdout_codec"])
-        sys.stderr = text_stream(2, bool(head["stderr_tty"]), head["stderr_codec"])
-        sys.argv = ["slm-rerank", *head["args"]]
-        if head["kind"] == "search" and head.get("stdin_given"):
-            from slm_rerank import piped
-
-            piped.given = piped.Given(stdin, bool(head.get("stdin_silent")))
-        if head["kind"] == "hook":
-            stdio.given = stdio.GivenInput(stdin, bool(head["stdin_in_time"]),
-                                           float(head["started"]))
+        attach(head, stdin, out_fd, err_fd)
         registered = atexit._ncallbacks()
         ran.exit = exit_code(head["args"])
         if atexit._ncallbacks() > registered:  # the command's process would run them now
