@@ -89,7 +89,9 @@ def rank_chunks(root: Path, gathered: Gathered, notes: list[str], *, top_k: int,
     for ev in candidates(gathered.evidence, top_k):
         sliced, reason = slice_candidate(root, ev.path, limit, cache, memory)
         if sliced is None:
-            notes.append(f"skipped {display_path(ev.path)}: {reason}")
+            note = f"skipped {display_path(ev.path)}: {reason}"
+            if note not in notes:  # the source may have said it already (-v)
+                notes.append(note)
             skipped += 1
             continue
         scored.extend(score_chunks(gathered.terms, gathered.stats, ev, sliced.chunks,

@@ -143,6 +143,7 @@ def test_a_huge_file_is_skipped_with_a_reason_and_does_not_slow_the_search(
 
     assert run.paths() == ["pkg/widget.py"]
     assert "skipped widget_dump.py: huge (52428800 bytes" in run.stderr
+    assert run.stderr.count("skipped widget_dump.py") == 1  # said once, not by each stage
     assert elapsed < 10
     via_git = git_search(root, "widget")
     assert git_paths(via_git) == ["pkg/widget.py"]
