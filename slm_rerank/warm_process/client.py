@@ -410,7 +410,8 @@ def try_warm(args: list[str]) -> tuple[int | None, str | None]:
         if stdin_is_data():
             read_search_input(request)
             if len(request.stdin) > wire.MAX_STDIN_BYTES:
-                _note(verbose, f"not used: stdin holds more than {wire.MAX_STDIN_BYTES} bytes; "
+                _note(verbose, f"not used: stdin holds more than "
+                               f"{(wire.MAX_STDIN_BYTES - 1) / 1e6:g} MB; "
                                "searching in this process")
                 return None, None
     try:
