@@ -87,7 +87,9 @@ def gather_files(host: Host, root: Path, terms: QueryTerms, notes: list[str], *,
     source = choose_source(host, root, notes)
     listed, restrict = list(paths), set()
     if len(listed) > MAX_PATH_ARGS:
-        restrict = {os.path.relpath(p, root) for p in listed}
+        prefix = os.path.join(str(root), "")  # the paths are resolved ones inside root
+        restrict = {str(p)[len(prefix):] if str(p).startswith(prefix)
+                    else os.path.relpath(p, root) for p in listed}
         listed = []
     query = SourceQuery(root=root, terms=terms.literals(), paths=listed,
                         globs=list(globs), max_filesize=host.settings.max_file_bytes,

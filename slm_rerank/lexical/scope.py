@@ -151,8 +151,9 @@ def resolve_scope(root: Path, args: Sequence[str], piped: Sequence[str], cwd: Pa
             raise ScopeError(f"path '{shown(arg)}' holds a NUL byte; no file has such a name")
         _add_argument(scope, arg, cwd, root_name)
     piped_found = False
-    for name in piped:
-        piped_found = _add_piped(scope, name, cwd, root_name) or piped_found
+    folders: dict[str, str] = {}
+    for name in dict.fromkeys(piped):  # a name piped twice is looked up (and noted) once
+        piped_found = _add_piped(scope, name, cwd, root_name, folders) or piped_found
     # Every argument was added or refused above, so only piped names can leave nothing.
     if piped and not scope.paths and not scope.globs:
         if not piped_found:
@@ -177,7 +178,10 @@ def _absolute(name: str, cwd: Path) -> Path:
 
 
 def _inside(resolved: Path, root: Path) -> bool:
-    return resolved == root or root in resolved.parents
+    """Whether ``resolved`` is ``root`` or under it; both are resolved, so a prefix of whole
+    names is the test (a string's, not ``Path.parents``': this runs once per piped name)."""
+    path, top = str(resolved), str(root)
+    return path == top or path.startswith(top if top.endswith(os.sep) else top + os.sep)
 
 
 def _add_argument(scope: Scope, arg: str, cwd: Path, root_name: str) -> None:
@@ -210,7 +214,21 @@ def _add_argument(scope: Scope, arg: str, cwd: Path, root_name: str) -> None:
     scope.paths.append(resolved)
 
 
-def _add_piped(scope: Scope, name: str, cwd: Path, root_name: str) -> bool:
+def _resolved(candidate: Path, folders: dict[str, str]) -> Path:
+    """``candidate.resolve()`` for a name that exists, each folder resolved once: a name
+    that is not itself a symlink resolves to its folder's real path and its own name, so
+    ``git ls-files | slm-rerank`` resolves each folder of the tree once, not once per file."""
+    head, base = os.path.split(str(candidate))
+    if base in ("", ".", "..") or os.path.islink(candidate):
+        return candidate.resolve()
+    real = folders.get(head)
+    if real is None:
+        real = folders[head] = os.path.realpath(head)
+    return Path(os.path.join(real, base))
+
+
+def _add_piped(scope: Scope, name: str, cwd: Path, root_name: str,
+               folders: dict[str, str]) -> bool:
     """Add one piped name; True when it named something that exists."""
     candidate = _absolute(name, cwd)
     try:
@@ -225,7 +243,7 @@ def _add_piped(scope: Scope, name: str, cwd: Path, root_name: str) -> bool:
     if problem:
         scope.notes.append(f"skipped piped path '{shown(name)}': {problem}")
         return True
-    resolved = candidate.resolve()
+    resolved = _resolved(candidate, folders)
     if not _inside(resolved, scope.root):
         raise _outside(name, scope.root, root_name)
     scope.paths.append(resolved)

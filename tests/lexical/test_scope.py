@@ -312,3 +312,45 @@ def test_a_path_given_twice_is_searched_once_and_scores_as_given_once(root: Path
     assert ([(r["path"], r["score"]) for r in json.loads(twice.stdout)["results"]]
             == [(r["path"], r["score"]) for r in json.loads(once.stdout)["results"]])
     assert scope_of(root, ["src", "src/", str(root / "src")]).paths == [root / "src"]
+
+
+# --- piped names through symlinks (each folder is resolved once) -----------------------------
+
+
+def test_piped_names_resolve_through_symlinked_folders_and_files_as_paths_do(
+        root: Path, tmp_path: Path) -> None:
+    (root / "lib").symlink_to("src", target_is_directory=True)  # a folder link inside
+    (root / "alias.py").symlink_to("src/retry.py")  # a file link inside
+    (root / "src" / "up").symlink_to("..", target_is_directory=True)
+    piped = ["lib/retry.py", "alias.py", "src/up/src/retry.py", "src/../README.md",
+             "src/retry.py"]
+
+    scope = scope_of(root, piped=piped)
+
+    assert scope.paths == [root / "src" / "retry.py", root / "README.md"]
+    assert scope.paths == list(dict.fromkeys(
+        (root / name).resolve() for name in piped))  # what Path.resolve gives, name by name
+
+
+@pytest.mark.parametrize("link", ["folder", "file"])
+def test_a_piped_name_through_a_symlink_out_of_the_root_is_outside_it(
+        root: Path, tmp_path: Path, link: str) -> None:
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "secret.py").write_text("def retry(): ...\n")
+    if link == "folder":
+        (root / "src" / "out").symlink_to(outside, target_is_directory=True)
+        name = "src/out/secret.py"
+    else:
+        (root / "src" / "secret.py").symlink_to(outside / "secret.py")
+        name = "src/secret.py"
+
+    with pytest.raises(SearchError, match=r"is outside the searched root"):
+        scope_of(root, piped=["src/retry.py", name])
+
+
+def test_a_name_piped_twice_is_one_path_and_one_note(root: Path) -> None:
+    scope = scope_of(root, piped=["src/retry.py", "gone.py", "src/retry.py", "gone.py"])
+
+    assert scope.paths == [root / "src" / "retry.py"]
+    assert scope.notes == ["skipped piped path 'gone.py': it does not exist"]
