@@ -264,7 +264,7 @@ def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats,
             # The terms found in this file, in query order (the order the sums are made in),
             # without asking every term of a long query about every file.
             found_terms = sorted(i for literal in counts for i in by_literal.get(literal, ()))
-            k = FILE_K1 * (1.0 - FILE_B + FILE_B * ratio)
+            k = file_bm25_k(ratio)
             mass = 0.0
             for i in found_terms:
                 term = terms.terms[i]
@@ -275,7 +275,7 @@ def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats,
                     ev.matched[term.root] = ev.matched.get(term.root, 0.0) + gain
                     # file_bm25, summed here in the same pass: each literal once
                     if by_literal[term.literal][0] == i and term.literal in rarity:
-                        mass += rarity[term.literal] * tf * (FILE_K1 + 1.0) / (tf + k)
+                        mass += file_bm25_term(rarity[term.literal], tf, k)
             ev.parts["body"] = ev.body_score
             ev.parts["file_bm25"] = mass
         if not ev.matched and ev.path_score == 0:
@@ -291,9 +291,19 @@ def file_bm25(counts: dict[str, int], rarity: dict[str, float], length_ratio: fl
     literal once, however many definitions of the file its occurrences are spread over
     (the chunk scores see one definition at a time). ``score_files`` sums the same terms
     in its own pass over the counts, in query order (``FileEvidence.parts["file_bm25"]``)."""
-    k = FILE_K1 * (1.0 - FILE_B + FILE_B * length_ratio)
-    return sum(rarity[literal] * counts[literal] * (FILE_K1 + 1.0) / (counts[literal] + k)
+    k = file_bm25_k(length_ratio)
+    return sum(file_bm25_term(rarity[literal], counts[literal], k)
                for literal in rarity if counts.get(literal, 0) > 0)
+
+
+def file_bm25_k(length_ratio: float) -> float:
+    """BM25's saturation constant for a file ``length_ratio`` times the average length."""
+    return FILE_K1 * (1.0 - FILE_B + FILE_B * length_ratio)
+
+
+def file_bm25_term(rarity: float, tf: int, k: float) -> float:
+    """One term's share of a file's BM25: its rarity, saturated by its count."""
+    return rarity * tf * (FILE_K1 + 1.0) / (tf + k)
 
 
 def path_rarity(df: int, n_files: int) -> float:
