@@ -24,18 +24,6 @@ from typing import Any
 from slm_rerank.warm_process import isolation, wire
 
 
-def apply(head: dict[str, Any]) -> None:
-    """Take the caller's environment, umask and folder (this fork's own)."""
-    env = head["env"]
-    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
-        raise wire.WireError("a malformed environment")
-    mask = isolation.caller_umask(head)
-    os.environ.clear()
-    os.environ.update(env)
-    os.umask(mask)
-    os.chdir(head["cwd"])
-
-
 def memory_file(name: str) -> int:
     if hasattr(os, "memfd_create"):
         return os.memfd_create(name)

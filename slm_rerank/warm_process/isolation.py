@@ -240,18 +240,42 @@ def caller_umask(head: dict[str, Any]) -> int:
     return mask
 
 
-def prepare(head: dict[str, Any]) -> Snapshot:
-    """Take the snapshot, then the caller's environment, umask and folder."""
+def apply(head: dict[str, Any]) -> None:
+    """Take the caller's environment, umask and folder (a malformed request changes none)."""
     env = head["env"]
     if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
         raise wire.WireError("a malformed environment")
     mask = caller_umask(head)
+    os.environ.clear()
+    os.environ.update(env)
+    os.umask(mask)
+    os.chdir(head["cwd"])
+
+
+def answer_control(conn: Any, head: dict[str, Any], status: dict[str, Any],
+                   server_pid: int, by: float) -> bool:
+    """Answer a request that runs no command (``status``, ``stop``, another version's);
+    False when ``head`` is a command. ``stop`` is answered before the server is told, so
+    the answer leaves even from the worker, which the server ends as it stops."""
+    kind = head.get("kind")
+    if kind == "status":
+        wire.send_json(conn, {"accepted": False, "reason": "status", **status}, by)
+    elif kind == "stop":
+        wire.send_json(conn, {"accepted": False, "reason": "stopping", "pid": server_pid}, by)
+        os.kill(server_pid, signal.SIGTERM)
+    elif head.get("format") != wire.FORMAT or kind not in ("search", "hook"):
+        wire.send_json(conn, {"accepted": False, "reason": "not a request of this version"},
+                       by)
+    else:
+        return False
+    return True
+
+
+def prepare(head: dict[str, Any]) -> Snapshot:
+    """Take the snapshot, then the caller's environment, umask and folder (``apply``)."""
     snapshot = Snapshot()
     try:
-        os.environ.clear()
-        os.environ.update(env)
-        os.umask(mask)
-        os.chdir(head["cwd"])
+        apply(head)
     except BaseException:
         snapshot.restore()
         raise

@@ -32,7 +32,7 @@ import sys
 import time
 from typing import Any
 
-from slm_rerank.warm_process import client, command_fork, wire, worker
+from slm_rerank.warm_process import client, command_fork, isolation, wire, worker
 
 #: concurrent commands; a request past them runs in the caller's process
 MAX_RUNNING = 4
@@ -281,19 +281,9 @@ def _handle(conn: socket.socket, server: Server) -> None:
         by = time.monotonic() + REQUEST_SECONDS
         head = wire.receive_json(conn, by)
         stdin = wire.receive_frame(conn, wire.MAX_STDIN_BYTES, by)
-        kind = head.get("kind")
-        if kind == "status":
-            wire.send_json(conn, {"accepted": False, "reason": "status", **_status(server)}, by)
+        if isolation.answer_control(conn, head, _status(server), server.pid, by):
             os._exit(0)
-        if kind == "stop":
-            os.kill(server.pid, signal.SIGTERM)
-            wire.send_json(conn, {"accepted": False, "reason": "stopping", "pid": server.pid}, by)
-            os._exit(0)
-        if head.get("format") != wire.FORMAT or kind not in ("search", "hook"):
-            wire.send_json(conn, {"accepted": False, "reason": "not a request of this version"},
-                           by)
-            os._exit(0)
-        command_fork.apply(head)
+        isolation.apply(head)  # this fork's own
         out_fd, err_fd = command_fork.memory_file("stdout"), command_fork.memory_file("stderr")
         pid = os.fork()
         if pid == 0:

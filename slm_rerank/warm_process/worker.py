@@ -233,17 +233,7 @@ def _one(conn: socket.socket, status: dict[str, Any], ctl: socket.socket, out_fd
     by = time.monotonic() + 2.0
     head = wire.receive_json(conn, by)
     stdin = wire.receive_frame(conn, wire.MAX_STDIN_BYTES, by)
-    kind = head.get("kind")
-    if kind == "status":
-        wire.send_json(conn, {"accepted": False, "reason": "status", **status}, by)
-        return True
-    if kind == "stop":
-        wire.send_json(conn, {"accepted": False, "reason": "stopping", "pid": server_pid}, by)
-        os.kill(server_pid, signal.SIGTERM)
-        return True
-    if head.get("format") != wire.FORMAT or kind not in ("search", "hook"):
-        wire.send_json(conn, {"accepted": False, "reason": "not a request of this version"},
-                       by)
+    if isolation.answer_control(conn, head, status, server_pid, by):
         return True
     try:
         snapshot = isolation.prepare(head)
