@@ -22,7 +22,9 @@ import argparse
 import hashlib
 import json
 import math
+import os
 import random
+import shutil
 import subprocess
 import sys
 import time
@@ -106,8 +108,16 @@ def clone_of(repo: str, mirrors: Path) -> Path | None:
         if not mirror.exists():
             return None
         clone.parent.mkdir(parents=True, exist_ok=True)
+        # cloned aside and renamed into place: two --shard processes may reach the same
+        # repository at once, and a half-made clone must never look finished
+        part = clone.with_name(f"{name}.part{os.getpid()}")
+        shutil.rmtree(part, ignore_errors=True)
         subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(mirror),
-                        str(clone)], check=True)
+                        str(part)], check=True)
+        try:
+            part.rename(clone)
+        except OSError:  # the other process was first: its clone is as good
+            shutil.rmtree(part, ignore_errors=True)
     return clone
 
 

@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""Would small gradient-boosted trees order the candidates better than the shipped linear
+ranker? Both are cross-validated on the same training rows, in the same three folds by
+repository, and compared row by row (issue 29: "a linear or pairwise model, or small
+gradient-boosted trees: choose by measurement").
+
+The rows are ``train_ranker.py``'s (its feature cache: run it first to extract them). The
+trees are LightGBM's LambdaRank over the same groups the linear fit sees (each case's first
+``GROUP_SIZE`` candidates in lexical order, gold = 1) and score every candidate of a held-out
+row; a row whose query asks for tests or docs keeps the fixed order under both, as a search
+does. LightGBM is a benchmark requirement only (``tests/bench/requirements.txt``): the tool
+itself never imports it.
+
+    python tests/bench/ranker_trees_cv.py --train-cap 40 --without digit_name
+    python tests/bench/ranker_trees_cv.py --rounds 400 --learning-rate 0.03 --leaves 7
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+from train_ranker import (
+    CACHE,
+    SHARED,
+    Row,
+    capped,
+    folds_by_repo,
+    load,
+    mean,
+    metrics,
+    order,
+    rows_of,
+)
+
+from slm_rerank.calibration.learning import GROUP_SIZE, fit
+from slm_rerank.calibration.measure import paired_interval
+from slm_rerank.host import Host
+from slm_rerank.lexical.features import FEATURES
+
+KEYS = ("hit1", "hit5", "hit10", "mrr10")
+
+
+def matrix(row: Row, index: list[int], query_features: bool) -> np.ndarray:
+    """A row's candidates as a matrix of the chosen features (plus, when asked, two of the
+    query's own: whole text or title, and how many candidates it has)."""
+    values = np.asarray(row.values, dtype=float)[:, index]
+    if not query_features:
+        return values
+    extra = np.tile([float(row.mode == "query"), math.log1p(len(row.values))],
+                    (len(row.values), 1))
+    return np.hstack([values, extra])
+
+
+def tree_order(row: Row, model: object, index: list[int], query_features: bool) -> list[str]:
+    if row.asks_kind:
+        return row.paths
+    scores = model.predict(matrix(row, index, query_features))  # type: ignore[attr-defined]
+    return [row.paths[i] for i in sorted(range(len(row.paths)), key=lambda i: (-scores[i], i))]
+
+
+def fit_trees(train: list[Row], index: list[int], args: argparse.Namespace) -> object:
+    import lightgbm
+
+    useful = [r for r in train if len(r.values) > 1 and set(r.gold) & set(r.paths[:GROUP_SIZE])]
+    xs, ys, sizes = [], [], []
+    for r in useful:
+        head = Row(r.case, r.repo, r.lang, r.split, r.mode, r.date, r.paths[:GROUP_SIZE],
+                   r.values[:GROUP_SIZE], r.gold, r.asks_kind)
+        xs.append(matrix(head, index, args.query_features))
+        gold = set(r.gold)
+        ys += [int(p in gold) for p in head.paths]
+        sizes.append(len(head.paths))
+    model = lightgbm.LGBMRanker(
+        objective="lambdarank", n_estimators=args.rounds, learning_rate=args.learning_rate,
+        num_leaves=args.leaves, min_child_samples=args.min_leaf, subsample=1.0,
+        colsample_bytree=1.0, random_state=7, deterministic=True, force_row_wise=True,
+        n_jobs=1, verbose=-1, lambdarank_truncation_level=10)
+    model.fit(np.vstack(xs), np.asarray(ys), group=sizes)
+    return model
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--swe-cases", type=Path, default=SHARED / "swe-dev.jsonl")
+    ap.add_argument("--mined-cases", type=Path, default=CACHE / "training" / "cases.jsonl")
+    ap.add_argument("--trees", type=Path, default=CACHE / "trees")
+    ap.add_argument("--features", type=Path, default=CACHE / "features")
+    ap.add_argument("--train-cap", type=int, default=12)
+    ap.add_argument("--without", default="", help="features left out (comma-separated)")
+    ap.add_argument("--l2", type=float, default=0.01, help="the linear model's L2")
+    ap.add_argument("--rounds", type=int, default=200)
+    ap.add_argument("--learning-rate", type=float, default=0.05)
+    ap.add_argument("--leaves", type=int, default=7)
+    ap.add_argument("--min-leaf", type=int, default=20)
+    ap.add_argument("--query-features", action="store_true",
+                    help="give the trees two features of the query (mode, candidates)")
+    args = ap.parse_args(argv)
+
+    left_out = {f.strip() for f in args.without.split(",") if f.strip()}
+    features = [f for f in FEATURES if f not in left_out]
+    index = [list(FEATURES).index(f) for f in features]
+    host = Host.from_environment(start=Path("/"))
+    swe = load(args.swe_cases)
+    mined = capped(load(args.mined_cases), args.train_cap, 0) if args.mined_cases.exists() else []
+    rows = rows_of(swe, args.trees, args.features, host, "benchmark", Path("/nonexistent"),
+                   cached_only=True)
+    rows += rows_of(mined, args.trees, args.features, host, "mined", Path("/nonexistent"),
+                    cached_only=True)
+    train = [r for r in rows if r.split in ("dev", "train")]
+    if not train:
+        print(f"no cached training rows under {args.features}: run train_ranker.py first",
+              file=sys.stderr)
+        return 2
+    print(f"{len(train)} training rows, {len(features)} features", file=sys.stderr)
+
+    scored: list[tuple[dict[str, float], dict[str, float], dict[str, float]]] = []
+    for i, held in enumerate(folds_by_repo(train, 3)):
+        rest = [r for j, f in enumerate(folds_by_repo(train, 3)) if j != i for r in f]
+        linear = fit([r.group() for r in rest], name="cv", features=features, l2=args.l2)
+        trees = fit_trees(rest, index, args)
+        scored += [(metrics(order(r, None), r.gold), metrics(order(r, linear), r.gold),
+                    metrics(tree_order(r, trees, index, args.query_features), r.gold))
+                   for r in held]
+        print(f"  fold {i + 1}: {len(held)} rows", file=sys.stderr)
+
+    print("| order | rows | Hit@1 | Hit@5 | Hit@10 | MRR@10 |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for w, name in ((0, "fixed"), (1, f"linear (L2 {args.l2})"),
+                    (2, f"trees ({args.rounds} rounds, {args.leaves} leaves, "
+                        f"rate {args.learning_rate})")):
+        cells = [f"{mean([s[w][k] for s in scored]):.3f}" if k == "mrr10"
+                 else f"{mean([s[w][k] for s in scored]) * 100:.1f}" for k in KEYS]
+        print(f"| {name} | {len(scored)} | " + " | ".join(cells) + " |")
+    for key in ("hit1", "mrr10"):
+        low, high = paired_interval([s[2][key] - s[1][key] for s in scored])
+        f = 100 if key == "hit1" else 1
+        print(f"trees − linear, {key}: {mean([s[2][key] - s[1][key] for s in scored]) * f:+.3f}"
+              f" (95 % interval {low * f:+.3f} .. {high * f:+.3f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
