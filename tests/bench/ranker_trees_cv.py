@@ -12,7 +12,7 @@ does. LightGBM is a benchmark requirement only (``tests/bench/requirements.txt``
 itself never imports it.
 
     python tests/bench/ranker_trees_cv.py --train-cap 40 --without digit_name
-    python tests/bench/ranker_trees_cv.py --rounds 400 --learning-rate 0.03 --leaves 7
+    python tests/bench/ranker_trees_cv.py --setting 200:7:0.05 --setting 400:7:0.03:q
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +45,27 @@ from slm_rerank.lexical.features import FEATURES
 KEYS = ("hit1", "hit5", "hit10", "mrr10")
 
 
+@dataclass(frozen=True)
+class Setting:
+    """One way to grow the trees: ``ROUNDS:LEAVES:RATE``, ``:q`` to add the query's features."""
+
+    rounds: int
+    leaves: int
+    rate: float
+    query_features: bool
+
+    @classmethod
+    def parse(cls, text: str) -> Setting:
+        parts = text.split(":")
+        if len(parts) not in (3, 4) or parts[3:] not in ([], ["q"]):
+            raise argparse.ArgumentTypeError(f"setting {text!r}: want ROUNDS:LEAVES:RATE[:q]")
+        return cls(int(parts[0]), int(parts[1]), float(parts[2]), parts[3:] == ["q"])
+
+    def __str__(self) -> str:
+        return (f"trees: {self.rounds} rounds, {self.leaves} leaves, rate {self.rate}"
+                + (", query features" if self.query_features else ""))
+
+
 def matrix(row: Row, index: list[int], query_features: bool) -> np.ndarray:
     """A row's candidates as a matrix of the chosen features (plus, when asked, two of the
     query's own: whole text or title, and how many candidates it has)."""
@@ -56,13 +78,13 @@ def matrix(row: Row, index: list[int], query_features: bool) -> np.ndarray:
 
 
 def tree_order(row: Row, model: object, index: list[int], query_features: bool) -> list[str]:
-    if row.asks_kind:
+    if row.asks_kind or len(row.values) < 2:
         return row.paths
     scores = model.predict(matrix(row, index, query_features))  # type: ignore[attr-defined]
     return [row.paths[i] for i in sorted(range(len(row.paths)), key=lambda i: (-scores[i], i))]
 
 
-def fit_trees(train: list[Row], index: list[int], args: argparse.Namespace) -> object:
+def fit_trees(train: list[Row], index: list[int], setting: Setting, min_leaf: int) -> object:
     import lightgbm
 
     useful = [r for r in train if len(r.values) > 1 and set(r.gold) & set(r.paths[:GROUP_SIZE])]
@@ -70,16 +92,16 @@ def fit_trees(train: list[Row], index: list[int], args: argparse.Namespace) -> o
     for r in useful:
         head = Row(r.case, r.repo, r.lang, r.split, r.mode, r.date, r.paths[:GROUP_SIZE],
                    r.values[:GROUP_SIZE], r.gold, r.asks_kind)
-        xs.append(matrix(head, index, args.query_features))
+        xs.append(matrix(head, index, setting.query_features))
         gold = set(r.gold)
         ys += [int(p in gold) for p in head.paths]
         sizes.append(len(head.paths))
-    model = lightgbm.LGBMRanker(
-        objective="lambdarank", n_estimators=args.rounds, learning_rate=args.learning_rate,
-        num_leaves=args.leaves, min_child_samples=args.min_leaf, subsample=1.0,
-        colsample_bytree=1.0, random_state=7, deterministic=True, force_row_wise=True,
-        n_jobs=1, verbose=-1, lambdarank_truncation_level=10)
-    model.fit(np.vstack(xs), np.asarray(ys), group=sizes)
+    params = {"objective": "lambdarank", "learning_rate": setting.rate,
+              "num_leaves": setting.leaves, "min_data_in_leaf": min_leaf,
+              "lambdarank_truncation_level": 10, "seed": 7, "deterministic": True,
+              "force_row_wise": True, "num_threads": 1, "verbose": -1}
+    data = lightgbm.Dataset(np.vstack(xs), label=np.asarray(ys), group=sizes)
+    model = lightgbm.train(params, data, num_boost_round=setting.rounds)
     return model
 
 
@@ -93,12 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--train-cap", type=int, default=12)
     ap.add_argument("--without", default="", help="features left out (comma-separated)")
     ap.add_argument("--l2", type=float, default=0.01, help="the linear model's L2")
-    ap.add_argument("--rounds", type=int, default=200)
-    ap.add_argument("--learning-rate", type=float, default=0.05)
-    ap.add_argument("--leaves", type=int, default=7)
+    ap.add_argument("--setting", dest="settings", type=Setting.parse, action="append",
+                    help="ROUNDS:LEAVES:RATE[:q] (repeat to try several against the same "
+                    "linear fits; :q adds two features of the query: mode, candidates); "
+                    "default 200:7:0.05")
     ap.add_argument("--min-leaf", type=int, default=20)
-    ap.add_argument("--query-features", action="store_true",
-                    help="give the trees two features of the query (mode, candidates)")
     args = ap.parse_args(argv)
 
     left_out = {f.strip() for f in args.without.split(",") if f.strip()}
@@ -118,29 +139,35 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"{len(train)} training rows, {len(features)} features", file=sys.stderr)
 
-    scored: list[tuple[dict[str, float], dict[str, float], dict[str, float]]] = []
-    for i, held in enumerate(folds_by_repo(train, 3)):
-        rest = [r for j, f in enumerate(folds_by_repo(train, 3)) if j != i for r in f]
+    settings = args.settings or [Setting(200, 7, 0.05, False)]
+    # per row: fixed, linear, then each setting's trees
+    scored: list[list[dict[str, float]]] = []
+    folds = folds_by_repo(train, 3)
+    for i, held in enumerate(folds):
+        rest = [r for j, f in enumerate(folds) if j != i for r in f]
         linear = fit([r.group() for r in rest], name="cv", features=features, l2=args.l2)
-        trees = fit_trees(rest, index, args)
-        scored += [(metrics(order(r, None), r.gold), metrics(order(r, linear), r.gold),
-                    metrics(tree_order(r, trees, index, args.query_features), r.gold))
+        grown = [fit_trees(rest, index, setting, args.min_leaf) for setting in settings]
+        scored += [[metrics(order(r, None), r.gold), metrics(order(r, linear), r.gold)]
+                   + [metrics(tree_order(r, model, index, setting.query_features), r.gold)
+                      for model, setting in zip(grown, settings, strict=True)]
                    for r in held]
         print(f"  fold {i + 1}: {len(held)} rows", file=sys.stderr)
 
-    print("| order | rows | Hit@1 | Hit@5 | Hit@10 | MRR@10 |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
-    for w, name in ((0, "fixed"), (1, f"linear (L2 {args.l2})"),
-                    (2, f"trees ({args.rounds} rounds, {args.leaves} leaves, "
-                        f"rate {args.learning_rate})")):
+    print("| order | rows | Hit@1 | Hit@5 | Hit@10 | MRR@10 | against linear: Hit@1 (95 % CI) "
+          "| MRR@10 (95 % CI) |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | --- | --- |")
+    names = ["fixed", f"linear (L2 {args.l2})"] + [str(s) for s in settings]
+    for w, name in enumerate(names):
         cells = [f"{mean([s[w][k] for s in scored]):.3f}" if k == "mrr10"
                  else f"{mean([s[w][k] for s in scored]) * 100:.1f}" for k in KEYS]
-        print(f"| {name} | {len(scored)} | " + " | ".join(cells) + " |")
-    for key in ("hit1", "mrr10"):
-        low, high = paired_interval([s[2][key] - s[1][key] for s in scored])
-        f = 100 if key == "hit1" else 1
-        print(f"trees − linear, {key}: {mean([s[2][key] - s[1][key] for s in scored]) * f:+.3f}"
-              f" (95 % interval {low * f:+.3f} .. {high * f:+.3f})")
+        versus = ["", ""]
+        if w >= 2:
+            for n, (key, f, fmt) in enumerate((("hit1", 100, ".1f"), ("mrr10", 1, ".3f"))):
+                diff = [s[w][key] - s[1][key] for s in scored]
+                low, high = paired_interval(diff)
+                versus[n] = (f"{mean(diff) * f:+{fmt}} ({low * f:+{fmt}} .. "
+                             f"{high * f:+{fmt}})")
+        print(f"| {name} | {len(scored)} | " + " | ".join(cells + versus) + " |")
     return 0
 
 

@@ -29,6 +29,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -253,16 +254,20 @@ def folds_by_repo(rows: list[Row], k: int) -> list[list[Row]]:
     return folds
 
 
-def cv_scored(rows: list[Row], features: list[str], l2: float, k: int = 3
+def cv_scored(rows: list[Row], features: list[str], l2: float, k: int = 3,
+              fit_on: Callable[[list[Row]], list[Row]] | None = None
               ) -> list[tuple[dict[str, float], dict[str, float]]]:
     """Each row's metrics, fixed and learned by a model that never saw its repository (the
-    rows fold by fold, in the same order for any feature set: paired)."""
+    rows fold by fold, in the same order for any feature set: paired). ``fit_on`` picks
+    which of the other folds' rows the model is fitted on (all of them by default)."""
     folds = folds_by_repo(rows, k)
     scored: list[tuple[dict[str, float], dict[str, float]]] = []
     for i, held in enumerate(folds):
         if not held:
             continue
         train = [r for j, f in enumerate(folds) if j != i for r in f]
+        if fit_on is not None:
+            train = fit_on(train)
         model = fit([r.group() for r in train], name="cv", features=features, l2=l2)
         scored += [(metrics(order(r, None), r.gold), metrics(order(r, model), r.gold))
                    for r in held]
@@ -277,12 +282,27 @@ def cross_validate(rows: list[Row], features: list[str], l2: float, k: int = 3
             for w, which in ((0, "fixed"), (1, "learned")) for key in ("hit1", "mrr10")}
 
 
-def cv_versus(rows: list[Row], features: list[str], baseline: list[str], l2: float
-              ) -> str:
-    """Cross-validated learned Hit@1 and MRR@10 of ``features`` against ``baseline``'s, row by
-    row, with the 95 % paired bootstrap interval of the gain."""
+def fewer_cases(cap: int) -> Callable[[list[Row]], list[Row]]:
+    """Training rows of at most ``cap`` mined cases per repository, spread over the cases
+    the rows hold as ``capped`` spreads them (the benchmark's dev rows are all kept)."""
+    def pick(rows: list[Row]) -> list[Row]:
+        cases: dict[str, list[str]] = defaultdict(list)
+        for r in rows:
+            if r.split == "train" and r.case not in cases[r.repo]:
+                cases[r.repo].append(r.case)
+        kept = {c["id"] for c in capped([{"id": c, "repo": repo} for repo, ids in
+                                         cases.items() for c in ids], cap, cap)}
+        return [r for r in rows if r.split != "train" or r.case in kept]
+    return pick
+
+
+def cv_versus(rows: list[Row], features: list[str], baseline: list[str], l2: float,
+              baseline_fit_on: Callable[[list[Row]], list[Row]] | None = None) -> str:
+    """Cross-validated learned Hit@1 and MRR@10 of ``features`` against ``baseline``'s (or
+    the same features fitted on ``baseline_fit_on``'s rows), row by row, with the 95 %
+    paired bootstrap interval of the gain."""
     ours = cv_scored(rows, features, l2)
-    theirs = cv_scored(rows, baseline, l2)
+    theirs = cv_scored(rows, baseline, l2, fit_on=baseline_fit_on)
     out = []
     for key in ("hit1", "mrr10"):
         diff = [a[1][key] - b[1][key] for a, b in zip(ours, theirs, strict=True)]
@@ -322,6 +342,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="features to leave out of --use (comma-separated): to compare sets")
     ap.add_argument("--versus", help="with --cv: also cross-validate the set without these "
                     "features (comma-separated) and compare row by row, at the chosen L2")
+    ap.add_argument("--versus-cap", type=int, help="with --cv: also cross-validate the same "
+                    "features fitted on at most this many mined cases per training "
+                    "repository (does more history help?), scored on the same rows")
     ap.add_argument("--l2", type=float, default=0.01)
     ap.add_argument("--train-cap", type=int, default=12,
                     help="mined cases per training repository (spread over its history)")
@@ -376,6 +399,12 @@ def main(argv: list[str] | None = None) -> int:
                                args.l2)
             print(f"cv versus without {args.versus}: {versus}", flush=True)
             lines.append(f"- against the same without {args.versus}: {versus}")
+        if args.versus_cap:
+            versus = cv_versus(train, features, features, args.l2,
+                               baseline_fit_on=fewer_cases(args.versus_cap))
+            print(f"cv versus {args.versus_cap} cases a repository: {versus}", flush=True)
+            lines.append(f"- against the same fitted on {args.versus_cap} cases a "
+                         f"repository: {versus}")
         lines.append("")
     if args.measure:
         model = load_model(args.measure)
