@@ -199,3 +199,23 @@ def test_per_repo_spreads_a_sample_over_every_repository():
     cases += [_lang_case(f"rust-{i}", "rust") for i in range(2)]
     ids = [c.id for c in select_cases(cases, None, None, "all", per_repo=3)]
     assert ids == ["go-0", "go-3", "go-6", "rust-0", "rust-1"]
+
+
+def _row(case: str, repo: str, split: str, mode: str):
+    from train_ranker import Row
+    return Row(case, repo, "go", split, mode, "", ["a.go"], [(1.0,)], ["a.go"])
+
+
+def test_fewer_cases_keeps_a_spread_of_each_repositorys_cases_with_both_modes():
+    from train_ranker import fewer_cases
+    rows = [_row(f"{repo}@{i:02d}", repo, "train", mode)
+            for repo in ("o/a", "o/b") for i in range(10) for mode in ("title", "query")]
+    rows += [_row("bench-1", "x/y", "dev", mode) for mode in ("title", "query")]
+    kept = fewer_cases(3)(rows)
+    cases = {r.case for r in kept}
+    assert {c for c in cases if c.startswith("o/a")} == {"o/a@00", "o/a@03", "o/a@06"}
+    assert len({c for c in cases if c.startswith("o/b")}) == 3
+    # a kept case keeps both its query modes, and the benchmark's dev rows are all kept
+    assert all(sum(r.case == c for r in kept) == 2 for c in cases)
+    assert "bench-1" in cases
+    assert fewer_cases(50)(rows) == rows
