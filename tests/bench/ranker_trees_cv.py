@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +42,7 @@ from slm_rerank.calibration.learning import GROUP_SIZE, fit
 from slm_rerank.calibration.measure import paired_interval
 from slm_rerank.host import Host
 from slm_rerank.lexical.features import FEATURES
+from slm_rerank.lexical.filetypes import path_kind
 
 KEYS = ("hit1", "hit5", "hit10", "mrr10")
 
@@ -84,6 +86,23 @@ def tree_order(row: Row, model: object, index: list[int], query_features: bool) 
     return [row.paths[i] for i in sorted(range(len(row.paths)), key=lambda i: (-scores[i], i))]
 
 
+def miss_of(ranked: list[str], gold: list[str]) -> tuple[str, str, str]:
+    """Where the first gold file lands (a band of ranks), and, when it is 2nd to 5th, the
+    kind of the file put first and where that file is against the gold one."""
+    golden = set(gold)
+    first = next((k for k, p in enumerate(ranked, 1) if p in golden), None)
+    if first is None:
+        return "not a candidate", "", ""
+    band = {1: "1", 2: "2"}.get(first) or ("3-5" if first <= 5 else "6-10" if first <= 10
+                                           else "below 10")
+    if not 2 <= first <= 5:
+        return band, "", ""
+    top, found = ranked[0].rpartition("/")[0], ranked[first - 1].rpartition("/")[0]
+    place = ("same folder" if top == found else "a parent or child folder"
+             if top.startswith(found) or found.startswith(top) else "elsewhere")
+    return band, path_kind(ranked[0]), place
+
+
 def fit_trees(train: list[Row], index: list[int], setting: Setting, min_leaf: int) -> object:
     import lightgbm
 
@@ -120,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:
                     "linear fits; :q adds two features of the query: mode, candidates); "
                     "default 200:7:0.05")
     ap.add_argument("--min-leaf", type=int, default=20)
+    ap.add_argument("--misses", action="store_true",
+                    help="also say where the linear order leaves the first gold file, and what "
+                    "it puts first when that file is 2nd to 5th")
     args = ap.parse_args(argv)
 
     left_out = {f.strip() for f in args.without.split(",") if f.strip()}
@@ -143,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     # per row: fixed, linear, then each setting's trees
     scored: list[list[dict[str, float]]] = []
     folds = folds_by_repo(train, 3)
+    misses: Counter[tuple[str, str, str]] = Counter()
     for i, held in enumerate(folds):
         rest = [r for j, f in enumerate(folds) if j != i for r in f]
         linear = fit([r.group() for r in rest], name="cv", features=features, l2=args.l2)
@@ -151,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
                    + [metrics(tree_order(r, model, index, setting.query_features), r.gold)
                       for model, setting in zip(grown, settings, strict=True)]
                    for r in held]
+        misses.update(miss_of(order(r, linear), r.gold) for r in held)
         print(f"  fold {i + 1}: {len(held)} rows", file=sys.stderr)
 
     print("| order | rows | Hit@1 | Hit@5 | Hit@10 | MRR@10 | against linear: Hit@1 (95 % CI) "
@@ -168,6 +192,17 @@ def main(argv: list[str] | None = None) -> int:
                 versus[n] = (f"{mean(diff) * f:+{fmt}} ({low * f:+{fmt}} .. "
                              f"{high * f:+{fmt}})")
         print(f"| {name} | {len(scored)} | " + " | ".join(cells + versus) + " |")
+    if args.misses:
+        print("\nlinear order, first gold file at: " + ", ".join(
+            f"{band} {sum(n for m, n in misses.items() if m[0] == band)}"
+            for band in ("1", "2", "3-5", "6-10", "below 10", "not a candidate")))
+        for part, label in ((1, "kind of the file put first"), (2, "where it is")):
+            counts: Counter[str] = Counter()
+            for m, n in misses.items():
+                if m[part]:
+                    counts[m[part]] += n
+            print(f"when it is 2nd to 5th, {label}: " + ", ".join(
+                f"{k} {n}" for k, n in counts.most_common()))
     return 0
 
 
