@@ -17,7 +17,9 @@ ROOT is a git checkout (docs/benchmarks.md uses sympy). Four measurements:
    the host and settings, the matching pass (ripgrep, ``pipeline.gather``), chunk
    scoring (``rank_chunks``), the learned order (``put_in_order``), evidence (``cite``
    and ``explain_order``), output (``emit``), and what is left (click, the formatter,
-   the worker put back); then the collection and checks after the answer;
+   the worker put back), and how long the cyclic collector ran in it; then the
+   collection and checks after the answer (``--gc-as-before``: the collector as the
+   worker had it before, on during the command with nothing frozen);
 4. the whole warm call as a user runs it, for scale.
 
 Wall times (the matching pass waits for ripgrep's processes); medians of the runs.
@@ -97,9 +99,20 @@ from slm_rerank.lexical import ordering, why
 from slm_rerank.warm_process import client, command_fork, isolation
 
 keep_plugins()
-gc.collect()
-gc.freeze()
 root, query, runs, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+as_before = sys.argv[5] == "1"
+if not as_before:
+    gc.collect()
+    gc.freeze()
+collecting = [0.0, 0.0]  # when the collector started; how long it ran
+
+def watch(phase, info):
+    if phase == "start":
+        collecting[0] = time.perf_counter()
+    else:
+        collecting[1] += time.perf_counter() - collecting[0]
+
+gc.callbacks.append(watch)
 os.chdir(root)
 args = ["-q", query, "--fast"]
 spent = {}
@@ -130,21 +143,25 @@ def one():
     head = client._header(request)
     out_fd, err_fd = command_fork.memory_file("stdout"), command_fork.memory_file("stderr")
     began = time.perf_counter()
+    collecting[1] = 0.0
     snapshot = isolation.prepare(head)
-    gc.disable()
+    if not as_before:
+        gc.disable()
     ran = None
     try:
         ran = isolation.run(head, b"", out_fd, err_fd)
     finally:
         isolation.finish(snapshot, ran)
     answered = time.perf_counter()
-    gc.enable()
-    gc.collect()
+    during = collecting[1]
+    if not as_before:  # as the worker does now
+        gc.enable()
+        gc.collect(1)
     isolation.settle(snapshot, ran)
     done = time.perf_counter()
     os.close(out_fd)
     os.close(err_fd)
-    return answered - began, done - answered
+    return answered - began, done - answered, during
 
 for _ in range(3):
     one()
@@ -152,8 +169,8 @@ spent.clear()
 rows = []
 for _ in range(runs):
     spent.clear()
-    command, after = one()
-    rows.append({"command": command, "after": after, **spent})
+    command, after, during = one()
+    rows.append({"command": command, "after": after, "collector": during, **spent})
 with open(out, "w") as f:
     json.dump(rows, f)
 """
@@ -172,11 +189,12 @@ STAGES = (
 
 
 def worker_parts(runs: int, root: Path, env: dict[str, str], scratch: Path,
-                 query: str) -> list[str]:
+                 query: str, gc_as_before: bool = False) -> list[str]:
     import json
 
     out = scratch / "parts.json"
-    subprocess.run([sys.executable, "-c", WORKER, str(root), query, str(runs), str(out)],
+    subprocess.run([sys.executable, "-c", WORKER, str(root), query, str(runs), str(out),
+                    "1" if gc_as_before else "0"],
                    env=env, cwd=root, check=True, stdout=subprocess.DEVNULL)
     rows = json.loads(out.read_text())
 
@@ -196,8 +214,11 @@ def worker_parts(runs: int, root: Path, env: dict[str, str], scratch: Path,
                  f"{rest * 1000:.1f} | {rest / command:.0%} |")
     lines.append(f"| **the command** (request taken to answer ready) | {command * 1000:.1f} "
                  "| 100% |")
-    lines.append(f"| after it answered: one collection and the checks | "
-                 f"{p50('after') * 1000:.1f} | (the caller has its answer) |")
+    lines.append(f"| of the command: the cyclic collector | {p50('collector') * 1000:.1f} | "
+                 f"{p50('collector') / command:.0%} |")
+    lines.append(f"| after it answered: the young generations collected (not with "
+                 f"--gc-as-before), the checks | {p50('after') * 1000:.1f} | (the caller has "
+                 "its answer) |")
     return lines
 
 
@@ -206,6 +227,9 @@ def main() -> int:
     parser.add_argument("root", type=Path)
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--query", default=QUERY)
+    parser.add_argument("--gc-as-before", action="store_true",
+                        help="part 3 with the collector as the worker had it before "
+                             "(on during the command, nothing frozen)")
     args = parser.parse_args()
     root = args.root.resolve()
     scratch = Path(tempfile.mkdtemp(prefix="wcp-", dir="/tmp"))
@@ -242,7 +266,7 @@ def main() -> int:
         lines += [f"| the whole warm call (`slm-rerank -q ... --fast`) | {ms([w[0] for w in warm])}"
                   f" | {ms([w[1] for w in warm])} (the command's process) |", ""]
         lines += ["the worker's command, part by part (timers around each stage):", ""]
-        lines += worker_parts(args.runs, root, env, scratch, args.query)
+        lines += worker_parts(args.runs, root, env, scratch, args.query, args.gc_as_before)
         lines += ["", f"load average {os.getloadavg()[0]:.1f} (end)"]
     finally:
         subprocess.run([cli, "warm", "stop", "--all"], env=env, cwd=root,
