@@ -65,7 +65,16 @@ def wait_for_warm(repo: Path, env: dict[str, str]) -> int:
 
 
 def worker_of(repo: Path, env: dict[str, str]) -> tuple[int, int]:
-    """The pid of the warm process's worker and how many commands it has run."""
+    """The pid of the warm process's worker and how many commands it has run, once it is
+    idle: it answers a command first, then collects the command's garbage and checks what
+    it left, and only then is done (one more command, or a fresh worker)."""
+    from slm_rerank.cli.warm import _ask
+
+    for _ in range(600):
+        reply = _ask(socket_of(env), "status")
+        if not isinstance(reply, dict) or reply.get("running") == 0:
+            break
+        time.sleep(0.05)
     status = cli("warm", "status", cwd=repo, env=env).stdout
     found = re.search(r"its worker pid (\d+) has run (\d+) commands", status)
     assert found is not None, status

@@ -10,18 +10,23 @@ the hook works (fd 2 itself points elsewhere: this process, its threads and the 
 starts), and ``say_one_line`` makes the one line from the hook's problem or the first line
 held back.
 
-Standard library only, and no click: the hook imports as little as it can.
+Standard library only (and ``plain_json``), and no click: the hook imports as little as it
+can.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import sys
 import time
-from collections.abc import Iterator, Mapping
+
+from slm_rerank import plain_json
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
 
 #: default time the hook may take from reading stdin to printing, in seconds
 DEFAULT_DEADLINE = 5.0
@@ -89,7 +94,7 @@ def complete(data: bytes | bytearray) -> bool:
     if not data.rstrip().endswith((b"}", b"]")):  # an object or array ends so; skip the parse
         return False
     try:
-        json.JSONDecoder().raw_decode(data.decode("utf-8", errors="replace").lstrip())
+        plain_json.raw_decode(data.decode("utf-8", errors="replace").lstrip())
     except RecursionError:  # nested past any prompt: the parse says so, not a longer wait
         return True
     except ValueError:

@@ -104,11 +104,14 @@ def _is_doc(folders: Sequence[str], name: str, suffix: str) -> bool:
     return suffix in DOC_SUFFIXES or any(part in DOC_DIRS for part in folders)
 
 
+@lru_cache(maxsize=1 << 16)
 def path_kind(path: str) -> str:
     """"test", "changelog", "doc", "source" or "other": the first of the tests above that
     holds, in that order, from one split of the path (a long query finds evidence in
     nearly every file of a tree, and each is asked). What a path's folders say is worked
-    out once per folder: a tree's files share a few."""
+    out once per folder: a tree's files share a few. A function of the path string alone
+    (the module's constants), so remembered: a warm process asks of the same files query
+    after query."""
     folder, _, name = path.lower().rpartition("/")
     dot = name.rfind(".")
     suffix = name[dot:] if dot > 0 else ""

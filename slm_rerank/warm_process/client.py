@@ -1,9 +1,10 @@
 """The command's side: hand a ``--fast`` search or a hook run to the warm process, or say why not.
 
 Runs before click and the host are imported, so the standard library only (and
-``hook.stdio``, which is standard library too). A command the warm process cannot answer
-exactly as this process would, or one it fails to answer in time, runs in this process;
-with ``-v`` a search says why on stderr (one line), and the answer is the same either way.
+``hook.stdio`` and ``plain_json``, which are standard library too). A command the warm
+process cannot answer exactly as this process would, or one it fails to answer in time,
+runs in this process; with ``-v`` a search says why on stderr (one line), and the answer is
+the same either way.
 
 Where the socket lives: ``$XDG_RUNTIME_DIR/slm-rerank/``, else the user's cache folder
 (``$XDG_CACHE_HOME`` or ``~/.cache``) under ``slm-rerank/warm/``; a path too long for a
@@ -18,15 +19,20 @@ the whole environment is also sent and applied, so a name outside the key still 
 
 from __future__ import annotations
 
-import json
+# What this side imports is what every command pays before it can ask: ``_socket``, not
+# ``socket`` (and its enums and selectors); ``plain_json``, not ``json``; no ``typing``.
+import _socket
 import os
-import socket
 import stat
 import sys
 import time
-from collections.abc import Mapping, Sequence
 
+from slm_rerank import plain_json
 from slm_rerank.warm_process import wire
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
 
 # The digest without ``hashlib`` (which loads OpenSSL: 8 ms of a 60 ms command here).
 try:
@@ -142,7 +148,7 @@ def key(environ: Mapping[str, str]) -> str:
     keyed = sorted((name, value) for name, value in environ.items()
                    if name.startswith(KEYED_PREFIXES) or name in KEYED_NAMES)
     parts = [wire.FORMAT, os.getuid(), sys.executable, sys.version, __version__, keyed]
-    text = json.dumps(parts)
+    text = plain_json.dumps(parts)
     return sha256(text.encode("ascii")).hexdigest()[:20]
 
 
@@ -198,11 +204,23 @@ def check_socket(path: str) -> None:
         raise Refused(f"{path} is open to other users (mode {stat.S_IMODE(info.st_mode):o})")
 
 
-def connect(path: str, deadline: float) -> socket.socket:
+class Connection(_socket.socket):
+    """A Unix socket that a ``with`` block closes: ``socket.socket`` without its module."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def connect(path: str, deadline: float) -> Connection:
     """A connection to the socket at ``path``, checked first (Refused, FileNotFoundError,
     ConnectionRefusedError: nobody listening, or TimeoutError)."""
     check_socket(path)
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock = Connection(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(max(0.001, deadline - time.monotonic()))
         sock.connect(path)
@@ -393,7 +411,7 @@ def try_warm(args: list[str]) -> tuple[int | None, str | None]:
     written; else ``(None, where to start a warm process after this run, or None)``, and
     the command runs in this process (with ``-v``, a search says why)."""
     kind = request_kind(args)
-    if kind is None or switched_off(os.environ) or not hasattr(socket, "SO_PEERCRED"):
+    if kind is None or switched_off(os.environ) or not hasattr(_socket, "SO_PEERCRED"):
         return None, None  # without SO_PEERCRED the warm process could not check its callers
     started = time.monotonic()
     verbose = wants_notes(args)

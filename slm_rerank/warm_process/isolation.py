@@ -10,10 +10,11 @@ logging's handlers and levels, and the module globals of ``slm_rerank`` and its 
 that a command rebinds; the settings' once-per-process warnings are forgotten.
 
 What cannot be put back ends the worker once the answer is sent (``Ran.keep`` False): a
-thread the command started that is still running, a child process it left running, a file
-descriptor it left open, exit functions it registered (run when it ends, as its own process
-would run them), a resident size over ``KEEP_RSS_BYTES``, a ``MemoryError``. The
-server then forks a fresh worker. Settings and config files are read again by each command,
+thread the command started that is still running, a child process it left running, exit
+functions it registered (run when it ends, as its own process would run them), a
+``MemoryError``; and, checked once it has answered and the garbage it left is collected
+(``settle``), a file descriptor it left open or a resident size over ``KEEP_RSS_BYTES``.
+The server then forks a fresh worker. Settings and config files are read again by each command,
 as before: nothing here keeps them.
 """
 
@@ -81,10 +82,22 @@ def exit_code(args: list[str]) -> int:
 
 
 def _open_fds() -> set[int]:
+    """The descriptors open now. The listing opens one of its own, closed when it returns:
+    left in, its number would hide the first descriptor a command leaves open (it gets the
+    lowest free number, the one the listing had)."""
     try:
-        return {int(name) for name in os.listdir("/proc/self/fd")}
+        names = os.listdir("/proc/self/fd")
     except OSError:
         return set()
+    return {int(name) for name in names if _is_open(int(name))}
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
 
 
 def _rss_bytes() -> int:
@@ -166,10 +179,13 @@ class Snapshot:
         warnings._filters_mutated()  # type: ignore[attr-defined]  # "once" shows again
         self._logging()
         self._globals()
-        leaked = _open_fds() - self.open_fds
-        if leaked:
-            left.append(f"{len(leaked)} file descriptor(s) left open")
         return left
+
+    def leaked_fds(self) -> list[str]:
+        """The descriptors the command left open (``restore`` first, and a collection: a
+        file held only by garbage is closed by it)."""
+        leaked = _open_fds() - self.open_fds
+        return [f"{len(leaked)} file descriptor(s) left open"] if leaked else []
 
     def _threads(self) -> list[str]:
         """Wait for the command's non-daemon threads, as the interpreter does at exit."""
@@ -327,16 +343,26 @@ def run(head: dict[str, Any], stdin: bytes, out_fd: int, err_fd: int) -> Ran:
 
 
 def finish(snapshot: Snapshot, ran: Ran | None) -> bool:
-    """Put back what ``snapshot`` took; whether this worker may run another command (the
-    reasons it may not in ``ran.why_not``)."""
+    """Put back what ``snapshot`` took, before the command answers; whether this worker may
+    run another command so far (the reasons it may not in ``ran.why_not``). ``settle``
+    checks the rest once the command has answered."""
     from slm_rerank import config
 
     left = snapshot.restore()
     config._WARNED.clear()
-    if _rss_bytes() > KEEP_RSS_BYTES:
-        left.append(f"resident size over {KEEP_RSS_BYTES >> 20} MiB")
     if ran is None:
         return not left
     ran.why_not += left
     ran.keep = ran.keep and not left
     return ran.keep
+
+
+def settle(snapshot: Snapshot, ran: Ran | None) -> bool:
+    """After the command has answered (and a garbage collection): whether it left no
+    descriptor open and the worker's resident size under KEEP_RSS_BYTES."""
+    left = snapshot.leaked_fds()
+    if _rss_bytes() > KEEP_RSS_BYTES:
+        left.append(f"resident size over {KEEP_RSS_BYTES >> 20} MiB")
+    if ran is not None:
+        ran.why_not += left
+    return not left

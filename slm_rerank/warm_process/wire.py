@@ -3,16 +3,20 @@
 A request is a JSON header and the hook's stdin; the warm process first acknowledges
 (accepted, with the deadline it works to, or refused with a reason), then answers with a
 JSON header (the exit code, or why it failed) and the command's stdout and stderr bytes.
-Standard library only: the command's side runs before click is imported.
+Standard library only: the command's side runs before click is imported, and it imports as
+little as it can (``plain_json``, not ``json``; no ``socket``, ``struct`` or ``typing``).
 """
 
 from __future__ import annotations
 
-import json
-import socket
-import struct
 import time
-from typing import Any
+
+from slm_rerank import plain_json
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from _socket import socket
+    from typing import Any
 
 #: written in every request header: a warm process of another version refuses the request
 FORMAT = "slm-rerank warm process 1"
@@ -24,16 +28,17 @@ MAX_STDIN_BYTES = 2_000_001
 MAX_STDOUT_BYTES = 16 << 20
 MAX_STDERR_BYTES = 1 << 20
 
-_LENGTH = struct.Struct(">I")
+#: a frame's length: 4 bytes, big-endian
+LENGTH_BYTES = 4
 
 
 class WireError(Exception):
     """The other side closed, sent too much, sent something malformed, or took too long."""
 
 
-def send_frame(sock: socket.socket, payload: bytes, deadline: float) -> None:
+def send_frame(sock: socket, payload: bytes, deadline: float) -> None:
     """Send one frame, all of it by ``deadline`` (``time.monotonic()``)."""
-    data = _LENGTH.pack(len(payload)) + payload
+    data = len(payload).to_bytes(LENGTH_BYTES, "big") + payload
     view = memoryview(data)
     while view:
         left = deadline - time.monotonic()
@@ -49,7 +54,7 @@ def send_frame(sock: socket.socket, payload: bytes, deadline: float) -> None:
         view = view[sent:]
 
 
-def _receive_exactly(sock: socket.socket, size: int, deadline: float) -> bytes:
+def _receive_exactly(sock: socket, size: int, deadline: float) -> bytes:
     chunks = bytearray()
     while len(chunks) < size:
         left = deadline - time.monotonic()
@@ -68,24 +73,24 @@ def _receive_exactly(sock: socket.socket, size: int, deadline: float) -> bytes:
     return bytes(chunks)
 
 
-def receive_frame(sock: socket.socket, cap: int, deadline: float) -> bytes:
+def receive_frame(sock: socket, cap: int, deadline: float) -> bytes:
     """One frame's payload; WireError if it is over ``cap`` bytes or late."""
-    (size,) = _LENGTH.unpack(_receive_exactly(sock, _LENGTH.size, deadline))
+    size = int.from_bytes(_receive_exactly(sock, LENGTH_BYTES, deadline), "big")
     if size > cap:
         raise WireError(f"a message of {size} bytes, over the cap of {cap}")
     return _receive_exactly(sock, size, deadline)
 
 
-def send_json(sock: socket.socket, value: dict[str, Any], deadline: float) -> None:
+def send_json(sock: socket, value: dict[str, Any], deadline: float) -> None:
     # lone surrogates (undecodable argv, folder or environment bytes) travel as \udcXX
-    send_frame(sock, json.dumps(value).encode("ascii"), deadline)
+    send_frame(sock, plain_json.dumps(value).encode("ascii"), deadline)
 
 
-def receive_json(sock: socket.socket, deadline: float) -> dict[str, Any]:
+def receive_json(sock: socket, deadline: float) -> dict[str, Any]:
     """One JSON object frame; WireError if it is not one."""
     raw = receive_frame(sock, MAX_HEADER_BYTES, deadline)
     try:
-        value = json.loads(raw)
+        value = plain_json.loads(raw)
     except ValueError:
         raise WireError("a malformed message (not JSON)") from None
     if not isinstance(value, dict):

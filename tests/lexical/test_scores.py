@@ -68,6 +68,17 @@ def test_a_paths_kind_is_the_first_test_that_holds(path: str) -> None:
     assert path_kind(path) == expected
 
 
+def test_a_paths_kind_is_remembered_and_the_memory_is_bounded() -> None:
+    # a pure function of the path string: asked again (the next query of a warm process),
+    # the same answer from memory, and the memory does not grow with a huge tree
+    path_kind.cache_clear()
+    first = [path_kind(p) for p in ("src/app.py", "tests/test_app.py", "docs/x.md")]
+    assert [path_kind(p) for p in ("src/app.py", "tests/test_app.py", "docs/x.md")] == first
+    info = path_kind.cache_info()
+    assert (info.hits, info.misses) == (3, 3)
+    assert info.maxsize is not None and info.maxsize <= 1 << 16
+
+
 def test_the_slice_cache_checks_an_entry_against_the_line_count_it_is_given(
         tmp_path: Path) -> None:
     # rank() hands over the count it worked out already; an entry reaching past it is a

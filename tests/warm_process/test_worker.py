@@ -11,6 +11,7 @@ process it is an ordinary search.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -29,8 +30,10 @@ from test_warm_process import (  # noqa: F401 - runtime is a fixture
 )
 
 PROBE = str(Path(__file__).resolve().parents[1] / "fixtures" / "warm_probe")
-WARM = {**ON, "PYTHONPATH": PROBE}
-ALONE = {**OFF, "PYTHONPATH": PROBE}
+#: the probe ahead of the code under test (a checkout on PYTHONPATH stays on it)
+_PATH = os.pathsep.join(p for p in (PROBE, os.environ.get("PYTHONPATH", "")) if p)
+WARM = {**ON, "PYTHONPATH": _PATH}
+ALONE = {**OFF, "PYTHONPATH": _PATH}
 pytestmark = pytest.mark.usefixtures("runtime")  # each test's own socket folder, stopped after
 
 
@@ -91,6 +94,29 @@ def test_a_command_that_leaves_a_thread_running_is_answered_then_a_fresh_worker_
     assert fresh != worker and commands == 0
     assert "backoff" in cli(*QUERY, cwd=repo, env=WARM).stdout
     assert worker_of(repo, WARM) == (fresh, 1)
+
+
+def test_a_command_that_leaves_a_descriptor_open_is_answered_then_a_fresh_worker_serves(
+        repo: Path) -> None:
+    # the first descriptor a command opens gets the lowest free number: the check of what
+    # was open before the command must not count its own listing of /proc/self/fd
+    worker = started(repo)
+    run = probe("leakfd", repo)
+    assert run.returncode == 0 and "retry.py" in run.stdout
+    fresh, commands = worker_of(repo, WARM)
+    assert fresh != worker and commands == 0
+    same(cli(*QUERY, cwd=repo, env=WARM), cli(*QUERY, cwd=repo, env=ALONE))
+    assert worker_of(repo, WARM) == (fresh, 1)
+
+
+def test_files_held_only_by_garbage_are_collected_before_the_check_and_the_worker_stays(
+        repo: Path) -> None:
+    worker = started(repo)
+    run = probe("cyclefd", repo)
+    assert run.returncode == 0 and "retry.py" in run.stdout
+    assert worker_of(repo, WARM) == (worker, 1)
+    same(cli(*QUERY, cwd=repo, env=WARM), cli(*QUERY, cwd=repo, env=ALONE))
+    assert worker_of(repo, WARM) == (worker, 2)
 
 
 # --- a command that misbehaves ends only the worker; its caller falls back ---
@@ -155,7 +181,6 @@ def test_a_search_arriving_while_the_worker_is_busy_gets_its_own_answer_from_a_f
 
 def test_a_caller_that_goes_away_before_its_answer_leaves_the_worker_in_place(
         repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import os
     import socket
 
     from slm_rerank.warm_process import client, wire
@@ -197,7 +222,6 @@ def test_a_hook_whose_search_outlives_its_deadline_ends_the_worker_and_is_answer
 
 def test_a_worker_whose_server_is_killed_mid_command_ends_and_a_new_warm_process_starts(
         repo: Path) -> None:
-    import os
     import re
     import signal
 
