@@ -11,7 +11,9 @@ strings, integers, floats, booleans and null.
 TypeError for anything else (another key or value type). ``loads`` and ``raw_decode`` are
 ``json.loads`` and ``json.JSONDecoder().raw_decode`` with the same C scanner (``_json``),
 so a value reads the same, nesting past the recursion limit raises RecursionError as there,
-and malformed input raises ``MalformedJSON`` (a ValueError) saying where. Bytes that are not
+and malformed input raises ``MalformedJSON`` (a ValueError) saying where (the scanner
+reports it with ``json.decoder``'s error class, which Python 3.11's finds only once that is
+imported: it is then, and the input scanned again). Bytes that are not
 plain UTF-8 (a byte-order mark, UTF-16 or UTF-32) are handed to ``json`` itself, as is
 everything when the C scanner is missing (another interpreter).
 """
@@ -124,7 +126,12 @@ def raw_decode(text: str, index: int = 0) -> tuple[object, int]:
         except json.JSONDecodeError as exc:
             raise MalformedJSON(exc.msg, exc.pos) from None
     try:
-        return _scan(text, index)
+        try:
+            return _scan(text, index)
+        except SystemError:  # 3.11's scanner raises json.decoder's error only once imported
+            import json.decoder  # noqa: F401 - for the scanner
+
+            return _scan(text, index)
     except StopIteration as stop:
         raise MalformedJSON("expecting a value", stop.value) from None
     except ValueError as exc:  # the scanner's own error (json's JSONDecodeError)

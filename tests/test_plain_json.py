@@ -147,3 +147,22 @@ def test_the_command_side_imports_none_of_what_it_avoids() -> None:
     done = subprocess.run([sys.executable, "-S", "-c", code, str(ROOT)], capture_output=True,
                           text=True, check=True, timeout=30)
     assert done.stdout.split() == []
+
+
+def test_malformed_input_is_a_clear_error_before_json_is_imported() -> None:
+    # the C scanner reports malformed input with json.decoder's error class; Python 3.11's
+    # finds it only once imported (else a SystemError), and the command side imports no json
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from slm_rerank import plain_json\n"
+            "assert 'json' not in sys.modules\n"
+            "for text in ['{\"a\": 1,,}', '\"a\\tb\"', '[1, 2', '\"\\\\q\"']:\n"
+            "    try:\n"
+            "        plain_json.loads(text)\n"
+            "    except plain_json.MalformedJSON as exc:\n"
+            "        print(exc)\n")
+    done = subprocess.run([sys.executable, "-S", "-c", code, str(ROOT)], capture_output=True,
+                          text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "Expecting property name enclosed in double quotes: character 8",
+        "Invalid control character at: character 2", "Expecting ',' delimiter: character 5",
+        "Invalid \\escape: character 1"]

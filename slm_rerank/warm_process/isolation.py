@@ -5,23 +5,25 @@ memory (the chunk memory, the histories by HEAD) is there for the next. Everythi
 command may change is taken before it and put back after it, so that the next command
 starts as a new process would: the folder, ``os.environ``, ``sys.argv``, the standard
 streams (fds 0-2 and the ``sys`` objects), signal handlers, the signal mask and timers, the
-umask, ``sys.path``, the exception hooks, the warnings filters (and their "once" memory),
-logging's handlers and levels, and the module globals of ``slm_rerank`` and its plugins
+umask, ``sys.path``, the exception hooks, the cyclic collector's thresholds, debug flags,
+callbacks and saved garbage, the warnings filters (and their "once" memory), logging's
+handlers and levels, and the module globals of ``slm_rerank`` and its plugins
 that a command rebinds; the settings' once-per-process warnings are forgotten.
 
 What cannot be put back ends the worker once the answer is sent (``Ran.keep`` False): a
 thread the command started that is still running, a child process it left running, exit
-functions it registered (run when it ends, as its own process would run them), a
-``MemoryError``; and, checked once it has answered and the garbage it left is collected
-(``settle``), a file descriptor it left open or a resident size over ``KEEP_RSS_BYTES``.
-The server then forks a fresh worker. Settings and config files are read again by each command,
-as before: nothing here keeps them.
+functions it registered (run when it ends, as its own process would run them), objects it
+froze or unfroze (``gc.freeze``), a ``MemoryError``; and, checked once it has answered and
+the garbage it left is collected (``settle``), a file descriptor it left open or a
+resident size over ``KEEP_RSS_BYTES``. The server then forks a fresh worker. Settings and
+config files are read again by each command, as before: nothing here keeps them.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import io
 import logging
 import os
@@ -134,6 +136,8 @@ class Snapshot:
         self.hooks = (sys.excepthook, sys.displayhook, sys.unraisablehook,
                       threading.excepthook)
         self.recursion = sys.getrecursionlimit()
+        self.gc = (gc.get_threshold(), gc.get_debug(), list(gc.callbacks), len(gc.garbage),
+                   gc.get_freeze_count())
         self.warnings = (list(warnings.filters), warnings.showwarning)
         manager = logging.Logger.manager
         self.loggers = {name: (logger.level, list(logger.handlers), logger.propagate,
@@ -174,12 +178,27 @@ class Snapshot:
         (sys.excepthook, sys.displayhook, sys.unraisablehook,
          threading.excepthook) = self.hooks
         sys.setrecursionlimit(self.recursion)
+        left += self._collector()
         warnings.filters[:] = self.warnings[0]  # type: ignore[index]
         warnings.showwarning = self.warnings[1]
         warnings._filters_mutated()  # type: ignore[attr-defined]  # "once" shows again
         self._logging()
         self._globals()
         return left
+
+    def _collector(self) -> list[str]:
+        """The cyclic collector's settings back (its being on or off is the worker's); a
+        command that froze or unfroze objects cannot be put back (frozen objects may also
+        be freed: fewer frozen is not the sign, more or none is)."""
+        threshold, debug, callbacks, garbage, frozen = self.gc
+        gc.set_threshold(*threshold)
+        gc.set_debug(debug)
+        gc.callbacks[:] = callbacks
+        del gc.garbage[garbage:]
+        now = gc.get_freeze_count()
+        if now > frozen or (frozen and not now):
+            return ["objects frozen or unfrozen (gc.freeze)"]
+        return []
 
     def leaked_fds(self) -> list[str]:
         """The descriptors the command left open (``restore`` first, and a collection: a

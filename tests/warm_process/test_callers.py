@@ -95,3 +95,20 @@ def test_stdout_and_stderr_on_one_stream_come_in_the_order_of_a_run_in_process(
     assert alone.index("retry.py") < alone.index("slm-rerank: why")  # results, then the whys
     assert merged(repo, ON) == alone
     assert worker_of(repo, ON) == (worker, ran + 1)
+
+
+@pytest.mark.parametrize("stdin", [b'{"prompt": "where is backoff",,}', b'{"prompt": "a\tb"}'])
+def test_a_hook_given_malformed_json_says_so_in_one_line_as_in_its_own_process(
+        repo: Path, stdin: bytes) -> None:
+    # the command's side reads the hook's stdin before it imports json: the scanner must
+    # still say what is wrong (Python 3.11's raised SystemError, a traceback, exit 1)
+    def hook(env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run([str(CLI), "hook", "claude-prompt"], cwd=repo, input=stdin,
+                              env={**os.environ, **env}, capture_output=True, timeout=30)
+
+    warm, alone = hook(ON), hook(OFF)
+    assert (warm.returncode, warm.stdout, warm.stderr) == (
+        alone.returncode, alone.stdout, alone.stderr)
+    assert warm.returncode == 0 and warm.stdout == b""
+    assert warm.stderr.startswith(b"slm-rerank hook: unreadable hook input: ")
+    assert warm.stderr.count(b"\n") == 1

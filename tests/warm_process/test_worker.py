@@ -66,6 +66,7 @@ def test_what_a_command_changes_in_the_worker_is_gone_for_the_next(
     assert seen["cwd"] == str(other) and seen["stdin"] == "/dev/null"
     assert seen["argv"] == ["slm-rerank", "-q", "probe look retry backoff", "--fast"]
     assert seen["usr1"] == "<Handlers.SIG_DFL: 0>" and seen["warned"] == []
+    assert seen["gc"] == [[700, 10, 10], 0, 0, 0]  # the collector's settings, as at start
     assert worker_of(repo, WARM)[0] == worker  # put back in place, not a fresh worker
 
 
@@ -117,6 +118,21 @@ def test_files_held_only_by_garbage_are_collected_before_the_check_and_the_worke
     assert worker_of(repo, WARM) == (worker, 1)
     same(cli(*QUERY, cwd=repo, env=WARM), cli(*QUERY, cwd=repo, env=ALONE))
     assert worker_of(repo, WARM) == (worker, 2)
+
+
+@pytest.mark.parametrize("word", ["gcfreeze", "gcunfreeze"])
+def test_a_command_that_freezes_the_collector_s_objects_is_answered_then_a_fresh_worker_serves(
+        repo: Path, word: str) -> None:
+    # gc.freeze() keeps all the command made so far (the collector is off while it runs)
+    # for the worker's life, gc.unfreeze() has what the worker keeps scanned again: neither
+    # can be put back
+    worker = started(repo)
+    run = probe(word, repo)
+    assert run.returncode == 0 and "retry.py" in run.stdout
+    fresh, commands = worker_of(repo, WARM)
+    assert fresh != worker and commands == 0
+    same(cli(*QUERY, cwd=repo, env=WARM), cli(*QUERY, cwd=repo, env=ALONE))
+    assert worker_of(repo, WARM) == (fresh, 1)
 
 
 # --- a command that misbehaves ends only the worker; its caller falls back ---
