@@ -42,6 +42,8 @@ PR_SET_PDEATHSIG = 1
 #: after each command the young generations are collected (what the command made: 0.1 ms
 #: on sympy); after every this many, everything (7-10 ms there: the kept chunks)
 FULL_COLLECTION_EVERY = 16
+#: idle work ends this long before the server's deadline for the command (seconds)
+IDLE_MARGIN = 1.0
 _commands = itertools.count(1)
 
 
@@ -202,9 +204,11 @@ def _serve(ctl: socket.socket, server_pid: int) -> NoReturn:
     try:
         os.setpgid(0, 0)  # the tools a command starts die with it at a deadline
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        from slm_rerank import idle_work
         from slm_rerank.host import keep_plugins
 
         keep_plugins()
+        idle_work.accept()
         # what the worker keeps for its life (modules, plugins) is never scanned again by
         # the cyclic collector; each command runs with it off and collects once answered
         # (all it made is in the youngest generation then)
@@ -254,26 +258,51 @@ def _one(conn: socket.socket, status: dict[str, Any], ctl: socket.socket, out_fd
                                                            f"({exc.strerror or exc})"}, by)
         return True
     ran: list[isolation.Ran] = []
+    deadline: list[float] = []
     gc.disable()  # the command runs without the cyclic collector: one collection after it
     try:
-        keep = _command(conn, head, stdin, ctl, (out_fd, err_fd), snapshot, by, ran_one, ran)
+        keep = _command(conn, head, stdin, ctl, (out_fd, err_fd), snapshot, by, ran_one, ran,
+                        deadline)
     finally:
         gc.enable()  # once answered; what its garbage held (files) is released first
         gc.collect(2 if next(_commands) % FULL_COLLECTION_EVERY == 0 else 1)
-    return isolation.settle(snapshot, ran[0] if ran else None) and keep
+    keep = isolation.settle(snapshot, ran[0] if ran else None) and keep
+    _idle_work(keep, deadline)
+    return keep
+
+
+def _idle_work(keep: bool, deadline: list[float]) -> None:
+    """What the command asked to have done once answered (``idle_work``), within the time
+    left before the server's deadline for it (it kills the worker there)."""
+    from slm_rerank import idle_work
+
+    if not keep or not deadline:
+        idle_work.drop_pending()
+        return
+    now = time.monotonic()  # the caller's clock, which the deadline is on: one per boot
+    by = min(now + idle_work.IDLE_SECONDS, deadline[0] - IDLE_MARGIN)
+    if by <= now:
+        idle_work.drop_pending()
+        return
+    if idle_work.run_pending(by):
+        # what it built lives as long as the worker: kept out of every later collection
+        gc.collect()
+        gc.freeze()
 
 
 def _command(conn: socket.socket, head: dict[str, Any], stdin: bytes, ctl: socket.socket,
              fds: tuple[int, int], snapshot: isolation.Snapshot, by: float,
-             ran_one: list[bool], done: list[isolation.Ran]) -> bool:
+             ran_one: list[bool], done: list[isolation.Ran], deadline: list[float]) -> bool:
     """Run the command of ``head`` and answer it; whether the worker may keep going so far
-    (``done`` holds what it left; ``by``: the acknowledgement's deadline)."""
+    (``done`` holds what it left, ``deadline`` the server's for it, on the monotonic clock;
+    ``by``: the acknowledgement's deadline)."""
     out_fd, err_fd = fds
     ran: isolation.Ran | None = None
     try:
         started = float(head["started"])
         seconds = command_fork.deadline_seconds(head, stdin)
-        ctl.send(json.dumps({"deadline": started + seconds + client.ANSWER_GRACE}).encode())
+        deadline.append(started + seconds + client.ANSWER_GRACE)
+        ctl.send(json.dumps({"deadline": deadline[0]}).encode())
         wire.send_json(conn, {"accepted": True, "deadline": seconds}, by)
         ran_one.append(True)
         ran = isolation.run(head, stdin, out_fd, err_fd)

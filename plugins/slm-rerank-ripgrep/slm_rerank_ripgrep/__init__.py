@@ -21,8 +21,10 @@ from slm_rerank.plugin_kit import (
     split_file_list,
     start_tool,
     stderr_excerpt,
+    when_idle,
 )
 from slm_rerank.registrations import CandidateSource, SourceHits, SourceQuery
+from slm_rerank_ripgrep import word_index
 
 #: What rg prints on stderr, exiting 2, when it searched all it could: a file or folder it
 #: could not read ("rg: <path>: <reason> (os error 13)"), or that it searched no file at
@@ -172,25 +174,33 @@ def search(query: SourceQuery) -> SourceHits:
     if query.paths and not paths:
         return SourceHits()  # no paths at all would mean the whole root
     scope = _scope_args(query.root, paths, query.globs)
+    terms = order_for_search(query.terms)
+    # The word index (a warm process's worker only) answers for a whole tree, as rg walks it
+    # to list it: not for named paths, nor where -v asks what rg drops silently.
+    whole_tree = not query.paths and not query.explain
+    if whole_tree and terms and word_index.indexed(query.root):
+        listing = _start([rg, "--files", "--null", *scope], query.root)
+        files_out, files_err = listing.communicate()
+        hits = _listing_hits(listing, files_out, files_err, query)
+        found = word_index.answer(query.root, hits.files, terms, query.max_filesize)
+        if found is not None:
+            hits.body_counts = found.body_counts
+            hits.skipped.update(found.skipped)
+            return hits
+        # declined (a file it does not model, too many changed files): rg answers, and the
+        # index catches up once this command is answered
+        alone = _start_matching(rg, scope, terms, query)
+        match_out, match_err = alone.communicate()
+        _found_by_rg(hits, alone, match_out, match_err, files_out, terms, query.root)
+        _index_when_idle(query.root, hits.files)
+        return hits
     # Listing and matching run side by side: two processes, one wait. Huge files are listed
     # (so a file named after the query can be reported as skipped) but never searched.
     listing = _start([rg, "--files", "--null", *scope], query.root)
-    matching = None
-    terms = order_for_search(query.terms)
+    matching: subprocess.Popen[bytes] | None = None
     if terms:
-        patterns = [arg for term in terms for arg in ("-e", term)]
-        # A folder's binary files are dropped silently unless --binary asks rg to say that
-        # one matched (it then searches them to the end: extra work only -v pays for).
-        binary_notices = ["--binary"] if query.explain else []
         try:
-            matching = _start(
-                # --heading prints each file's path once, not once per match: a fifth of
-                # the output, for the same search (matches.count_grouped_terms).
-                [rg, "-o", "-i", "-F", "--null", "--no-line-number", "--with-filename",
-                 "--heading", "--color=never", f"--max-filesize={query.max_filesize}",
-                 *binary_notices, *patterns, *scope],
-                query.root,
-            )
+            matching = _start_matching(rg, scope, terms, query)
         except SourceError:
             listing.kill()
             listing.communicate()
@@ -199,20 +209,54 @@ def search(query: SourceQuery) -> SourceHits:
     # only delays it: the two processes do not wait on each other.
     files_out, files_err = listing.communicate()
     match_out, match_err = matching.communicate() if matching is not None else (b"", b"")
+    hits = _listing_hits(listing, files_out, files_err, query)
+    if matching is not None:
+        _found_by_rg(hits, matching, match_out, match_err, files_out, terms, query.root)
+    if whole_tree and terms:
+        _index_when_idle(query.root, hits.files)
+    return hits
+
+
+def _start_matching(rg: str, scope: list[str], terms: list[str],
+                    query: SourceQuery) -> subprocess.Popen[bytes]:
+    patterns = [arg for term in terms for arg in ("-e", term)]
+    # A folder's binary files are dropped silently unless --binary asks rg to say that
+    # one matched (it then searches them to the end: extra work only -v pays for).
+    binary_notices = ["--binary"] if query.explain else []
+    return _start(
+        # --heading prints each file's path once, not once per match: a fifth of
+        # the output, for the same search (matches.count_grouped_terms).
+        [rg, "-o", "-i", "-F", "--null", "--no-line-number", "--with-filename",
+         "--heading", "--color=never", f"--max-filesize={query.max_filesize}",
+         *binary_notices, *patterns, *scope],
+        query.root,
+    )
+
+
+def _listing_hits(listing: subprocess.Popen[bytes], files_out: bytes, files_err: bytes,
+                  query: SourceQuery) -> SourceHits:
     # A listing that printed nothing and exited 2 could list nothing: that is a failure.
     _check("rg --files", listing, files_err, bool(files_out), query.root)
     hits = SourceHits(files=split_file_list(files_out), skipped=unreadable(files_err))
     if query.explain:
         hits.skipped.update(oversized(query.root, hits.files, query.max_filesize))
-    if matching is not None:
-        # The match pass prints nothing when no readable file matched; stderr then says so.
-        _check("rg -o", matching, match_err, bool(match_out) or _only_unreadable(match_err),
-               query.root)
-        listed = set(files_out.split(b"\0"))
-        hits.body_counts = count_grouped_terms(match_out, terms, listed)
-        hits.skipped.update(unreadable(match_err))
-        hits.skipped.update(binary(match_out, listed))
     return hits
+
+
+def _found_by_rg(hits: SourceHits, matching: subprocess.Popen[bytes], match_out: bytes,
+                 match_err: bytes, files_out: bytes, terms: list[str], root: Path) -> None:
+    # The match pass prints nothing when no readable file matched; stderr then says so.
+    _check("rg -o", matching, match_err, bool(match_out) or _only_unreadable(match_err), root)
+    listed = set(files_out.split(b"\0"))
+    hits.body_counts = count_grouped_terms(match_out, terms, listed)
+    hits.skipped.update(unreadable(match_err))
+    hits.skipped.update(binary(match_out, listed))
+
+
+def _index_when_idle(root: Path, files: list[str]) -> None:
+    """Have the warm process's worker index this tree once the search is answered."""
+    if word_index.wanted(root):
+        when_idle(lambda by: word_index.build(root, files, by))
 
 
 @slm_rerank.hookimpl

@@ -1,0 +1,434 @@
+"""A word index of a tree, kept by a long-lived process, that answers rg's matching pass
+(``rg -o -i -F`` with the query's terms) without running it (issue 30).
+
+On sympy that pass is most of a warm search: about 100 ms of rg reading 24 MB, every
+query, for files that did not change. The warm process's worker keeps, per tree, every
+distinct word of every searched file with the files it occurs in and how often; a query
+then finds the words that hold its terms and adds up their counts.
+
+**Exactly rg's answer, or none.** Every term is a run of ``[a-z0-9_]`` (a query with any
+other character is left to rg), and rg's ``-i`` matches those characters, under Unicode's
+simple case folding, only in ``A-Z a-z 0-9 _``, ``ſ`` (``s``) and the Kelvin sign (``k``).
+A word is a maximal run of those, so no match crosses a word's edge, and rg's matches in a
+file are the matches in each of its words: found here with Python's ``re`` (leftmost
+first, the terms longest first, as ``order_for_search`` gives them to rg), and counted for
+every term the matched text holds, as ``count_grouped_terms`` counts what rg prints.
+What rg does that is not modelled makes the index decline the whole query, and rg runs:
+a file holding a NUL byte past its first ``BINARY_PROBE`` bytes (rg stops at the buffer
+holding the NUL, so what it printed depends on its buffer size; a NUL near the start means
+it prints nothing, which is modelled), a UTF-16 byte-order mark (rg transcodes), a file
+that is not a regular file, or is over ``MAX_FILE_BYTES`` but within the query's
+``max_filesize``, and more changed files than a query may read again.
+``tests/test_word_index.py`` holds it to rg's answer on generated trees.
+
+**Freshness.** Each query lists the tree with ``rg --files`` (so ignore rules are rg's own)
+and ``lstat``s every listed file. A file is taken on its stamp (device, inode, mode, size,
+modification and change times) only when those times are older than ``RACY_SECONDS`` before
+its content was read, as the chunk memory does (``slm_rerank/lexical/chunk_memory.py``);
+any other file is read again (and its words replaced when its bytes changed).
+
+**Bounds.** Constants, not settings, so a repository's config cannot size the memory: at
+most ``MAX_TREES`` trees, ``MAX_FILES`` files and ``MAX_INDEX_BYTES`` (estimated) each, a
+file read whole only up to ``MAX_FILE_BYTES``. Building happens only in the warm process's
+worker, after a search was answered (``plugin_kit.when_idle``), for at most
+``BUILD_SECONDS`` at a time; a tree is finished over several idle moments if it needs them.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import re
+import stat
+import time
+from array import array
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: trees kept, the files of one, and its estimated size
+MAX_TREES = 2
+MAX_FILES = 20_000
+MAX_INDEX_BYTES = 96 << 20
+#: a file over this is not indexed (a query whose max_filesize reaches it goes to rg)
+MAX_FILE_BYTES = 4 << 20
+#: a NUL byte this early is in rg's first buffer (64 KiB): rg prints nothing for the file
+BINARY_PROBE = 16 << 10
+#: a file changed less than this long before it was read is read again by the next query
+RACY_SECONDS = 60
+_RACY_NS = RACY_SECONDS * 1_000_000_000
+#: at most this many files (and bytes) a query reads again; more, and rg answers it
+REREAD_FILES = 64
+REREAD_BYTES = 8 << 20
+#: one idle build's time; a tree left unfinished is continued after the next search
+BUILD_SECONDS = 5.0
+#: a tree found beyond the bounds is not tried again for this long
+REFUSED_SECONDS = 600.0
+
+#: terms the index can answer for
+_PLAIN_TERM = re.compile(r"[a-z0-9_]+")
+#: what -i matches of those outside ASCII: the long s and the Kelvin sign, in UTF-8
+_FOLDING_BYTES = (b"\xc5\xbf", b"\xe2\x84\xaa")
+_WORD = re.compile(rb"(?:[A-Za-z0-9_]|\xc5\xbf|\xe2\x84\xaa)+")
+_NOT_WORD = bytes(b if (48 <= b <= 57 or 65 <= b <= 90 or 97 <= b <= 122 or b == 95) else 32
+                  for b in range(256))
+_UTF16_MARKS = (b"\xff\xfe", b"\xfe\xff")
+_OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+               | getattr(os, "O_CLOEXEC", 0))
+#: bytes an entry is estimated to hold: a word (its bytes, array, folded form, dict slots),
+#: a posting (two unsigned ints), a file's record
+_WORD_BYTES = 260
+_POSTING_BYTES = 8
+_FILE_BYTES = 400
+
+#: (device, inode, mode, size, mtime ns, ctime ns)
+Stamp = tuple[int, int, int, int, int, int]
+
+
+def now_ns() -> int:
+    """The wall clock, as the file system stamps times (a name tests replace)."""
+    return time.time_ns()
+
+
+def plain_terms(terms: Iterable[str]) -> bool:
+    """Whether the index can answer for these terms (lower-case, as rg is given them)."""
+    return all(_PLAIN_TERM.fullmatch(term) for term in terms)
+
+
+def words_of(data: bytes) -> dict[bytes, int]:
+    """word -> occurrences, a word being a maximal run of what a term's letters match."""
+    if any(mark in data for mark in _FOLDING_BYTES):
+        found = _WORD.findall(data)
+    else:
+        found = data.translate(_NOT_WORD).split()
+    counts: dict[bytes, int] = {}
+    for word in found:
+        counts[word] = counts.get(word, 0) + 1
+    return counts
+
+
+@dataclass(slots=True)
+class _File:
+    """One listed file as last read: its version, what it holds for the index."""
+
+    stamp: Stamp
+    #: when its content was read (ns, wall clock)
+    checked: int
+    #: "text" (its words are posted under ``fid``), "binary" (rg prints nothing for it),
+    #: "unknown" (rg's answer for it is not modelled), "unreadable"
+    state: str
+    fid: int = -1
+    #: how many words it posted (what its postings hold once it is replaced)
+    posted: int = 0
+    digest: bytes = b""
+    #: why it could not be read
+    why: str = ""
+
+
+@dataclass
+class Answer:
+    """What the matching pass would have given: per-file term counts, files it could not read."""
+
+    body_counts: dict[str, dict[str, int]]
+    skipped: dict[str, str]
+    #: files read again for this query (new or changed)
+    reread: int
+
+
+@dataclass
+class _Tree:
+    root: str
+    words: list[bytes] = field(default_factory=list)
+    vocab: dict[bytes, int] = field(default_factory=dict)
+    postings: list[array[int]] = field(default_factory=list)
+    #: case-folded word -> the words spelled that way
+    folded: dict[str, list[int]] = field(default_factory=dict)
+    blob: str | None = None
+    files: dict[str, _File] = field(default_factory=dict)
+    #: by file id: 1 while it is the current version of its file
+    live: bytearray = field(default_factory=bytearray)
+    postings_count: int = 0
+    dead_postings: int = 0
+
+    def size(self) -> int:
+        return (len(self.words) * _WORD_BYTES + self.postings_count * _POSTING_BYTES
+                + len(self.files) * _FILE_BYTES)
+
+    def post(self, counts: dict[bytes, int]) -> int:
+        fid = len(self.live)
+        self.live.append(1)
+        for word, n in counts.items():
+            wid = self.vocab.get(word)
+            if wid is None:
+                wid = self.vocab[word] = len(self.words)
+                self.words.append(word)
+                self.postings.append(array("I"))
+                key = word.decode("utf-8").casefold()
+                same = self.folded.get(key)
+                if same is None:
+                    self.folded[key] = [wid]
+                    self.blob = None
+                else:
+                    same.append(wid)
+            posting = self.postings[wid]
+            posting.append(fid)
+            posting.append(n)
+        self.postings_count += len(counts)
+        return fid
+
+    def retire(self, entry: _File) -> None:
+        if entry.fid >= 0 and self.live[entry.fid]:
+            self.live[entry.fid] = 0
+            # its postings stay until a rebuild; counted so the rebuild comes in time
+            self.dead_postings += entry.posted
+
+    def read(self, rel: str, full: bytes, old: _File | None) -> _File:
+        """Read ``rel`` now and record it (its words posted when it changed)."""
+        checked = now_ns()
+        try:
+            fd = os.open(full, _OPEN_FLAGS)
+        except OSError as exc:
+            state = "unknown" if exc.errno == errno.ELOOP else "unreadable"
+            entry = _File(_stamp_of(full), checked, state, why=exc.strerror or str(exc))
+            if old is not None:
+                self.retire(old)
+            return entry
+        try:
+            st = os.fstat(fd)
+            stamp = _stamp(st)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
+                if old is not None:
+                    self.retire(old)
+                return _File(stamp, checked, "unknown")
+            data = _read_all(fd, st.st_size)
+        except OSError as exc:
+            if old is not None:
+                self.retire(old)
+            return _File(_stamp_of(full), checked, "unreadable", why=exc.strerror or str(exc))
+        finally:
+            os.close(fd)
+        digest = hashlib.blake2b(data, digest_size=16).digest()
+        if old is not None and old.digest == digest and old.state != "unreadable":
+            return _File(stamp, checked, old.state, old.fid, old.posted, digest)
+        if old is not None:
+            self.retire(old)
+        nul = data.find(b"\0")
+        if len(data) > MAX_FILE_BYTES or data.startswith(_UTF16_MARKS) or nul >= BINARY_PROBE:
+            return _File(stamp, checked, "unknown", digest=digest)
+        if nul >= 0:
+            return _File(stamp, checked, "binary", digest=digest)
+        words = words_of(data)
+        return _File(stamp, checked, "text", self.post(words), len(words), digest)
+
+    def folded_blob(self) -> str:
+        if self.blob is None:
+            self.blob = "\n".join(self.folded)
+        return self.blob
+
+
+def _stamp(st: os.stat_result) -> Stamp:
+    return (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _stamp_of(full: bytes) -> Stamp:
+    try:
+        return _stamp(os.lstat(full))
+    except OSError:
+        return (0, 0, 0, -1, 0, 0)
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    """The file's bytes, up to one past MAX_FILE_BYTES (a file that grew is then declined)."""
+    pieces = []
+    left = MAX_FILE_BYTES + 1
+    while left > 0:
+        piece = os.read(fd, min(left, max(size, 1 << 16)))
+        if not piece:
+            break
+        pieces.append(piece)
+        left -= len(piece)
+    return b"".join(pieces)
+
+
+def _fresh(entry: _File, st: os.stat_result) -> bool:
+    """Whether ``entry`` may be taken for the file ``st`` describes without reading it."""
+    return (entry.stamp == _stamp(st)
+            and max(st.st_mtime_ns, st.st_ctime_ns) < entry.checked - _RACY_NS)
+
+
+_TREES: OrderedDict[str, _Tree] = OrderedDict()
+#: root -> (why it is not indexed, when that was found; monotonic)
+_REFUSED: dict[str, tuple[str, float]] = {}
+
+
+def _key(root: Path) -> str:
+    return os.path.realpath(root)
+
+
+def indexed(root: Path) -> bool:
+    """Whether ``root`` has an index (which may still decline a query)."""
+    return _key(root) in _TREES
+
+
+def wanted(root: Path) -> bool:
+    """Whether an idle build for ``root`` would be worth running (not recently refused)."""
+    refused = _REFUSED.get(_key(root))
+    return refused is None or time.monotonic() - refused[1] > REFUSED_SECONDS
+
+
+def answer(root: Path, files: Sequence[str], terms: Sequence[str],
+           max_filesize: int) -> Answer | None:
+    """rg's matching pass over ``files`` (the listing, relative to ``root``), from the index.
+
+    ``terms`` in the order rg is given them (``order_for_search``). None when the tree is
+    not indexed, or anything in it is beyond what the index models (rg must answer).
+    """
+    key = _key(root)
+    tree = _TREES.get(key)
+    if tree is None or not plain_terms(terms):
+        return None
+    _TREES.move_to_end(key)
+    base = os.fsencode(key)
+    allowed = bytearray(len(tree.live))
+    skipped: dict[str, str] = {}
+    reread = 0
+    reread_bytes = 0
+    for rel in files:
+        full = os.path.join(base, os.fsencode(rel))
+        entry = tree.files.get(rel)
+        try:
+            st = os.lstat(full)
+        except OSError as exc:
+            skipped[rel] = f"unreadable ({exc.strerror or exc})"
+            continue
+        if st.st_size > max_filesize:
+            continue  # rg lists it and never searches it
+        if entry is None or not _fresh(entry, st):
+            reread += 1
+            reread_bytes += st.st_size
+            if reread > REREAD_FILES or reread_bytes > REREAD_BYTES:
+                return None
+            entry = tree.files[rel] = tree.read(rel, full, entry)
+            if len(tree.live) > len(allowed):
+                allowed.extend(bytes(len(tree.live) - len(allowed)))
+        if entry.state == "text":
+            allowed[entry.fid] = 1
+        elif entry.state == "unknown":
+            _drop(key, f"rg reads {rel!r} in a way the index does not model")
+            return None
+        elif entry.state == "unreadable":
+            skipped[rel] = f"unreadable ({entry.why})"
+    if tree.size() > MAX_INDEX_BYTES:
+        _drop(key, "its index outgrew the memory it may take")
+    names = _names(tree)
+    return Answer(_count(tree, terms, allowed, names), skipped, reread)
+
+
+def _names(tree: _Tree) -> dict[int, str]:
+    return {entry.fid: rel for rel, entry in tree.files.items() if entry.state == "text"}
+
+
+def _count(tree: _Tree, terms: Sequence[str], allowed: bytearray,
+           names: dict[int, str]) -> dict[str, dict[str, int]]:
+    """path -> term -> occurrences, as count_grouped_terms reads what rg prints."""
+    if not terms:
+        return {}
+    blob = tree.folded_blob()
+    spellings: set[str] = set()
+    for term in terms:
+        at = blob.find(term)
+        while at >= 0:
+            start = blob.rfind("\n", 0, at) + 1
+            end = blob.find("\n", at)
+            if end < 0:
+                end = len(blob)
+            spellings.add(blob[start:end])
+            at = blob.find(term, end)
+    matcher = re.compile("|".join(re.escape(term) for term in terms), re.IGNORECASE)
+    contained: dict[str, tuple[str, ...]] = {}
+    counts: dict[int, dict[str, int]] = {}
+    for spelling in spellings:
+        for wid in tree.folded[spelling]:
+            per_word: dict[str, int] = {}
+            for text in matcher.findall(tree.words[wid].decode("utf-8")):
+                found = contained.get(text)
+                if found is None:
+                    lowered = text.lower()
+                    found = contained[text] = tuple(t for t in terms if t in lowered)
+                for term in found:
+                    per_word[term] = per_word.get(term, 0) + 1
+            if not per_word:
+                continue
+            items = list(per_word.items())
+            posting = tree.postings[wid]
+            for at in range(0, len(posting), 2):
+                fid = posting[at]
+                if not allowed[fid]:
+                    continue
+                n = posting[at + 1]
+                per_file = counts.get(fid)
+                if per_file is None:
+                    per_file = counts[fid] = {}
+                for term, k in items:
+                    per_file[term] = per_file.get(term, 0) + n * k
+    return {names[fid]: per_file for fid, per_file in counts.items()}
+
+
+def _drop(key: str, why: str) -> None:
+    _TREES.pop(key, None)
+    _REFUSED[key] = (why, time.monotonic())
+
+
+def build(root: Path, files: Sequence[str], by: float) -> None:
+    """Index (or bring up to date) ``root``'s listed ``files`` until ``by`` (monotonic).
+
+    Run by the warm process's worker once a search was answered. A tree beyond the bounds
+    is dropped and not tried again for ``REFUSED_SECONDS``; one not finished by ``by`` is
+    continued by the next build.
+    """
+    key = _key(root)
+    if not wanted(root):
+        return
+    if len(files) > MAX_FILES:
+        _drop(key, f"it lists {len(files):,} files, over {MAX_FILES:,}")
+        return
+    tree = _TREES.get(key)
+    if tree is None or tree.dead_postings * 2 > max(tree.postings_count, 1):
+        tree = _Tree(key)
+        while len(_TREES) >= MAX_TREES:
+            _TREES.popitem(last=False)
+        _TREES[key] = tree
+    _TREES.move_to_end(key)
+    base = os.fsencode(key)
+    for at, rel in enumerate(files):
+        if at % 64 == 0 and time.monotonic() > by:
+            return
+        full = os.path.join(base, os.fsencode(rel))
+        entry = tree.files.get(rel)
+        if entry is not None:
+            try:
+                if _fresh(entry, os.lstat(full)):
+                    continue
+            except OSError:
+                continue
+        tree.files[rel] = tree.read(rel, full, entry)
+        if tree.size() > MAX_INDEX_BYTES:
+            _drop(key, "its index would outgrow the memory it may take")
+            return
+
+
+def status() -> list[dict[str, object]]:
+    """What is indexed, for ``warm status``."""
+    shown: list[dict[str, object]] = [
+        {"root": tree.root, "files": len(tree.files), "words": len(tree.words),
+         "estimated_bytes": tree.size()} for tree in _TREES.values()]
+    shown += [{"root": root, "refused": why} for root, (why, _) in _REFUSED.items()]
+    return shown
+
+
+def forget() -> None:
+    """Drop every index (tests, and a process that wants its memory back)."""
+    _TREES.clear()
+    _REFUSED.clear()
