@@ -80,6 +80,9 @@ class SourceHits:
     body_counts: dict[str, dict[str, int]] = field(default_factory=dict)
     #: files the source met but could not read, with why (shown by ``-v``)
     skipped: dict[str, str] = field(default_factory=dict)
+    #: byte sizes of files in ``body_counts``, where the source knows them as they are now
+    #: (the others are stat'ed for length normalisation)
+    sizes: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

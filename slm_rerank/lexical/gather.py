@@ -106,11 +106,16 @@ def gather_files(host: Host, root: Path, terms: QueryTerms, notes: list[str], *,
         kept = [f for f in hits.files if _within(f, restrict)]
         keep = set(kept)
         hits = SourceHits(files=kept, skipped=hits.skipped,
-                          body_counts={p: c for p, c in hits.body_counts.items() if p in keep})
+                          body_counts={p: c for p, c in hits.body_counts.items() if p in keep},
+                          sizes={p: n for p, n in hits.sizes.items() if p in keep})
     for path, why in sorted(hits.skipped.items()):
         notes.append(f"skipped {display_path(path)}: {why}")
     for glob in globs_matching_nothing(list(globs), hits.files):
         notes.append(f"glob '{display_path(glob)}' matches no file")
     stats = TermStats.from_hits(terms, hits)
-    evidence = score_files(terms, hits, stats, _sizes(root, hits.body_counts))
+    known = hits.sizes
+    sizes = _sizes(root, [p for p in hits.body_counts if p not in known]) if known else \
+        _sizes(root, hits.body_counts)
+    sizes.update((p, n) for p, n in known.items() if p in hits.body_counts)
+    evidence = score_files(terms, hits, stats, sizes)
     return Gathered(terms, source.name, hits, stats, evidence)

@@ -19,7 +19,9 @@ ROOT is a git checkout (docs/benchmarks.md uses sympy). Four measurements:
    and ``explain_order``), output (``emit``), and what is left (click, the formatter,
    the worker put back), and how long the cyclic collector ran in it; then the
    collection and checks after the answer (``--gc-as-before``: the collector as the
-   worker had it before, on during the command with nothing frozen);
+   worker had it before, on during the command with nothing frozen); the idle work the
+   worker does once a command was answered (the ripgrep source's word index) runs after
+   each, untimed (``--without-index``: none, so ripgrep's matching pass runs every time);
 4. the whole warm call as a user runs it, for scale.
 
 Wall times (the matching pass waits for ripgrep's processes); medians of the runs.
@@ -101,6 +103,9 @@ from slm_rerank.warm_process import client, command_fork, isolation
 keep_plugins()
 root, query, runs, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 as_before = sys.argv[5] == "1"
+from slm_rerank import idle_work
+if sys.argv[6] == "1":  # as the worker does: the word index built after a search
+    idle_work.accept()
 if not as_before:
     gc.collect()
     gc.freeze()
@@ -159,6 +164,7 @@ def one():
         gc.collect(1)
     isolation.settle(snapshot, ran)
     done = time.perf_counter()
+    idle_work.run_pending(time.monotonic() + idle_work.IDLE_SECONDS)  # the caller has gone
     os.close(out_fd)
     os.close(err_fd)
     return answered - began, done - answered, during
@@ -189,12 +195,12 @@ STAGES = (
 
 
 def worker_parts(runs: int, root: Path, env: dict[str, str], scratch: Path,
-                 query: str, gc_as_before: bool = False) -> list[str]:
+                 query: str, gc_as_before: bool = False, index: bool = True) -> list[str]:
     import json
 
     out = scratch / "parts.json"
     subprocess.run([sys.executable, "-c", WORKER, str(root), query, str(runs), str(out),
-                    "1" if gc_as_before else "0"],
+                    "1" if gc_as_before else "0", "1" if index else "0"],
                    env=env, cwd=root, check=True, stdout=subprocess.DEVNULL)
     rows = json.loads(out.read_text())
 
@@ -230,6 +236,9 @@ def main() -> int:
     parser.add_argument("--gc-as-before", action="store_true",
                         help="part 3 with the collector as the worker had it before "
                              "(on during the command, nothing frozen)")
+    parser.add_argument("--without-index", action="store_true",
+                        help="part 3 without the word index the worker builds (ripgrep's "
+                             "matching pass on every search, as before)")
     args = parser.parse_args()
     root = args.root.resolve()
     scratch = Path(tempfile.mkdtemp(prefix="wcp-", dir="/tmp"))
@@ -266,7 +275,8 @@ def main() -> int:
         lines += [f"| the whole warm call (`slm-rerank -q ... --fast`) | {ms([w[0] for w in warm])}"
                   f" | {ms([w[1] for w in warm])} (the command's process) |", ""]
         lines += ["the worker's command, part by part (timers around each stage):", ""]
-        lines += worker_parts(args.runs, root, env, scratch, args.query, args.gc_as_before)
+        lines += worker_parts(args.runs, root, env, scratch, args.query, args.gc_as_before,
+                              not args.without_index)
         lines += ["", f"load average {os.getloadavg()[0]:.1f} (end)"]
     finally:
         subprocess.run([cli, "warm", "stop", "--all"], env=env, cwd=root,

@@ -180,11 +180,16 @@ def search(query: SourceQuery) -> SourceHits:
     whole_tree = not query.paths and not query.explain
     if whole_tree and terms and word_index.indexed(query.root):
         listing = _start([rg, "--files", "--null", *scope], query.root)
-        files_out, files_err = listing.communicate()
+        # while rg lists the tree, the index checks its files and counts the terms
+        try:
+            prepared = word_index.prepare(query.root, terms, query.max_filesize)
+        finally:
+            files_out, files_err = listing.communicate()
         hits = _listing_hits(listing, files_out, files_err, query)
-        found = word_index.answer(query.root, hits.files, terms, query.max_filesize)
+        found = prepared.finish(hits.files) if prepared is not None else None
         if found is not None:
             hits.body_counts = found.body_counts
+            hits.sizes = found.sizes
             hits.skipped.update(found.skipped)
             return hits
         # declined (a file it does not model, too many changed files): rg answers, and the

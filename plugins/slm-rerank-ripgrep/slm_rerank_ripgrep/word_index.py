@@ -43,6 +43,7 @@ import re
 import stat
 import time
 from array import array
+from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -62,6 +63,8 @@ _RACY_NS = RACY_SECONDS * 1_000_000_000
 #: at most this many files (and bytes) a query reads again; more, and rg answers it
 REREAD_FILES = 64
 REREAD_BYTES = 8 << 20
+#: terms whose folded words are kept between queries (per tree)
+MAX_HELD_TERMS = 256
 #: one idle build's time; a tree left unfinished is continued after the next search
 BUILD_SECONDS = 5.0
 #: a tree found beyond the bounds is not tried again for this long
@@ -75,6 +78,9 @@ _WORD = re.compile(rb"(?:[A-Za-z0-9_]|\xc5\xbf|\xe2\x84\xaa)+")
 _NOT_WORD = bytes(b if (48 <= b <= 57 or 65 <= b <= 90 or 97 <= b <= 122 or b == 95) else 32
                   for b in range(256))
 _UTF16_MARKS = (b"\xff\xfe", b"\xfe\xff")
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+#: what ``Prepared.seen`` holds for a file over the query's max_filesize
+_TOO_BIG = "over max_filesize"
 _OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
                | getattr(os, "O_CLOEXEC", 0))
 #: bytes an entry is estimated to hold: a word (its bytes, array, folded form, dict slots),
@@ -135,6 +141,8 @@ class Answer:
     skipped: dict[str, str]
     #: files read again for this query (new or changed)
     reread: int
+    #: byte sizes of the files in ``body_counts``
+    sizes: dict[str, int]
 
 
 @dataclass
@@ -146,6 +154,11 @@ class _Tree:
     #: case-folded word -> the words spelled that way
     folded: dict[str, list[int]] = field(default_factory=dict)
     blob: str | None = None
+    #: where each line of ``blob`` starts, and the folded word it is
+    starts: array[int] = field(default_factory=lambda: array("q"))
+    keys: list[str] = field(default_factory=list)
+    #: term -> the folded words holding it (emptied when a new word is folded)
+    holding: dict[str, list[str]] = field(default_factory=dict)
     files: dict[str, _File] = field(default_factory=dict)
     #: by file id: 1 while it is the current version of its file
     live: bytearray = field(default_factory=bytearray)
@@ -170,6 +183,7 @@ class _Tree:
                 if same is None:
                     self.folded[key] = [wid]
                     self.blob = None
+                    self.holding.clear()
                 else:
                     same.append(wid)
             posting = self.postings[wid]
@@ -184,14 +198,17 @@ class _Tree:
             # its postings stay until a rebuild; counted so the rebuild comes in time
             self.dead_postings += entry.posted
 
-    def read(self, rel: str, full: bytes, old: _File | None) -> _File:
-        """Read ``rel`` now and record it (its words posted when it changed)."""
+    def read(self, rel: str, root_fd: int, old: _File | None,
+             words_out: list[dict[bytes, int]] | None = None) -> _File:
+        """Read ``rel`` (under the folder open as ``root_fd``) now and record it: its words
+        posted when it changed (and appended to ``words_out``)."""
         checked = now_ns()
         try:
-            fd = os.open(full, _OPEN_FLAGS)
+            fd = os.open(rel, _OPEN_FLAGS, dir_fd=root_fd)
         except OSError as exc:
             state = "unknown" if exc.errno == errno.ELOOP else "unreadable"
-            entry = _File(_stamp_of(full), checked, state, why=exc.strerror or str(exc))
+            entry = _File(_stamp_of(rel, root_fd), checked, state,
+                          why=exc.strerror or str(exc))
             if old is not None:
                 self.retire(old)
             return entry
@@ -206,7 +223,8 @@ class _Tree:
         except OSError as exc:
             if old is not None:
                 self.retire(old)
-            return _File(_stamp_of(full), checked, "unreadable", why=exc.strerror or str(exc))
+            return _File(_stamp_of(rel, root_fd), checked, "unreadable",
+                         why=exc.strerror or str(exc))
         finally:
             os.close(fd)
         digest = hashlib.blake2b(data, digest_size=16).digest()
@@ -220,21 +238,38 @@ class _Tree:
         if nul >= 0:
             return _File(stamp, checked, "binary", digest=digest)
         words = words_of(data)
+        if words_out is not None:
+            words_out.append(words)
         return _File(stamp, checked, "text", self.post(words), len(words), digest)
 
-    def folded_blob(self) -> str:
+    def spellings(self, term: str) -> list[str]:
+        """The folded words that hold ``term``."""
+        found = self.holding.get(term)
+        if found is not None:
+            return found
+        if len(self.holding) >= MAX_HELD_TERMS:
+            self.holding.clear()
         if self.blob is None:
-            self.blob = "\n".join(self.folded)
-        return self.blob
+            self.keys = list(self.folded)
+            self.blob = "\n".join(self.keys)
+            self.starts = array("q", [0])
+            at = 0
+            for key in self.keys:
+                at += len(key) + 1
+                self.starts.append(at)
+        lines = {bisect_right(self.starts, hit.start()) - 1
+                 for hit in re.finditer(re.escape(term), self.blob)}
+        found = self.holding[term] = [self.keys[line] for line in lines]
+        return found
 
 
 def _stamp(st: os.stat_result) -> Stamp:
     return (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def _stamp_of(full: bytes) -> Stamp:
+def _stamp_of(rel: str, root_fd: int) -> Stamp:
     try:
-        return _stamp(os.lstat(full))
+        return _stamp(os.lstat(rel, dir_fd=root_fd))
     except OSError:
         return (0, 0, 0, -1, 0, 0)
 
@@ -285,83 +320,159 @@ def answer(root: Path, files: Sequence[str], terms: Sequence[str],
     ``terms`` in the order rg is given them (``order_for_search``). None when the tree is
     not indexed, or anything in it is beyond what the index models (rg must answer).
     """
+    prepared = prepare(root, terms, max_filesize)
+    return None if prepared is None else prepared.finish(files)
+
+
+def prepare(root: Path, terms: Sequence[str], max_filesize: int) -> Prepared | None:
+    """The work that needs no listing, done while rg lists the tree: each indexed file
+    checked (read again if it changed) and the terms counted in every file that may be
+    listed. ``Prepared.finish`` takes the listing. None: the index cannot answer."""
     key = _key(root)
     tree = _TREES.get(key)
     if tree is None or not plain_terms(terms):
         return None
     _TREES.move_to_end(key)
-    base = os.fsencode(key)
+    prepared = Prepared(key, tree, terms, max_filesize)
+    try:
+        fd = os.open(key, _DIR_FLAGS)
+    except OSError:
+        return None
+    try:
+        for rel, entry in list(tree.files.items()):
+            try:
+                st = os.lstat(rel, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno == errno.ENOENT:  # gone: its words no longer count
+                    tree.retire(tree.files.pop(rel))
+                else:
+                    prepared.seen[rel] = f"unreadable ({exc.strerror or exc})"
+                continue
+            if st.st_size > max_filesize:
+                prepared.seen[rel] = _TOO_BIG  # rg lists it and never searches it
+                continue
+            if not _fresh(entry, st):
+                if not prepared.spend(st.st_size):
+                    return None
+                entry = tree.files[rel] = tree.read(rel, fd, entry)
+            prepared.seen[rel] = entry
+    finally:
+        os.close(fd)
     allowed = bytearray(len(tree.live))
-    skipped: dict[str, str] = {}
-    reread = 0
-    reread_bytes = 0
-    for rel in files:
-        full = os.path.join(base, os.fsencode(rel))
-        entry = tree.files.get(rel)
+    for seen in prepared.seen.values():
+        if isinstance(seen, _File) and seen.state == "text":
+            allowed[seen.fid] = 1
+    prepared.by_fid = _count(tree, prepared, allowed)
+    return prepared
+
+
+class Prepared:
+    """A query half answered (``prepare``): what the listing then settles (``finish``)."""
+
+    def __init__(self, key: str, tree: _Tree, terms: Sequence[str], max_filesize: int) -> None:
+        self.key = key
+        self.tree = tree
+        self.terms = list(terms)
+        self.max_filesize = max_filesize
+        self.matcher = re.compile("|".join(re.escape(term) for term in terms), re.IGNORECASE)
+        #: matched text -> the terms it holds
+        self.contained: dict[str, tuple[str, ...]] = {}
+        #: rel -> its entry, why it could not be checked, or _TOO_BIG
+        self.seen: dict[str, _File | str] = {}
+        self.by_fid: dict[int, dict[str, int]] = {}
+        self.reread = 0
+        self.reread_bytes = 0
+
+    def spend(self, size: int) -> bool:
+        """Count one more file read again; False when that is past the bounds."""
+        self.reread += 1
+        self.reread_bytes += size
+        return self.reread <= REREAD_FILES and self.reread_bytes <= REREAD_BYTES
+
+    def found_in(self, word: bytes) -> list[tuple[str, int]]:
+        """(term, occurrences) in one word, as rg -o finds and count_grouped_terms counts."""
+        per_word: dict[str, int] = {}
+        for text in self.matcher.findall(word.decode("utf-8")):
+            found = self.contained.get(text)
+            if found is None:
+                lowered = text.lower()
+                found = self.contained[text] = tuple(t for t in self.terms if t in lowered)
+            for term in found:
+                per_word[term] = per_word.get(term, 0) + 1
+        return list(per_word.items())
+
+    def finish(self, files: Sequence[str]) -> Answer | None:
+        """The answer for the listed ``files``; None when rg must answer after all."""
+        tree = self.tree
+        counts: dict[str, dict[str, int]] = {}
+        skipped: dict[str, str] = {}
+        sizes: dict[str, int] = {}
+        fd = -1
         try:
-            st = os.lstat(full)
-        except OSError as exc:
-            skipped[rel] = f"unreadable ({exc.strerror or exc})"
-            continue
-        if st.st_size > max_filesize:
-            continue  # rg lists it and never searches it
-        if entry is None or not _fresh(entry, st):
-            reread += 1
-            reread_bytes += st.st_size
-            if reread > REREAD_FILES or reread_bytes > REREAD_BYTES:
-                return None
-            entry = tree.files[rel] = tree.read(rel, full, entry)
-            if len(tree.live) > len(allowed):
-                allowed.extend(bytes(len(tree.live) - len(allowed)))
-        if entry.state == "text":
-            allowed[entry.fid] = 1
-        elif entry.state == "unknown":
-            _drop(key, f"rg reads {rel!r} in a way the index does not model")
+            for rel in files:
+                seen = self.seen.get(rel)
+                if seen is None:  # listed, not indexed: a new file
+                    if fd < 0:
+                        fd = os.open(self.key, _DIR_FLAGS)
+                    seen = self._new(rel, fd, counts)
+                    if seen is None:
+                        return None
+                if isinstance(seen, str):
+                    if seen is not _TOO_BIG:
+                        skipped[rel] = seen
+                elif seen.state == "text":
+                    found = self.by_fid.get(seen.fid)
+                    if found is not None:
+                        counts[rel] = found
+                        sizes[rel] = seen.stamp[3]
+                elif seen.state == "unknown":
+                    _drop(self.key, f"rg reads {rel!r} in a way the index does not model")
+                    return None
+                elif seen.state == "unreadable":
+                    skipped[rel] = f"unreadable ({seen.why})"
+        except OSError:
             return None
-        elif entry.state == "unreadable":
-            skipped[rel] = f"unreadable ({entry.why})"
-    if tree.size() > MAX_INDEX_BYTES:
-        _drop(key, "its index outgrew the memory it may take")
-    names = _names(tree)
-    return Answer(_count(tree, terms, allowed, names), skipped, reread)
+        finally:
+            if fd >= 0:
+                os.close(fd)
+        if tree.size() > MAX_INDEX_BYTES:
+            _drop(self.key, "its index outgrew the memory it may take")
+        return Answer(counts, skipped, self.reread, sizes)
+
+    def _new(self, rel: str, fd: int, counts: dict[str, dict[str, int]]) -> _File | str | None:
+        try:
+            st = os.lstat(rel, dir_fd=fd)
+        except OSError as exc:
+            return f"unreadable ({exc.strerror or exc})"
+        if st.st_size > self.max_filesize:
+            return _TOO_BIG
+        if not self.spend(st.st_size):
+            return None
+        words: list[dict[bytes, int]] = []
+        entry = self.tree.files[rel] = self.tree.read(rel, fd, None, words)
+        if entry.state == "text" and words:
+            per_file: dict[str, int] = {}
+            for word, n in words[0].items():
+                for term, k in self.found_in(word):
+                    per_file[term] = per_file.get(term, 0) + n * k
+            if per_file:
+                self.by_fid[entry.fid] = per_file
+        return entry
 
 
-def _names(tree: _Tree) -> dict[int, str]:
-    return {entry.fid: rel for rel, entry in tree.files.items() if entry.state == "text"}
-
-
-def _count(tree: _Tree, terms: Sequence[str], allowed: bytearray,
-           names: dict[int, str]) -> dict[str, dict[str, int]]:
-    """path -> term -> occurrences, as count_grouped_terms reads what rg prints."""
-    if not terms:
+def _count(tree: _Tree, prepared: Prepared, allowed: bytearray) -> dict[int, dict[str, int]]:
+    """file id -> term -> occurrences, for the allowed files."""
+    if not prepared.terms:
         return {}
-    blob = tree.folded_blob()
     spellings: set[str] = set()
-    for term in terms:
-        at = blob.find(term)
-        while at >= 0:
-            start = blob.rfind("\n", 0, at) + 1
-            end = blob.find("\n", at)
-            if end < 0:
-                end = len(blob)
-            spellings.add(blob[start:end])
-            at = blob.find(term, end)
-    matcher = re.compile("|".join(re.escape(term) for term in terms), re.IGNORECASE)
-    contained: dict[str, tuple[str, ...]] = {}
+    for term in prepared.terms:
+        spellings.update(tree.spellings(term))
     counts: dict[int, dict[str, int]] = {}
     for spelling in spellings:
         for wid in tree.folded[spelling]:
-            per_word: dict[str, int] = {}
-            for text in matcher.findall(tree.words[wid].decode("utf-8")):
-                found = contained.get(text)
-                if found is None:
-                    lowered = text.lower()
-                    found = contained[text] = tuple(t for t in terms if t in lowered)
-                for term in found:
-                    per_word[term] = per_word.get(term, 0) + 1
-            if not per_word:
+            items = prepared.found_in(tree.words[wid])
+            if not items:
                 continue
-            items = list(per_word.items())
             posting = tree.postings[wid]
             for at in range(0, len(posting), 2):
                 fid = posting[at]
@@ -373,7 +484,7 @@ def _count(tree: _Tree, terms: Sequence[str], allowed: bytearray,
                     per_file = counts[fid] = {}
                 for term, k in items:
                     per_file[term] = per_file.get(term, 0) + n * k
-    return {names[fid]: per_file for fid, per_file in counts.items()}
+    return counts
 
 
 def _drop(key: str, why: str) -> None:
@@ -401,22 +512,27 @@ def build(root: Path, files: Sequence[str], by: float) -> None:
             _TREES.popitem(last=False)
         _TREES[key] = tree
     _TREES.move_to_end(key)
-    base = os.fsencode(key)
-    for at, rel in enumerate(files):
-        if at % 64 == 0 and time.monotonic() > by:
-            return
-        full = os.path.join(base, os.fsencode(rel))
-        entry = tree.files.get(rel)
-        if entry is not None:
-            try:
-                if _fresh(entry, os.lstat(full)):
+    try:
+        fd = os.open(key, _DIR_FLAGS)
+    except OSError:
+        return
+    try:
+        for at, rel in enumerate(files):
+            if at % 64 == 0 and time.monotonic() > by:
+                return
+            entry = tree.files.get(rel)
+            if entry is not None:
+                try:
+                    if _fresh(entry, os.lstat(rel, dir_fd=fd)):
+                        continue
+                except OSError:
                     continue
-            except OSError:
-                continue
-        tree.files[rel] = tree.read(rel, full, entry)
-        if tree.size() > MAX_INDEX_BYTES:
-            _drop(key, "its index would outgrow the memory it may take")
-            return
+            tree.files[rel] = tree.read(rel, fd, entry)
+            if tree.size() > MAX_INDEX_BYTES:
+                _drop(key, "its index would outgrow the memory it may take")
+                return
+    finally:
+        os.close(fd)
 
 
 def status() -> list[dict[str, object]]:
