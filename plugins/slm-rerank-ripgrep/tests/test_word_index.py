@@ -1,0 +1,273 @@
+"""The word index answers exactly as rg's matching pass does, or leaves the query to rg."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import slm_rerank_ripgrep
+from slm_rerank_ripgrep import word_index
+
+from slm_rerank import idle_work
+from slm_rerank.registrations import SourceHits, SourceQuery
+
+RG = Path(os.__file__).parents[3] / "bin" / "rg"
+#: what a word may be made of in the generated files: cases, the long s and the Kelvin sign
+#: (which rg -i matches as s and k), digits, underscores, other letters
+PIECES = ["set", "Set", "SET", "imag", "IMAGE", "imageset", "ImageSet", "real", "Reals",
+          "ſet", "ſ", "\u212aind", "kind", "x_1", "y2", "__init__", "é", "ß", "Straße",
+          "over", "subset", "resetting", "ab", "k", "s"]
+SEPARATORS = [" ", "\n", ".", "(", "\t", "-", "/", "\r\n", ", "]
+TERM_SETS = [["set", "imageset", "imag", "real"], ["k", "s"], ["kind", "x_1", "2"],
+             ["init", "_"], ["resetting", "set", "reset"], ["nothing_here"]]
+
+
+@pytest.fixture(autouse=True)
+def fresh_index(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    if RG.exists():
+        monkeypatch.setenv("SLM_RERANK_RG", str(RG))
+    word_index.forget()
+    yield
+    word_index.forget()
+    idle_work.drop_pending()
+
+
+@pytest.fixture
+def matching_runs(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The terms of each time rg's matching pass ran."""
+    runs: list[list[str]] = []
+    real = slm_rerank_ripgrep._start_matching
+
+    def counted(rg: str, scope: list[str], terms: list[str], query: SourceQuery):  # type: ignore[no-untyped-def]
+        runs.append(list(terms))
+        return real(rg, scope, terms, query)
+
+    monkeypatch.setattr(slm_rerank_ripgrep, "_start_matching", counted)
+    return runs
+
+
+def later(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    """The index's clock, ``seconds`` from now (files then look old enough to trust)."""
+    monkeypatch.setattr(word_index, "now_ns", lambda: time.time_ns() + int(seconds * 1e9))
+
+
+def text(rng: random.Random, words: int) -> str:
+    return "".join(rng.choice(PIECES) + rng.choice(SEPARATORS) for _ in range(words))
+
+
+def generated_tree(root: Path, seed: int) -> Path:
+    rng = random.Random(seed)
+    for n in range(40):
+        folder = root / rng.choice(["", "src", "src/deep", "docs", "tests"])
+        folder.mkdir(parents=True, exist_ok=True)
+        body = text(rng, rng.randint(0, 400)).encode("utf-8")
+        if n % 9 == 0:
+            body = b"\xef\xbb\xbf" + body  # a UTF-8 byte-order mark
+        if n % 7 == 0:
+            body += b"\xffset\xfe Real\xc3"  # bytes that are not UTF-8, inside and between words
+        (folder / f"f{n}.txt").write_bytes(body)
+    (root / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0set real" * 20)  # NUL early
+    (root / "big.txt").write_bytes(b"set " * 400)  # over the max_filesize the tests use
+    (root / "ignored.txt").write_text("set real imageset")
+    (root / ".gitignore").write_text("ignored.txt\n")
+    (root / ".git").mkdir()
+    (root / os.fsdecode(b"caf\xe9 set.txt")).write_text("real sets")  # a Latin-1 name
+    return root
+
+
+def search(root: Path, terms: list[str]) -> SourceHits:
+    return slm_rerank_ripgrep.search(SourceQuery(root=root, terms=terms, max_filesize=1000))
+
+
+def by_rg(root: Path, terms: list[str]) -> SourceHits:
+    kept = dict(word_index._TREES)
+    word_index._TREES.clear()
+    try:
+        return search(root, terms)
+    finally:
+        word_index._TREES.update(kept)
+
+
+def build(root: Path) -> None:
+    files = search(root, ["x"]).files
+    word_index.build(root, files, time.monotonic() + 60)
+    assert word_index.indexed(root)
+
+
+def same(a: SourceHits, b: SourceHits) -> None:
+    assert a.body_counts == b.body_counts
+    assert a.skipped == b.skipped
+    assert sorted(a.files) == sorted(b.files)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_index_counts_every_term_in_every_file_as_rg_does(
+        tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch,
+        matching_runs: list[list[str]]) -> None:
+    root = generated_tree(tmp_path, seed)
+    later(monkeypatch, 3600)
+    build(root)
+    matching_runs.clear()
+    for terms in TERM_SETS:
+        from_index = search(root, terms)
+        assert matching_runs == [], "rg's matching pass ran although the index could answer"
+        from_rg = by_rg(root, terms)
+        same(from_index, from_rg)
+        matching_runs.clear()
+    # the files matched, with their sizes as they are (the ranking needs no stat of its own)
+    found = search(root, ["set"])
+    assert found.body_counts and set(found.sizes) == set(found.body_counts)
+    assert all(found.sizes[p] == (root / p).stat().st_size for p in found.sizes)
+
+
+def test_what_changed_since_the_build_is_read_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        matching_runs: list[list[str]]) -> None:
+    root = generated_tree(tmp_path, 4)
+    build(root)  # built now: every file is too recent to trust on its stamp
+    (root / "src" / "new.py").parent.mkdir(exist_ok=True)
+    (root / "src" / "new.py").write_text("imageset = Reals\n")
+    victim = next(p for p in sorted(root.rglob("f*.txt")))
+    stamp = victim.stat()
+    body = victim.read_bytes()
+    # the same size and modification time, other words: only the change time tells
+    victim.write_bytes(b"Q" * len(body) if b"set" in body else b"set" + body[3:])
+    os.utime(victim, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    gone = sorted(root.rglob("f*.txt"))[-1]
+    gone.unlink()
+    matching_runs.clear()
+    for terms in TERM_SETS[:3]:
+        same(search(root, terms), by_rg(root, terms))
+    assert len(matching_runs) == 3  # the by_rg ones: the index answered every other
+    later(monkeypatch, 3600)
+    (root / "src" / "new.py").write_text("nothing to see\n")
+    same(search(root, ["imageset"]), by_rg(root, ["imageset"]))
+
+
+def test_a_file_it_does_not_model_leaves_the_tree_to_rg(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        matching_runs: list[list[str]]) -> None:
+    root = generated_tree(tmp_path, 5)
+    later(monkeypatch, 3600)
+    monkeypatch.setattr(word_index, "BINARY_PROBE", 64)  # the tests' files are small
+    build(root)
+    # a NUL byte past the probe: what rg prints then depends on its buffers
+    (root / "late.bin").write_bytes(b"set\n" * 40 + b"\0 set")
+    matching_runs.clear()
+    hits = search(root, ["set"])
+    assert matching_runs == [["set"]]
+    same(hits, by_rg(root, ["set"]))
+    assert not word_index.indexed(root)
+    assert any("late.bin" in str(shown.get("refused", "")) for shown in word_index.status())
+    # and it is not built again at once: rg answers, no idle work is asked for
+    assert not word_index.wanted(root)
+
+
+def test_a_utf16_file_leaves_the_tree_to_rg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            matching_runs: list[list[str]]) -> None:
+    root = generated_tree(tmp_path, 6)
+    later(monkeypatch, 3600)
+    (root / "wide.txt").write_bytes(b"\xff\xfe" + "set real".encode("utf-16-le"))
+    build(root)
+    matching_runs.clear()
+    hits = search(root, ["set"])
+    assert matching_runs == [["set"]]
+    assert hits.body_counts["wide.txt"] == {"set": 1}  # rg transcodes it
+
+
+@pytest.mark.parametrize("terms", [["café"], ["foo.bar"], ["set", "a-b"]])
+def test_terms_it_cannot_answer_for_go_to_rg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             matching_runs: list[list[str]],
+                                             terms: list[str]) -> None:
+    root = generated_tree(tmp_path, 7)
+    later(monkeypatch, 3600)
+    build(root)
+    matching_runs.clear()
+    hits = search(root, terms)
+    assert len(matching_runs) == 1
+    same(hits, by_rg(root, terms))
+
+
+def test_too_many_changed_files_go_to_rg_and_the_index_catches_up_when_idle(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        matching_runs: list[list[str]]) -> None:
+    root = generated_tree(tmp_path, 8)
+    later(monkeypatch, 3600)
+    build(root)
+    for n in range(word_index.REREAD_FILES + 1):
+        (root / f"added{n}.txt").write_text(f"set {n}\n")
+    monkeypatch.setattr(idle_work, "_accepting", [True])  # as in the warm process's worker
+    matching_runs.clear()
+    hits = search(root, ["set"])
+    assert matching_runs == [["set"]]
+    assert hits.body_counts["added0.txt"] == {"set": 1}
+    assert idle_work.run_pending(time.monotonic() + 30) == 1  # the build it asked for
+    matching_runs.clear()
+    same(search(root, ["set"]), by_rg(root, ["set"]))
+    assert len(matching_runs) == 1  # by_rg's own
+
+
+def test_outside_the_warm_process_no_index_is_built(tmp_path: Path,
+                                                    matching_runs: list[list[str]]) -> None:
+    root = generated_tree(tmp_path, 9)
+    search(root, ["set"])
+    search(root, ["set"])
+    assert matching_runs == [["set"], ["set"]]
+    assert not word_index.indexed(root)
+    assert not idle_work._pending
+
+
+def test_named_paths_and_explaining_searches_are_left_to_rg(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        matching_runs: list[list[str]]) -> None:
+    root = generated_tree(tmp_path, 10)
+    later(monkeypatch, 3600)
+    build(root)
+    matching_runs.clear()
+    slm_rerank_ripgrep.search(SourceQuery(root=root, terms=["set"], paths=[root / "src"]))
+    slm_rerank_ripgrep.search(SourceQuery(root=root, terms=["set"], explain=True))
+    assert len(matching_runs) == 2
+
+
+def test_a_tree_over_the_file_bound_is_refused(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    root = generated_tree(tmp_path, 11)
+    monkeypatch.setattr(word_index, "MAX_FILES", 10)
+    files = search(root, ["x"]).files
+    word_index.build(root, files, time.monotonic() + 60)
+    assert not word_index.indexed(root)
+    assert not word_index.wanted(root)
+    assert any("over 10" in str(shown.get("refused", "")) for shown in word_index.status())
+
+
+def test_a_build_stops_at_its_deadline_and_the_next_one_goes_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = generated_tree(tmp_path, 12)
+    later(monkeypatch, 3600)
+    files = search(root, ["x"]).files
+    word_index.build(root, files, time.monotonic() - 1)  # no time at all
+    assert len(word_index._TREES[word_index._key(root)].files) < len(files)
+    word_index.build(root, files, time.monotonic() + 60)
+    assert len(word_index._TREES[word_index._key(root)].files) == len(files)
+
+
+def test_idle_work_keeps_its_deadline_and_one_failure_stops_no_other(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(idle_work, "_accepting", [True])
+    given: list[float] = []
+
+    def failing(by: float) -> None:
+        raise OSError("disk gone")
+
+    assert idle_work.when_idle(failing)
+    assert idle_work.when_idle(given.append)
+    by = time.monotonic() + 3
+    assert idle_work.run_pending(by) == 1
+    assert given == [by]
+    assert idle_work.when_idle(given.append)
+    assert idle_work.run_pending(time.monotonic() - 1) == 0  # past its deadline: not run
+    assert given == [by] and not idle_work._pending
