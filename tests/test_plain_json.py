@@ -140,7 +140,8 @@ def test_a_shape_it_does_not_write_is_a_type_error(value: object) -> None:
 def test_the_command_side_imports_none_of_what_it_avoids() -> None:
     # without site (whose editable-install finders import some of these themselves)
     code = ("import sys; sys.path.insert(0, sys.argv[1]); "
-            "import slm_rerank.warm_process.client, slm_rerank.hook.stdio, slm_rerank.piped, "
+            "import slm_rerank.cli, slm_rerank.warm_process.client, slm_rerank.hook.stdio, "
+            "slm_rerank.piped, "
             "slm_rerank.query_limit; "
             "print(' '.join(sorted(set(sys.modules) & {'json', 'typing', 're', 'socket', "
             "'struct', 'collections.abc', 'selectors', 'enum'})))")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
 
+#: typing.TYPE_CHECKING without importing typing: this module is the console script's
+#: entry, before a warm process answers (about 4 ms of each command's start)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import click
 
