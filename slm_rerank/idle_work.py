@@ -19,10 +19,16 @@ IDLE_SECONDS = 5.0
 #: tasks kept per command: one per source and tree is all a search asks for
 MAX_PENDING = 4
 
-IdleTask = Callable[[float], None]
+#: given its deadline; may return one line saying what it keeps for later commands
+IdleTask = Callable[[float], "str | None"]
+
+#: what a plugin says it keeps for later commands (``keeps``), shown by ``warm status``
+MAX_KEPT_NAMES = 8
+MAX_KEPT_CHARS = 300
 
 _accepting: list[bool] = [False]
-_pending: list[IdleTask] = []
+_pending: list[tuple[str, IdleTask]] = []
+_kept: dict[str, str] = {}
 
 
 def accept() -> None:
@@ -30,13 +36,27 @@ def accept() -> None:
     _accepting[0] = True
 
 
-def when_idle(task: IdleTask) -> bool:
-    """Run ``task(by)`` once this process is idle; False if it never will be."""
+def when_idle(task: IdleTask, name: str = "") -> bool:
+    """Run ``task(by)`` once this process is idle; False if it never will be. A line the
+    task returns is what ``name`` keeps for later commands, shown by ``warm status``."""
     if not _accepting[0]:
         return False
     if len(_pending) < MAX_PENDING:
-        _pending.append(task)
+        _pending.append((name, task))
     return True
+
+
+def _keeps(name: str, what: str) -> None:
+    name = name[:MAX_KEPT_CHARS // 4]
+    if not what:
+        _kept.pop(name, None)
+    elif name in _kept or len(_kept) < MAX_KEPT_NAMES:
+        _kept[name] = what[:MAX_KEPT_CHARS]
+
+
+def kept() -> dict[str, str]:
+    """name -> what the idle work of that name last said it keeps (for ``warm status``)."""
+    return dict(_kept)
 
 
 def drop_pending() -> None:
@@ -49,12 +69,14 @@ def run_pending(by: float) -> int:
     tasks = list(_pending)
     _pending.clear()
     ran = 0
-    for task in tasks:
+    for name, task in tasks:
         if time.monotonic() >= by:
             break
         try:
-            task(by)
+            said = task(by)
         except Exception:  # noqa: BLE001, S112 - idle work only ever speeds a later command
             continue
         ran += 1
+        if name and isinstance(said, str):
+            _keeps(name, said)
     return ran

@@ -85,6 +85,10 @@ def status(every: bool) -> None:
                       "started), " if reply.get("worker") else "")
             lines.append(f"{path}: pid {reply.get('pid')}, running since {since}, {worker}"
                          f"{reply.get('served')} connections so far")
+            keeps = reply.get("worker_keeps")
+            if isinstance(keeps, dict):
+                lines += [f"  its worker keeps {name}: {what}"
+                          for name, what in sorted(keeps.items())]
     emit("\n".join(lines) + "\n")
 
 

@@ -19,14 +19,17 @@ modules may move, these names stay.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import re
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar
 
+from slm_rerank import idle_work
 from slm_rerank.config import Settings
 from slm_rerank.context.grouping import SliceGroup
 from slm_rerank.git_runner import git_output
@@ -58,7 +61,26 @@ __all__ = [
     # the host, as a plugin's tests drive it
     "GENERIC", "Host", "ScoreOutcome", "SearchRequest", "Settings", "SliceGroup",
     "choose_profile", "collect", "probe", "run_search", "score_sync",
+    # a test run as in the warm process's worker (plugin_kit.when_idle accepts work)
+    "as_warm_worker",
 ]
+
+# --- the warm process's worker, as a plugin's idle work sees it ----------------------------
+
+
+@contextlib.contextmanager
+def as_warm_worker() -> Iterator[Callable[[float], int]]:
+    """Within it, ``plugin_kit.when_idle`` accepts work as in the warm process's worker;
+    it gives ``run(by)``, which runs what was asked for as the worker does once a command is
+    answered (``by``: a ``time.monotonic()`` deadline) and says how many tasks ran."""
+    accepting = idle_work._accepting[0]
+    idle_work.accept()
+    try:
+        yield idle_work.run_pending
+    finally:
+        idle_work._accepting[0] = accepting
+        idle_work.drop_pending()
+
 
 # --- shared samples -----------------------------------------------------------------------
 

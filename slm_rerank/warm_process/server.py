@@ -272,7 +272,8 @@ def _status(server: Server) -> dict[str, Any]:
     return {"pid": server.pid, "served": server.served, "since": server.started,
             "running": len(server.running) + (w is not None and w.busy),
             "worker": None if w is None else w.pid,
-            "worker_commands": 0 if w is None else w.commands, "workers": server.workers}
+            "worker_commands": 0 if w is None else w.commands, "workers": server.workers,
+            "worker_keeps": {} if w is None else w.kept}
 
 
 def _handle(conn: socket.socket, server: Server) -> None:

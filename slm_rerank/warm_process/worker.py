@@ -61,6 +61,8 @@ class Worker:
         self.acked = False
         #: the commands it ran (searches and hook runs, not status requests)
         self.commands = 0
+        #: what the worker said it keeps for later commands (``idle_work.keeps``)
+        self.kept: dict[str, str] = {}
 
     @property
     def busy(self) -> bool:
@@ -96,6 +98,9 @@ class Worker:
             self.deadline, self.acked = float(said["deadline"]), True
         elif said.get("done"):
             self.commands += bool(said.get("ran"))
+            kept = said.get("kept")
+            if isinstance(kept, dict):
+                self.kept = {str(k): str(v) for k, v in kept.items()}
             self.release()
         return True
 
@@ -233,7 +238,8 @@ def _serve(ctl: socket.socket, server_pid: int) -> NoReturn:
                 conn.close()
                 os.close(fds[1])
                 os.close(fds[2])
-            ctl.send(json.dumps({"done": True, "keep": keep, "ran": bool(ran)}).encode())
+            done = {"done": True, "keep": keep, "ran": bool(ran), "kept": idle_work.kept()}
+            ctl.send(json.dumps(done).encode())  # idle_work bounds what is kept: < 3 KiB
             if not keep:
                 break
     except BaseException:  # noqa: BLE001, S110 - the server forks another

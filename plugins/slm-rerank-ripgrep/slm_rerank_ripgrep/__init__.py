@@ -261,7 +261,7 @@ def _found_by_rg(hits: SourceHits, matching: subprocess.Popen[bytes], match_out:
 def _index_when_idle(root: Path, files: list[str]) -> None:
     """Have the warm process's worker index this tree once the search is answered."""
     if word_index.wanted(root):
-        when_idle(lambda by: word_index.build(root, files, by))
+        when_idle(lambda by: word_index.build(root, files, by), "ripgrep's word index")
 
 
 @slm_rerank.hookimpl

@@ -67,8 +67,9 @@ REREAD_BYTES = 8 << 20
 MAX_HELD_TERMS = 256
 #: one idle build's time; a tree left unfinished is continued after the next search
 BUILD_SECONDS = 5.0
-#: a tree found beyond the bounds is not tried again for this long
+#: a tree found beyond the bounds is not tried again for this long; trees remembered so
 REFUSED_SECONDS = 600.0
+MAX_REFUSED = 16
 
 #: terms the index can answer for
 _PLAIN_TERM = re.compile(r"[a-z0-9_]+")
@@ -489,16 +490,33 @@ def _count(tree: _Tree, prepared: Prepared, allowed: bytearray) -> dict[int, dic
 
 def _drop(key: str, why: str) -> None:
     _TREES.pop(key, None)
+    _REFUSED.pop(key, None)
+    while len(_REFUSED) >= MAX_REFUSED:
+        del _REFUSED[next(iter(_REFUSED))]
     _REFUSED[key] = (why, time.monotonic())
 
 
-def build(root: Path, files: Sequence[str], by: float) -> None:
-    """Index (or bring up to date) ``root``'s listed ``files`` until ``by`` (monotonic).
+def build(root: Path, files: Sequence[str], by: float) -> str:
+    """Index (or bring up to date) ``root``'s listed ``files`` until ``by`` (monotonic);
+    what is then indexed, in one line (``summary``).
 
     Run by the warm process's worker once a search was answered. A tree beyond the bounds
     is dropped and not tried again for ``REFUSED_SECONDS``; one not finished by ``by`` is
     continued by the next build.
     """
+    _build(root, files, by)
+    return summary()
+
+
+def summary() -> str:
+    """The trees indexed and refused, for ``warm status``."""
+    parts = [f"{tree.root} ({len(tree.files):,} files, {len(tree.words):,} words, "
+             f"about {tree.size() >> 20} MiB)" for tree in _TREES.values()]
+    parts += [f"not {root}: {why}" for root, (why, _) in _REFUSED.items()]
+    return "; ".join(parts) or "nothing"
+
+
+def _build(root: Path, files: Sequence[str], by: float) -> None:
     key = _key(root)
     if not wanted(root):
         return

@@ -12,8 +12,8 @@ import pytest
 import slm_rerank_ripgrep
 from slm_rerank_ripgrep import word_index
 
-from slm_rerank import idle_work
 from slm_rerank.registrations import SourceHits, SourceQuery
+from slm_rerank.testing import as_warm_worker
 
 RG = Path(os.__file__).parents[3] / "bin" / "rg"
 #: what a word may be made of in the generated files: cases, the long s and the Kelvin sign
@@ -33,7 +33,6 @@ def fresh_index(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     word_index.forget()
     yield
     word_index.forget()
-    idle_work.drop_pending()
 
 
 @pytest.fixture
@@ -200,12 +199,12 @@ def test_too_many_changed_files_go_to_rg_and_the_index_catches_up_when_idle(
     build(root)
     for n in range(word_index.REREAD_FILES + 1):
         (root / f"added{n}.txt").write_text(f"set {n}\n")
-    monkeypatch.setattr(idle_work, "_accepting", [True])  # as in the warm process's worker
     matching_runs.clear()
-    hits = search(root, ["set"])
-    assert matching_runs == [["set"]]
-    assert hits.body_counts["added0.txt"] == {"set": 1}
-    assert idle_work.run_pending(time.monotonic() + 30) == 1  # the build it asked for
+    with as_warm_worker() as run_idle_work:
+        hits = search(root, ["set"])
+        assert matching_runs == [["set"]]
+        assert hits.body_counts["added0.txt"] == {"set": 1}
+        assert run_idle_work(time.monotonic() + 30) == 1  # the build it asked for
     matching_runs.clear()
     same(search(root, ["set"]), by_rg(root, ["set"]))
     assert len(matching_runs) == 1  # by_rg's own
@@ -218,7 +217,22 @@ def test_outside_the_warm_process_no_index_is_built(tmp_path: Path,
     search(root, ["set"])
     assert matching_runs == [["set"], ["set"]]
     assert not word_index.indexed(root)
-    assert not idle_work._pending
+    with as_warm_worker() as run_idle_work:
+        assert run_idle_work(time.monotonic() + 30) == 0  # nothing was asked for
+
+
+def test_the_first_search_in_the_worker_asks_for_the_build_and_the_next_uses_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        matching_runs: list[list[str]]) -> None:
+    root = generated_tree(tmp_path, 13)
+    later(monkeypatch, 3600)
+    with as_warm_worker() as run_idle_work:
+        first = search(root, ["imageset", "set"])
+        assert run_idle_work(time.monotonic() + 30) == 1
+        second = search(root, ["imageset", "set"])
+    assert matching_runs == [["imageset", "set"]]  # the first search only
+    same(first, second)
+    assert word_index.summary().startswith(f"{os.path.realpath(root)} (")
 
 
 def test_named_paths_and_explaining_searches_are_left_to_rg(
@@ -253,21 +267,3 @@ def test_a_build_stops_at_its_deadline_and_the_next_one_goes_on(
     assert len(word_index._TREES[word_index._key(root)].files) < len(files)
     word_index.build(root, files, time.monotonic() + 60)
     assert len(word_index._TREES[word_index._key(root)].files) == len(files)
-
-
-def test_idle_work_keeps_its_deadline_and_one_failure_stops_no_other(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(idle_work, "_accepting", [True])
-    given: list[float] = []
-
-    def failing(by: float) -> None:
-        raise OSError("disk gone")
-
-    assert idle_work.when_idle(failing)
-    assert idle_work.when_idle(given.append)
-    by = time.monotonic() + 3
-    assert idle_work.run_pending(by) == 1
-    assert given == [by]
-    assert idle_work.when_idle(given.append)
-    assert idle_work.run_pending(time.monotonic() - 1) == 0  # past its deadline: not run
-    assert given == [by] and not idle_work._pending
