@@ -12,7 +12,9 @@ ROOT is a git checkout (docs/benchmarks.md uses sympy). Each round runs, in turn
 ratios to rg are taken round by round. Then the hook (``slm-rerank hook claude-prompt``,
 the UserPromptSubmit JSON on stdin), warm and in its own process alternating. Cold: the
 first search with no warm process (it answers in its own process and starts one) and how
-long until the warm process answers.
+long until the warm process answers. The warm rows are timed once the worker's word index
+of ROOT (built after a search is answered, 5 s at a time) stops growing, after up to 12
+more searches six seconds apart; the line under the table says what it held.
 
 Wall and CPU per command are the command's own process (``os.wait4``); for the warm rows
 the CPU the warm process spent is added (its own, its worker's and its forks', with
@@ -133,6 +135,23 @@ class ApiLoop:
         self.proc.wait()
 
 
+def index_built(search: list[str], root: Path, env: dict[str, str]) -> str:
+    """Search until the worker's word index of ``root`` stops growing (it is built after a
+    search is answered, 5 s at a time); what ``warm status`` then says of it."""
+    said, before = "", None
+    for _ in range(12):
+        time.sleep(6)  # the idle work after the last search is done
+        done = subprocess.run([str(BIN), "warm", "status"], cwd=root, env=env,
+                              capture_output=True, text=True, check=False)
+        said = next((line.split("word index: ", 1)[1] for line in done.stdout.splitlines()
+                     if "word index: " in line), "")
+        if said and said == before:
+            break
+        before = said
+        timed(search, root, env)
+    return said
+
+
 def hook_input(root: Path) -> bytes:
     return json.dumps({"session_id": "bench", "transcript_path": "/dev/null",
                        "cwd": str(root), "hook_event_name": "UserPromptSubmit",
@@ -189,6 +208,7 @@ def main() -> int:
         for _ in range(3):
             timed(search, root, env)
             timed(rg_args, root, env)
+        indexed = index_built(search, root, env)
         api_loop = ApiLoop(root, alone)
         for _ in range(3):
             api_loop.call()
@@ -250,6 +270,8 @@ def main() -> int:
             f"({cold[1] * 1000:.0f} ms CPU; it answers in its own process and starts one); "
             f"the warm process answered {ready:.2f} s after that search began; "
             f"its resident memory after the runs {warm_rss}",
+            f"timed once its worker's word index stopped growing: "
+            f"{indexed or 'none (an install without it, or a tree it does not index)'}",
         ]
     finally:
         subprocess.run([str(BIN), "warm", "stop", "--all"], cwd=root, env=env,
