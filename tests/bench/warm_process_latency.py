@@ -145,7 +145,7 @@ def index_built(search: list[str], root: Path, env: dict[str, str]) -> str:
                               capture_output=True, text=True, check=False)
         said = next((line.split("word index: ", 1)[1] for line in done.stdout.splitlines()
                      if "word index: " in line), "")
-        if said and said == before:
+        if said == before:  # no longer growing (or, twice, none at all)
             break
         before = said
         timed(search, root, env)
