@@ -15,8 +15,8 @@ first, the terms longest first, as ``order_for_search`` gives them to rg), and c
 every term the matched text holds, as ``count_grouped_terms`` counts what rg prints.
 What rg does that is not modelled makes the index decline the whole query, and rg runs:
 a file holding a NUL byte past its first ``BINARY_PROBE`` bytes (rg stops at the buffer
-holding the NUL, so what it printed depends on its buffer size; a NUL near the start means
-it prints nothing, which is modelled), a UTF-16 byte-order mark (rg transcodes), a file
+holding the NUL, so what it printed depends on its buffer size; a NUL in its first buffer
+means it prints nothing, which is modelled), a UTF-16 byte-order mark (rg transcodes), a file
 that is not a regular file, or is over ``MAX_FILE_BYTES`` but within the query's
 ``max_filesize``, and more changed files than a query may read again.
 ``tests/test_word_index.py`` holds it to rg's answer on generated trees.
@@ -55,8 +55,10 @@ MAX_FILES = 20_000
 MAX_INDEX_BYTES = 96 << 20
 #: a file over this is not indexed (a query whose max_filesize reaches it goes to rg)
 MAX_FILE_BYTES = 4 << 20
-#: a NUL byte this early is in rg's first buffer (64 KiB): rg prints nothing for the file
-BINARY_PROBE = 16 << 10
+#: a NUL byte this early is in the first buffer rg reads (64 KiB, one read of a regular
+#: file; a FITS file's header is text for 20-40 KiB, then binary): rg prints nothing for
+#: the file. 4 KiB short of it, for a byte-order mark rg drops and any slack in the read
+BINARY_PROBE = 60 << 10
 #: a file changed less than this long before it was read is read again by the next query
 RACY_SECONDS = 60
 _RACY_NS = RACY_SECONDS * 1_000_000_000
