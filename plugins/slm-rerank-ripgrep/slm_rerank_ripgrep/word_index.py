@@ -11,8 +11,10 @@ other character is left to rg), and rg's ``-i`` matches those characters, under 
 simple case folding, only in ``A-Z a-z 0-9 _``, ``ſ`` (``s``) and the Kelvin sign (``k``).
 A word is a maximal run of those, so no match crosses a word's edge, and rg's matches in a
 file are the matches in each of its words: found here with Python's ``re`` (leftmost
-first, the terms longest first, as ``order_for_search`` gives them to rg), and counted for
-every term the matched text holds, as ``count_grouped_terms`` counts what rg prints.
+first, the terms longest first, as ``order_for_search`` gives them to rg), or ``str.count``
+for a word that holds one term only, and counted for every term the matched text holds, as
+``count_grouped_terms`` counts what rg prints. The words that hold a term are found by
+their three-letter pieces (``_Tree.spellings``).
 What rg does that is not modelled makes the index decline the whole query, and rg runs:
 a file holding a NUL byte past its first ``BINARY_PROBE`` bytes (rg stops at the buffer
 holding the NUL, so what it printed depends on its buffer size; a NUL in its first buffer
@@ -43,7 +45,6 @@ import re
 import stat
 import time
 from array import array
-from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -86,9 +87,10 @@ _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXE
 _TOO_BIG = "over max_filesize"
 _OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
                | getattr(os, "O_CLOEXEC", 0))
-#: bytes an entry is estimated to hold: a word (its bytes, array, folded form, dict slots),
+#: bytes an entry is estimated to hold: a word (its bytes, array, folded form, dict slots,
+#: its three-letter entries),
 #: a posting (two unsigned ints), a file's record
-_WORD_BYTES = 260
+_WORD_BYTES = 320
 _POSTING_BYTES = 8
 _FILE_BYTES = 400
 
@@ -156,10 +158,10 @@ class _Tree:
     postings: list[array[int]] = field(default_factory=list)
     #: case-folded word -> the words spelled that way
     folded: dict[str, list[int]] = field(default_factory=dict)
-    blob: str | None = None
-    #: where each line of ``blob`` starts, and the folded word it is
-    starts: array[int] = field(default_factory=lambda: array("q"))
+    #: the folded words in the order first met, and each three letters found in them ->
+    #: the positions (in ``keys``) of the folded words holding them
     keys: list[str] = field(default_factory=list)
+    grams: dict[str, array[int]] = field(default_factory=dict)
     #: term -> the folded words holding it (emptied when a new word is folded)
     holding: dict[str, list[str]] = field(default_factory=dict)
     files: dict[str, _File] = field(default_factory=dict)
@@ -185,8 +187,7 @@ class _Tree:
                 same = self.folded.get(key)
                 if same is None:
                     self.folded[key] = [wid]
-                    self.blob = None
-                    self.holding.clear()
+                    self._fold(key)
                 else:
                     same.append(wid)
             posting = self.postings[wid]
@@ -245,24 +246,33 @@ class _Tree:
             words_out.append(words)
         return _File(stamp, checked, "text", self.post(words), len(words), digest)
 
+    def _fold(self, key: str) -> None:
+        at = len(self.keys)
+        self.keys.append(key)
+        for gram in {key[i:i + 3] for i in range(len(key) - 2)}:
+            held = self.grams.get(gram)
+            if held is None:
+                held = self.grams[gram] = array("I")
+            held.append(at)
+        self.holding.clear()
+
     def spellings(self, term: str) -> list[str]:
-        """The folded words that hold ``term``."""
+        """The folded words that hold ``term``: of those that hold its rarest three
+        letters, or of every word for a term shorter than three."""
         found = self.holding.get(term)
         if found is not None:
             return found
         if len(self.holding) >= MAX_HELD_TERMS:
             self.holding.clear()
-        if self.blob is None:
-            self.keys = list(self.folded)
-            self.blob = "\n".join(self.keys)
-            self.starts = array("q", [0])
-            at = 0
-            for key in self.keys:
-                at += len(key) + 1
-                self.starts.append(at)
-        lines = {bisect_right(self.starts, hit.start()) - 1
-                 for hit in re.finditer(re.escape(term), self.blob)}
-        found = self.holding[term] = [self.keys[line] for line in lines]
+        keys = self.keys
+        if len(term) < 3:
+            found = [key for key in keys if term in key]
+        else:
+            empty: array[int] = array("I")
+            rarest = min((self.grams.get(term[i:i + 3], empty)
+                          for i in range(len(term) - 2)), key=len)
+            found = [keys[at] for at in rarest if term in keys[at]]
+        self.holding[term] = found
         return found
 
 
@@ -467,26 +477,43 @@ def _count(tree: _Tree, prepared: Prepared, allowed: bytearray) -> dict[int, dic
     """file id -> term -> occurrences, for the allowed files."""
     if not prepared.terms:
         return {}
-    spellings: set[str] = set()
+    held: dict[str, list[str]] = {}  # folded word -> the query's terms it holds
     for term in prepared.terms:
-        spellings.update(tree.spellings(term))
-    counts: dict[int, dict[str, int]] = {}
-    for spelling in spellings:
+        for spelling in tree.spellings(term):
+            held.setdefault(spelling, []).append(term)
+    by_term: dict[str, dict[int, int]] = {}
+    words = tree.words
+    for spelling, terms in held.items():
+        # an ASCII word matches as its folded spelling does (the long s and the Kelvin
+        # sign fold to ASCII letters, but their lower case holds no term: counted alone).
+        # A word holding one term only: rg -o finds it where str.count does (leftmost,
+        # not overlapping), and the text it matched holds no other term of the query.
+        if not spelling.isascii():
+            shared = None
+        elif len(terms) == 1:
+            shared = [(terms[0], spelling.count(terms[0]))]
+        else:
+            shared = prepared.found_in(spelling.encode())
         for wid in tree.folded[spelling]:
-            items = prepared.found_in(tree.words[wid])
-            if not items:
-                continue
+            word = words[wid]
+            items = shared if shared is not None and word.isascii() else prepared.found_in(word)
             posting = tree.postings[wid]
-            for at in range(0, len(posting), 2):
-                fid = posting[at]
-                if not allowed[fid]:
-                    continue
-                n = posting[at + 1]
-                per_file = counts.get(fid)
-                if per_file is None:
-                    per_file = counts[fid] = {}
-                for term, k in items:
-                    per_file[term] = per_file.get(term, 0) + n * k
+            for term, k in items:
+                found = by_term.get(term)
+                if found is None:
+                    found = by_term[term] = {}
+                get = found.get
+                for fid, n in zip(posting[::2], posting[1::2], strict=True):
+                    if allowed[fid]:
+                        found[fid] = get(fid, 0) + n * k
+    counts: dict[int, dict[str, int]] = {}
+    for term, found in by_term.items():
+        for fid, n in found.items():
+            per_file = counts.get(fid)
+            if per_file is None:
+                counts[fid] = {term: n}
+            else:
+                per_file[term] = n
     return counts
 
 
