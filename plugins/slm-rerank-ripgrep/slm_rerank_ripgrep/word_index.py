@@ -240,7 +240,9 @@ class _Tree:
         if len(data) > MAX_FILE_BYTES or data.startswith(_UTF16_MARKS) or nul >= BINARY_PROBE:
             return _File(stamp, checked, "unknown", digest=digest)
         if nul >= 0:
-            return _File(stamp, checked, "binary", digest=digest)
+            data = _before_nul(data, nul)
+            if not data:
+                return _File(stamp, checked, "binary", digest=digest)
         words = words_of(data)
         if words_out is not None:
             words_out.append(words)
@@ -298,6 +300,18 @@ def _read_all(fd: int, size: int) -> bytes:
         pieces.append(piece)
         left -= len(piece)
     return b"".join(pieces)
+
+
+def _before_nul(data: bytes, nul: int) -> bytes:
+    """What rg searches of a file whose first NUL byte is at ``nul`` (under BINARY_PROBE).
+
+    rg's first read is the three bytes it looks at for a byte-order mark (a UTF-8 one is
+    dropped, and the read goes on): the lines that end in them are searched before the
+    next read meets the NUL and stops the search. Nothing else is.
+    """
+    if nul < 3 or data.startswith(b"\xef\xbb\xbf"):
+        return b""
+    return data[:data.rfind(b"\n", 0, 3) + 1]
 
 
 def _fresh(entry: _File, st: os.stat_result) -> bool:
