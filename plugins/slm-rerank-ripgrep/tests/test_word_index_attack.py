@@ -115,3 +115,19 @@ def test_matches_rg_finds_before_a_nul_byte_after_a_short_first_line(
     found = searches(root, monkeypatch).same()
     assert found.body_counts["short.txt"] == {"s": 1}
     assert found.body_counts["two.txt"] == {"st": 1, "s": 1}
+
+
+# --- what rg is told besides its arguments ----------------------------------------------
+
+@pytest.mark.parametrize("flag", ["--text", "--max-count=1", "--word-regexp",
+                                  "--replace=x", "--invert-match"])
+def test_a_ripgrep_config_file_is_left_to_rg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             later: None, flag: str) -> None:
+    # rg reads flags from the file $RIPGREP_CONFIG_PATH names, ahead of its arguments: any
+    # of them may change what the matching pass finds, which the index does not model
+    root = write(tmp_path / "t", {"a.txt": b"set imageset\nset\n", "b.txt": b"s\0set set\n"})
+    config = tmp_path / "ripgreprc"
+    config.write_text(flag + "\n")
+    checks = searches(root, monkeypatch)
+    monkeypatch.setenv("RIPGREP_CONFIG_PATH", str(config))
+    checks.same(answered=False)
