@@ -588,6 +588,8 @@ def _build(root: Path, files: Sequence[str], by: float) -> None:
                         continue
                 except OSError:
                     continue
+            if time.monotonic() > by:  # a read can take a while (a file of MAX_FILE_BYTES)
+                return
             tree.files[rel] = tree.read(rel, fd, entry)
             if tree.size() > MAX_INDEX_BYTES:
                 _drop(key, "its index would outgrow the memory it may take")

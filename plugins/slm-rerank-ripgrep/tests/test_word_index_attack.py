@@ -9,10 +9,10 @@ is moved far ahead, so every file counts as old enough to be taken on its stamp.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import slm_rerank_ripgrep
@@ -131,3 +131,31 @@ def test_a_ripgrep_config_file_is_left_to_rg(tmp_path: Path, monkeypatch: pytest
     checks = searches(root, monkeypatch)
     monkeypatch.setenv("RIPGREP_CONFIG_PATH", str(config))
     checks.same(answered=False)
+
+
+# --- bounds -------------------------------------------------------------------------------
+
+def test_a_build_reads_no_file_once_its_deadline_passed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, later: None) -> None:
+    # a file may be up to MAX_FILE_BYTES (reading and splitting 4 MB takes about 0.3 s):
+    # the worker's idle build must stop at its deadline, which is a margin before the
+    # server kills the worker, not some dozens of files later
+    root = write(tmp_path / "t", {f"f{i}.txt": b"set\n" * 100 for i in range(10)})
+    files = Searches(root, monkeypatch).by_rg().files
+    clock = [1000.0]
+    started: list[float] = []
+    real_read = word_index._read_all
+
+    def slow_read(fd: int, size: int) -> bytes:
+        started.append(clock[0])
+        clock[0] += 1.0  # each file takes a second
+        return real_read(fd, size)
+
+    monkeypatch.setattr(word_index, "_read_all", slow_read)
+    monkeypatch.setattr(word_index, "time", SimpleNamespace(
+        monotonic=lambda: clock[0], time_ns=time.time_ns))
+    by = clock[0] + 2.5
+    word_index.build(root, files, by)
+    assert started and max(started) <= by, started
+    word_index.build(root, files, clock[0] + 100)  # the next idle moment finishes it
+    assert len(started) == len(files)
