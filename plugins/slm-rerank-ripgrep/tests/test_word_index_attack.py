@@ -9,6 +9,8 @@ is moved far ahead, so every file counts as old enough to be taken on its stamp.
 
 from __future__ import annotations
 
+import os
+import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -115,6 +117,223 @@ def test_matches_rg_finds_before_a_nul_byte_after_a_short_first_line(
     found = searches(root, monkeypatch).same()
     assert found.body_counts["short.txt"] == {"s": 1}
     assert found.body_counts["two.txt"] == {"st": 1, "s": 1}
+
+
+
+NUL_TREE = (b"set imageset\n" * 2000)
+
+#: name -> the files of a tree; the index answers each (none holds what it declines)
+TREES: dict[str, dict[str, bytes]] = {
+    "mixed case and overlaps": {
+        "a.py": b"SeT ImageSet imagesets IMAG s_1 set_set __ 11 1 _s_ sss imageimageset\n",
+        "b.py": b"Setting upset IMAGESETS; st ST sT st1_1 k K\n"},
+    "long s and the Kelvin sign next to ASCII": {
+        "a.txt": "ſet ſ imageſet IMAGEſET ſſ ſt Kelvin K k Kk ſK\n".encode()},
+    "other letters that fold to no ASCII letter": {
+        "a.txt": "éset İset ıset σet Ｓet ｓet ﬆ ﬅ ẞ ß setß İ ı Å Å iİı\n".encode()},
+    "invalid UTF-8 inside words": {
+        "a.txt": b"se\xfft s\xc5t \xc5\xbf\xbfet \xe2\x84set \xe2\x84\xaaset \xc5\xc5\xbfet\n"},
+    "a UTF-8 byte-order mark": {
+        "a.txt": b"\xef\xbb\xbfset\nset", "b.txt": b"\xef\xbb\xbfset\xff\xfeset \xc5\xbfet"},
+    "CRLF and lone CR": {"a.txt": b"set\r\nset\r\n\rset\rimageset\r"},
+    "empty files": {"a.txt": b"", "b.txt": b"\n", "c.txt": b"set"},
+    "NUL bytes early": {
+        "first.bin": b"\0set", "early.bin": b"set\0set", "under.bin": NUL_TREE[:16383] + b"\0",
+        "text.txt": b"set\n"},
+    "ignored and hidden files": {
+        ".gitignore": b"ignored.py\n", "ignored.py": b"set", ".hidden.py": b"set",
+        "a.py": b"set"},
+    "names with newlines, NUL-free odd bytes": {
+        "a\nb.py": b"set", "a": b"x", "b.py": b"set set", "x\n\nset.py": b"imageset",
+        "set.py": b"imag"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(TREES))
+def test_the_index_answers_as_rg_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                      later: None, name: str) -> None:
+    root = write(tmp_path / "t", TREES[name])
+    (root / ".git").mkdir()  # rg reads .gitignore in a git repository
+    checks = searches(root, monkeypatch)
+    checks.same()
+    checks.same(["setting", "k", "s"])
+    checks.same(["1", "_"])
+
+
+def test_odd_file_names_are_answered_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         later: None) -> None:
+    root = tmp_path / "t"
+    root.mkdir()
+    for name in (b"\xff\xfe.py", b"caf\xe9.py", b"new\nline.py"):
+        (root / os.fsdecode(name)).write_bytes(b"set imageset")
+    searches(root, monkeypatch).same()
+
+
+@pytest.mark.parametrize("files", [
+    {"a.txt": NUL_TREE[:16384] + b"\0"},  # past the first 16 KiB
+    {"a.txt": NUL_TREE[:65536] + b"\0" + NUL_TREE},  # past rg's first buffer
+    {"a.txt": "set".encode("utf-16")},  # a UTF-16 byte-order mark: rg transcodes
+], ids=["nul-16k", "nul-64k", "utf16"])
+def test_what_the_index_does_not_model_is_left_to_rg(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, later: None,
+        files: dict[str, bytes]) -> None:
+    root = write(tmp_path / "t", {**files, "b.txt": b"set"})
+    searches(root, monkeypatch).same(answered=False)
+
+
+@pytest.mark.parametrize("size", [100, 101])
+def test_a_file_at_max_filesize_is_searched_and_one_byte_over_is_not(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, later: None, size: int) -> None:
+    root = write(tmp_path / "t", {"a.txt": (b"set " * 26)[:size], "b.txt": b"set"})
+    found = searches(root, monkeypatch, max_filesize=100).same()
+    assert ("a.txt" in found.body_counts) == (size == 100)
+
+
+def test_a_file_over_the_index_limit_within_max_filesize_is_left_to_rg(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, later: None) -> None:
+    monkeypatch.setattr(word_index, "MAX_FILE_BYTES", 1000)
+    root = write(tmp_path / "t", {"big.txt": b"set\n" * 300, "b.txt": b"set"})
+    searches(root, monkeypatch, max_filesize=100).same()  # not searched: answered
+    searches(root, monkeypatch, max_filesize=10_000).same(answered=False)
+
+
+def test_links_fifos_and_devices_are_not_read_and_nothing_hangs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, later: None) -> None:
+    root = write(tmp_path / "t", {"a.py": b"set imageset", "sub/b.py": b"set"})
+    os.symlink("a.py", root / "link.py")
+    os.symlink("sub", root / "dirlink")
+    os.symlink("nowhere", root / "dangling.py")
+    os.mkfifo(root / "fifo.py")
+    checks = searches(root, monkeypatch)
+    checks.same()
+    # listed files replaced after the build (rg lists none of these)
+    (root / "a.py").unlink()
+    os.mkfifo(root / "a.py")
+    (root / "sub" / "b.py").unlink()
+    os.symlink("/dev/zero", root / "sub" / "b.py")
+    checks.same()
+    (root / "a.py").unlink()
+    if os.geteuid() == 0:
+        os.mknod(root / "a.py", 0o666 | stat.S_IFCHR, os.makedev(1, 5))  # /dev/zero
+    checks.same()
+
+
+# --- after the build ----------------------------------------------------------------------
+
+def rewrite(path: Path, data: bytes) -> None:
+    """New bytes of the same size, the modification time put back as it was."""
+    before = path.stat()
+    assert len(data) == before.st_size
+    path.write_bytes(data)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+@pytest.mark.parametrize("clock", ["far ahead", "real"])
+def test_changes_after_the_build_are_seen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                          clock: str) -> None:
+    if clock == "far ahead":
+        monkeypatch.setattr(word_index, "now_ns", lambda: time.time_ns() + FAR_FUTURE)
+    root = write(tmp_path / "t", {f"f{i}.py": b"set imageset %d\n" % i for i in range(6)})
+    (root / ".git").mkdir()
+    checks = searches(root, monkeypatch)
+    checks.same()
+    rewrite(root / "f0.py", b"kkk imag kkk 0\n")
+    assert checks.same().body_counts["f0.py"] == {"imag": 1, "i": 1, "k": 6}
+    (root / "new.py").write_bytes(b"imag imag")
+    (root / "f1.py").unlink()
+    checks.same()
+    (root / "f2.py").unlink()
+    os.symlink("f3.py", root / "f2.py")
+    checks.same()
+    (root / "f3.py").write_bytes(b"s\nset\0")
+    checks.same()
+    (root / "f3.py").write_bytes(b"\0set")
+    checks.same()
+    (root / "f4.py").unlink()
+    (root / "f4.py").mkdir()
+    (root / "f4.py" / "x.py").write_bytes(b"set")
+    checks.same()
+    (root / ".gitignore").write_bytes(b"f5.py\n")
+    checks.same()
+    os.rename(root / "new.py", root / "renamed.py")
+    checks.same()
+
+
+def test_a_file_read_while_it_could_still_change_unseen_is_read_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # with the real clock every file here changed within RACY_SECONDS: a change that keeps
+    # its size, modification and even change time (one clock tick) is still seen
+    root = write(tmp_path / "t", {"a.py": b"set imageset 0\n", "b.py": b"set"})
+    checks = searches(root, monkeypatch)
+    for _ in range(5):
+        rewrite(root / "a.py", b"kkk kkk kkkk0 \n")
+        checks.same()
+        rewrite(root / "a.py", b"set imageset 0\n")
+        checks.same()
+    now = [time.time_ns()]
+    monkeypatch.setattr(word_index, "now_ns", lambda: now[0])
+    # changed long ago by the clock, but its stamp moved: read again
+    now[0] += FAR_FUTURE
+    checks.same()
+    rewrite(root / "a.py", b"kkk kkk kkkk0 \n")
+    checks.same()
+
+
+def test_too_many_changed_files_are_left_to_rg_and_the_index_catches_up(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, later: None) -> None:
+    monkeypatch.setattr(word_index, "REREAD_FILES", 2)
+    root = write(tmp_path / "t", {f"f{i}.py": b"set %d\n" % i for i in range(5)})
+    checks = searches(root, monkeypatch)
+    for i in range(3):
+        rewrite(root / f"f{i}.py", b"kkk %d\n" % i)
+    checks.same(answered=False)
+    checks.build()
+    checks.same()
+    for i in range(3):
+        (root / f"n{i}.py").write_bytes(b"set")
+    checks.same(answered=False)
+    checks.build()
+    checks.same()
+
+
+def test_bounds_drop_the_tree_and_rg_answers(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    root = write(tmp_path / "t", {f"f{i}.py": b"set %d\n" % i for i in range(5)})
+    checks = Searches(root, monkeypatch)
+    monkeypatch.setattr(word_index, "MAX_FILES", 4)
+    word_index.build(root, checks.by_rg().files, time.monotonic() + 60)
+    assert not word_index.indexed(root) and not word_index.wanted(root)
+    checks.same(answered=False)
+    word_index.forget()
+    monkeypatch.setattr(word_index, "MAX_FILES", 100)
+    monkeypatch.setattr(word_index, "MAX_INDEX_BYTES", 3000)
+    word_index.build(root, checks.by_rg().files, time.monotonic() + 60)
+    assert not word_index.indexed(root)
+    checks.same(answered=False)
+
+
+def test_a_third_tree_pushes_out_the_least_recently_used(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, later: None) -> None:
+    trees = [write(tmp_path / f"t{i}", {"a.py": b"set %d" % i}) for i in range(3)]
+    checks = [searches(trees[0], monkeypatch), searches(trees[1], monkeypatch)]
+    checks[0].same()  # the first is now the most recently used
+    checks.append(searches(trees[2], monkeypatch))
+    assert [word_index.indexed(t) for t in trees] == [True, False, True]
+    checks[1].same(answered=False)
+    checks[0].same()
+    checks[2].same()
+
+
+def test_a_build_cut_short_is_continued(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        later: None) -> None:
+    root = write(tmp_path / "t", {f"f{i:03}.py": b"set %d\n" % i for i in range(200)})
+    checks = Searches(root, monkeypatch)
+    files = checks.by_rg().files
+    word_index.build(root, files, time.monotonic() - 1)  # its deadline already passed
+    assert word_index.indexed(root)
+    checks.same(answered=False)  # 200 files to read: more than a query may
+    word_index.build(root, files, time.monotonic() + 60)
+    checks.same()
 
 
 # --- what rg is told besides its arguments ----------------------------------------------
