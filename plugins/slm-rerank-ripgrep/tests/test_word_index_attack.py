@@ -20,6 +20,7 @@ import pytest
 import slm_rerank_ripgrep
 from slm_rerank_ripgrep import word_index
 
+from slm_rerank import idle_work
 from slm_rerank.registrations import SourceHits, SourceQuery
 
 #: overlapping terms: rg is given them longest first (order_for_search)
@@ -378,3 +379,26 @@ def test_a_build_reads_no_file_once_its_deadline_passed(
     assert started and max(started) <= by, started
     word_index.build(root, files, clock[0] + 100)  # the next idle moment finishes it
     assert len(started) == len(files)
+
+
+def test_a_build_that_fails_part_way_leaves_an_index_that_answers_right(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, later: None) -> None:
+    root = write(tmp_path / "t", {f"f{i}.py": b"set %d\n" % i for i in range(10)})
+    checks = Searches(root, monkeypatch)
+    monkeypatch.setattr(idle_work, "_pending", [])
+    monkeypatch.setattr(idle_work, "_accepting", [True])  # as in the warm process's worker
+    reads = [0]
+    real_read = word_index._read_all
+
+    def failing(fd: int, size: int) -> bytes:
+        reads[0] += 1
+        if reads[0] == 4:
+            raise RuntimeError("a build that fails")
+        return real_read(fd, size)
+
+    monkeypatch.setattr(word_index, "_read_all", failing)
+    checks.search()  # rg answers, and asks for the build once idle
+    assert len(idle_work._pending) == 1
+    assert idle_work.run_pending(time.monotonic() + 60) == 0  # it raised
+    assert word_index.indexed(root)
+    checks.same()  # the files it did not read are read by the query
