@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from search_fixtures import REPO_FILES, cli, make_repo
+from search_fixtures import REPO_FILES, Run, cli, make_repo
 from test_warm_process import (  # noqa: F401 - runtime is a fixture
     OFF,
     ON,
@@ -175,6 +175,7 @@ def test_a_caller_arriving_during_idle_work_is_served_without_waiting_for_it(
     first = cli("-q", "idle wait retry backoff", "--fast", cwd=repo, env=env)
     assert first.returncode == 0, first.stderr
     wait_for(folder / "idle.json")  # the worker is in its idle work now
+    assert not (folder / "idle-ended").exists()  # its caller did not wait for it
     try:
         second = cli(*QUERY, cwd=repo, env=env, timeout=20)
         # served (by a fork) while the idle work still waits
@@ -204,3 +205,23 @@ def test_idle_work_ends_before_the_commands_deadline(repo: Path, tmp_path: Path)
     assert idle["by"] <= called + deadline + client.ANSWER_GRACE - 1.0
     _, ran = worker_of(repo, env)
     assert ran == 1  # not killed: the same worker, idle again
+
+
+def test_the_prompt_hook_answers_from_the_index_as_its_own_process_would(
+        repo: Path, tmp_path: Path) -> None:
+    rg, log = logging_rg(tmp_path)
+    warm = {**ON, "SLM_RERANK_RG": str(rg)}
+    prompt = hook_json(repo)
+
+    def hook(env: dict[str, str]) -> Run:
+        return cli("hook", "claude-prompt", cwd=repo, env=env, stdin=prompt)
+
+    hook(warm)  # starts the warm process
+    wait_for_warm(repo, warm)
+    hook(warm)  # the worker answers, then builds the index
+    worker_of(repo, warm)
+    runs(log)
+    from_index = hook(warm)
+    assert matching_passes(log) == 0
+    same(from_index, hook({**OFF, "SLM_RERANK_RG": str(rg)}))
+    assert "retry.py" in from_index.stdout
