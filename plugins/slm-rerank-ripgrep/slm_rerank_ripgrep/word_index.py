@@ -569,6 +569,7 @@ def _build(root: Path, files: Sequence[str], by: float) -> None:
     tree = _TREES.get(key)
     if tree is None or tree.dead_postings * 2 > max(tree.postings_count, 1):
         tree = _Tree(key)
+        _TREES.pop(key, None)  # replaced, not a tree more
         while len(_TREES) >= MAX_TREES:
             _TREES.popitem(last=False)
         _TREES[key] = tree

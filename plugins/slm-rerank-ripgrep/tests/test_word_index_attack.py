@@ -402,3 +402,17 @@ def test_a_build_that_fails_part_way_leaves_an_index_that_answers_right(
     assert idle_work.run_pending(time.monotonic() + 60) == 0  # it raised
     assert word_index.indexed(root)
     checks.same()  # the files it did not read are read by the query
+
+
+def test_rebuilding_one_tree_keeps_the_other(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             later: None) -> None:
+    # a tree whose replaced words outweigh its live ones is built afresh: that is not a
+    # third tree, and must not push out the other one
+    trees = [write(tmp_path / f"t{i}", {"a.py": b"set %d\n" % i, "b.py": b""})
+             for i in range(2)]
+    checks = [searches(tree, monkeypatch) for tree in trees]
+    rewrite(trees[0] / "a.py", b"imag__")
+    checks[0].same()  # read again: its old words are dead now
+    checks[0].build()
+    assert word_index.indexed(trees[1]), word_index.status()
+    checks[1].same()
