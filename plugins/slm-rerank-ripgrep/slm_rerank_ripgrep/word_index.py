@@ -18,7 +18,8 @@ their three-letter pieces (``_Tree.spellings``).
 What rg does that is not modelled makes the index decline the whole query, and rg runs:
 a file holding a NUL byte past its first ``BINARY_PROBE`` bytes (rg stops at the buffer
 holding the NUL, so what it printed depends on its buffer size; a NUL in its first buffer
-means it prints nothing, which is modelled), a UTF-16 byte-order mark (rg transcodes), a file
+means it prints nothing but the matches of a first line ending in the three bytes it reads
+first, which is modelled: ``_before_nul``), a UTF-16 byte-order mark (rg transcodes), a file
 that is not a regular file, or is over ``MAX_FILE_BYTES`` but within the query's
 ``max_filesize``, and more changed files than a query may read again.
 ``tests/test_word_index.py`` holds it to rg's answer on generated trees.
