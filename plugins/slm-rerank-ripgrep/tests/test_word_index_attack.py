@@ -416,3 +416,15 @@ def test_rebuilding_one_tree_keeps_the_other(tmp_path: Path, monkeypatch: pytest
     checks[0].build()
     assert word_index.indexed(trees[1]), word_index.status()
     checks[1].same()
+
+
+def test_too_many_changed_bytes_are_left_to_rg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               later: None) -> None:
+    monkeypatch.setattr(word_index, "REREAD_BYTES", 150)
+    root = write(tmp_path / "t", {"big.py": b"set " * 25, "small.py": b"set"})
+    checks = searches(root, monkeypatch)
+    rewrite(root / "big.py", b"kkk " * 25)
+    checks.same()  # 100 bytes read again
+    (root / "new.py").write_bytes(b"imag " * 20)
+    rewrite(root / "big.py", b"set " * 25)
+    checks.same(answered=False)  # 200
