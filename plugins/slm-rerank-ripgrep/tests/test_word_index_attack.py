@@ -10,8 +10,13 @@ is moved far ahead, so every file counts as old enough to be taken on its stamp.
 from __future__ import annotations
 
 import os
+import pwd
+import shutil
 import stat
+import subprocess
+import tempfile
 import time
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -428,3 +433,55 @@ def test_too_many_changed_bytes_are_left_to_rg(tmp_path: Path, monkeypatch: pyte
     (root / "new.py").write_bytes(b"imag " * 20)
     rewrite(root / "big.py", b"set " * 25)
     checks.same(answered=False)  # 200
+
+
+def unreadable_scenario(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = write(folder / "t", {"a.py": b"set", "b.py": b"set imageset", "sub/c.py": b"set"})
+    os.chmod(root / "b.py", 0)
+    checks = searches(root, monkeypatch)
+    assert checks.same().skipped == {"b.py": "unreadable (Permission denied)"}
+    os.chmod(root / "b.py", 0o644)
+    os.chmod(root / "a.py", 0)
+    checks.same()
+    os.chmod(root / "sub", 0o644)  # its names can be listed, its files not opened
+    assert "sub/c.py" in checks.same().skipped
+    os.chmod(root / "sub", 0)
+    assert "sub" in checks.same().skipped
+    os.chmod(root / "sub", 0o755)
+    checks.same()
+
+
+def test_unreadable_files_and_folders_are_reported_as_rg_reports_them(
+        monkeypatch: pytest.MonkeyPatch, later: None) -> None:
+    # root reads any file whatever its mode: run as root, the check runs in a child process
+    # that gave root up for the user nobody, in a folder that user may write
+    nobody = pwd.getpwnam("nobody")
+    folder = Path(tempfile.mkdtemp(prefix="word-index-", dir="/tmp"))
+    os.chmod(folder, 0o777)
+    try:
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                if os.geteuid() == 0:
+                    os.setgroups([])
+                    os.setgid(nobody.pw_gid)
+                    os.setuid(nobody.pw_uid)
+                code = 0
+                if not os.access(slm_rerank_ripgrep.find_rg() or "", os.X_OK):
+                    code = 77
+                else:
+                    unreadable_scenario(folder, monkeypatch)
+            except BaseException:  # noqa: BLE001 - told to the parent by the exit code
+                traceback.print_exc()
+                code = 1
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        if code == 77:
+            pytest.skip("rg is not executable by the user nobody")
+        assert code == 0
+    finally:
+        subprocess.run(["chmod", "-R", "u+rwx", str(folder)], check=False)
+        shutil.rmtree(folder, ignore_errors=True)
