@@ -25,8 +25,8 @@ import pytest
 import slm_rerank_ripgrep
 from slm_rerank_ripgrep import word_index
 
-from slm_rerank import idle_work
 from slm_rerank.registrations import SourceHits, SourceQuery
+from slm_rerank.testing import as_warm_worker
 
 #: overlapping terms: rg is given them longest first (order_for_search)
 TERMS = ["imageset", "set", "imag", "st", "s", "k", "i", "_", "1"]
@@ -126,7 +126,7 @@ def test_matches_rg_finds_before_a_nul_byte_after_a_short_first_line(
 
 
 
-NUL_TREE = (b"set imageset\n" * 2000)
+NUL_TREE = b"set imageset\n" * 8000
 
 #: name -> the files of a tree; the index answers each (none holds what it declines)
 TREES: dict[str, dict[str, bytes]] = {
@@ -144,8 +144,9 @@ TREES: dict[str, dict[str, bytes]] = {
     "CRLF and lone CR": {"a.txt": b"set\r\nset\r\n\rset\rimageset\r"},
     "empty files": {"a.txt": b"", "b.txt": b"\n", "c.txt": b"set"},
     "NUL bytes early": {
-        "first.bin": b"\0set", "early.bin": b"set\0set", "under.bin": NUL_TREE[:16383] + b"\0",
-        "text.txt": b"set\n"},
+        "first.bin": b"\0set", "early.bin": b"set\0set", "text.txt": b"set\n",
+        "under.bin": NUL_TREE[:word_index.BINARY_PROBE - 1] + b"\0",
+        "short_line.bin": b"s\n" + NUL_TREE[:word_index.BINARY_PROBE - 3] + b"\0"},
     "ignored and hidden files": {
         ".gitignore": b"ignored.py\n", "ignored.py": b"set", ".hidden.py": b"set",
         "a.py": b"set"},
@@ -176,10 +177,11 @@ def test_odd_file_names_are_answered_for(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 @pytest.mark.parametrize("files", [
-    {"a.txt": NUL_TREE[:16384] + b"\0"},  # past the first 16 KiB
+    {"a.txt": NUL_TREE[:word_index.BINARY_PROBE] + b"\0"},  # past the probe
+    {"a.txt": b"s\n" + NUL_TREE[:word_index.BINARY_PROBE] + b"\0"},
     {"a.txt": NUL_TREE[:65536] + b"\0" + NUL_TREE},  # past rg's first buffer
     {"a.txt": "set".encode("utf-16")},  # a UTF-16 byte-order mark: rg transcodes
-], ids=["nul-16k", "nul-64k", "utf16"])
+], ids=["nul-probe", "short-line-nul-probe", "nul-64k", "utf16"])
 def test_what_the_index_does_not_model_is_left_to_rg(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, later: None,
         files: dict[str, bytes]) -> None:
@@ -390,8 +392,6 @@ def test_a_build_that_fails_part_way_leaves_an_index_that_answers_right(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, later: None) -> None:
     root = write(tmp_path / "t", {f"f{i}.py": b"set %d\n" % i for i in range(10)})
     checks = Searches(root, monkeypatch)
-    monkeypatch.setattr(idle_work, "_pending", [])
-    monkeypatch.setattr(idle_work, "_accepting", [True])  # as in the warm process's worker
     reads = [0]
     real_read = word_index._read_all
 
@@ -402,10 +402,10 @@ def test_a_build_that_fails_part_way_leaves_an_index_that_answers_right(
         return real_read(fd, size)
 
     monkeypatch.setattr(word_index, "_read_all", failing)
-    checks.search()  # rg answers, and asks for the build once idle
-    assert len(idle_work._pending) == 1
-    assert idle_work.run_pending(time.monotonic() + 60) == 0  # it raised
-    assert word_index.indexed(root)
+    with as_warm_worker() as run_idle_work:
+        checks.search()  # rg answers, and asks for the build once idle
+        assert run_idle_work(time.monotonic() + 60) == 0  # it raised
+    assert reads[0] == 4 and word_index.indexed(root)
     checks.same()  # the files it did not read are read by the query
 
 
