@@ -10,7 +10,8 @@ metadata (``config_keys.Settings``, the ``env`` of each field: ``SLM_ENDPOINT``,
 ``SLM_HOST``, ``SLM_API_KEY``, ``SLM_RERANK_CACHE_DIR``, ...), and every name of the
 tool's own prefix ``SLM_RERANK_`` the process holds (the ripgrep override, the caller's
 name, the hook's deadline, ...), except the few that choose what the test harness runs
-(:data:`HARNESS_NAMES`). A setting given a new environment name is cleared with no edit here.
+(:data:`HARNESS_NAMES`); and the few names of other tools the code reads
+(:data:`FOREIGN_NAMES`). A setting given a new environment name is cleared with no edit here.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ HARNESS_NAMES = frozenset({
     "SLM_RERANK_WITHOUT_LLAMA_SERVER", "SLM_RERANK_LLAMA_SERVER", "SLM_RERANK_GGUF",
 })
 
+#: other tools' names the code reads, which change what those tools do: rg takes flags from
+#: the file ``RIPGREP_CONFIG_PATH`` names (the ripgrep source then leaves its word index be)
+FOREIGN_NAMES = frozenset({"RIPGREP_CONFIG_PATH"})
+
 
 def declared_environment_names() -> frozenset[str]:
     """Every environment name a setting declares (its field's ``env`` metadata), and the
@@ -47,7 +52,7 @@ def names_to_clear(environ: Mapping[str, str] | None = None) -> frozenset[str]:
     """The names :func:`isolate` removes from ``environ`` (default: this process's)."""
     environ = os.environ if environ is None else environ
     own = {name for name in environ if name.startswith(PREFIX)}
-    return (declared_environment_names() | own) - HARNESS_NAMES
+    return (declared_environment_names() | own | FOREIGN_NAMES) - HARNESS_NAMES
 
 
 def isolate(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:

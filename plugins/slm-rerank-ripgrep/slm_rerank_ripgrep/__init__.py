@@ -176,8 +176,10 @@ def search(query: SourceQuery) -> SourceHits:
     scope = _scope_args(query.root, paths, query.globs)
     terms = order_for_search(query.terms)
     # The word index (a warm process's worker only) answers for a whole tree, as rg walks it
-    # to list it: not for named paths, nor where -v asks what rg drops silently.
-    whole_tree = not query.paths and not query.explain
+    # to list it: not for named paths, nor where -v asks what rg drops silently, nor where
+    # a config file ($RIPGREP_CONFIG_PATH) may give rg flags that change what it finds.
+    whole_tree = (not query.paths and not query.explain
+                  and not os.environ.get("RIPGREP_CONFIG_PATH"))
     if whole_tree and terms and word_index.indexed(query.root):
         listing = _start([rg, "--files", "--null", *scope], query.root)
         # while rg lists the tree, the index checks its files and counts the terms

@@ -18,7 +18,8 @@ their three-letter pieces (``_Tree.spellings``).
 What rg does that is not modelled makes the index decline the whole query, and rg runs:
 a file holding a NUL byte past its first ``BINARY_PROBE`` bytes (rg stops at the buffer
 holding the NUL, so what it printed depends on its buffer size; a NUL in its first buffer
-means it prints nothing, which is modelled), a UTF-16 byte-order mark (rg transcodes), a file
+means it prints nothing but the matches of a first line ending in the three bytes it reads
+first, which is modelled: ``_before_nul``), a UTF-16 byte-order mark (rg transcodes), a file
 that is not a regular file, or is over ``MAX_FILE_BYTES`` but within the query's
 ``max_filesize``, and more changed files than a query may read again.
 ``tests/test_word_index.py`` holds it to rg's answer on generated trees.
@@ -240,7 +241,9 @@ class _Tree:
         if len(data) > MAX_FILE_BYTES or data.startswith(_UTF16_MARKS) or nul >= BINARY_PROBE:
             return _File(stamp, checked, "unknown", digest=digest)
         if nul >= 0:
-            return _File(stamp, checked, "binary", digest=digest)
+            data = _before_nul(data, nul)
+            if not data:
+                return _File(stamp, checked, "binary", digest=digest)
         words = words_of(data)
         if words_out is not None:
             words_out.append(words)
@@ -298,6 +301,18 @@ def _read_all(fd: int, size: int) -> bytes:
         pieces.append(piece)
         left -= len(piece)
     return b"".join(pieces)
+
+
+def _before_nul(data: bytes, nul: int) -> bytes:
+    """What rg searches of a file whose first NUL byte is at ``nul`` (under BINARY_PROBE).
+
+    rg's first read is the three bytes it looks at for a byte-order mark (a UTF-8 one is
+    dropped, and the read goes on): the lines that end in them are searched before the
+    next read meets the NUL and stops the search. Nothing else is.
+    """
+    if nul < 3 or data.startswith(b"\xef\xbb\xbf"):
+        return b""
+    return data[:data.rfind(b"\n", 0, 3) + 1]
 
 
 def _fresh(entry: _File, st: os.stat_result) -> bool:
@@ -555,6 +570,7 @@ def _build(root: Path, files: Sequence[str], by: float) -> None:
     tree = _TREES.get(key)
     if tree is None or tree.dead_postings * 2 > max(tree.postings_count, 1):
         tree = _Tree(key)
+        _TREES.pop(key, None)  # replaced, not a tree more
         while len(_TREES) >= MAX_TREES:
             _TREES.popitem(last=False)
         _TREES[key] = tree
@@ -574,6 +590,8 @@ def _build(root: Path, files: Sequence[str], by: float) -> None:
                         continue
                 except OSError:
                     continue
+            if time.monotonic() > by:  # a read can take a while (a file of MAX_FILE_BYTES)
+                return
             tree.files[rel] = tree.read(rel, fd, entry)
             if tree.size() > MAX_INDEX_BYTES:
                 _drop(key, "its index would outgrow the memory it may take")
