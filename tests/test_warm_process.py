@@ -58,8 +58,9 @@ def wait_for_warm(repo: Path, env: dict[str, str]) -> int:
     """Wait until the warm process of ``env`` answers a status request; its connection count."""
     for _ in range(300):
         status = cli("warm", "status", cwd=repo, env=env)
-        if "connections so far" in status.stdout:
-            return int(status.stdout.split(", ")[-1].split()[0])
+        served = re.search(r"(\d+) connections so far", status.stdout)
+        if served:  # the status's first line (what the worker keeps follows it)
+            return int(served.group(1))
         time.sleep(0.1)
     raise AssertionError(f"no warm process started: {status.stdout} {status.stderr}")
 

@@ -15,7 +15,6 @@ from slm_rerank_ripgrep import word_index
 from slm_rerank.registrations import SourceHits, SourceQuery
 from slm_rerank.testing import as_warm_worker
 
-RG = Path(os.__file__).parents[3] / "bin" / "rg"
 #: what a word may be made of in the generated files: cases, the long s and the Kelvin sign
 #: (which rg -i matches as s and k), digits, underscores, other letters
 PIECES = ["set", "Set", "SET", "imag", "IMAGE", "imageset", "ImageSet", "real", "Reals",
@@ -27,9 +26,7 @@ TERM_SETS = [["set", "imageset", "imag", "real"], ["k", "s"], ["kind", "x_1", "2
 
 
 @pytest.fixture(autouse=True)
-def fresh_index(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    if RG.exists():
-        monkeypatch.setenv("SLM_RERANK_RG", str(RG))
+def fresh_index() -> Iterator[None]:
     word_index.forget()
     yield
     word_index.forget()
