@@ -183,12 +183,20 @@ def search(query: SourceQuery) -> SourceHits:
     if whole_tree and terms and word_index.indexed(query.root):
         listing = _start([rg, "--files", "--null", *scope], query.root)
         # while rg lists the tree, the index checks its files and counts the terms
+        prepared: word_index.Prepared | None = None
         try:
             prepared = word_index.prepare(query.root, terms, query.max_filesize)
+        except Exception as exc:  # noqa: BLE001 - rg answers; `warm status` says why
+            word_index.refuse(query.root, exc)
         finally:
             files_out, files_err = listing.communicate()
         hits = _listing_hits(listing, files_out, files_err, query)
-        found = prepared.finish(hits.files) if prepared is not None else None
+        found = None
+        if prepared is not None:
+            try:
+                found = prepared.finish(hits.files)
+            except Exception as exc:  # noqa: BLE001 - as above
+                word_index.refuse(query.root, exc)
         if found is not None:
             hits.body_counts = found.body_counts
             hits.sizes = found.sizes

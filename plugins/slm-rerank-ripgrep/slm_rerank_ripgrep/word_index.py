@@ -532,6 +532,12 @@ def _count(tree: _Tree, prepared: Prepared, allowed: bytearray) -> dict[int, dic
     return counts
 
 
+def refuse(root: Path, error: Exception) -> None:
+    """The index of ``root`` failed on a query: dropped (rg answers that query and the
+    next ones) and not built again for ``REFUSED_SECONDS``; ``warm status`` says why."""
+    _drop(_key(root), f"its index failed ({type(error).__name__}: {error})")
+
+
 def _drop(key: str, why: str) -> None:
     _TREES.pop(key, None)
     _REFUSED.pop(key, None)

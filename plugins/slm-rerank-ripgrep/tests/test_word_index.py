@@ -264,3 +264,23 @@ def test_a_build_stops_at_its_deadline_and_the_next_one_goes_on(
     assert len(word_index._TREES[word_index._key(root)].files) < len(files)
     word_index.build(root, files, time.monotonic() + 60)
     assert len(word_index._TREES[word_index._key(root)].files) == len(files)
+
+
+def test_an_index_that_fails_leaves_the_search_to_rg_and_says_why(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        matching_runs: list[list[str]]) -> None:
+    root = generated_tree(tmp_path, 14)
+    later(monkeypatch, 3600)
+    build(root)
+
+    def broken(*args: object) -> dict[int, dict[str, int]]:
+        raise ValueError("a bug in the counting")
+
+    monkeypatch.setattr(word_index, "_count", broken)
+    matching_runs.clear()
+    hits = search(root, ["set"])
+    assert matching_runs == [["set"]]
+    monkeypatch.undo()
+    same(hits, by_rg(root, ["set"]))
+    assert not word_index.indexed(root) and not word_index.wanted(root)
+    assert "its index failed (ValueError: a bug in the counting)" in word_index.summary()
