@@ -107,7 +107,10 @@ def saturate(tf: int, length_ratio: float = 1.0) -> float:
 
 def kind_factor(path: str, terms: QueryTerms) -> float:
     """Tests, docs and other non-source text rank below implementations unless asked for."""
-    kind = path_kind(path)
+    return _factor_of_kind(path_kind(path), terms)
+
+
+def _factor_of_kind(kind: str, terms: QueryTerms) -> float:
     if kind == "test":
         return 1.0 if terms.about_tests else TEST_FACTOR
     if kind == "changelog":
@@ -221,6 +224,12 @@ def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats,
     ``sizes`` (bytes, for files with body matches) normalises term counts by file length.
     Path evidence is weighted by its own rarity: a term (or a file named in the query) that
     matches the paths of many files (``index``, ``conf.py``) tells little about any of them.
+
+    A long query finds evidence in nearly every file of a tree, and a warm process asks
+    this of every file each query: what depends on the query alone (each term's gain for a
+    path match, the order a file's found terms are summed in, each kind's factor) is worked
+    out once, and the loop over the files only adds up. The sums are made in the order, and
+    with the operations, that ``saturate``, ``path_rarity`` and ``file_bm25_term`` make them.
     """
     sizes = sizes or {}
     average = (sum(sizes.values()) / len(sizes)) if sizes else 1.0
@@ -238,52 +247,88 @@ def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats,
         if index is not None:
             mention_df[index] = mention_df.get(index, 0) + 1
     strongest = max(stats.weights.values(), default=1.0)
-    rarity = stats.rarity
-    by_literal: dict[str, list[int]] = {}
-    for i, term in enumerate(terms.terms):
-        by_literal.setdefault(term.literal, []).append(i)
+    weights = stats.weights
+    # a path match's gain depends on the term and the bonus, not on the file
+    path_gain = {root: path_rarity(df, n_files) for root, df in path_df.items()}
+    factors = {kind: _factor_of_kind(kind, terms)
+               for kind in ("test", "changelog", "doc", "other", "source")}
+    # the terms a file's counts hold, in query order (the order the sums are made in), each
+    # with what its sums need; files share a few sets of found literals
+    plans: dict[tuple[str, ...], list[tuple[str, str, float, float | None]]] = {}
+    by_literal = _terms_by_literal(terms)
     out: list[FileEvidence] = []
     for path in hits.files:
         counts = hits.body_counts.get(path)
         index = mention.get(path)
-        if not (counts or path_evidence[path] or index is not None):
+        on_path = path_evidence[path]
+        if not (counts or on_path or index is not None):
             continue  # no evidence of any kind: most of a large tree
-        ev = FileEvidence(path)
-        for term, bonus in path_evidence[path]:
-            gain = stats.weights[term.literal] * bonus * path_rarity(path_df[term.root], n_files)
-            ev.path_score += gain
-            ev.matched[term.root] = ev.matched.get(term.root, 0.0) + gain
-            ev.path_terms.append(term.root)
+        path_score = body_score = 0.0
+        matched: dict[str, float] = {}
+        path_terms: list[str] = []
+        parts: dict[str, float] = {}
+        for term, bonus in on_path:
+            root = term.root
+            gain = weights[term.literal] * bonus * path_gain[root]
+            path_score += gain
+            matched[root] = matched.get(root, 0.0) + gain
+            path_terms.append(root)
             part = _PATH_PART[bonus]
-            ev.parts[part] = ev.parts.get(part, 0.0) + gain
+            parts[part] = parts.get(part, 0.0) + gain
         if index is not None:
-            ev.path_score += NAMED_PATH * strongest / mention_df[index]
-            ev.parts["named_path"] = NAMED_PATH * strongest / mention_df[index]
+            path_score += NAMED_PATH * strongest / mention_df[index]
+            parts["named_path"] = NAMED_PATH * strongest / mention_df[index]
         if counts:
             ratio = sizes.get(path, average) / average if average else 1.0
-            # The terms found in this file, in query order (the order the sums are made in),
-            # without asking every term of a long query about every file.
-            found_terms = sorted(i for literal in counts for i in by_literal.get(literal, ()))
-            k = file_bm25_k(ratio)
+            found = tuple(counts)
+            plan = plans.get(found)
+            if plan is None:
+                plan = plans[found] = _body_plan(found, terms, by_literal, weights,
+                                                 stats.rarity)
+            # saturate's and file_bm25_k's constants for this file's length
+            sat = SATURATION * (1.0 - LENGTH_B + LENGTH_B * ratio)
+            k = FILE_K1 * (1.0 - FILE_B + FILE_B * ratio)
             mass = 0.0
-            for i in found_terms:
-                term = terms.terms[i]
-                tf = counts[term.literal]
+            for literal, root, weight, rare in plan:
+                tf = counts[literal]
                 if tf:
-                    gain = stats.weights[term.literal] * saturate(tf, ratio)
-                    ev.body_score += gain
-                    ev.matched[term.root] = ev.matched.get(term.root, 0.0) + gain
-                    # file_bm25, summed here in the same pass: each literal once
-                    if by_literal[term.literal][0] == i and term.literal in rarity:
-                        mass += file_bm25_term(rarity[term.literal], tf, k)
-            ev.parts["body"] = ev.body_score
-            ev.parts["file_bm25"] = mass
-        if not ev.matched and ev.path_score == 0:
+                    gain = weight * (tf / (tf + sat) if tf > 0 else 0.0)
+                    body_score += gain
+                    matched[root] = matched.get(root, 0.0) + gain
+                    if rare is not None:  # file_bm25, summed here: each literal once
+                        mass += rare * tf * (FILE_K1 + 1.0) / (tf + k)
+            parts["body"] = body_score
+            parts["file_bm25"] = mass
+        if not matched and path_score == 0:
             continue
-        ev.factor = kind_factor(path, terms)
-        out.append(ev)
+        out.append(FileEvidence(path, path_score, body_score, factors[path_kind(path)],
+                                matched, path_terms, parts))
     out.sort(key=lambda e: (-e.score, e.path))
     return out
+
+
+def _terms_by_literal(terms: QueryTerms) -> dict[str, list[int]]:
+    """Each literal's terms, as indices into ``terms.terms``."""
+    by_literal: dict[str, list[int]] = {}
+    for i, term in enumerate(terms.terms):
+        by_literal.setdefault(term.literal, []).append(i)
+    return by_literal
+
+
+def _body_plan(found: tuple[str, ...], terms: QueryTerms, by_literal: dict[str, list[int]],
+               weights: dict[str, float], rarity: dict[str, float]
+               ) -> list[tuple[str, str, float, float | None]]:
+    """For a file whose counts hold the literals ``found``: the terms to add up, in query
+    order, each as (literal, root, weight, rarity for the file's BM25 or None: a literal's
+    later terms, and one not searched in bodies, add none)."""
+    indices = sorted(i for literal in found for i in by_literal.get(literal, ()))
+    plan = []
+    for i in indices:
+        term = terms.terms[i]
+        first = by_literal[term.literal][0] == i
+        plan.append((term.literal, term.root, weights[term.literal],
+                     rarity[term.literal] if first and term.literal in rarity else None))
+    return plan
 
 
 def file_bm25(counts: dict[str, int], rarity: dict[str, float], length_ratio: float) -> float:
