@@ -27,15 +27,17 @@ import stat
 import sys
 import threading
 import time
+import weakref
 from array import array
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from slm_rerank.lexical.chunk_cache import ChunkCache
 from slm_rerank.lexical.chunking import Chunk, chunk_text, content_key
 from slm_rerank.lexical.filetypes import size_reason
-from slm_rerank.lexical.scores import ChunkKeys, LoweredText, chunk_keys
+from slm_rerank.lexical.scores import ChunkCounts, ChunkKeys, LoweredText, chunk_keys
 
 #: files kept, and the bytes (estimated) their entries may hold in all
 MAX_ENTRIES = 4096
@@ -232,3 +234,77 @@ class ChunkMemory:
 
 #: the process's memory, shared by every search it runs
 CHUNK_MEMORY = ChunkMemory()
+
+#: literals whose counts are kept, over every file, and the bytes (estimated) they take
+MAX_COUNTS = 16384
+MAX_COUNT_BYTES = 8 * 1024 * 1024
+
+
+def counts_bytes(literal: str, counts: ChunkCounts) -> int:
+    """An upper estimate of the memory one kept entry of ``LiteralCounts`` holds: the
+    dict, an int object for each count (the small ones are shared), the key, the weak
+    reference and the memory's own slot."""
+    return sys.getsizeof(counts) + 32 * len(counts) + sys.getsizeof(literal) + 256
+
+
+class LiteralCounts:
+    """A literal's ``ChunkCounts`` in a sliced file, kept for the files a warm process
+    asks of query after query: counting a literal scans the whole file.
+
+    Keyed by the ``SlicedFile`` itself (its identity, held by a weak reference): memory
+    gives a file another one when its content changed, so counts kept for an old content
+    are never given for a new one, and a file memory dropped holds nothing here. Bounded
+    by ``MAX_COUNTS`` entries and ``MAX_COUNT_BYTES`` (estimated), least recently used
+    first out; constants, as the chunk memory's. Thread-safe.
+    """
+
+    def __init__(self, max_entries: int = MAX_COUNTS, max_bytes: int = MAX_COUNT_BYTES
+                 ) -> None:
+        self.max_entries = min(max_entries, MAX_COUNTS)
+        self.max_bytes = min(max_bytes, MAX_COUNT_BYTES)
+        self._entries: OrderedDict[tuple[int, str],
+                                   tuple[weakref.ref[SlicedFile], ChunkCounts, int]] = \
+            OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def held_bytes(self) -> int:
+        return self._bytes
+
+    def get(self, sliced: SlicedFile, literal: str, compute: Callable[[], ChunkCounts]
+            ) -> ChunkCounts:
+        """The counts of ``literal`` in ``sliced``'s chunks: kept ones, else ``compute()``
+        (then kept). The caller must not change what it is given."""
+        key = (id(sliced), literal)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None and entry[0]() is sliced:
+                self._entries.move_to_end(key)
+                return entry[1]
+        counts = compute()
+        size = counts_bytes(literal, counts)
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._bytes -= old[2]
+            if size <= self.max_bytes:
+                self._entries[key] = (weakref.ref(sliced), counts, size)
+                self._bytes += size
+            while self._entries and (len(self._entries) > self.max_entries
+                                     or self._bytes > self.max_bytes):
+                _, dropped = self._entries.popitem(last=False)
+                self._bytes -= dropped[2]
+        return counts
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
+
+
+#: the counts the process's searches keep, beside ``CHUNK_MEMORY``
+LITERAL_COUNTS = LiteralCounts()

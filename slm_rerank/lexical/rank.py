@@ -5,10 +5,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from slm_rerank.lexical.chunk_cache import ChunkCache
-from slm_rerank.lexical.chunk_memory import CHUNK_MEMORY, ChunkMemory, SlicedFile, slice_data
+from slm_rerank.lexical.chunk_memory import (
+    CHUNK_MEMORY,
+    LITERAL_COUNTS,
+    ChunkMemory,
+    SlicedFile,
+    slice_data,
+)
 from slm_rerank.lexical.gather import Gathered
 from slm_rerank.lexical.ranker import Placed, RankerModel
 from slm_rerank.lexical.reading import read_candidate
@@ -80,7 +87,8 @@ def rank_chunks(root: Path, gathered: Gathered, notes: list[str], *, top_k: int,
     ``top_k`` widens the candidate files when more results are asked for; a file over
     ``limit`` bytes is skipped; ``cache_dir`` keeps the chunks of files seen before;
     ``memory`` keeps this process's files read, so a warm query reads none it has sliced
-    unless it changed (``chunk_memory.py``).
+    unless it changed, and (beside it) each literal's counts in their chunks
+    (``chunk_memory.py``).
     """
     cache = ChunkCache(cache_dir / "chunks") if cache_dir else None
     scored: list[ScoredChunk] = []
@@ -95,7 +103,9 @@ def rank_chunks(root: Path, gathered: Gathered, notes: list[str], *, top_k: int,
             skipped += 1
             continue
         scored.extend(score_chunks(gathered.terms, gathered.stats, ev, sliced.chunks,
-                                   sliced.text, sliced.lowered, sliced.keys))
+                                   sliced.text, sliced.lowered, sliced.keys,
+                                   partial(LITERAL_COUNTS.get, sliced)
+                                   if memory is not None else None))
         texts[ev.path] = sliced.text
     scored.sort(key=lambda s: (-s.score, s.path, s.chunk.start_line))
     return Ranked(scored, texts, skipped)

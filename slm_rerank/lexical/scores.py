@@ -11,11 +11,12 @@ import math
 import re
 from array import array
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from itertools import repeat
 from operator import sub
+from typing import Protocol
 
 from slm_rerank.lexical.chunking import Chunk, line_starts
 from slm_rerank.lexical.filetypes import path_kind
@@ -280,10 +281,10 @@ def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats,
             parts["named_path"] = NAMED_PATH * strongest / mention_df[index]
         if counts:
             ratio = sizes.get(path, average) / average if average else 1.0
-            found = tuple(counts)
-            plan = plans.get(found)
+            literals = tuple(counts)
+            plan = plans.get(literals)
             if plan is None:
-                plan = plans[found] = _body_plan(found, terms, by_literal, weights,
+                plan = plans[literals] = _body_plan(literals, terms, by_literal, weights,
                                                  stats.rarity)
             # saturate's and file_bm25_k's constants for this file's length
             sat = SATURATION * (1.0 - LENGTH_B + LENGTH_B * ratio)
@@ -393,44 +394,68 @@ def chunk_keys(chunk: Chunk) -> ChunkKeys:
     return declared, enclosing or _NO_KEYS
 
 
+#: a literal's count in each chunk of one file, for the chunks that hold it: chunk index ->
+#: count (a chunk that is not a key holds none)
+ChunkCounts = dict[int, int]
+
+
+class CountsMemo(Protocol):
+    """What a long-lived process keeps of a file's ``ChunkCounts``: the counts of
+    ``literal`` in the file, from ``compute`` when not kept (``chunk_memory.LiteralCounts``,
+    keyed by the file's sliced content)."""
+
+    def __call__(self, literal: str, compute: Callable[[], ChunkCounts]) -> ChunkCounts: ...
+
+
 def score_chunks(terms: QueryTerms, stats: TermStats, ev: FileEvidence, chunks: list[Chunk],
                  text: str, lowered: LoweredText | None = None,
-                 names: Sequence[ChunkKeys] | None = None) -> list[ScoredChunk]:
+                 names: Sequence[ChunkKeys] | None = None,
+                 counts: CountsMemo | None = None) -> list[ScoredChunk]:
     """Each chunk's score: its file's evidence plus what the chunk itself declares and says.
 
     ``lowered`` is ``LoweredText.of(text)`` and ``names`` each chunk's ``chunk_keys``, when
-    the caller has them already.
+    the caller has them already; ``counts`` keeps each literal's ``ChunkCounts`` in this
+    file from one query to the next.
     """
     lowered = lowered or LoweredText.of(text)
-    whole, offsets = lowered.text, lowered.offsets
     terms_here = [t for t in terms.terms if t.root in ev.matched]
     # Keyed by literal: two words with one stem share the key of the last of them.
     keys = {t.literal: _key(t.root) for t in terms_here}
-    last = len(offsets) - 1
-    starts = [offsets[min(chunk.start_line - 1, last)] for chunk in chunks]
-    ends = [offsets[min(chunk.end_line, last)] for chunk in chunks]
-    # Per term, once per file: its weight, its key, and its count in every chunk's body.
+    bounds: list[list[int]] = []
+
+    def count(literal: str) -> ChunkCounts:
+        if not bounds:  # where each chunk starts and ends in the text, once per call
+            offsets = lowered.offsets
+            last = len(offsets) - 1
+            bounds.append([offsets[min(chunk.start_line - 1, last)] for chunk in chunks])
+            bounds.append([offsets[min(chunk.end_line, last)] for chunk in chunks])
+        found = _counts_per_chunk(literal, lowered.text, bounds[0], bounds[1])
+        return {i: n for i, n in enumerate(found) if n}
+
+    # Per term, once per file: its weight, its key, and its count in the chunks holding it.
     present = [(t.root, keys[t.literal], stats.weights[t.literal],
-                _counts_per_chunk(t.literal, whole, starts, ends)
-                if searched_in_bodies(t) else None) for t in terms_here]
+                (counts(t.literal, partial(count, t.literal)) if counts is not None
+                 else count(t.literal)) if searched_in_bodies(t) else None)
+               for t in terms_here]
+    # the chunks that mention any term (the others count 0 for every term)
+    said: set[int] = set()
+    for *_, found in present:
+        if found:
+            said.update(found)
     scored = []
-    # One row of counts per chunk (a term not searched in bodies counts 0 everywhere).
-    zeros = [0] * len(chunks)
-    columns = [zeros if counts is None else counts for *_, counts in present]
-    rows = zip(*columns, strict=True) if columns else [()] * len(chunks)
     if names is None:
         names = [chunk_keys(chunk) for chunk in chunks]
     wanted = {key for _, key, _, _ in present}
     # what a chunk that neither names nor mentions a term scores: its file's evidence
     bare = ev.score + 0.0 * ev.factor
-    for chunk, row, (declared, enclosing) in zip(chunks, rows, names, strict=True):
-        if not any(row) and wanted.isdisjoint(declared) and wanted.isdisjoint(enclosing):
+    for i, (chunk, (declared, enclosing)) in enumerate(zip(chunks, names, strict=True)):
+        if i not in said and wanted.isdisjoint(declared) and wanted.isdisjoint(enclosing):
             # the loop below would add nothing: most chunks of a long file
             scored.append(ScoredChunk(ev.path, chunk, bare, list(ev.path_terms)))
             continue
         local = declares = enclosed = mentions = 0.0
         matched: list[str] = []
-        for (root, key, weight, _), tf in zip(present, row, strict=True):
+        for root, key, weight, found in present:
             gain = 0.0
             if key in declared:
                 gain += DECLARES * weight
@@ -438,11 +463,12 @@ def score_chunks(terms: QueryTerms, stats: TermStats, ev: FileEvidence, chunks: 
             elif key in enclosing:
                 gain += ENCLOSING * weight
                 enclosed += ENCLOSING * weight
+            tf = found.get(i, 0) if found else 0
             if tf:
                 # saturate(tf) inline; a zero count adds nothing (gain + 0.0 is gain)
-                said = weight * (tf / (tf + _K_AVERAGE))
-                gain += said
-                mentions += said
+                mention = weight * (tf / (tf + _K_AVERAGE))
+                gain += mention
+                mentions += mention
             if gain:
                 local += gain
                 matched.append(root)
