@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from itertools import repeat
-from operator import sub
-from typing import Protocol
+from operator import attrgetter, itemgetter, sub
+from typing import Protocol, TypeVar
 
 from slm_rerank.lexical.chunking import Chunk, line_starts
 from slm_rerank.lexical.filetypes import path_kind
@@ -93,6 +93,20 @@ class ScoredChunk:
     declares: float = 0.0
     enclosing: float = 0.0
     mentions: float = 0.0
+
+
+def by_score_first(items: list[ScoredChunk]) -> None:
+    """Sort ``items`` by score, highest first, ties in the order they come (as
+    ``items.sort(key=lambda c: -c.score)``, without a Python call per item: sorting in
+    reverse keeps ties in order). A NaN score, which orders nothing, is sorted as before."""
+    scores = list(map(_score_of, items))
+    if any(map(math.isnan, scores)):
+        items.sort(key=lambda c: -c.score)
+    else:
+        items.sort(key=_score_of, reverse=True)
+
+
+_score_of = attrgetter("score")
 
 
 def idf(df: int, n_files: int) -> float:
@@ -397,44 +411,44 @@ def chunk_keys(chunk: Chunk) -> ChunkKeys:
 #: a literal's count in each chunk of one file, for the chunks that hold it: chunk index ->
 #: count (a chunk that is not a key holds none)
 ChunkCounts = dict[int, int]
+_Kept = TypeVar("_Kept")
 
 
-class CountsMemo(Protocol):
-    """What a long-lived process keeps of a file's ``ChunkCounts``: the counts of
-    ``literal`` in the file, from ``compute`` when not kept (``chunk_memory.LiteralCounts``,
-    keyed by the file's sliced content)."""
+class FileMemo(Protocol):
+    """What a long-lived process keeps of one sliced file from one query to the next:
+    ``item`` (a literal: its ``ChunkCounts``; a tuple: what it names), from ``compute``
+    when not kept (``chunk_memory.SlicedMemo``, keyed by the file's sliced content)."""
 
-    def __call__(self, literal: str, compute: Callable[[], ChunkCounts]) -> ChunkCounts: ...
+    def __call__(self, item: str | tuple[str | int, ...],
+                 compute: Callable[[], _Kept]) -> _Kept: ...
 
 
 def score_chunks(terms: QueryTerms, stats: TermStats, ev: FileEvidence, chunks: list[Chunk],
                  text: str, lowered: LoweredText | None = None,
                  names: Sequence[ChunkKeys] | None = None,
-                 counts: CountsMemo | None = None) -> list[ScoredChunk]:
+                 memo: FileMemo | None = None) -> list[ScoredChunk]:
     """Each chunk's score: its file's evidence plus what the chunk itself declares and says.
 
     ``lowered`` is ``LoweredText.of(text)`` and ``names`` each chunk's ``chunk_keys``, when
-    the caller has them already; ``counts`` keeps each literal's ``ChunkCounts`` in this
-    file from one query to the next.
+    the caller has them already; ``memo`` keeps each literal's ``ChunkCounts`` in this file
+    (and where its chunks start and end) from one query to the next.
     """
     lowered = lowered or LoweredText.of(text)
     terms_here = [t for t in terms.terms if t.root in ev.matched]
     # Keyed by literal: two words with one stem share the key of the last of them.
     keys = {t.literal: _key(t.root) for t in terms_here}
-    bounds: list[list[int]] = []
+    bounds: list[tuple[Sequence[int], Sequence[int]]] = []
 
     def count(literal: str) -> ChunkCounts:
         if not bounds:  # where each chunk starts and ends in the text, once per call
-            offsets = lowered.offsets
-            last = len(offsets) - 1
-            bounds.append([offsets[min(chunk.start_line - 1, last)] for chunk in chunks])
-            bounds.append([offsets[min(chunk.end_line, last)] for chunk in chunks])
-        found = _counts_per_chunk(literal, lowered.text, bounds[0], bounds[1])
-        return {i: n for i, n in enumerate(found) if n}
+            bounds.append(memo(("bounds",), partial(_chunk_bounds, lowered, chunks))
+                          if memo is not None else _chunk_bounds(lowered, chunks))
+        found = _counts_per_chunk(literal, lowered.text, *bounds[0])
+        return dict(filter(itemgetter(1), enumerate(found)))  # the chunks holding it
 
     # Per term, once per file: its weight, its key, and its count in the chunks holding it.
     present = [(t.root, keys[t.literal], stats.weights[t.literal],
-                (counts(t.literal, partial(count, t.literal)) if counts is not None
+                (memo(t.literal, partial(count, t.literal)) if memo is not None
                  else count(t.literal)) if searched_in_bodies(t) else None)
                for t in terms_here]
     # the chunks that mention any term (the others count 0 for every term)
@@ -479,7 +493,16 @@ def score_chunks(terms: QueryTerms, stats: TermStats, ev: FileEvidence, chunks: 
     return scored
 
 
-def _counts_per_chunk(literal: str, text: str, starts: list[int], ends: list[int]
+def _chunk_bounds(lowered: LoweredText, chunks: list[Chunk]
+                  ) -> tuple[Sequence[int], Sequence[int]]:
+    """Where each chunk starts and ends in ``lowered``'s text (as offsets into it)."""
+    offsets = lowered.offsets
+    last = len(offsets) - 1
+    return (array("q", [offsets[min(chunk.start_line - 1, last)] for chunk in chunks]),
+            array("q", [offsets[min(chunk.end_line, last)] for chunk in chunks]))
+
+
+def _counts_per_chunk(literal: str, text: str, starts: Sequence[int], ends: Sequence[int]
                       ) -> list[int]:
     """``text[start:end].count(literal)`` for each chunk, with one scan of ``text``.
 

@@ -9,6 +9,7 @@ import stat
 import threading
 import time
 import tracemalloc
+from array import array
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -20,18 +21,18 @@ from search_fixtures import make_repo, search
 from slm_rerank.lexical import chunk_memory, rank
 from slm_rerank.lexical.chunk_cache import ChunkCache
 from slm_rerank.lexical.chunk_memory import (
-    LITERAL_COUNTS,
     MAX_BYTES,
-    MAX_COUNT_BYTES,
-    MAX_COUNTS,
     MAX_ENTRIES,
     MAX_ENTRY_BYTES,
+    MAX_MEMO_BYTES,
+    MAX_MEMO_ENTRIES,
     RACY_SECONDS,
+    SLICED_MEMO,
     ChunkMemory,
-    LiteralCounts,
     SlicedFile,
-    counts_bytes,
+    SlicedMemo,
     entry_bytes,
+    memo_bytes,
     slice_data,
 )
 from slm_rerank.lexical.rank import slice_candidate
@@ -324,7 +325,7 @@ def chunk_mentions(root: Path, memory: ChunkMemory, query: str) -> dict[int, flo
     stats = TermStats({t.literal: 1.0 for t in terms.terms})
     ev = FileEvidence("m.py", body_score=1.0, matched={t.root: 1.0 for t in terms.terms})
     scored = score_chunks(terms, stats, ev, found.chunks, found.text, found.lowered,
-                          found.keys, partial(LITERAL_COUNTS.get, found))
+                          found.keys, partial(SLICED_MEMO.get, found))
     return {s.chunk.start_line: s.mentions for s in scored}
 
 
@@ -348,7 +349,7 @@ def test_kept_counts_are_those_counted_afresh_and_reused(tmp_path: Path) -> None
     text = "".join(f"def f{i}():\n    return 'retry' * {i % 3}  # retry retry\n\n"
                    for i in range(50))
     found = slice_data("m.py", text.encode(), None)
-    counts = LiteralCounts()
+    counts = SlicedMemo()
     computed: list[str] = []
 
     def count(literal: str) -> dict[int, int]:
@@ -365,7 +366,7 @@ def test_kept_counts_are_those_counted_afresh_and_reused(tmp_path: Path) -> None
 
 
 def test_counts_of_a_file_no_longer_held_are_dropped_not_given(tmp_path: Path) -> None:
-    counts = LiteralCounts()
+    counts = SlicedMemo()
     found = slice_data("m.py", b"x = 'retry'\n", None)
     counts.get(found, "retry", lambda: {0: 1})
     key = id(found)
@@ -381,37 +382,46 @@ def test_counts_of_a_file_no_longer_held_are_dropped_not_given(tmp_path: Path) -
 
 def test_literal_counts_keep_at_most_their_entries_and_bytes() -> None:
     found = slice_data("m.py", b"x = 1\n", None)
-    counts = LiteralCounts(max_entries=3)
+    counts = SlicedMemo(max_entries=3)
     for i in range(6):
         counts.get(found, f"word{i}", lambda: {0: 1})
     assert len(counts) == 3
     assert [k[1] for k in counts._entries] == ["word3", "word4", "word5"]
 
-    small = LiteralCounts(max_bytes=2000)
+    small = SlicedMemo(max_bytes=2000)
     for i in range(20):
         counts_now = small.get(found, f"word{i}", lambda: dict.fromkeys(range(10), 1))
         assert counts_now == dict.fromkeys(range(10), 1)
     assert 0 < small.held_bytes <= 2000
     assert small.held_bytes == sum(e[2] for e in small._entries.values())
 
-    unbounded = LiteralCounts(max_entries=10**9, max_bytes=10**15)
-    assert (unbounded.max_entries, unbounded.max_bytes) == (MAX_COUNTS, MAX_COUNT_BYTES)
-    assert MAX_COUNT_BYTES <= 16 * 1024 * 1024
+    unbounded = SlicedMemo(max_entries=10**9, max_bytes=10**15)
+    assert (unbounded.max_entries, unbounded.max_bytes) == (MAX_MEMO_ENTRIES, MAX_MEMO_BYTES)
+    assert MAX_MEMO_BYTES <= 16 * 1024 * 1024
 
 
-@pytest.mark.parametrize("size", [0, 3, 200])
-def test_the_estimate_of_kept_counts_is_above_the_memory_they_hold(size: int) -> None:
+@pytest.mark.parametrize(("item", "value"), [
+    ("determinant", lambda: {}),
+    ("determinant", lambda: {i: 1000 + i for i in range(3)}),
+    ("determinant", lambda: {i: 1000 + i for i in range(200)}),
+    ("determinant", lambda: dict.fromkeys(range(200), 1)),
+    (("comment", 1200, 1320), lambda: 1 / 4),
+    (("lines",), lambda: int("123456")),
+    (("bounds",), lambda: (array("q", range(0, 90000, 300)), array("q", range(300, 90300, 300)))),
+])
+def test_the_estimate_of_a_kept_item_is_above_the_memory_it_holds(
+        item: str | tuple[str | int, ...], value: Callable[[], Any]) -> None:
     found = slice_data("m.py", b"x = 1\n", None)
-    counts = LiteralCounts()
-    literal = "determinant"
-    counts.get(found, "warm", lambda: {})  # the memory's own dict allocated
+    memo = SlicedMemo()
+    memo.get(found, "warm", lambda: {})  # the memo's own dict allocated
+    item = item if isinstance(item, str) else tuple(item)  # made now, as a caller does
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        counts.get(found, literal, lambda: {i: 1000 + i for i in range(size)})
+        memo.get(found, item, value)  # the value made inside, as counting makes it
         held = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
 
     assert held > 0
-    assert counts.held_bytes - counts_bytes("warm", {}) >= held
+    assert memo.held_bytes - memo_bytes("warm", {}) >= held
