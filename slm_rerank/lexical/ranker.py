@@ -23,13 +23,14 @@ import json
 import math
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from slm_rerank.errors import SlmRerankError
 from slm_rerank.lexical import features
 from slm_rerank.lexical.features import FEATURES, Candidate, History
-from slm_rerank.lexical.scores import FileEvidence, ScoredChunk, TermStats, by_score_first
+from slm_rerank.lexical.scores import FileEvidence, ScoredChunk, TermStats
 from slm_rerank.lexical.terms import QueryTerms
 
 if TYPE_CHECKING:
@@ -243,6 +244,20 @@ def reorder(chunks: list[ScoredChunk], placed: list[Placed]) -> list[ScoredChunk
                    for item in own)
     by_score_first(out)  # a file's chunks, and ties, keep their order
     return out
+
+
+def by_score_first(items: list[ScoredChunk]) -> None:
+    """Sort ``items`` by score, highest first, ties in the order they come (as
+    ``items.sort(key=lambda c: -c.score)``, without a Python call per item: sorting in
+    reverse keeps ties in order). A NaN score, which orders nothing, is sorted as before."""
+    scores = list(map(_score_of, items))
+    if any(map(math.isnan, scores)):
+        items.sort(key=lambda c: -c.score)
+    else:
+        items.sort(key=_score_of, reverse=True)
+
+
+_score_of = attrgetter("score")
 
 
 # --- which model a search uses ------------------------------------------------------------

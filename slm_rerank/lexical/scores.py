@@ -11,17 +11,20 @@ import math
 import re
 from array import array
 from bisect import bisect_left
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from itertools import repeat
-from operator import attrgetter, itemgetter, sub
-from typing import Protocol, TypeVar
+from operator import itemgetter, sub
+from typing import TYPE_CHECKING
 
 from slm_rerank.lexical.chunking import Chunk, line_starts
 from slm_rerank.lexical.filetypes import path_kind
 from slm_rerank.lexical.terms import QueryTerms, Term, light, searched_in_bodies, split_identifier
 from slm_rerank.registrations import SourceHits
+
+if TYPE_CHECKING:
+    from slm_rerank.lexical.chunk_memory import ChunkCounts, FileMemo
 
 NAMES_FILE = 4.0
 NAME_TOKEN = 2.0
@@ -93,20 +96,6 @@ class ScoredChunk:
     declares: float = 0.0
     enclosing: float = 0.0
     mentions: float = 0.0
-
-
-def by_score_first(items: list[ScoredChunk]) -> None:
-    """Sort ``items`` by score, highest first, ties in the order they come (as
-    ``items.sort(key=lambda c: -c.score)``, without a Python call per item: sorting in
-    reverse keeps ties in order). A NaN score, which orders nothing, is sorted as before."""
-    scores = list(map(_score_of, items))
-    if any(map(math.isnan, scores)):
-        items.sort(key=lambda c: -c.score)
-    else:
-        items.sort(key=_score_of, reverse=True)
-
-
-_score_of = attrgetter("score")
 
 
 def idf(df: int, n_files: int) -> float:
@@ -240,11 +229,9 @@ def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats,
     Path evidence is weighted by its own rarity: a term (or a file named in the query) that
     matches the paths of many files (``index``, ``conf.py``) tells little about any of them.
 
-    A long query finds evidence in nearly every file of a tree, and a warm process asks
-    this of every file each query: what depends on the query alone (each term's gain for a
-    path match, the order a file's found terms are summed in, each kind's factor) is worked
-    out once, and the loop over the files only adds up. The sums are made in the order, and
-    with the operations, that ``saturate``, ``path_rarity`` and ``file_bm25_term`` make them.
+    What depends on the query alone (a term's gain for a path match, the order a file's
+    found terms are summed in, each kind's factor) is worked out once, not per file; the
+    sums are made as ``saturate``, ``path_rarity`` and ``file_bm25_term`` make them.
     """
     sizes = sizes or {}
     average = (sum(sizes.values()) / len(sizes)) if sizes else 1.0
@@ -406,21 +393,6 @@ def chunk_keys(chunk: Chunk) -> ChunkKeys:
     declared = frozenset(_key(name) for name in chunk.defines) if chunk.defines else _NO_KEYS
     enclosing = frozenset(_key(part) for part in (chunk.symbol or "").split(".")[:-1])
     return declared, enclosing or _NO_KEYS
-
-
-#: a literal's count in each chunk of one file, for the chunks that hold it: chunk index ->
-#: count (a chunk that is not a key holds none)
-ChunkCounts = dict[int, int]
-_Kept = TypeVar("_Kept")
-
-
-class FileMemo(Protocol):
-    """What a long-lived process keeps of one sliced file from one query to the next:
-    ``item`` (a literal: its ``ChunkCounts``; a tuple: what it names), from ``compute``
-    when not kept (``chunk_memory.SlicedMemo``, keyed by the file's sliced content)."""
-
-    def __call__(self, item: str | tuple[str | int, ...],
-                 compute: Callable[[], _Kept]) -> _Kept: ...
 
 
 def score_chunks(terms: QueryTerms, stats: TermStats, ev: FileEvidence, chunks: list[Chunk],

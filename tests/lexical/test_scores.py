@@ -20,7 +20,8 @@ from slm_rerank.lexical.filetypes import (
     path_kind,
 )
 from slm_rerank.lexical.rank import lexical_order
-from slm_rerank.lexical.scores import LoweredText, ScoredChunk, _counts_per_chunk, by_score_first
+from slm_rerank.lexical.ranker import by_score_first
+from slm_rerank.lexical.scores import LoweredText, ScoredChunk, _counts_per_chunk
 
 WORDS = ["retry", "aba", "abab", "ab", "x", "réessai", "重试", "🔁", "That", "thathat", " "]
 BREAKS = ["\n", "\r\n", "\r", "\x85", "\u2028", "\x0c", "\x1e"]
