@@ -33,7 +33,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from slm_rerank.lexical.chunk_cache import ChunkCache
 from slm_rerank.lexical.chunking import Chunk, chunk_text, content_key
@@ -235,21 +235,6 @@ class ChunkMemory:
 
 #: the process's memory, shared by every search it runs
 CHUNK_MEMORY = ChunkMemory()
-
-#: a literal's count in each chunk of one file, for the chunks that hold it: chunk index ->
-#: count (a chunk that is not a key holds none)
-ChunkCounts = dict[int, int]
-_Kept = TypeVar("_Kept")
-
-
-class FileMemo(Protocol):
-    """What a long-lived process keeps of one sliced file from one query to the next:
-    ``item`` (a literal: its ``ChunkCounts``; a tuple: what it names), from ``compute``
-    when not kept (``SlicedMemo``, keyed by the file's sliced content)."""
-
-    def __call__(self, item: str | tuple[str | int, ...],
-                 compute: Callable[[], _Kept]) -> _Kept: ...
-
 
 #: items kept of the sliced files, over every file, and the bytes (estimated) they take
 MAX_MEMO_ENTRIES = 16384

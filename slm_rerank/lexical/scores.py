@@ -24,7 +24,7 @@ from slm_rerank.lexical.terms import QueryTerms, Term, light, searched_in_bodies
 from slm_rerank.registrations import SourceHits
 
 if TYPE_CHECKING:
-    from slm_rerank.lexical.chunk_memory import ChunkCounts, FileMemo
+    from slm_rerank.lexical.file_memo import ChunkCounts, FileMemo
 
 NAMES_FILE = 4.0
 NAME_TOKEN = 2.0
