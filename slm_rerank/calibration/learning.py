@@ -143,5 +143,5 @@ def extract(query: str, tree: Path, host: Host, cache_dir: Path | None = None,
     gathered = gather(request, fixed, terms, notes)
     ranked = rank(request, fixed, gathered, notes)
     found = candidates(ranked.chunks, {e.path: e for e in gathered.evidence}, gathered.terms,
-                       gathered.stats, ranked.texts, history)
+                       gathered.stats, ranked.texts, history, ranked.files)
     return Extracted([c.path for c in found], [c.values for c in found])

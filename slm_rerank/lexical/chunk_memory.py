@@ -27,10 +27,13 @@ import stat
 import sys
 import threading
 import time
+import weakref
 from array import array
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 from slm_rerank.lexical.chunk_cache import ChunkCache
 from slm_rerank.lexical.chunking import Chunk, chunk_text, content_key
@@ -232,3 +235,92 @@ class ChunkMemory:
 
 #: the process's memory, shared by every search it runs
 CHUNK_MEMORY = ChunkMemory()
+
+#: items kept of the sliced files, over every file, and the bytes (estimated) they take
+MAX_MEMO_ENTRIES = 16384
+MAX_MEMO_BYTES = 8 * 1024 * 1024
+
+#: what is kept of a sliced file: a literal's ``ChunkCounts`` in its chunks (keyed by the
+#: literal), or what a tuple names (a number worked out of its text, its chunks' bounds)
+MemoItem = str | tuple[str | int, ...]
+MemoValue = TypeVar("MemoValue")
+
+
+def memo_bytes(item: MemoItem, value: object) -> int:
+    """An upper estimate of the memory one entry of ``SlicedMemo`` holds: the item and the
+    value (a dict of counts: an int object for each count, the small ones being shared; a
+    tuple: what it holds), the key, the weak reference and the memo's own slot."""
+    named = sys.getsizeof(item) + (sum(map(sys.getsizeof, item))
+                                   if isinstance(item, tuple) else 0)
+    held = sys.getsizeof(value)
+    if isinstance(value, dict):
+        held += 32 * len(value)
+    elif isinstance(value, tuple):
+        held += sum(map(sys.getsizeof, value))
+    return named + held + 256
+
+
+class SlicedMemo:
+    """What the ranking works out of a sliced file alone, kept for the files a warm process
+    asks of query after query: each literal's ``ChunkCounts`` (counting a literal scans the
+    whole file), where its chunks start and end, a chunk's share of comment lines, the
+    file's line count.
+
+    Keyed by the ``SlicedFile`` itself (its identity, held by a weak reference): memory
+    gives a file another one when its content changed, so what was worked out of an old
+    content is never given for a new one, and a file no longer held has nothing here worth
+    keeping. Bounded by ``MAX_MEMO_ENTRIES`` entries and ``MAX_MEMO_BYTES`` (estimated),
+    least recently used first out; constants, as the chunk memory's. Thread-safe.
+    """
+
+    def __init__(self, max_entries: int = MAX_MEMO_ENTRIES,
+                 max_bytes: int = MAX_MEMO_BYTES) -> None:
+        self.max_entries = min(max_entries, MAX_MEMO_ENTRIES)
+        self.max_bytes = min(max_bytes, MAX_MEMO_BYTES)
+        self._entries: OrderedDict[tuple[int, MemoItem],
+                                   tuple[weakref.ref[SlicedFile], Any, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def held_bytes(self) -> int:
+        """The estimated bytes of the entries kept."""
+        return self._bytes
+
+    def get(self, sliced: SlicedFile, item: MemoItem, compute: Callable[[], MemoValue]
+            ) -> MemoValue:
+        """What ``item`` is in ``sliced``: kept, else ``compute()`` (then kept). The caller
+        must not change what it is given."""
+        key = (id(sliced), item)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None and entry[0]() is sliced:
+                self._entries.move_to_end(key)
+                found: MemoValue = entry[1]
+                return found
+        value = compute()
+        size = memo_bytes(item, value)
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._bytes -= old[2]
+            if size <= self.max_bytes:
+                self._entries[key] = (weakref.ref(sliced), value, size)
+                self._bytes += size
+            while self._entries and (len(self._entries) > self.max_entries
+                                     or self._bytes > self.max_bytes):
+                _, dropped = self._entries.popitem(last=False)
+                self._bytes -= dropped[2]
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
+
+
+#: what the process's searches keep of the files in ``CHUNK_MEMORY``
+SLICED_MEMO = SlicedMemo()

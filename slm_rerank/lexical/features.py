@@ -23,9 +23,10 @@ import re
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Protocol
 
+from slm_rerank.lexical.chunk_memory import SLICED_MEMO, SlicedFile
 from slm_rerank.lexical.filetypes import path_kind
 from slm_rerank.lexical.scores import FileEvidence, ScoredChunk, TermStats, name_tokens
 from slm_rerank.lexical.terms import QueryTerms, split_identifier
@@ -160,11 +161,49 @@ def _share(value: float, top: float) -> float:
     return value / top if top > 0 else 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class _PathFacts:
+    """What a candidate's path alone says (a warm process asks of the same paths query
+    after query)."""
+
+    tokens: frozenset[str]
+    kind: str
+    test_like: float
+    vendored: float
+    stub: float
+    bundle: float
+    depth: float
+
+
+@lru_cache(maxsize=65536)
+def _path_facts(path: str) -> _PathFacts:
+    tokens = name_tokens(path)
+    folders = path.lower().split("/")[:-1]
+    words = set(tokens).union(*(split_words(f) for f in folders)) if folders else tokens
+    return _PathFacts(
+        tokens, path_kind(path),
+        float(not TEST_LIKE.isdisjoint(words)),
+        float(not VENDORED.isdisjoint(folders)),
+        float(path.lower().endswith(STUB_SUFFIXES)),
+        float(not BUNDLE_FOLDERS.isdisjoint(folders) or not BUNDLE_WORDS.isdisjoint(tokens)
+              or path.lower().endswith((".min.js", ".bundle.js"))),
+        float(path.count("/")))
+
+
+def _file_lines(text: str) -> int:
+    return text.count("\n") + 1 if text else 1
+
+
 def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidence],
                terms: QueryTerms, stats: TermStats, texts: Mapping[str, str],
-               history: History | None = None) -> list[Candidate]:
+               history: History | None = None,
+               files: Mapping[str, SlicedFile] | None = None) -> list[Candidate]:
     """The features of each file among ``chunks`` (best first, as ``rank_chunks`` orders
     them), in the order their best chunks come.
+
+    ``files`` (path -> the sliced file whose text ``texts`` holds) lets what a file's text
+    alone gives (its length, a chunk's comment lines) be kept from one query to the next
+    (``chunk_memory.SLICED_MEMO``).
 
     The judge's verdict is no feature here: only the head is judged, after this order is
     made, and fusion (``model/fusion.py``) adds it to the learned score with its own
@@ -185,6 +224,7 @@ def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidenc
     masses = sorted(ev.parts.get("file_bm25", 0.0) for ev in evidence.values())
     most = masses[-1] if masses else 0.0
     with_digits = [t.root for t in terms.terms if _DIGIT.search(t.root) and not t.root.isdigit()]
+    weights = stats.weights
     out = []
     above = 0  # files whose best chunk scores strictly higher: tied files share a rank
     previous = math.inf
@@ -195,19 +235,31 @@ def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidenc
         item = chunks[index]
         ev = evidence.get(path) or FileEvidence(path)
         parts = ev.parts
-        kind = path_kind(path)
+        facts = _path_facts(path)
+        kind = facts.kind
         chunk = item.chunk
         text = texts.get(path, "")
+        sliced = files.get(path) if files is not None else None
+        if sliced is not None and sliced.text is not text:
+            sliced = None  # not the text the features are of
         lines = chunk.end_line - chunk.start_line + 1
-        matched = {t.literal for t in terms.terms if t.root in ev.matched}
-        rarities = [stats.weights[t.literal] for t in terms.terms
-                    if t.root in ev.matched and t.literal in stats.weights]
-        path_rarity = [stats.weights[t.literal] for t in terms.terms
-                       if t.root in ev.path_terms and t.literal in stats.weights]
-        file_lines = text.count("\n") + 1 if text else 1
-        tokens = name_tokens(path)
-        folders = path.lower().split("/")[:-1]
-        words = set(tokens).union(*(split_words(f) for f in folders)) if folders else tokens
+        ev_matched, ev_path_terms = ev.matched, ev.path_terms
+        matched = {t.literal for t in terms.terms if t.root in ev_matched}
+        rarities = [weights[t.literal] for t in terms.terms
+                    if t.root in ev_matched and t.literal in weights]
+        path_rarity = [weights[t.literal] for t in terms.terms
+                       if t.root in ev_path_terms and t.literal in weights]
+        file_lines = (_file_lines(text) if sliced is None
+                      else SLICED_MEMO.get(sliced, ("lines",), partial(_file_lines, text)))
+        if not text:
+            comment = 0.0
+        elif sliced is None:
+            comment = comment_share(text, chunk.start_line, chunk.end_line)
+        else:
+            comment = SLICED_MEMO.get(
+                sliced, ("comment", chunk.start_line, chunk.end_line),
+                partial(comment_share, text, chunk.start_line, chunk.end_line))
+        tokens = facts.tokens
         stemmed = max((w for stem, w in stems.items()
                        if any(tok.startswith(stem) for tok in tokens)), default=0.0)
         mass = parts.get("file_bm25", 0.0)
@@ -227,25 +279,22 @@ def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidenc
             "declares": _share(item.declares, top),
             "enclosing": _share(item.enclosing, top),
             "mentions": _share(item.mentions, top),
-            "coverage": sum(stats.weights.get(lit, 0.0) for lit in matched) / total,
+            "coverage": sum(weights.get(lit, 0.0) for lit in matched) / total,
             "rare_term": max(rarities, default=0.0) / strongest,
             "common_name": (1.0 - min(path_rarity) / strongest) if path_rarity else 0.0,
             "kind_test": float(kind == "test"),
             "kind_doc": float(kind == "doc"),
             "kind_changelog": float(kind == "changelog"),
             "kind_other": float(kind == "other"),
-            "test_like": float(not TEST_LIKE.isdisjoint(words)),
-            "vendored": float(not VENDORED.isdisjoint(folders)),
-            "stub": float(path.lower().endswith(STUB_SUFFIXES)),
-            "bundle": float(not BUNDLE_FOLDERS.isdisjoint(folders)
-                            or not BUNDLE_WORDS.isdisjoint(tokens)
-                            or path.lower().endswith((".min.js", ".bundle.js"))),
+            "test_like": facts.test_like,
+            "vendored": facts.vendored,
+            "stub": facts.stub,
+            "bundle": facts.bundle,
             "chunk_lines": math.log1p(lines),
-            "chunk_comment": comment_share(text, chunk.start_line, chunk.end_line)
-            if text else 0.0,
+            "chunk_comment": comment,
             "chunk_defines": math.log1p(len(chunk.defines)),
             "file_lines": math.log1p(file_lines),
-            "depth": float(path.count("/")),
+            "depth": facts.depth,
             "changes": 0.0,
             "recent": 0.0,
             "together": 0.0,
@@ -258,3 +307,4 @@ def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidenc
             values["together"] = math.log1p(history.together(path, others)) if others else 0.0
         out.append(Candidate(path, index, tuple(values[name] for name in FEATURES)))
     return out
+

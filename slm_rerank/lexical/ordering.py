@@ -131,6 +131,6 @@ def learn_order(root: Path, cache_dir: Path | None, gathered: Gathered, ranked: 
     lexical = {(c.path, c.chunk.start_line): c.score for c in ranked.chunks}
     ranked.chunks, ranked.placed = learned_order(
         ranked.chunks, gathered.evidence, gathered.terms, gathered.stats, ranked.texts,
-        chosen.model, history)
+        chosen.model, history, ranked.files)
     ranked.model = chosen.model
     ranked.lexical = lexical

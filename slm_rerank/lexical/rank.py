@@ -5,10 +5,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import partial
+from operator import attrgetter
 from pathlib import Path
 
 from slm_rerank.lexical.chunk_cache import ChunkCache
-from slm_rerank.lexical.chunk_memory import CHUNK_MEMORY, ChunkMemory, SlicedFile, slice_data
+from slm_rerank.lexical.chunk_memory import (
+    CHUNK_MEMORY,
+    SLICED_MEMO,
+    ChunkMemory,
+    SlicedFile,
+    slice_data,
+)
 from slm_rerank.lexical.gather import Gathered
 from slm_rerank.lexical.ranker import Placed, RankerModel
 from slm_rerank.lexical.reading import read_candidate
@@ -39,6 +47,8 @@ class Ranked:
     #: each chunk's lexical score by (path, start line), kept when the learned ranker gave
     #: ``chunks`` its own scores (empty: ``chunks`` hold the lexical scores)
     lexical: dict[tuple[str, int], float] = field(default_factory=dict)
+    #: path -> the sliced file each of ``texts`` is of (what the features keep their work by)
+    files: dict[str, SlicedFile] = field(default_factory=dict)
 
 
 
@@ -80,11 +90,13 @@ def rank_chunks(root: Path, gathered: Gathered, notes: list[str], *, top_k: int,
     ``top_k`` widens the candidate files when more results are asked for; a file over
     ``limit`` bytes is skipped; ``cache_dir`` keeps the chunks of files seen before;
     ``memory`` keeps this process's files read, so a warm query reads none it has sliced
-    unless it changed (``chunk_memory.py``).
+    unless it changed, and (beside it) each literal's counts in their chunks
+    (``chunk_memory.py``).
     """
     cache = ChunkCache(cache_dir / "chunks") if cache_dir else None
-    scored: list[ScoredChunk] = []
+    scored: list[list[ScoredChunk]] = []
     texts: dict[str, str] = {}
+    files: dict[str, SlicedFile] = {}
     skipped = 0
     for ev in candidates(gathered.evidence, top_k):
         sliced, reason = slice_candidate(root, ev.path, limit, cache, memory)
@@ -94,11 +106,36 @@ def rank_chunks(root: Path, gathered: Gathered, notes: list[str], *, top_k: int,
                 notes.append(note)
             skipped += 1
             continue
-        scored.extend(score_chunks(gathered.terms, gathered.stats, ev, sliced.chunks,
-                                   sliced.text, sliced.lowered, sliced.keys))
+        scored.append(score_chunks(gathered.terms, gathered.stats, ev, sliced.chunks,
+                                   sliced.text, sliced.lowered, sliced.keys,
+                                   partial(SLICED_MEMO.get, sliced)
+                                   if memory is not None else None))
         texts[ev.path] = sliced.text
-    scored.sort(key=lambda s: (-s.score, s.path, s.chunk.start_line))
-    return Ranked(scored, texts, skipped)
+        files[ev.path] = sliced
+    return Ranked(lexical_order(scored), texts, skipped, files=files)
+
+
+_START_LINE = attrgetter("chunk.start_line")
+
+
+def lexical_order(files: list[list[ScoredChunk]]) -> list[ScoredChunk]:
+    """The scored chunks of ``files`` (one list a file, in chunk order, each file once) best
+    first: by score, then path, then start line, ties as they come (as sorting them all by
+    ``(-score, path, start line)``). Put in path and line order first, a sort by score
+    alone that keeps ties in order gives that order without a Python call per chunk."""
+    chunks = [item for items in files for item in items]
+    if any(map(math.isnan, map(_SCORE, chunks))):  # no order: sorted as it always was
+        chunks.sort(key=lambda s: (-s.score, s.path, s.chunk.start_line))
+        return chunks
+    files = sorted(files, key=lambda items: items[0].path if items else "")
+    chunks = []
+    for items in files:
+        chunks.extend(sorted(items, key=_START_LINE))
+    chunks.sort(key=_SCORE, reverse=True)
+    return chunks
+
+
+_SCORE = attrgetter("score")
 
 
 def head(ranked: Ranked, size: int) -> list[int]:

@@ -23,14 +23,20 @@ import json
 import math
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slm_rerank.errors import SlmRerankError
 from slm_rerank.lexical import features
 from slm_rerank.lexical.features import FEATURES, Candidate, History
 from slm_rerank.lexical.scores import FileEvidence, ScoredChunk, TermStats
 from slm_rerank.lexical.terms import QueryTerms
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from slm_rerank.lexical.chunk_memory import SlicedFile
 
 #: the model file's format; a file of another format is refused, never guessed at
 MODEL_FORMAT = 1
@@ -185,13 +191,24 @@ def explain(model: RankerModel, candidate: Candidate, centre: tuple[float, ...] 
     is what each feature is measured from: a feature every candidate shares (no history
     was read, none is a test) then explains nothing, as it decides nothing. Without it, a
     feature is measured from the training data's mean."""
-    terms = model.terms(candidate.values)
-    if centre is not None:
-        terms = [(name, value - base) for (name, value), (_, base)
-                 in zip(terms, model.terms(centre), strict=True)]
+    return _explained(model.terms(candidate.values),
+                      model.terms(centre) if centre is not None else None, count)
+
+
+def _explained(terms: list[tuple[str, float]], base: list[tuple[str, float]] | None,
+               count: int) -> tuple[tuple[str, float], ...]:
+    """``explain`` of a candidate whose terms are ``terms``, measured from ``base`` (the
+    centre's terms: the same for every candidate of a query)."""
+    if base is not None:
+        terms = [(name, value - centred) for (name, value), (_, centred)
+                 in zip(terms, base, strict=True)]
     rounded = [(name, round(value, 2)) for name, value in terms]
-    rounded.sort(key=lambda t: (-abs(t[1]), t[0]))
+    rounded.sort(key=_by_weight)
     return tuple(t for t in rounded[:count] if t[1] != 0)
+
+
+def _by_weight(term: tuple[str, float]) -> tuple[float, str]:
+    return -abs(term[1]), term[0]
 
 
 def place(model: RankerModel, found: list[Candidate]) -> list[Placed]:
@@ -202,7 +219,9 @@ def place(model: RankerModel, found: list[Candidate]) -> list[Placed]:
     total = sum(weights) or 1.0
     n = len(found) or 1
     centre = tuple(sum(column) / n for column in zip(*(c.values for c in found), strict=True))
-    placed = [Placed(c.path, s, w / total, explain(model, c, centre or None), c.values)
+    base = model.terms(centre) if centre else None  # what every candidate is measured from
+    placed = [Placed(c.path, s, w / total, _explained(model.terms(c.values), base, EXPLAINED),
+                     c.values)
               for c, s, w in zip(found, scores, weights, strict=True)]
     order = sorted(range(len(placed)), key=lambda i: (-placed[i].score, i))
     return [placed[i] for i in order]
@@ -223,8 +242,22 @@ def reorder(chunks: list[ScoredChunk], placed: list[Placed]) -> list[ScoredChunk
         out.extend(ScoredChunk(item.path, item.chunk, entry.share * max(item.score, 0.0) / best,
                                item.matched, item.declares, item.enclosing, item.mentions)
                    for item in own)
-    out.sort(key=lambda c: -c.score)  # stable: a file's chunks, and ties, keep their order
+    by_score_first(out)  # a file's chunks, and ties, keep their order
     return out
+
+
+def by_score_first(items: list[ScoredChunk]) -> None:
+    """Sort ``items`` by score, highest first, ties in the order they come (as
+    ``items.sort(key=lambda c: -c.score)``, without a Python call per item: sorting in
+    reverse keeps ties in order). A NaN score, which orders nothing, is sorted as before."""
+    scores = list(map(_score_of, items))
+    if any(map(math.isnan, scores)):
+        items.sort(key=lambda c: -c.score)
+    else:
+        items.sort(key=_score_of, reverse=True)
+
+
+_score_of = attrgetter("score")
 
 
 # --- which model a search uses ------------------------------------------------------------
@@ -292,11 +325,13 @@ def choose_model(root: Path, cache_dir: Path | None) -> Chosen:
 
 def learned_order(chunks: list[ScoredChunk], evidence: list[FileEvidence], terms: QueryTerms,
                   stats: TermStats, texts: dict[str, str], model: RankerModel,
-                  history: History | None = None
+                  history: History | None = None,
+                  files: Mapping[str, SlicedFile] | None = None
                   ) -> tuple[list[ScoredChunk], dict[str, Placed]]:
     """``chunks`` (lexical order, best first) in ``model``'s order, and how it placed each
-    file (path -> ``Placed``)."""
+    file (path -> ``Placed``); ``files``: the sliced files ``texts`` are of
+    (``features.candidates``)."""
     found = features.candidates(chunks, {e.path: e for e in evidence}, terms, stats, texts,
-                                history)
+                                history, files)
     placed = place(model, found)
     return reorder(chunks, placed), {p.path: p for p in placed}

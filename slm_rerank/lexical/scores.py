@@ -13,14 +13,18 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from itertools import repeat
-from operator import sub
+from operator import itemgetter, sub
+from typing import TYPE_CHECKING
 
 from slm_rerank.lexical.chunking import Chunk, line_starts
 from slm_rerank.lexical.filetypes import path_kind
 from slm_rerank.lexical.terms import QueryTerms, Term, light, searched_in_bodies, split_identifier
 from slm_rerank.registrations import SourceHits
+
+if TYPE_CHECKING:
+    from slm_rerank.lexical.file_memo import ChunkCounts, FileMemo
 
 NAMES_FILE = 4.0
 NAME_TOKEN = 2.0
@@ -107,7 +111,10 @@ def saturate(tf: int, length_ratio: float = 1.0) -> float:
 
 def kind_factor(path: str, terms: QueryTerms) -> float:
     """Tests, docs and other non-source text rank below implementations unless asked for."""
-    kind = path_kind(path)
+    return _factor_of_kind(path_kind(path), terms)
+
+
+def _factor_of_kind(kind: str, terms: QueryTerms) -> float:
     if kind == "test":
         return 1.0 if terms.about_tests else TEST_FACTOR
     if kind == "changelog":
@@ -221,6 +228,10 @@ def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats,
     ``sizes`` (bytes, for files with body matches) normalises term counts by file length.
     Path evidence is weighted by its own rarity: a term (or a file named in the query) that
     matches the paths of many files (``index``, ``conf.py``) tells little about any of them.
+
+    What depends on the query alone (a term's gain for a path match, the order a file's
+    found terms are summed in, each kind's factor) is worked out once, not per file; the
+    sums are made as ``saturate``, ``path_rarity`` and ``file_bm25_term`` make them.
     """
     sizes = sizes or {}
     average = (sum(sizes.values()) / len(sizes)) if sizes else 1.0
@@ -238,52 +249,88 @@ def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats,
         if index is not None:
             mention_df[index] = mention_df.get(index, 0) + 1
     strongest = max(stats.weights.values(), default=1.0)
-    rarity = stats.rarity
-    by_literal: dict[str, list[int]] = {}
-    for i, term in enumerate(terms.terms):
-        by_literal.setdefault(term.literal, []).append(i)
+    weights = stats.weights
+    # a path match's gain depends on the term and the bonus, not on the file
+    path_gain = {root: path_rarity(df, n_files) for root, df in path_df.items()}
+    factors = {kind: _factor_of_kind(kind, terms)
+               for kind in ("test", "changelog", "doc", "other", "source")}
+    # the terms a file's counts hold, in query order (the order the sums are made in), each
+    # with what its sums need; files share a few sets of found literals
+    plans: dict[tuple[str, ...], list[tuple[str, str, float, float | None]]] = {}
+    by_literal = _terms_by_literal(terms)
     out: list[FileEvidence] = []
     for path in hits.files:
         counts = hits.body_counts.get(path)
         index = mention.get(path)
-        if not (counts or path_evidence[path] or index is not None):
+        on_path = path_evidence[path]
+        if not (counts or on_path or index is not None):
             continue  # no evidence of any kind: most of a large tree
-        ev = FileEvidence(path)
-        for term, bonus in path_evidence[path]:
-            gain = stats.weights[term.literal] * bonus * path_rarity(path_df[term.root], n_files)
-            ev.path_score += gain
-            ev.matched[term.root] = ev.matched.get(term.root, 0.0) + gain
-            ev.path_terms.append(term.root)
+        path_score = body_score = 0.0
+        matched: dict[str, float] = {}
+        path_terms: list[str] = []
+        parts: dict[str, float] = {}
+        for term, bonus in on_path:
+            root = term.root
+            gain = weights[term.literal] * bonus * path_gain[root]
+            path_score += gain
+            matched[root] = matched.get(root, 0.0) + gain
+            path_terms.append(root)
             part = _PATH_PART[bonus]
-            ev.parts[part] = ev.parts.get(part, 0.0) + gain
+            parts[part] = parts.get(part, 0.0) + gain
         if index is not None:
-            ev.path_score += NAMED_PATH * strongest / mention_df[index]
-            ev.parts["named_path"] = NAMED_PATH * strongest / mention_df[index]
+            path_score += NAMED_PATH * strongest / mention_df[index]
+            parts["named_path"] = NAMED_PATH * strongest / mention_df[index]
         if counts:
             ratio = sizes.get(path, average) / average if average else 1.0
-            # The terms found in this file, in query order (the order the sums are made in),
-            # without asking every term of a long query about every file.
-            found_terms = sorted(i for literal in counts for i in by_literal.get(literal, ()))
-            k = file_bm25_k(ratio)
+            literals = tuple(counts)
+            plan = plans.get(literals)
+            if plan is None:
+                plan = plans[literals] = _body_plan(literals, terms, by_literal, weights,
+                                                 stats.rarity)
+            # saturate's and file_bm25_k's constants for this file's length
+            sat = SATURATION * (1.0 - LENGTH_B + LENGTH_B * ratio)
+            k = FILE_K1 * (1.0 - FILE_B + FILE_B * ratio)
             mass = 0.0
-            for i in found_terms:
-                term = terms.terms[i]
-                tf = counts[term.literal]
+            for literal, root, weight, rare in plan:
+                tf = counts[literal]
                 if tf:
-                    gain = stats.weights[term.literal] * saturate(tf, ratio)
-                    ev.body_score += gain
-                    ev.matched[term.root] = ev.matched.get(term.root, 0.0) + gain
-                    # file_bm25, summed here in the same pass: each literal once
-                    if by_literal[term.literal][0] == i and term.literal in rarity:
-                        mass += file_bm25_term(rarity[term.literal], tf, k)
-            ev.parts["body"] = ev.body_score
-            ev.parts["file_bm25"] = mass
-        if not ev.matched and ev.path_score == 0:
+                    gain = weight * (tf / (tf + sat) if tf > 0 else 0.0)
+                    body_score += gain
+                    matched[root] = matched.get(root, 0.0) + gain
+                    if rare is not None:  # file_bm25, summed here: each literal once
+                        mass += rare * tf * (FILE_K1 + 1.0) / (tf + k)
+            parts["body"] = body_score
+            parts["file_bm25"] = mass
+        if not matched and path_score == 0:
             continue
-        ev.factor = kind_factor(path, terms)
-        out.append(ev)
+        out.append(FileEvidence(path, path_score, body_score, factors[path_kind(path)],
+                                matched, path_terms, parts))
     out.sort(key=lambda e: (-e.score, e.path))
     return out
+
+
+def _terms_by_literal(terms: QueryTerms) -> dict[str, list[int]]:
+    """Each literal's terms, as indices into ``terms.terms``."""
+    by_literal: dict[str, list[int]] = {}
+    for i, term in enumerate(terms.terms):
+        by_literal.setdefault(term.literal, []).append(i)
+    return by_literal
+
+
+def _body_plan(found: tuple[str, ...], terms: QueryTerms, by_literal: dict[str, list[int]],
+               weights: dict[str, float], rarity: dict[str, float]
+               ) -> list[tuple[str, str, float, float | None]]:
+    """For a file whose counts hold the literals ``found``: the terms to add up, in query
+    order, each as (literal, root, weight, rarity for the file's BM25 or None: a literal's
+    later terms, and one not searched in bodies, add none)."""
+    indices = sorted(i for literal in found for i in by_literal.get(literal, ()))
+    plan = []
+    for i in indices:
+        term = terms.terms[i]
+        first = by_literal[term.literal][0] == i
+        plan.append((term.literal, term.root, weights[term.literal],
+                     rarity[term.literal] if first and term.literal in rarity else None))
+    return plan
 
 
 def file_bm25(counts: dict[str, int], rarity: dict[str, float], length_ratio: float) -> float:
@@ -350,42 +397,51 @@ def chunk_keys(chunk: Chunk) -> ChunkKeys:
 
 def score_chunks(terms: QueryTerms, stats: TermStats, ev: FileEvidence, chunks: list[Chunk],
                  text: str, lowered: LoweredText | None = None,
-                 names: Sequence[ChunkKeys] | None = None) -> list[ScoredChunk]:
+                 names: Sequence[ChunkKeys] | None = None,
+                 memo: FileMemo | None = None) -> list[ScoredChunk]:
     """Each chunk's score: its file's evidence plus what the chunk itself declares and says.
 
     ``lowered`` is ``LoweredText.of(text)`` and ``names`` each chunk's ``chunk_keys``, when
-    the caller has them already.
+    the caller has them already; ``memo`` keeps each literal's ``ChunkCounts`` in this file
+    (and where its chunks start and end) from one query to the next.
     """
     lowered = lowered or LoweredText.of(text)
-    whole, offsets = lowered.text, lowered.offsets
     terms_here = [t for t in terms.terms if t.root in ev.matched]
     # Keyed by literal: two words with one stem share the key of the last of them.
     keys = {t.literal: _key(t.root) for t in terms_here}
-    last = len(offsets) - 1
-    starts = [offsets[min(chunk.start_line - 1, last)] for chunk in chunks]
-    ends = [offsets[min(chunk.end_line, last)] for chunk in chunks]
-    # Per term, once per file: its weight, its key, and its count in every chunk's body.
+    bounds: list[tuple[Sequence[int], Sequence[int]]] = []
+
+    def count(literal: str) -> ChunkCounts:
+        if not bounds:  # where each chunk starts and ends in the text, once per call
+            bounds.append(memo(("bounds",), partial(_chunk_bounds, lowered, chunks))
+                          if memo is not None else _chunk_bounds(lowered, chunks))
+        found = _counts_per_chunk(literal, lowered.text, *bounds[0])
+        return dict(filter(itemgetter(1), enumerate(found)))  # the chunks holding it
+
+    # Per term, once per file: its weight, its key, and its count in the chunks holding it.
     present = [(t.root, keys[t.literal], stats.weights[t.literal],
-                _counts_per_chunk(t.literal, whole, starts, ends)
-                if searched_in_bodies(t) else None) for t in terms_here]
+                (memo(t.literal, partial(count, t.literal)) if memo is not None
+                 else count(t.literal)) if searched_in_bodies(t) else None)
+               for t in terms_here]
+    # the chunks that mention any term (the others count 0 for every term)
+    said: set[int] = set()
+    for *_, found in present:
+        if found:
+            said.update(found)
     scored = []
-    # One row of counts per chunk (a term not searched in bodies counts 0 everywhere).
-    zeros = [0] * len(chunks)
-    columns = [zeros if counts is None else counts for *_, counts in present]
-    rows = zip(*columns, strict=True) if columns else [()] * len(chunks)
     if names is None:
         names = [chunk_keys(chunk) for chunk in chunks]
     wanted = {key for _, key, _, _ in present}
     # what a chunk that neither names nor mentions a term scores: its file's evidence
     bare = ev.score + 0.0 * ev.factor
-    for chunk, row, (declared, enclosing) in zip(chunks, rows, names, strict=True):
-        if not any(row) and wanted.isdisjoint(declared) and wanted.isdisjoint(enclosing):
+    for i, (chunk, (declared, enclosing)) in enumerate(zip(chunks, names, strict=True)):
+        if i not in said and wanted.isdisjoint(declared) and wanted.isdisjoint(enclosing):
             # the loop below would add nothing: most chunks of a long file
             scored.append(ScoredChunk(ev.path, chunk, bare, list(ev.path_terms)))
             continue
         local = declares = enclosed = mentions = 0.0
         matched: list[str] = []
-        for (root, key, weight, _), tf in zip(present, row, strict=True):
+        for root, key, weight, found in present:
             gain = 0.0
             if key in declared:
                 gain += DECLARES * weight
@@ -393,11 +449,12 @@ def score_chunks(terms: QueryTerms, stats: TermStats, ev: FileEvidence, chunks: 
             elif key in enclosing:
                 gain += ENCLOSING * weight
                 enclosed += ENCLOSING * weight
+            tf = found.get(i, 0) if found else 0
             if tf:
                 # saturate(tf) inline; a zero count adds nothing (gain + 0.0 is gain)
-                said = weight * (tf / (tf + _K_AVERAGE))
-                gain += said
-                mentions += said
+                mention = weight * (tf / (tf + _K_AVERAGE))
+                gain += mention
+                mentions += mention
             if gain:
                 local += gain
                 matched.append(root)
@@ -408,7 +465,16 @@ def score_chunks(terms: QueryTerms, stats: TermStats, ev: FileEvidence, chunks: 
     return scored
 
 
-def _counts_per_chunk(literal: str, text: str, starts: list[int], ends: list[int]
+def _chunk_bounds(lowered: LoweredText, chunks: list[Chunk]
+                  ) -> tuple[Sequence[int], Sequence[int]]:
+    """Where each chunk starts and ends in ``lowered``'s text (as offsets into it)."""
+    offsets = lowered.offsets
+    last = len(offsets) - 1
+    return (array("q", [offsets[min(chunk.start_line - 1, last)] for chunk in chunks]),
+            array("q", [offsets[min(chunk.end_line, last)] for chunk in chunks]))
+
+
+def _counts_per_chunk(literal: str, text: str, starts: Sequence[int], ends: Sequence[int]
                       ) -> list[int]:
     """``text[start:end].count(literal)`` for each chunk, with one scan of ``text``.
 

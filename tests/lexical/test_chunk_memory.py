@@ -3,12 +3,15 @@ query reads none it has sliced, and a changed file never gives the chunks of bef
 
 from __future__ import annotations
 
+import gc
 import os
 import stat
 import threading
 import time
 import tracemalloc
+from array import array
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +24,15 @@ from slm_rerank.lexical.chunk_memory import (
     MAX_BYTES,
     MAX_ENTRIES,
     MAX_ENTRY_BYTES,
+    MAX_MEMO_BYTES,
+    MAX_MEMO_ENTRIES,
     RACY_SECONDS,
+    SLICED_MEMO,
     ChunkMemory,
     SlicedFile,
+    SlicedMemo,
     entry_bytes,
+    memo_bytes,
     slice_data,
 )
 from slm_rerank.lexical.rank import slice_candidate
@@ -300,3 +308,120 @@ def test_answers_are_the_same_with_memory_cold_warm_and_without(
 
     assert without == cold == warm
     assert len(without) >= 3
+
+
+# --- each literal's counts in a kept file's chunks -----------------------------------------
+
+
+def chunk_mentions(root: Path, memory: ChunkMemory, query: str) -> dict[int, float]:
+    """Each chunk's own mentions of the query's words in ``m.py`` (by start line), as a
+    warm process's ranking scores them."""
+    from slm_rerank.lexical.scores import FileEvidence, TermStats, score_chunks
+    from slm_rerank.lexical.terms import extract
+
+    terms = extract(query)
+    found, _ = sliced(memory, root, "m.py")
+    assert found is not None
+    stats = TermStats({t.literal: 1.0 for t in terms.terms})
+    ev = FileEvidence("m.py", body_score=1.0, matched={t.root: 1.0 for t in terms.terms})
+    scored = score_chunks(terms, stats, ev, found.chunks, found.text, found.lowered,
+                          found.keys, partial(SLICED_MEMO.get, found))
+    return {s.chunk.start_line: s.mentions for s in scored}
+
+
+def test_counts_kept_for_a_file_are_not_given_for_its_new_content(tmp_path: Path) -> None:
+    path = tmp_path / "m.py"
+    path.write_text("def a():\n    return 'backoff backoff'\n\n\ndef b():\n    return 'xx'\n")
+    memory = ChunkMemory()
+    before = chunk_mentions(tmp_path, memory, "backoff")
+    assert before == chunk_mentions(tmp_path, memory, "backoff")  # kept, unchanged
+    assert before[1] > 0 and before[5] == 0
+
+    # the same size and times: only the content hash tells the files apart
+    rewrite_keeping_size_and_times(
+        path, "def a():\n    return 'xxxxxxxxxx'\n\n\ndef b():\n    return 'backoff'\n")
+    after = chunk_mentions(tmp_path, memory, "backoff")
+
+    assert after[1] == 0 and after[5] > 0
+
+
+def test_kept_counts_are_those_counted_afresh_and_reused(tmp_path: Path) -> None:
+    text = "".join(f"def f{i}():\n    return 'retry' * {i % 3}  # retry retry\n\n"
+                   for i in range(50))
+    found = slice_data("m.py", text.encode(), None)
+    counts = SlicedMemo()
+    computed: list[str] = []
+
+    def count(literal: str) -> dict[int, int]:
+        computed.append(literal)
+        return {i: text.count(literal) for i in range(2)}
+
+    first = counts.get(found, "retry", lambda: count("retry"))
+    again = counts.get(found, "retry", lambda: count("retry"))
+    other = counts.get(slice_data("m.py", text.encode(), None), "retry",
+                       lambda: count("retry"))
+
+    assert again is first and other == first
+    assert computed == ["retry", "retry"]  # another slicing of the file is counted again
+
+
+def test_counts_of_a_file_no_longer_held_are_dropped_not_given(tmp_path: Path) -> None:
+    counts = SlicedMemo()
+    found = slice_data("m.py", b"x = 'retry'\n", None)
+    counts.get(found, "retry", lambda: {0: 1})
+    key = id(found)
+    del found
+    gc.collect()
+    # whatever object takes its place in memory now, it is not the one counted
+    fresh = slice_data("m.py", b"x = 'other'\n", None)
+    given = counts.get(fresh, "retry", lambda: {})
+
+    assert given == {}
+    assert key == id(fresh) or len(counts) == 2
+
+
+def test_literal_counts_keep_at_most_their_entries_and_bytes() -> None:
+    found = slice_data("m.py", b"x = 1\n", None)
+    counts = SlicedMemo(max_entries=3)
+    for i in range(6):
+        counts.get(found, f"word{i}", lambda: {0: 1})
+    assert len(counts) == 3
+    assert [k[1] for k in counts._entries] == ["word3", "word4", "word5"]
+
+    small = SlicedMemo(max_bytes=2000)
+    for i in range(20):
+        counts_now = small.get(found, f"word{i}", lambda: dict.fromkeys(range(10), 1))
+        assert counts_now == dict.fromkeys(range(10), 1)
+    assert 0 < small.held_bytes <= 2000
+    assert small.held_bytes == sum(e[2] for e in small._entries.values())
+
+    unbounded = SlicedMemo(max_entries=10**9, max_bytes=10**15)
+    assert (unbounded.max_entries, unbounded.max_bytes) == (MAX_MEMO_ENTRIES, MAX_MEMO_BYTES)
+    assert MAX_MEMO_BYTES <= 16 * 1024 * 1024
+
+
+@pytest.mark.parametrize(("item", "value"), [
+    ("determinant", lambda: {}),
+    ("determinant", lambda: {i: 1000 + i for i in range(3)}),
+    ("determinant", lambda: {i: 1000 + i for i in range(200)}),
+    ("determinant", lambda: dict.fromkeys(range(200), 1)),
+    (("comment", 1200, 1320), lambda: 1 / 4),
+    (("lines",), lambda: int("123456")),
+    (("bounds",), lambda: (array("q", range(0, 90000, 300)), array("q", range(300, 90300, 300)))),
+])
+def test_the_estimate_of_a_kept_item_is_above_the_memory_it_holds(
+        item: str | tuple[str | int, ...], value: Callable[[], Any]) -> None:
+    found = slice_data("m.py", b"x = 1\n", None)
+    memo = SlicedMemo()
+    memo.get(found, "warm", lambda: {})  # the memo's own dict allocated
+    item = item if isinstance(item, str) else tuple(item)  # made now, as a caller does
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        memo.get(found, item, value)  # the value made inside, as counting makes it
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+    assert held > 0
+    assert memo.held_bytes - memo_bytes("warm", {}) >= held

@@ -3,6 +3,7 @@ counts per chunk from one scan of the file, a path's kind from one split."""
 
 from __future__ import annotations
 
+import math
 import random
 from pathlib import Path
 
@@ -18,7 +19,9 @@ from slm_rerank.lexical.filetypes import (
     is_test_path,
     path_kind,
 )
-from slm_rerank.lexical.scores import LoweredText, _counts_per_chunk
+from slm_rerank.lexical.rank import lexical_order
+from slm_rerank.lexical.ranker import by_score_first
+from slm_rerank.lexical.scores import LoweredText, ScoredChunk, _counts_per_chunk
 
 WORDS = ["retry", "aba", "abab", "ab", "x", "réessai", "重试", "🔁", "That", "thathat", " "]
 BREAKS = ["\n", "\r\n", "\r", "\x85", "\u2028", "\x0c", "\x1e"]
@@ -110,3 +113,48 @@ def test_a_folders_words_count_for_every_file_under_it_however_deep() -> None:
                           "src/lexer/parser_x/d.py", "parser/e.py"}
     assert all(set(parts) == {"directory"} for parts in found.values())
     assert DIRECTORY > 0
+
+
+def scored_files(seed: int) -> list[list[ScoredChunk]]:
+    """Files of chunks whose scores tie often (as a file's chunks that mention nothing do),
+    some with chunks sharing a start line, in chunk order as ``score_chunks`` gives them."""
+    rng = random.Random(seed)
+    paths = rng.sample([f"pkg/m{i}.py" for i in range(40)], rng.randint(1, 12))
+    files = []
+    for path in paths:
+        lines = sorted(rng.randint(1, 30) for _ in range(rng.randint(0, 8)))
+        files.append([ScoredChunk(path, Chunk(line, line + 3), rng.choice([0.0, 1.5, 2.0, 3.25]),
+                                  [str(i)]) for i, line in enumerate(lines)])
+    return files
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_lexical_order_is_by_score_then_path_then_line_ties_as_they_come(seed: int) -> None:
+    files = scored_files(seed)
+    expected = [c for items in files for c in items]
+    expected.sort(key=lambda s: (-s.score, s.path, s.chunk.start_line))
+
+    assert lexical_order(files) == expected
+    assert [id(c) for c in lexical_order(files)] == [id(c) for c in expected]
+
+
+def test_the_lexical_order_with_a_nan_score_is_the_order_it_always_was() -> None:
+    files = scored_files(3) + [[ScoredChunk("a.py", Chunk(1, 2), math.nan, [])]]
+    expected = [c for items in files for c in items]
+    expected.sort(key=lambda s: (-s.score, s.path, s.chunk.start_line))
+
+    assert [id(c) for c in lexical_order(files)] == [id(c) for c in expected]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_by_score_first_keeps_ties_in_order(seed: int) -> None:
+    items = [c for items in scored_files(seed) for c in items]
+    rng = random.Random(seed)
+    rng.shuffle(items)
+    if seed % 5 == 0 and items:
+        items[0].score = math.nan
+    expected = sorted(items, key=lambda c: -c.score)
+
+    by_score_first(items)
+
+    assert [id(c) for c in items] == [id(c) for c in expected]
