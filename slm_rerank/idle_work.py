@@ -22,7 +22,8 @@ MAX_PENDING = 4
 #: given its deadline; may return one line saying what it keeps for later commands
 IdleTask = Callable[[float], "str | None"]
 
-#: what a plugin says it keeps for later commands (``keeps``), shown by ``warm status``
+#: what idle work says it keeps for later commands (the line a task returns), shown by
+#: ``warm status``: at most this many names, each line cut to this length
 MAX_KEPT_NAMES = 8
 MAX_KEPT_CHARS = 300
 

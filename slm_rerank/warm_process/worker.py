@@ -61,7 +61,7 @@ class Worker:
         self.acked = False
         #: the commands it ran (searches and hook runs, not status requests)
         self.commands = 0
-        #: what the worker said it keeps for later commands (``idle_work.keeps``)
+        #: what the worker said it keeps for later commands (``idle_work.kept``)
         self.kept: dict[str, str] = {}
 
     @property

@@ -31,8 +31,8 @@ its content was read, as the chunk memory does (``slm_rerank/lexical/chunk_memor
 any other file is read again (and its words replaced when its bytes changed).
 
 **Bounds.** Constants, not settings, so a repository's config cannot size the memory: at
-most ``MAX_TREES`` trees, ``MAX_FILES`` files and ``MAX_INDEX_BYTES`` (estimated) each, a
-file read whole only up to ``MAX_FILE_BYTES``. Building happens only in the warm process's
+most ``MAX_TREES`` trees, ``MAX_FILES`` files each and ``MAX_INDEX_BYTES`` (estimated) in
+all, a file read whole only up to ``MAX_FILE_BYTES``. Building happens only in the warm process's
 worker, after a search was answered (``plugin_kit.when_idle``), for at most
 ``BUILD_SECONDS`` at a time; a tree is finished over several idle moments if it needs them.
 """
@@ -602,6 +602,10 @@ def _build(root: Path, files: Sequence[str], by: float) -> None:
             if tree.size() > MAX_INDEX_BYTES:
                 _drop(key, "its index would outgrow the memory it may take")
                 return
+            # the bound is on all trees together (a worker over 256 MiB is replaced, and
+            # with it everything it keeps): the tree searched longest ago makes room
+            while len(_TREES) > 1 and sum(t.size() for t in _TREES.values()) > MAX_INDEX_BYTES:
+                _TREES.popitem(last=False)
     finally:
         os.close(fd)
 

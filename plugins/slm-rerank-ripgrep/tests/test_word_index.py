@@ -284,3 +284,17 @@ def test_an_index_that_fails_leaves_the_search_to_rg_and_says_why(
     same(hits, by_rg(root, ["set"]))
     assert not word_index.indexed(root) and not word_index.wanted(root)
     assert "its index failed (ValueError: a bug in the counting)" in word_index.summary()
+
+
+def test_the_memory_bound_holds_for_all_trees_together(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = generated_tree(tmp_path / "first", 15)
+    second = generated_tree(tmp_path / "second", 16)
+    later(monkeypatch, 3600)
+    build(first)
+    one_tree = word_index._TREES[word_index._key(first)].size()
+    monkeypatch.setattr(word_index, "MAX_INDEX_BYTES", one_tree * 3 // 2)  # room for one
+    build(second)
+    assert word_index.indexed(second)
+    assert not word_index.indexed(first)  # searched longest ago: it made room
+    assert word_index.wanted(first)  # not refused: built again after its next search
