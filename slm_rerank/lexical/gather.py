@@ -113,9 +113,7 @@ def gather_files(host: Host, root: Path, terms: QueryTerms, notes: list[str], *,
     for glob in globs_matching_nothing(list(globs), hits.files):
         notes.append(f"glob '{display_path(glob)}' matches no file")
     stats = TermStats.from_hits(terms, hits)
-    known = hits.sizes
-    sizes = _sizes(root, [p for p in hits.body_counts if p not in known]) if known else \
-        _sizes(root, hits.body_counts)
-    sizes.update((p, n) for p, n in known.items() if p in hits.body_counts)
+    sizes = _sizes(root, [p for p in hits.body_counts if p not in hits.sizes])
+    sizes.update((p, n) for p, n in hits.sizes.items() if p in hits.body_counts)
     evidence = score_files(terms, hits, stats, sizes)
     return Gathered(terms, source.name, hits, stats, evidence)

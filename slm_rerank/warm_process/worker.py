@@ -31,6 +31,7 @@ import sys
 import time
 from typing import Any, NoReturn
 
+from slm_rerank import idle_work
 from slm_rerank.warm_process import client, command_fork, isolation, wire
 
 #: a worker over this resident size while it runs a command is killed (the caller falls back)
@@ -209,7 +210,6 @@ def _serve(ctl: socket.socket, server_pid: int) -> NoReturn:
     try:
         os.setpgid(0, 0)  # the tools a command starts die with it at a deadline
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        from slm_rerank import idle_work
         from slm_rerank.host import keep_plugins
 
         keep_plugins()
@@ -280,8 +280,6 @@ def _one(conn: socket.socket, status: dict[str, Any], ctl: socket.socket, out_fd
 def _idle_work(keep: bool, deadline: list[float]) -> None:
     """What the command asked to have done once answered (``idle_work``), within the time
     left before the server's deadline for it (it kills the worker there)."""
-    from slm_rerank import idle_work
-
     if not keep or not deadline:
         idle_work.drop_pending()
         return

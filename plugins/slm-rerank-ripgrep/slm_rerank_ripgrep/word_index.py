@@ -145,8 +145,6 @@ class Answer:
 
     body_counts: dict[str, dict[str, int]]
     skipped: dict[str, str]
-    #: files read again for this query (new or changed)
-    reread: int
     #: byte sizes of the files in ``body_counts``
     sizes: dict[str, int]
 
@@ -341,17 +339,6 @@ def wanted(root: Path) -> bool:
     return refused is None or time.monotonic() - refused[1] > REFUSED_SECONDS
 
 
-def answer(root: Path, files: Sequence[str], terms: Sequence[str],
-           max_filesize: int) -> Answer | None:
-    """rg's matching pass over ``files`` (the listing, relative to ``root``), from the index.
-
-    ``terms`` in the order rg is given them (``order_for_search``). None when the tree is
-    not indexed, or anything in it is beyond what the index models (rg must answer).
-    """
-    prepared = prepare(root, terms, max_filesize)
-    return None if prepared is None else prepared.finish(files)
-
-
 def prepare(root: Path, terms: Sequence[str], max_filesize: int) -> Prepared | None:
     """The work that needs no listing, done while rg lists the tree: each indexed file
     checked (read again if it changed) and the terms counted in every file that may be
@@ -465,7 +452,7 @@ class Prepared:
                 os.close(fd)
         if tree.size() > MAX_INDEX_BYTES:
             _drop(self.key, "its index outgrew the memory it may take")
-        return Answer(counts, skipped, self.reread, sizes)
+        return Answer(counts, skipped, sizes)
 
     def _new(self, rel: str, fd: int, counts: dict[str, dict[str, int]]) -> _File | str | None:
         try:
@@ -608,15 +595,6 @@ def _build(root: Path, files: Sequence[str], by: float) -> None:
                 _TREES.popitem(last=False)
     finally:
         os.close(fd)
-
-
-def status() -> list[dict[str, object]]:
-    """What is indexed, for ``warm status``."""
-    shown: list[dict[str, object]] = [
-        {"root": tree.root, "files": len(tree.files), "words": len(tree.words),
-         "estimated_bytes": tree.size()} for tree in _TREES.values()]
-    shown += [{"root": root, "refused": why} for root, (why, _) in _REFUSED.items()]
-    return shown
 
 
 def forget() -> None:

@@ -84,7 +84,7 @@ class Searches:
     def build(self) -> None:
         files = self.by_rg().files
         word_index.build(self.root, files, time.monotonic() + 60)
-        assert word_index.indexed(self.root), word_index.status()
+        assert word_index.indexed(self.root), word_index.summary()
 
     def same(self, terms: list[str] = TERMS, answered: bool = True) -> SourceHits:
         """The index's answer equals rg's; ``answered``: the index gave it (rg's matching
@@ -93,7 +93,7 @@ class Searches:
         found = self.search(terms)
         assert (found.body_counts, found.skipped) == (expected.body_counts, expected.skipped)
         assert sorted(found.files) == sorted(expected.files)
-        assert (not self.matching) == answered, (self.matching, word_index.status())
+        assert (not self.matching) == answered, (self.matching, word_index.summary())
         return found
 
 
@@ -419,7 +419,7 @@ def test_rebuilding_one_tree_keeps_the_other(tmp_path: Path, monkeypatch: pytest
     rewrite(trees[0] / "a.py", b"imag__")
     checks[0].same()  # read again: its old words are dead now
     checks[0].build()
-    assert word_index.indexed(trees[1]), word_index.status()
+    assert word_index.indexed(trees[1]), word_index.summary()
     checks[1].same()
 
 
