@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from slm_rerank import usage
+from slm_rerank import idle_work, usage
 from slm_rerank.cache_folder import cache_path, usable_folder
 from slm_rerank.event_loop import refuse_running_loop
 from slm_rerank.host import Host
@@ -27,6 +27,9 @@ from slm_rerank.warm import API_HOSTS
 
 #: The query expander ``expand=True`` (``--expand``) asks: slm-rerank-expand's.
 EXPANDER = "llm"
+#: the process whose searches are counted, and how many it ran: from its second, a
+#: process is taken to be long-lived and runs idle work between calls (a fork counts anew)
+_CALLS = {"pid": 0, "calls": 0}
 
 
 def search(
@@ -74,6 +77,13 @@ def search(
     ``--fixed-order``: False orders the files by the fixed lexical factors. ``ask_judge``
     overrides ``ask_judge_anyway`` like ``--ask-judge``: True asks the judge even where
     ``calibrate --write`` measured that it adds nothing in this repository.
+
+    From the second call in a process, the process runs idle work between calls: a daemon
+    thread builds what a plugin asked for once a search was answered (the ripgrep source's
+    word index of the tree, which later searches of the whole tree then answer from),
+    30 ms at a time and only while no search runs; a search arriving meanwhile waits for
+    that window to end. The thread ends when that work is done, and never holds up the
+    interpreter's exit. ``SLM_RERANK_IDLE_THREAD=0`` turns it off (``idle_work``).
     """
     if not isinstance(query, str):
         raise TypeError(f"search(query=...) must be a str, not {type(query).__name__}")
@@ -88,6 +98,26 @@ def search(
         refuse_running_loop("slm_rerank.search() with the model (fast=False or expand=True)",
                             "run it in a worker thread: "
                             "`await asyncio.to_thread(slm_rerank.search, ...)`")
+    pid = os.getpid()
+    if _CALLS["pid"] != pid:
+        _CALLS.update(pid=pid, calls=0)
+    _CALLS["calls"] += 1
+    if _CALLS["calls"] >= 2:
+        idle_work.run_in_background()
+    with idle_work.calling():
+        return _search(query, root, paths=paths, fast=fast, caller=caller, host=host,
+                       top_k=top_k, chunks=chunks, piped_paths=piped_paths, explain=explain,
+                       expand=expand, stubs=stubs, dirty=dirty, by_slice=by_slice,
+                       root_name=root_name, plan=plan, learned_order=learned_order,
+                       ask_judge=ask_judge)
+
+
+def _search(query: str, root: str | os.PathLike[str] | None, *, paths: Sequence[str],
+            top_k: int | None, chunks: bool | None, fast: bool, caller: str,
+            host: Host | None, piped_paths: Sequence[str], explain: bool, expand: bool,
+            stubs: str | None, dirty: bool, by_slice: bool, root_name: str,
+            plan: SearchPlan | None, learned_order: bool | None, ask_judge: bool | None
+            ) -> Report:
     started = time.perf_counter()
     cwd = Path.cwd()
     root_path = resolve_root(Path(root), cwd) if root is not None else None

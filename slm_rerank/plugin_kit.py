@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from slm_rerank.git_runner import GitError, git_output, start_git
 
 # --- work a long-lived process may do once a command was answered (an index to build) -----
-from slm_rerank.idle_work import when_idle
+from slm_rerank.idle_work import Unfinished, when_idle
 
 # --- chunks and file kinds as the search cuts and reads files (the review's --diff) --------
 # --- and a candidate source that runs a search tool (see the ripgrep and git plugins) ------
@@ -66,8 +66,8 @@ __all__ = [
     "ModelServer", "command_host", "find_model_server",
     # reading a file a repository holds, within a cap
     "read_at_most",
-    # work for the warm process's worker once the command was answered
-    "when_idle",
+    # work for a long-lived process once the command was answered
+    "Unfinished", "when_idle",
 ]
 
 

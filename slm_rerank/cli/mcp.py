@@ -37,6 +37,11 @@ def mcp(**flags: Any) -> None:
         pinned_urls(service.host_for(service.default_root).settings)
     except SlmRerankError as exc:
         fail(str(exc))
+    # Between calls, what a search asked to have built (the ripgrep source's word index)
+    # is built in a thread, a short window at a time, while no call runs (idle_work).
+    from slm_rerank import idle_work
+
+    idle_work.run_in_background()
     build_server(service).run("stdio")
     if service.busy:
         # The client closed stdin while a search ran: nobody is left to read its answer.

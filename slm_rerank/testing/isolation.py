@@ -70,6 +70,9 @@ def isolate(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     # No warm process (slm_rerank.warm_process) outlives a test that runs the command line;
     # the tests of the warm process turn it on.
     monkeypatch.setenv("SLM_RERANK_WARM_PROCESS", "0")
+    # No idle-work thread (slm_rerank.idle_work) in a test's process or the MCP server it
+    # starts, from a second search on; the tests of that thread turn it on.
+    monkeypatch.setenv("SLM_RERANK_IDLE_THREAD", "0")
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "_run"))  # its sockets, if turned on
     return cache
 

@@ -180,23 +180,14 @@ def search(query: SourceQuery) -> SourceHits:
     # a config file ($RIPGREP_CONFIG_PATH) may give rg flags that change what it finds.
     whole_tree = (not query.paths and not query.explain
                   and not os.environ.get("RIPGREP_CONFIG_PATH"))
-    if whole_tree and terms and word_index.indexed(query.root):
-        listing = _start([rg, "--files", "--null", *scope], query.root)
-        # while rg lists the tree, the index checks its files and counts the terms
-        prepared: word_index.Prepared | None = None
+    # The index is one thread's at a time: held by another (a query, a build's window in
+    # the MCP server's or the API's idle-work thread), rg answers as without it.
+    if (whole_tree and terms and word_index.indexed(query.root)
+            and word_index.LOCK.acquire(blocking=False)):
         try:
-            prepared = word_index.prepare(query.root, terms, query.max_filesize)
-        except Exception as exc:  # noqa: BLE001 - rg answers; `warm status` says why
-            word_index.refuse(query.root, exc)
+            hits, files_out, found = _from_index(rg, scope, terms, query)
         finally:
-            files_out, files_err = listing.communicate()
-        hits = _listing_hits(listing, files_out, files_err, query)
-        found = None
-        if prepared is not None:
-            try:
-                found = prepared.finish(hits.files)
-            except Exception as exc:  # noqa: BLE001 - as above
-                word_index.refuse(query.root, exc)
+            word_index.LOCK.release()
         if found is not None:
             hits.body_counts = found.body_counts
             hits.sizes = found.sizes
@@ -230,6 +221,28 @@ def search(query: SourceQuery) -> SourceHits:
     if whole_tree and terms:
         _index_when_idle(query.root, hits.files)
     return hits
+
+
+def _from_index(rg: str, scope: list[str], terms: list[str], query: SourceQuery
+                ) -> tuple[SourceHits, bytes, word_index.Answer | None]:
+    """The listing, and the index's answer for it (None: rg must match); ``LOCK`` held."""
+    listing = _start([rg, "--files", "--null", *scope], query.root)
+    # while rg lists the tree, the index checks its files and counts the terms
+    prepared: word_index.Prepared | None = None
+    try:
+        prepared = word_index.prepare(query.root, terms, query.max_filesize)
+    except Exception as exc:  # noqa: BLE001 - rg answers; `warm status` says why
+        word_index.refuse(query.root, exc)
+    finally:
+        files_out, files_err = listing.communicate()
+    hits = _listing_hits(listing, files_out, files_err, query)
+    found = None
+    if prepared is not None:
+        try:
+            found = prepared.finish(hits.files)
+        except Exception as exc:  # noqa: BLE001 - as above
+            word_index.refuse(query.root, exc)
+    return hits, files_out, found
 
 
 def _start_matching(rg: str, scope: list[str], terms: list[str],
@@ -269,9 +282,10 @@ def _found_by_rg(hits: SourceHits, matching: subprocess.Popen[bytes], match_out:
 
 
 def _index_when_idle(root: Path, files: list[str]) -> None:
-    """Have the warm process's worker index this tree once the search is answered."""
+    """Have a long-lived process index this tree once the search is answered (idle work:
+    the warm process's worker, the MCP server, the Python API called again)."""
     if word_index.wanted(root):
-        when_idle(lambda by: word_index.build(root, files, by), "ripgrep's word index")
+        when_idle(word_index.Build(root, files), "ripgrep's word index")
 
 
 @slm_rerank.hookimpl

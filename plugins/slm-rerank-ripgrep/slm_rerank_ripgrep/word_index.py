@@ -32,9 +32,16 @@ any other file is read again (and its words replaced when its bytes changed).
 
 **Bounds.** Constants, not settings, so a repository's config cannot size the memory: at
 most ``MAX_TREES`` trees, ``MAX_FILES`` files each and ``MAX_INDEX_BYTES`` (estimated) in
-all, a file read whole only up to ``MAX_FILE_BYTES``. Building happens only in the warm process's
-worker, after a search was answered (``plugin_kit.when_idle``), for at most
-``BUILD_SECONDS`` at a time; a tree is finished over several idle moments if it needs them.
+all, a file read whole only up to ``MAX_FILE_BYTES``. Building happens only as idle work,
+after a search was answered (``plugin_kit.when_idle``): in the warm process's worker, for
+at most ``BUILD_SECONDS`` at a time; in the MCP server or a process calling the Python API
+again, in its background thread's windows of a few tens of ms (``Build`` goes on from the
+file where its last window stopped). A tree is finished over several idle moments if it
+needs them.
+
+**Threads.** The index is read and changed (a query reads changed files again) under
+``LOCK``: a query that finds it held (another thread's query, a build's window) leaves
+the matching to rg, and a build window that finds it held does nothing this time.
 """
 
 from __future__ import annotations
@@ -44,12 +51,15 @@ import hashlib
 import os
 import re
 import stat
+import threading
 import time
 from array import array
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from slm_rerank.plugin_kit import Unfinished
 
 #: trees kept, the files of one, and its estimated size
 MAX_TREES = 2
@@ -319,6 +329,8 @@ def _fresh(entry: _File, st: os.stat_result) -> bool:
             and max(st.st_mtime_ns, st.st_ctime_ns) < entry.checked - _RACY_NS)
 
 
+#: held while the index is read or changed (``prepare`` to ``finish``, a build, ``forget``)
+LOCK = threading.Lock()
 _TREES: OrderedDict[str, _Tree] = OrderedDict()
 #: root -> (why it is not indexed, when that was found; monotonic)
 _REFUSED: dict[str, tuple[str, float]] = {}
@@ -521,7 +533,8 @@ def _count(tree: _Tree, prepared: Prepared, allowed: bytearray) -> dict[int, dic
 
 def refuse(root: Path, error: Exception) -> None:
     """The index of ``root`` failed on a query: dropped (rg answers that query and the
-    next ones) and not built again for ``REFUSED_SECONDS``; ``warm status`` says why."""
+    next ones) and not built again for ``REFUSED_SECONDS``; ``warm status`` says why.
+    Called with ``LOCK`` held."""
     _drop(_key(root), f"its index failed ({type(error).__name__}: {error})")
 
 
@@ -537,12 +550,35 @@ def build(root: Path, files: Sequence[str], by: float) -> str:
     """Index (or bring up to date) ``root``'s listed ``files`` until ``by`` (monotonic);
     what is then indexed, in one line (``summary``).
 
-    Run by the warm process's worker once a search was answered. A tree beyond the bounds
-    is dropped and not tried again for ``REFUSED_SECONDS``; one not finished by ``by`` is
-    continued by the next build.
+    A tree beyond the bounds is dropped and not tried again for ``REFUSED_SECONDS``; one
+    not finished by ``by`` is continued by the next build.
     """
-    _build(root, files, by)
-    return summary()
+    with LOCK:
+        _build(root, files, by)
+        return summary()
+
+
+class Build:
+    """The idle task that indexes ``root``'s listed ``files``, over as many windows as it
+    needs: each run goes on from the file where the last one stopped (while the tree it
+    built into is still the one kept), and says ``Unfinished`` until it reached the end."""
+
+    def __init__(self, root: Path, files: Sequence[str]) -> None:
+        self.root = root
+        self.files = list(files)
+        #: the next file to look at, in the tree built into
+        self.at = 0
+        self.tree: _Tree | None = None
+
+    def __call__(self, by: float) -> str:
+        if not LOCK.acquire(blocking=False):  # a query of another thread reads the index
+            return Unfinished(summary())
+        try:
+            self.tree, self.at = _build(self.root, self.files, by, self.tree, self.at)
+            said = summary()
+        finally:
+            LOCK.release()
+        return said if self.tree is None else Unfinished(said)
 
 
 def summary() -> str:
@@ -553,13 +589,17 @@ def summary() -> str:
     return "; ".join(parts) or "nothing"
 
 
-def _build(root: Path, files: Sequence[str], by: float) -> None:
+def _build(root: Path, files: Sequence[str], by: float, before: _Tree | None = None,
+           start: int = 0) -> tuple[_Tree | None, int]:
+    """Index ``files`` from ``start`` on, if ``before`` is still the tree kept (else from
+    the first) until ``by``: the tree built into and the file to go on from, or (None, 0)
+    when nothing is left to do (done, or the tree is not indexed)."""
     key = _key(root)
     if not wanted(root):
-        return
+        return None, 0
     if len(files) > MAX_FILES:
         _drop(key, f"it lists {len(files):,} files, over {MAX_FILES:,}")
-        return
+        return None, 0
     tree = _TREES.get(key)
     if tree is None or tree.dead_postings * 2 > max(tree.postings_count, 1):
         tree = _Tree(key)
@@ -568,14 +608,17 @@ def _build(root: Path, files: Sequence[str], by: float) -> None:
             _TREES.popitem(last=False)
         _TREES[key] = tree
     _TREES.move_to_end(key)
+    if tree is not before:
+        start = 0
     try:
         fd = os.open(key, _DIR_FLAGS)
     except OSError:
-        return
+        return None, 0
     try:
-        for at, rel in enumerate(files):
-            if at % 64 == 0 and time.monotonic() > by:
-                return
+        for at in range(start, len(files)):
+            if (at - start) % 64 == 0 and time.monotonic() > by:
+                return tree, at
+            rel = files[at]
             entry = tree.files.get(rel)
             if entry is not None:
                 try:
@@ -584,20 +627,22 @@ def _build(root: Path, files: Sequence[str], by: float) -> None:
                 except OSError:
                     continue
             if time.monotonic() > by:  # a read can take a while (a file of MAX_FILE_BYTES)
-                return
+                return tree, at
             tree.files[rel] = tree.read(rel, fd, entry)
             if tree.size() > MAX_INDEX_BYTES:
                 _drop(key, "its index would outgrow the memory it may take")
-                return
+                return None, 0
             # the bound is on all trees together (a worker over 256 MiB is replaced, and
             # with it everything it keeps): the tree searched longest ago makes room
             while len(_TREES) > 1 and sum(t.size() for t in _TREES.values()) > MAX_INDEX_BYTES:
                 _TREES.popitem(last=False)
     finally:
         os.close(fd)
+    return None, 0
 
 
 def forget() -> None:
     """Drop every index (tests, and a process that wants its memory back)."""
-    _TREES.clear()
-    _REFUSED.clear()
+    with LOCK:
+        _TREES.clear()
+        _REFUSED.clear()
