@@ -1,8 +1,17 @@
-"""Idle work: what the warm process's worker runs once a command was answered."""
+"""Idle work: what the warm process's worker runs once a command was answered, and what the
+MCP server and the Python API run in a thread of their own between calls."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import threading
 import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
 
 from slm_rerank import idle_work, plugin_kit
 from slm_rerank.testing import as_warm_worker
@@ -55,3 +64,137 @@ def test_the_tasks_asked_for_by_one_command_are_bounded() -> None:
         for _ in range(idle_work.MAX_PENDING + 5):
             plugin_kit.when_idle(ran.append)
         assert run(time.monotonic() + 3) == idle_work.MAX_PENDING
+
+
+# --- in a long-lived process's own thread (the MCP server, the Python API called again) ---
+
+IDLE_THREAD = "slm-rerank-idle-work"
+
+
+@pytest.fixture
+def background(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.delenv(idle_work.IDLE_THREAD_ENV, raising=False)  # the tests' isolation: 0
+    assert idle_work.run_in_background()
+    yield
+    idle_work.stop_background()
+    idle_work._kept.clear()
+
+
+def wait_until(condition: Callable[[], bool], seconds: float = 20.0) -> None:
+    ends = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < ends, "waited in vain"
+        time.sleep(0.005)
+
+
+def idle_thread_running() -> bool:
+    return any(t.name == IDLE_THREAD for t in threading.enumerate())
+
+
+def test_in_a_long_lived_process_idle_work_runs_in_windows_once_no_call_runs(
+        background: None) -> None:
+    windows: list[tuple[float, float]] = []
+
+    def task(by: float) -> str:
+        windows.append((time.monotonic(), by))
+        if len(windows) < 5:
+            while time.monotonic() < by:  # the whole window, and not done
+                time.sleep(0.001)
+            return idle_work.Unfinished(f"{len(windows)} of 5")
+        return "built"
+
+    with idle_work.calling():
+        assert plugin_kit.when_idle(task, "index")
+        time.sleep(0.2)
+        assert windows == []  # nothing runs while the call does
+    wait_until(lambda: idle_work.kept().get("index") == "built")
+    assert len(windows) == 5  # run again after each Unfinished, then no more
+    assert all(0 < by - at <= idle_work.WINDOW_SECONDS for at, by in windows)
+    wait_until(lambda: not idle_thread_running())  # the thread ends with the work
+
+
+def test_a_call_arriving_during_a_window_waits_for_its_end_and_none_starts_meanwhile(
+        background: None) -> None:
+    started: list[float] = []
+    ended: list[float] = []
+
+    def task(by: float) -> str:
+        started.append(time.monotonic())
+        while time.monotonic() < by:
+            time.sleep(0.001)
+        ended.append(time.monotonic())
+        return idle_work.Unfinished("more")
+
+    assert plugin_kit.when_idle(task, "index")
+    wait_until(lambda: len(started) >= 2)  # windows one after another
+    with idle_work.calling():
+        entered = time.monotonic()
+        windows = len(started)
+        assert len(ended) == windows and ended[-1] <= entered  # none running
+        time.sleep(0.2)
+        assert len(started) == windows  # none started while the call ran
+    wait_until(lambda: len(started) > windows)  # and they go on once it ended
+
+
+def test_a_task_never_finished_stops_after_its_idle_seconds_and_the_thread_ends(
+        background: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(idle_work, "IDLE_SECONDS", 0.3)
+    windows: list[float] = []
+
+    def forever(by: float) -> str:
+        windows.append(by)
+        while time.monotonic() < by:
+            time.sleep(0.001)
+        return idle_work.Unfinished("more")
+
+    assert plugin_kit.when_idle(forever, "forever")
+    assert plugin_kit.when_idle(forever, "forever")  # one of a name queued at a time
+    wait_until(lambda: not idle_thread_running())
+    assert 0.3 / idle_work.WINDOW_SECONDS - 1 <= len(windows) <= 0.3 / idle_work.WINDOW_SECONDS + 2
+
+
+def test_idle_thread_0_and_the_warm_worker_keep_a_process_from_running_the_thread(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(idle_work.IDLE_THREAD_ENV, "0")
+    assert not idle_work.run_in_background()
+    assert plugin_kit.when_idle(lambda by: None) is False
+    monkeypatch.delenv(idle_work.IDLE_THREAD_ENV)
+    with as_warm_worker():  # the worker runs idle work itself, between commands
+        assert not idle_work.run_in_background()
+    assert idle_work._background == [None]
+
+
+EXITS = """\
+import sys, time
+from slm_rerank import idle_work, plugin_kit
+
+idle_work.IDLE_SECONDS = 3600.0
+assert idle_work.run_in_background()
+
+
+def forever(by):
+    with open(sys.argv[1], "a") as log:
+        log.write("window\\n")
+    while time.monotonic() < by:
+        pass
+    return idle_work.Unfinished("more")
+
+
+with idle_work.calling():
+    plugin_kit.when_idle(forever, "forever")
+while not open(sys.argv[1]).read():
+    time.sleep(0.01)
+print("leaving")
+"""
+
+
+def test_a_process_leaves_while_its_idle_work_is_unfinished(tmp_path: Path) -> None:
+    log = tmp_path / "windows.log"
+    log.write_text("")
+    env = {k: v for k, v in os.environ.items() if k != idle_work.IDLE_THREAD_ENV}
+    # an hour of idle work asked for: the process ends when its script does
+    done = subprocess.run([sys.executable, "-c", EXITS, str(log)], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "leaving\n"
+    assert log.read_text().startswith("window\n")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import random
+import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +14,8 @@ import pytest
 import slm_rerank_ripgrep
 from slm_rerank_ripgrep import word_index
 
+from slm_rerank import idle_work
+from slm_rerank.plugin_kit import Unfinished
 from slm_rerank.registrations import SourceHits, SourceQuery
 from slm_rerank.testing import as_warm_worker
 
@@ -298,3 +302,134 @@ def test_the_memory_bound_holds_for_all_trees_together(
     assert word_index.indexed(second)
     assert not word_index.indexed(first)  # searched longest ago: it made room
     assert word_index.wanted(first)  # not refused: built again after its next search
+
+
+class Clock:
+    """The index's monotonic clock, a second further at each reading: a build given
+    ``by = clock.now + N`` stops after a few steps, whatever the machine's speed."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        self.now += 1.0
+        return self.now
+
+    time_ns = staticmethod(time.time_ns)
+
+
+def test_a_build_cut_into_many_windows_reads_each_file_once_and_then_answers_as_rg(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        matching_runs: list[list[str]]) -> None:
+    root = generated_tree(tmp_path, 17)
+    files = search(root, ["x"]).files
+    read: list[str] = []
+    real_read = word_index._Tree.read
+
+    def reading(tree: word_index._Tree, rel: str, *args: object) -> word_index._File:
+        read.append(rel)
+        return real_read(tree, rel, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(word_index._Tree, "read", reading)
+    clock = Clock()
+    monkeypatch.setattr(word_index, "time", clock)
+    task = word_index.Build(root, files)
+    windows = 1
+    while isinstance(task(clock.now + 4), Unfinished):
+        windows += 1
+        assert windows < 4 * len(files), "the build never finished"
+    # many windows, each going on where the last stopped: every file read once, although
+    # every one of them changed too recently to be taken on its stamp by a later window
+    assert windows > 5
+    assert sorted(read) == sorted(files)
+    monkeypatch.undo()
+    later(monkeypatch, 3600)
+    matching_runs.clear()
+    for terms in TERM_SETS:
+        from_index = search(root, terms)
+        assert matching_runs == []
+        same(from_index, by_rg(root, terms))
+        matching_runs.clear()
+
+
+def test_a_query_finding_the_index_in_use_leaves_it_to_rg_and_a_build_waits_its_turn(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        matching_runs: list[list[str]]) -> None:
+    root = generated_tree(tmp_path, 18)
+    later(monkeypatch, 3600)
+    (root / "added.txt").write_text("set real\n")
+    files = search(root, ["x"]).files  # no index yet: rg lists them all
+    word_index.build(root, [f for f in files if f != "added.txt"], time.monotonic() + 60)
+    matching_runs.clear()
+    with word_index.LOCK:  # another thread reads the index (or builds it)
+        held = search(root, ["set", "real"])
+        assert len(matching_runs) == 1  # rg matched
+        said = word_index.Build(root, files)(time.monotonic() + 30)
+        assert isinstance(said, Unfinished)
+        assert "added.txt" not in word_index._TREES[word_index._key(root)].files
+    matching_runs.clear()
+    same(search(root, ["set", "real"]), held)
+    assert matching_runs == []
+
+
+def larger_tree(root: Path, seed: int, files: int) -> Path:
+    """``files`` generated files of a few hundred words: a build of many short windows."""
+    rng = random.Random(seed)
+    for n in range(files):
+        folder = root / f"d{n % 7}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"f{n}.txt").write_text(text(rng, rng.randint(50, 400)))
+    return root
+
+
+def test_queries_from_several_threads_while_the_idle_thread_builds_answer_as_rg(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        matching_runs: list[list[str]]) -> None:
+    roots = [larger_tree(tmp_path / f"tree{n}", 19 + n, 600) for n in range(2)]
+    later(monkeypatch, 3600)
+    expected = {(n, tuple(terms)): search(root, terms)
+                for n, root in enumerate(roots) for terms in TERM_SETS}
+    assert not any(word_index.indexed(root) for root in roots)
+    monkeypatch.delenv(idle_work.IDLE_THREAD_ENV, raising=False)
+    monkeypatch.setattr(idle_work, "WINDOW_SECONDS", 0.002)  # many windows between queries
+    monkeypatch.setattr(sys, "getswitchinterval", sys.getswitchinterval)  # restored after
+    sys.setswitchinterval(1e-4)  # threads take turns often: a race shows, if there is one
+    assert idle_work.run_in_background()
+    wrong: list[str] = []
+    ends = time.monotonic() + 20
+
+    def built() -> bool:
+        return all(word_index.indexed(root) for root in roots) and not idle_threads()
+
+    def query(n: int) -> None:
+        # the queries ask for the builds (answered by rg), then meet them half done
+        while not built() and time.monotonic() < ends:
+            for terms in TERM_SETS:
+                hits = search(roots[n % 2], terms)
+                want = expected[(n % 2, tuple(terms))]
+                if (hits.body_counts, hits.skipped) != (want.body_counts, want.skipped):
+                    wrong.append(f"thread {n}, {terms}")
+                time.sleep(0.002)  # the queries hold the index most of the time: the
+                # build's windows find it free now and then
+
+    try:
+        threads = [threading.Thread(target=query, args=(n,)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+    finally:
+        sys.setswitchinterval(0.005)
+        idle_work.stop_background()
+    assert not wrong
+    # built, and never dropped for an error meanwhile (the summary would say so)
+    assert built(), word_index.summary()
+    matching_runs.clear()
+    for n, root in enumerate(roots):
+        for terms in TERM_SETS:
+            same(search(root, terms), expected[(n, tuple(terms))])
+    assert matching_runs == []
+
+
+def idle_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "slm-rerank-idle-work"]
