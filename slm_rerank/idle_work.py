@@ -44,6 +44,8 @@ MAX_KEPT_CHARS = 300
 WINDOW_SECONDS = 0.03
 #: "0": the MCP server and the Python API run no idle work (no thread; the user's choice)
 IDLE_THREAD_ENV = "SLM_RERANK_IDLE_THREAD"
+#: the thread's name (``threading.enumerate`` shows it while it runs)
+THREAD_NAME = "slm-rerank-idle-work"
 
 
 class Unfinished(str):
@@ -140,11 +142,14 @@ class _Background:
                 return True  # already asked for: the one queued keeps what it has done
             if len(self.queue) >= MAX_PENDING:
                 return True  # as in the worker: the tasks past the bound are not run
-            self.queue.append(_Queued(name, task))
             if self.thread is None:
-                self.thread = threading.Thread(target=self.run, daemon=True,
-                                               name="slm-rerank-idle-work")
-                self.thread.start()
+                thread = threading.Thread(target=self.run, daemon=True, name=THREAD_NAME)
+                try:
+                    thread.start()
+                except RuntimeError:  # the interpreter is exiting: nothing to build for
+                    return False
+                self.thread = thread
+            self.queue.append(_Queued(name, task))
             self.cond.notify_all()
         return True
 
@@ -199,6 +204,15 @@ class _Background:
 
 #: the background thread's state, once this process runs idle work in the background
 _background: list[_Background | None] = [None]
+
+
+def _forget_in_child() -> None:
+    """A fork has no idle-work thread (only the thread that forked goes on in it), and a
+    window under way in the parent would hold its calls for ever: it starts without."""
+    _background[0] = None
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def run_in_background() -> bool:

@@ -4,6 +4,7 @@ MCP server and the Python API run in a thread of their own between calls."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -198,3 +199,31 @@ def test_a_process_leaves_while_its_idle_work_is_unfinished(tmp_path: Path) -> N
     assert done.returncode == 0, done.stderr
     assert done.stdout == "leaving\n"
     assert log.read_text().startswith("window\n")
+
+
+def test_a_fork_made_during_a_window_runs_its_calls_without_waiting_for_it(
+        background: None) -> None:
+    inside = threading.Event()
+    leave = threading.Event()
+
+    def task(by: float) -> str:
+        inside.set()
+        leave.wait(20)  # the window lasts until the parent lets it end
+        return "done"
+
+    assert plugin_kit.when_idle(task, "index")
+    assert inside.wait(20)
+    pid = os.fork()
+    if pid == 0:  # the child: its calls do not wait for a window it has no thread for
+        code = 1
+        try:
+            signal.alarm(20)
+            with idle_work.calling():
+                code = 0 if idle_work._background == [None] else 2
+        finally:
+            os._exit(code)
+    try:
+        _, status = os.waitpid(pid, 0)
+    finally:
+        leave.set()
+    assert os.waitstatus_to_exitcode(status) == 0

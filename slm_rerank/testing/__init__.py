@@ -22,7 +22,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import os
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -61,8 +63,9 @@ __all__ = [
     # the host, as a plugin's tests drive it
     "GENERIC", "Host", "ScoreOutcome", "SearchRequest", "Settings", "SliceGroup",
     "choose_profile", "collect", "probe", "run_search", "score_sync",
-    # a test run as in the warm process's worker (plugin_kit.when_idle accepts work)
-    "as_warm_worker",
+    # a test run as in the warm process's worker (plugin_kit.when_idle accepts work), or
+    # as in the MCP server and the Python API (idle work in a thread between calls)
+    "as_warm_worker", "with_idle_thread",
 ]
 
 # --- the warm process's worker, as a plugin's idle work sees it ----------------------------
@@ -80,6 +83,28 @@ def as_warm_worker() -> Iterator[Callable[[float], int]]:
     finally:
         idle_work._accepting[0] = accepting
         idle_work.drop_pending()
+
+
+@contextlib.contextmanager
+def with_idle_thread(window_seconds: float | None = None) -> Iterator[Callable[[], bool]]:
+    """Within it, ``plugin_kit.when_idle`` accepts work as in the MCP server and the Python
+    API: a thread runs it in windows (``window_seconds``, default ``idle_work``'s) while no
+    call runs; it gives ``idle()``, True once that thread has ended (nothing left to run).
+    Tests turn the thread off (``SLM_RERANK_IDLE_THREAD=0``); it is on within, whatever
+    that variable says, and stopped after."""
+    kept = os.environ.pop(idle_work.IDLE_THREAD_ENV, None)
+    window = idle_work.WINDOW_SECONDS
+    if window_seconds is not None:
+        idle_work.WINDOW_SECONDS = window_seconds
+    try:
+        if not idle_work.run_in_background():
+            raise RuntimeError("this process runs idle work as the warm process's worker")
+        yield lambda: not any(t.name == idle_work.THREAD_NAME for t in threading.enumerate())
+    finally:
+        idle_work.stop_background()
+        idle_work.WINDOW_SECONDS = window
+        if kept is not None:
+            os.environ[idle_work.IDLE_THREAD_ENV] = kept
 
 
 # --- shared samples -----------------------------------------------------------------------

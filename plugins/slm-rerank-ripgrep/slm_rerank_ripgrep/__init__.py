@@ -182,12 +182,12 @@ def search(query: SourceQuery) -> SourceHits:
                   and not os.environ.get("RIPGREP_CONFIG_PATH"))
     # The index is one thread's at a time: held by another (a query, a build's window in
     # the MCP server's or the API's idle-work thread), rg answers as without it.
-    if (whole_tree and terms and word_index.indexed(query.root)
-            and word_index.LOCK.acquire(blocking=False)):
+    lock = word_index.LOCK
+    if whole_tree and terms and word_index.indexed(query.root) and lock.acquire(blocking=False):
         try:
             hits, files_out, found = _from_index(rg, scope, terms, query)
         finally:
-            word_index.LOCK.release()
+            lock.release()
         if found is not None:
             hits.body_counts = found.body_counts
             hits.sizes = found.sizes

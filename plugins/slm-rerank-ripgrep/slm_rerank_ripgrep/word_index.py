@@ -571,13 +571,14 @@ class Build:
         self.tree: _Tree | None = None
 
     def __call__(self, by: float) -> str:
-        if not LOCK.acquire(blocking=False):  # a query of another thread reads the index
+        lock = LOCK
+        if not lock.acquire(blocking=False):  # a query of another thread reads the index
             return Unfinished(summary())
         try:
             self.tree, self.at = _build(self.root, self.files, by, self.tree, self.at)
             said = summary()
         finally:
-            LOCK.release()
+            lock.release()
         return said if self.tree is None else Unfinished(said)
 
 
@@ -639,6 +640,18 @@ def _build(root: Path, files: Sequence[str], by: float, before: _Tree | None = N
     finally:
         os.close(fd)
     return None, 0
+
+
+def _after_fork_in_child() -> None:
+    """A fork made while another thread held ``LOCK`` (a build's window, a query) has the
+    index half changed and the lock held by a thread it does not have: it starts without."""
+    global LOCK
+    if LOCK.locked():
+        _TREES.clear()
+        LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def forget() -> None:

@@ -7,17 +7,16 @@ import random
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import slm_rerank_ripgrep
 from slm_rerank_ripgrep import word_index
 
-from slm_rerank import idle_work
 from slm_rerank.plugin_kit import Unfinished
 from slm_rerank.registrations import SourceHits, SourceQuery
-from slm_rerank.testing import as_warm_worker
+from slm_rerank.testing import as_warm_worker, with_idle_thread
 
 #: what a word may be made of in the generated files: cases, the long s and the Kelvin sign
 #: (which rg -i matches as s and k), digits, underscores, other letters
@@ -390,20 +389,15 @@ def test_queries_from_several_threads_while_the_idle_thread_builds_answer_as_rg(
     expected = {(n, tuple(terms)): search(root, terms)
                 for n, root in enumerate(roots) for terms in TERM_SETS}
     assert not any(word_index.indexed(root) for root in roots)
-    monkeypatch.delenv(idle_work.IDLE_THREAD_ENV, raising=False)
-    monkeypatch.setattr(idle_work, "WINDOW_SECONDS", 0.002)  # many windows between queries
     monkeypatch.setattr(sys, "getswitchinterval", sys.getswitchinterval)  # restored after
     sys.setswitchinterval(1e-4)  # threads take turns often: a race shows, if there is one
-    assert idle_work.run_in_background()
     wrong: list[str] = []
     ends = time.monotonic() + 20
 
-    def built() -> bool:
-        return all(word_index.indexed(root) for root in roots) and not idle_threads()
-
-    def query(n: int) -> None:
+    def query(n: int, idle: Callable[[], bool]) -> None:
         # the queries ask for the builds (answered by rg), then meet them half done
-        while not built() and time.monotonic() < ends:
+        while not (idle() and all(word_index.indexed(root) for root in roots)) \
+                and time.monotonic() < ends:
             for terms in TERM_SETS:
                 hits = search(roots[n % 2], terms)
                 want = expected[(n % 2, tuple(terms))]
@@ -413,23 +407,23 @@ def test_queries_from_several_threads_while_the_idle_thread_builds_answer_as_rg(
                 # build's windows find it free now and then
 
     try:
-        threads = [threading.Thread(target=query, args=(n,)) for n in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(120)
+        # many short windows between the queries, which go round the gate a call of the
+        # MCP server or the API passes: only the index's lock keeps them apart
+        with with_idle_thread(window_seconds=0.002) as idle:
+            threads = [threading.Thread(target=query, args=(n, idle)) for n in range(4)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(120)
+            built = idle() and all(word_index.indexed(root) for root in roots)
     finally:
         sys.setswitchinterval(0.005)
-        idle_work.stop_background()
     assert not wrong
     # built, and never dropped for an error meanwhile (the summary would say so)
-    assert built(), word_index.summary()
+    assert built, word_index.summary()
     matching_runs.clear()
     for n, root in enumerate(roots):
         for terms in TERM_SETS:
             same(search(root, terms), expected[(n, tuple(terms))])
     assert matching_runs == []
 
-
-def idle_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "slm-rerank-idle-work"]
