@@ -81,7 +81,7 @@ def search(
     From the second call in a process, the process runs idle work between calls: a daemon
     thread builds what a plugin asked for once a search was answered (the ripgrep source's
     word index of the tree, which later searches of the whole tree then answer from),
-    30 ms at a time and only while no search runs; a search arriving meanwhile waits for
+    5 ms at a time and only while no search runs; a search arriving meanwhile waits for
     that window to end. The thread ends when that work is done, and never holds up the
     interpreter's exit. ``SLM_RERANK_IDLE_THREAD=0`` turns it off (``idle_work``).
     """

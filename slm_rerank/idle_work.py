@@ -41,7 +41,7 @@ MAX_KEPT_CHARS = 300
 
 #: one window of idle work in the background thread: a call arriving meanwhile waits for
 #: it to end (and for the file a task is reading then: ``by`` is checked between files)
-WINDOW_SECONDS = 0.03
+WINDOW_SECONDS = 0.005
 #: "0": the MCP server and the Python API run no idle work (no thread; the user's choice)
 IDLE_THREAD_ENV = "SLM_RERANK_IDLE_THREAD"
 #: the thread's name (``threading.enumerate`` shows it while it runs)

@@ -8,7 +8,9 @@ timed call paired with one ``rg -i -c`` over the same terms.
 DIR is a checkout of slm-rerank (the host and the ripgrep plugin are taken from it through
 PYTHONPATH; the venv is this one's). Each pair runs both sides, taking turns to go first:
 for each side an MCP server (``slm-rerank mcp``, JSON-RPC over stdio) and then a Python
-process calling the API. Each gets three warm-up calls, then waits until the process is
+process calling the API. Each gets its first calls (the MCP server one, the API two: the after
+side's build starts after them), then ten calls timed apart ("during the build": on the
+after side they arrive while the index is being built), then waits until the process is
 idle (its CPU time still for a second: the after side's index built; then once more
 after one more call), then ``--runs``
 calls, each followed by one rg process. Printed per side and pair: the load average, the
@@ -63,10 +65,13 @@ def idle():
         last = now
 
 query = " ".join(words)
-first = None
-for _ in range(3):
-    places = [f"{c.path}:{c.start_line}" for c in slm_rerank.search(query, root, fast=True).results]
-    first = first or places
+first = [f"{c.path}:{c.start_line}" for c in slm_rerank.search(query, root, fast=True).results]
+slm_rerank.search(query, root, fast=True)  # the second: the after side's build starts now
+during = []
+for _ in range(10):
+    t = time.perf_counter()
+    slm_rerank.search(query, root, fast=True)
+    during.append(time.perf_counter() - t)
 idle()  # the index built, in the after side's idle-work thread
 slm_rerank.search(query, root, fast=True)  # a build cut short at its 5 s goes on
 idle()
@@ -78,7 +83,8 @@ for _ in range(runs):
     calls.append((time.perf_counter() - t, cpu() - c))
     same = same and [f"{c.path}:{c.start_line}" for c in report.results] == first
     rgs.append(one_rg())
-print(json.dumps({"calls": calls, "rg": rgs, "same": same, "places": first}))
+print(json.dumps({"calls": calls, "rg": rgs, "same": same, "places": first,
+                  "during": during}))
 """
 
 
@@ -153,7 +159,12 @@ def mcp_side(root: Path, runs: int, env: dict[str, str]) -> dict[str, Any]:
     server = Mcp(root, env)
     try:
         query = " ".join(WORDS)
-        first = [server.search(query) for _ in range(3)][0]
+        first = server.search(query)  # the after side's build starts now
+        during = []
+        for _ in range(10):
+            started = time.perf_counter()
+            server.search(query)
+            during.append(time.perf_counter() - started)
         server.idle()  # the index built, in the after side's idle-work thread
         server.search(query)  # a build cut short at its 5 s goes on
         server.idle()
@@ -165,7 +176,7 @@ def mcp_side(root: Path, runs: int, env: dict[str, str]) -> dict[str, Any]:
             rgs.append(one_rg(root))
     finally:
         server.close()
-    return {"calls": calls, "rg": rgs, "same": same, "places": first}
+    return {"calls": calls, "rg": rgs, "same": same, "places": first, "during": during}
 
 
 def api_side(root: Path, runs: int, env: dict[str, str]) -> dict[str, Any]:
@@ -196,8 +207,8 @@ def main() -> int:
     args = parser.parse_args()
     root = args.root.resolve()
     print("| pair | door | side | load | p50 ms | p95 ms | CPU p50 ms | rg p50 ms | "
-          "× rg wall (call by call) | × rg CPU | same places |")
-    print("| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+          "× rg wall (call by call) | × rg CPU | same places | during the build: p50 / max ms |")
+    print("| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |")
     ratios: dict[tuple[str, str], list[float]] = {}
     places: dict[str, list[str]] = {}
     with tempfile.TemporaryDirectory(prefix="idle-index-") as scratch:
@@ -224,7 +235,9 @@ def main() -> int:
                     print(f"| {pair + 1} | {door} | {side} | {load:.2f} | {got['wall']:.1f} | "
                           f"{got['p95']:.1f} | {got['cpu']:.1f} | {got['rg']:.1f} | "
                           f"{got['ratio']:.2f} | {got['cpu_ratio']:.2f} | "
-                          f"{'yes' if same and figures['same'] else 'NO'} |", flush=True)
+                          f"{'yes' if same and figures['same'] else 'NO'} | "
+                          f"{statistics.median(figures['during']) * 1000:.0f} / "
+                          f"{max(figures['during']) * 1000:.0f} |", flush=True)
             for door in ("MCP", "API"):
                 for what in ("wall", "cpu"):
                     ratios.setdefault((door, what), []).append(

@@ -178,6 +178,8 @@ class _Tree:
     live: bytearray = field(default_factory=bytearray)
     postings_count: int = 0
     dead_postings: int = 0
+    #: the files the last build was given (more of them than indexed: a build under way)
+    listed: int = 0
 
     def size(self) -> int:
         return (len(self.words) * _WORD_BYTES + self.postings_count * _POSTING_BYTES
@@ -359,6 +361,8 @@ def prepare(root: Path, terms: Sequence[str], max_filesize: int) -> Prepared | N
     tree = _TREES.get(key)
     if tree is None or not plain_terms(terms):
         return None
+    if tree.listed - len(tree.files) > REREAD_FILES:
+        return None  # half built: more files left than a query may read (``finish``)
     _TREES.move_to_end(key)
     prepared = Prepared(key, tree, terms, max_filesize)
     try:
@@ -431,6 +435,11 @@ class Prepared:
     def finish(self, files: Sequence[str]) -> Answer | None:
         """The answer for the listed ``files``; None when rg must answer after all."""
         tree = self.tree
+        # more listed files not indexed than a query may read (a tree half built between a
+        # long-lived process's calls, many files added): rg answers without reading any
+        # of them first (each such query read 64 files, in vain, in the MCP server)
+        if self.reread + sum(rel not in self.seen for rel in files) > REREAD_FILES:
+            return None
         counts: dict[str, dict[str, int]] = {}
         skipped: dict[str, str] = {}
         sizes: dict[str, int] = {}
@@ -609,6 +618,7 @@ def _build(root: Path, files: Sequence[str], by: float, before: _Tree | None = N
             _TREES.popitem(last=False)
         _TREES[key] = tree
     _TREES.move_to_end(key)
+    tree.listed = len(files)
     if tree is not before:
         start = 0
     try:

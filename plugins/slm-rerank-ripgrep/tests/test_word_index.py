@@ -351,6 +351,33 @@ def test_a_build_cut_into_many_windows_reads_each_file_once_and_then_answers_as_
         matching_runs.clear()
 
 
+def test_a_query_meeting_a_tree_half_built_leaves_it_to_rg_without_reading_a_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        matching_runs: list[list[str]]) -> None:
+    root = larger_tree(tmp_path, 23, 300)
+    later(monkeypatch, 3600)
+    files = search(root, ["x"]).files
+    clock = Clock()
+    monkeypatch.setattr(word_index, "time", clock)
+    task = word_index.Build(root, files)
+    assert isinstance(task(clock.now + 40), Unfinished)  # a few files of 300
+    monkeypatch.setattr(word_index, "time", time)
+    indexed = len(word_index._TREES[word_index._key(root)].files)
+    assert 0 < indexed < len(files) - word_index.REREAD_FILES
+    read: list[str] = []
+    real_read = word_index._Tree.read
+
+    def reading(tree: word_index._Tree, rel: str, *args: object) -> word_index._File:
+        read.append(rel)
+        return real_read(tree, rel, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(word_index._Tree, "read", reading)
+    matching_runs.clear()
+    hits = search(root, ["set", "real"])
+    assert len(matching_runs) == 1 and read == []  # rg answered; no file read in vain
+    same(hits, by_rg(root, ["set", "real"]))
+
+
 def test_a_query_finding_the_index_in_use_leaves_it_to_rg_and_a_build_waits_its_turn(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         matching_runs: list[list[str]]) -> None:
