@@ -66,10 +66,11 @@ FEATURES: dict[str, str] = {
     "changes": "changes in recent history",
     "recent": "changed lately",
     "together": "changed with files the query names",
+    "messages": "the messages of the commits that changed it say the query's words",
 }
 
 #: the history features: 0 when no history was read
-HISTORY_FEATURES = frozenset({"changes", "recent", "together"})
+HISTORY_FEATURES = frozenset({"changes", "recent", "together", "messages"})
 
 #: words of a path that mark test, benchmark and example code the file kinds miss (a test
 #: module inside a Java ``src/`` tree, ``FooTest.java``, ``bench/``)
@@ -103,6 +104,8 @@ class History(Protocol):
     def age(self, path: str) -> int | None: ...
 
     def together(self, path: str, others: set[str]) -> int: ...
+
+    def messages(self, paths: list[str], words: set[str]) -> list[float]: ...
 
 
 @dataclass(frozen=True)
@@ -194,6 +197,18 @@ def _file_lines(text: str) -> int:
     return text.count("\n") + 1 if text else 1
 
 
+def _messages(history: History | None, paths: list[str], terms: QueryTerms
+              ) -> dict[str, float]:
+    """path -> how strongly the messages of the commits that changed it say the query's
+    terms (``FileHistory.messages``), as a share of the candidate they say most of."""
+    if history is None or not history.commits:
+        return {}
+    words = {t.light for t in terms.terms if len(t.root) >= 3 and not t.root.isdigit()}
+    scores = history.messages(paths, words)
+    top = max(scores, default=0.0)
+    return {p: v / top for p, v in zip(paths, scores, strict=True) if v > 0} if top > 0 else {}
+
+
 def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidence],
                terms: QueryTerms, stats: TermStats, texts: Mapping[str, str],
                history: History | None = None,
@@ -224,6 +239,7 @@ def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidenc
     masses = sorted(ev.parts.get("file_bm25", 0.0) for ev in evidence.values())
     most = masses[-1] if masses else 0.0
     with_digits = [t.root for t in terms.terms if _DIGIT.search(t.root) and not t.root.isdigit()]
+    told = _messages(history, list(best), terms)
     weights = stats.weights
     out = []
     above = 0  # files whose best chunk scores strictly higher: tied files share a rank
@@ -298,6 +314,7 @@ def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidenc
             "changes": 0.0,
             "recent": 0.0,
             "together": 0.0,
+            "messages": 0.0,
         }
         if history is not None and history.commits:
             values["changes"] = math.log1p(history.changes(path))
@@ -305,6 +322,7 @@ def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidenc
             values["recent"] = 1.0 / (1.0 + age) if age is not None else 0.0
             others = named - {path}
             values["together"] = math.log1p(history.together(path, others)) if others else 0.0
+            values["messages"] = told.get(path, 0.0)
         out.append(Candidate(path, index, tuple(values[name] for name in FEATURES)))
     return out
 

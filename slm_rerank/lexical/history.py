@@ -1,7 +1,8 @@
 """A repository's recent change history, as evidence for ranking: how often and how
-recently each file changed, and which files change together.
+recently each file changed, which files change together, and what the commits that
+changed a file said.
 
-One ``git log`` reads the newest ``commits`` commits (``read_history``), through the one
+One ``git log`` reads the newest commits (``read_history``), through the one
 git runner (``git_runner``: nothing the repository's configuration names runs), within one
 total deadline, and the result is cached by the commit read from, so a warm read costs one
 ``git rev-parse`` and one small file.
@@ -26,6 +27,12 @@ What is read, and why:
 - At most ``MAX_LOG_BYTES`` of git's output are read; a log that is longer is cut at its
   last whole commit and the history covers the commits before it (and says so).
 
+- Each commit's message, as its words (lower case, light forms, no stop words, the first
+  ``MAX_MESSAGE_WORDS``), over a wider window than the counts (``MESSAGE_COMMITS``): what
+  the commits that changed a file said they did is evidence of what the file is about
+  (``FileHistory.messages``), and a file is named by few messages. The same log reads
+  both windows.
+
 Outside git, in a repository without a commit, in a shallow clone (its cut history would
 make every file look new), when git fails or the deadline passes, there is no history:
 ``read_history`` returns None and adds one note saying why.
@@ -44,6 +51,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import os
 import re
 import time
@@ -53,11 +61,18 @@ from pathlib import Path
 from slm_rerank import safefile
 from slm_rerank.cache_folder import prune_entries
 from slm_rerank.git_runner import GitError, GitTimeout, git_output, git_stream
+from slm_rerank.lexical.terms import STOP_WORDS, light
 
 #: Bump when what a cache entry holds changes, so older entries are not reused.
-HISTORY_VERSION = 1
+HISTORY_VERSION = 2
 #: The most commits one read may ask for (a caller's mistake must not read a whole history).
 MAX_COMMITS = 5000
+#: Commits whose messages a read keeps (the ``messages`` window): the words of what each
+#: commit says it did, for the files it changed. Wider than the change window, because a
+#: file is named by few messages; the learned ranker's ``messages`` feature was chosen with it.
+MESSAGE_COMMITS = 1000
+#: Words kept of one commit's message (the first ones: a subject and the start of its body)
+MAX_MESSAGE_WORDS = 64
 #: A commit that changes more files than this changes none, as far as history goes.
 MAX_COMMIT_PATHS = 100
 #: Bytes of ``git log`` output read; the rest of a longer log is not read.
@@ -75,8 +90,23 @@ _COMMIT_ID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 _COMMIT_ID_BYTES = re.compile(rb"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 #: git log's arguments before the commit; each commit's record starts with a NUL (an empty
 #: field, which no path is), then its id, then (after a newline) its paths, NUL-separated
-_LOG_ARGS = ("log", "--no-merges", "-z", "--format=%x00%H", "--name-only", "--no-renames",
+_LOG_ARGS = ("log", "--no-merges", "-z", "--format=%x00%H%n%B", "--name-only", "--no-renames",
              "--no-relative")
+#: a message's words as the ranker compares them with a query's terms (their light forms)
+_MESSAGE_WORD = re.compile(r"[a-z0-9_]+")
+
+
+def message_words(message: str) -> frozenset[str]:
+    """The words of a commit message a query's terms are matched against: lower case, three
+    letters or more, no stop words or numbers, in their light (plural-free) form; at most
+    ``MAX_MESSAGE_WORDS``, the first ones."""
+    kept: dict[str, None] = {}
+    for word in _MESSAGE_WORD.findall(message.lower()):
+        if len(word) >= 3 and word not in STOP_WORDS and not word.isdigit():
+            kept.setdefault(light(word))
+            if len(kept) >= MAX_MESSAGE_WORDS:
+                break
+    return frozenset(kept)
 
 
 @dataclass(frozen=True)
@@ -87,12 +117,15 @@ class FileHistory:
     (paths relative to the root, ``/``-separated, as the search names files); a commit over
     ``MAX_COMMIT_PATHS`` files, or that changed nothing under the root, holds none.
     ``cut``: the log was longer than ``MAX_LOG_BYTES`` and ``commits`` are fewer than asked.
+    ``said``: for each commit of the (wider) messages window, newest first, the files it
+    changed under the root and the words of its message (``message_words``).
     """
 
     head: str
     commits: int
     changed: tuple[frozenset[str], ...]
     cut: bool = False
+    said: tuple[tuple[frozenset[str], frozenset[str]], ...] = ()
     _counts: dict[str, int] = field(init=False, repr=False, compare=False)
     _ages: dict[str, int] = field(init=False, repr=False, compare=False)
 
@@ -126,13 +159,43 @@ class FileHistory:
         """Every file (under the root) that one of the commits changed."""
         return set(self._counts)
 
+    def messages(self, paths: list[str], words: set[str]) -> list[float]:
+        """How strongly the messages of the commits that changed each of ``paths`` (the
+        messages window) say ``words`` (light forms): per word, how many of the file's
+        commits say it, saturating (``n / (n + 1.2)``), weighted by how rare the word is among
+        the window's commits that changed a file (``log(1 + commits / commits saying it)``)."""
+        if not words or not self.said:
+            return [0.0] * len(paths)
+        wanted = set(paths)
+        told: dict[str, dict[str, int]] = {}
+        saying: dict[str, int] = {}
+        counted = 0
+        for changed, said in self.said:
+            if not changed:
+                continue  # an oversized commit, or none under the root
+            counted += 1
+            hit = said & words
+            if not hit:
+                continue
+            for word in hit:
+                saying[word] = saying.get(word, 0) + 1
+            for path in changed & wanted:
+                mine = told.setdefault(path, {})
+                for word in hit:
+                    mine[word] = mine.get(word, 0) + 1
+        rarity = {w: math.log(1.0 + counted / n) for w, n in saying.items()}
+        return [sum(rarity[w] * n / (n + 1.2) for w, n in told.get(path, {}).items())
+                for path in paths]
+
 
 @dataclass(frozen=True)
 class _Log:
-    """What one ``git log`` read, from the top level: each commit's paths, newest first."""
+    """What one ``git log`` read, from the top level: each commit's paths and its message's
+    words, newest first."""
 
     changed: list[list[str]]
     cut: bool
+    words: list[frozenset[str]] = field(default_factory=list)
 
 
 class _Full(Exception):
@@ -155,13 +218,15 @@ class _CappedSink(io.BytesIO):
         return super().write(data)
 
 
-def parse_log(raw: bytes, cut: bool = False) -> list[list[str]]:
-    """Each commit's paths (top-level relative), newest first, from ``_LOG_ARGS`` output.
+def parse_log(raw: bytes, cut: bool = False) -> tuple[list[list[str]], list[frozenset[str]]]:
+    """Each commit's paths (top-level relative) and its message's words
+    (``message_words``), newest first, from ``_LOG_ARGS`` output.
 
     A commit over ``MAX_COMMIT_PATHS`` paths gets none. ``cut``: the output stops part way,
     so its last commit (perhaps not whole) is left out.
     """
     changed: list[list[str]] = []
+    words: list[frozenset[str]] = []
     current: list[str] | None = None
     commit_next = first_path = False
     for token in raw.split(b"\0"):
@@ -170,10 +235,13 @@ def parse_log(raw: bytes, cut: bool = False) -> list[list[str]]:
             continue
         if commit_next:
             commit_next = False
-            if not _COMMIT_ID_BYTES.fullmatch(token):
+            # the commit's id, a newline, its message (which git prints without a NUL)
+            found = _COMMIT_ID_BYTES.match(token)
+            if found is None or token[found.end():found.end() + 1] not in (b"", b"\n"):
                 break  # not what _LOG_ARGS print: keep the commits read whole
             current = []
             changed.append(current)
+            words.append(message_words(token[found.end() + 1:].decode("utf-8", "replace")))
             first_path = True
             continue
         if current is None:
@@ -185,7 +253,8 @@ def parse_log(raw: bytes, cut: bool = False) -> list[list[str]]:
             current.append(os.fsdecode(token))
     if cut and changed:
         changed.pop()
-    return [paths if len(paths) <= MAX_COMMIT_PATHS else [] for paths in changed]
+        words.pop()
+    return [paths if len(paths) <= MAX_COMMIT_PATHS else [] for paths in changed], words
 
 
 def _under(changed: list[list[str]], prefix: str) -> tuple[frozenset[str], ...]:
@@ -230,21 +299,35 @@ def _read_entry(path: Path, top: str, head: str, commits: int) -> _Log | None:
     if not (isinstance(paths, list) and isinstance(rows, list) and len(rows) <= commits
             and all(isinstance(p, str) and p for p in paths)):
         return None
+    vocabulary, said = doc.get("vocabulary"), doc.get("said")
+    if not (isinstance(vocabulary, list) and isinstance(said, list) and len(said) == len(rows)
+            and all(isinstance(w, str) and w for w in vocabulary)):
+        return None
     changed = []
     for row in rows:
         if not (isinstance(row, list) and len(row) <= MAX_COMMIT_PATHS
                 and all(type(i) is int and 0 <= i < len(paths) for i in row)):
             return None
         changed.append([paths[i] for i in row])
-    return _Log(changed, doc["cut"])
+    words = []
+    for row in said:
+        if not (isinstance(row, list) and len(row) <= MAX_MESSAGE_WORDS
+                and all(type(i) is int and 0 <= i < len(vocabulary) for i in row)):
+            return None
+        words.append(frozenset(vocabulary[i] for i in row))
+    return _Log(changed, doc["cut"], words)
 
 
 def _write_entry(path: Path, top: str, head: str, commits: int, log: _Log) -> None:
     """Write by rename (a reader never sees half a file); a failure only costs speed."""
     index: dict[str, int] = {}
     rows = [[index.setdefault(p, len(index)) for p in paths] for paths in log.changed]
+    vocabulary: dict[str, int] = {}
+    said = [[vocabulary.setdefault(w, len(vocabulary)) for w in sorted(words)]
+            for words in log.words]
     doc = {"version": HISTORY_VERSION, "top": top, "head": head, "asked": commits,
-           "cut": log.cut, "paths": list(index), "changed": rows}
+           "cut": log.cut, "paths": list(index), "changed": rows,
+           "vocabulary": list(vocabulary), "said": said}
     try:
         safefile.replace_file(path, json.dumps(doc, separators=(",", ":")))
     except (OSError, ValueError):
@@ -252,8 +335,8 @@ def _write_entry(path: Path, top: str, head: str, commits: int, log: _Log) -> No
     prune_entries(path.parent, KEEP_ENTRIES, {path})  # a new commit makes a new entry
 
 
-#: (work tree top, commit, commits asked, root's prefix) -> the history read there
-_IN_MEMORY: dict[tuple[str, str, int, str], FileHistory] = {}
+#: (work tree top, commit, commits asked, messages asked, root's prefix) -> the history
+_IN_MEMORY: dict[tuple[str, str, int, int, str], FileHistory] = {}
 
 
 def forget() -> None:
@@ -261,7 +344,7 @@ def forget() -> None:
     _IN_MEMORY.clear()
 
 
-def _remember(key: tuple[str, str, int, str], history: FileHistory) -> None:
+def _remember(key: tuple[str, str, int, int, str], history: FileHistory) -> None:
     _IN_MEMORY.pop(key, None)
     _IN_MEMORY[key] = history
     while len(_IN_MEMORY) > KEEP_IN_MEMORY:
@@ -331,7 +414,8 @@ def _read_log(top: str, head: str, commits: int, timeout: float) -> _Log:
                    timeout=timeout, max_bytes=MAX_LOG_BYTES + (1 << 17))
     except _Full:
         cut = True
-    return _Log(parse_log(sink.getvalue(), cut), cut)
+    changed, words = parse_log(sink.getvalue(), cut)
+    return _Log(changed, cut, words)
 
 
 class _NeedsLog(Exception):
@@ -339,18 +423,20 @@ class _NeedsLog(Exception):
 
 
 def read_history(root: Path, *, cache_dir: Path | None, notes: list[str],
-                 commits: int = 300, deadline_s: float = 1.0,
+                 commits: int = 300, messages: int = MESSAGE_COMMITS,
+                 deadline_s: float = 1.0,
                  rev: str = "HEAD") -> FileHistory | None:
     """The newest ``commits`` non-merge commits up to ``rev`` (HEAD: the checked-out one)
     of the repository holding ``root``, seen from ``root``; within ``deadline_s`` seconds
-    in total.
+    in total; and the words of the newest ``messages`` commits' messages (``said``), read
+    by the same log.
 
     From ``cache_dir`` (the cache folder; None: no cache) when this repository's commit
     was read before: then only ``git rev-parse`` runs. None, with one note in ``notes``
     saying why, when there is no history to read (outside git, no commit yet, a shallow
     clone, git failed or ran out of time); one note, and the history, when the log was cut.
     """
-    return _read(root, cache_dir, notes, commits, deadline_s, rev, read_log=True)
+    return _read(root, cache_dir, notes, commits, messages, deadline_s, rev, read_log=True)
 
 
 @dataclass(frozen=True)
@@ -362,6 +448,7 @@ class KeptHistory:
 
 
 def kept_history(root: Path, *, cache_dir: Path, commits: int = 300,
+                 messages: int = MESSAGE_COMMITS,
                  deadline_s: float = 1.0, rev: str = "HEAD") -> KeptHistory | None:
     """``read_history``'s answer when it needs no ``git log``: this commit's history was
     read before (kept in memory or in ``cache_dir``), or ``git rev-parse`` says there is none
@@ -371,41 +458,45 @@ def kept_history(root: Path, *, cache_dir: Path, commits: int = 300,
     """
     notes: list[str] = []
     try:
-        history = _read(root, cache_dir, notes, commits, deadline_s, rev, read_log=False)
+        history = _read(root, cache_dir, notes, commits, messages, deadline_s, rev,
+                        read_log=False)
     except _NeedsLog:
         return None
     return KeptHistory(history, notes)
 
 
 def _read(root: Path, cache_dir: Path | None, notes: list[str], commits: int,
-          deadline_s: float, rev: str, *, read_log: bool) -> FileHistory | None:
+          messages: int, deadline_s: float, rev: str, *, read_log: bool
+          ) -> FileHistory | None:
     if rev.startswith("-") or "\0" in rev:
         raise ValueError(f"not a revision: {rev!r}")
     started = time.monotonic()
     commits = max(1, min(commits, MAX_COMMITS))
+    messages = max(0, min(messages, MAX_COMMITS))
+    reading = max(commits, messages)  # one log holds both windows
     try:
         where = _where(root, rev, deadline_s)
         if isinstance(where, str):
             notes.append(f"no change history: {where}")
             return None
-        key = (where.top, where.head, commits, where.prefix)
+        key = (where.top, where.head, commits, messages, where.prefix)
         kept = None if cache_dir is None else _IN_MEMORY.get(key)
         if kept is not None:
             if kept.cut:
-                notes.append(_cut_note(where.top, kept.commits))
+                notes.append(_cut_note(where.top, max(kept.commits, len(kept.said))))
             return kept
         entry = (None if cache_dir is None
-                 else _entry_path(cache_dir, where.top, where.head, commits))
-        log = None if entry is None else _read_entry(entry, where.top, where.head, commits)
+                 else _entry_path(cache_dir, where.top, where.head, reading))
+        log = None if entry is None else _read_entry(entry, where.top, where.head, reading)
         if log is None:
             if not read_log:
                 raise _NeedsLog
             left = deadline_s - (time.monotonic() - started)
             if left <= 0:
                 raise GitTimeout("no time left for git log")
-            log = _read_log(where.top, where.head, commits, left)
+            log = _read_log(where.top, where.head, reading, left)
             if entry is not None:
-                _write_entry(entry, where.top, where.head, commits, log)
+                _write_entry(entry, where.top, where.head, reading, log)
     except GitTimeout:
         if not read_log:
             raise _NeedsLog from None
@@ -426,8 +517,11 @@ def _read(root: Path, cache_dir: Path | None, notes: list[str], commits: int,
         return None
     if log.cut:
         notes.append(_cut_note(where.top, len(log.changed)))
-    history = FileHistory(where.head, len(log.changed), _under(log.changed, where.prefix),
-                          log.cut)
+    window = log.changed[:commits]
+    heard = log.changed[:messages]
+    history = FileHistory(where.head, len(window), _under(window, where.prefix), log.cut,
+                          tuple(zip(_under(heard, where.prefix), log.words[:messages],
+                                    strict=True)))
     if cache_dir is not None:
         _remember(key, history)
     return history

@@ -243,6 +243,13 @@ def _together(f: _File) -> str:
             if count else "never changed with files the query names")
 
 
+def _messages(f: _File) -> str:
+    share = f.value("messages")
+    return (f"the messages of the commits that changed it say the query's words "
+            f"({_percent(share)} of the file they say most of)" if share
+            else "no message of a commit that changed it says the query's words")
+
+
 def _file_bm25(f: _File) -> str:
     return f"whole-file match {_percent(f.value('file_bm25'))} of the best"
 
@@ -309,6 +316,7 @@ SAYS: dict[str, Callable[[_File], str]] = {
     "changes": _changes,
     "recent": _recent,
     "together": _together,
+    "messages": _messages,
 }
 
 

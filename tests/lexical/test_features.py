@@ -117,6 +117,40 @@ def test_history_features_count_changes_and_changes_with_the_named_file(
     assert got["core.py"]["recent"] == 0.5
 
 
+def test_the_messages_feature_tells_apart_siblings_by_what_their_commits_said(
+        tmp_path: Path, host: Host) -> None:
+    """Two sibling files the query's words match alike; the commits that changed one of
+    them said the query's words."""
+    body = "def render(value):\n    return value\n"
+    tree = make_repo(tmp_path / "repo", {"pkg/table.py": body, "pkg/grid.py": body})
+
+    def commit(message: str, *names: str) -> None:
+        for name in names:
+            with open(tree / name, "a", encoding="utf-8") as handle:
+                handle.write(f"# {len(message)}\n")
+        subprocess.run(["git", "-C", str(tree), "add", "-A"], check=True)
+        subprocess.run(["git", "-C", str(tree), "-c", "user.name=t", "-c", "user.email=t@t",
+                        "commit", "-qm", message], check=True)
+
+    commit("Start", "pkg/table.py", "pkg/grid.py")
+    commit("Fix wrapping of long cells", "pkg/table.py")
+    commit("Cells wrap at the column width", "pkg/table.py")
+    commit("Tidy up", "pkg/grid.py")
+    notes: list[str] = []
+    history = read_history(tree, cache_dir=None, notes=notes)
+    assert history is not None, notes
+
+    got = values_by_path(tree, "render wraps long cells wrongly", host, history)
+
+    assert got["pkg/table.py"]["messages"] == 1.0  # the file they say most of
+    assert got["pkg/grid.py"]["messages"] == 0.0
+    # the lexical evidence alone cannot tell them apart
+    assert got["pkg/table.py"]["mentions"] == got["pkg/grid.py"]["mentions"]
+    # without a history, nothing is said
+    bare = values_by_path(tree, "render wraps long cells wrongly", host, None)
+    assert {v["messages"] for v in bare.values()} == {0.0}
+
+
 def test_comment_share_counts_comment_lines_and_docstrings() -> None:
     text = 'def f():\n    """Doc\n    more doc\n    """\n    # note\n    return 1\n'
     assert comment_share(text, 1, 6) == pytest.approx(4 / 6)

@@ -5,6 +5,7 @@ repositories, the cache by commit, and every way there is no history (one note, 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -78,6 +79,69 @@ def test_counts_ages_and_changes_together_of_a_known_history(repo: History) -> N
     assert found.together("a.py", {"a.py"}) == 0  # itself is not another file
     assert found.together("sub/c.py", {"sub/d.py", "a.py"}) == 2
     assert found.together("gen/f0.txt", {"a.py"}) == 0
+
+
+def test_what_the_messages_of_a_files_commits_say_of_the_query_words(tmp_path: Path) -> None:
+    repo = History(tmp_path / "repo")
+    repo.commit("Fix the determinant of symbolic matrices", {"det.py": "1", "common.py": "1"})
+    repo.commit("Speed up matrix multiplication", {"mul.py": "1"})
+    repo.commit("Determinants: handle NaN entries\n\nThe Bareiss determinant compared a NaN.",
+                {"det.py": "2"})
+    repo.commit("Reformat everything (says determinant too)",
+                {f"gen/f{n}.txt": "1" for n in range(MAX_COMMIT_PATHS + 1)})
+
+    found, notes = read(repo.root)
+
+    assert notes == [] and found is not None
+    paths = ["det.py", "mul.py", "common.py", "absent.py", "gen/f0.txt"]
+    # three commits changed a file (the reformat keeps its place but counts for none);
+    # two of them say "determinant" (a plural counts: both sides are light forms)
+    rarity = math.log(1 + 3 / 2)
+    assert found.messages(paths, {"determinant"}) == pytest.approx(
+        [rarity * 2 / 3.2, 0.0, rarity * 1 / 2.2, 0.0, 0.0])
+    # a word every counted commit says weighs less than a rare one
+    both = found.messages(["det.py", "mul.py"], {"nan", "matrix"})
+    assert both[0] == pytest.approx(math.log(1 + 3 / 1) / 2.2)
+    assert both[1] == pytest.approx(math.log(1 + 3 / 1) / 2.2)  # "matrix" once, in mul.py
+    # stop words and numbers are no message words; nothing asked, nothing said
+    assert found.messages(paths, {"the", "1"}) == [0.0] * 5
+    assert found.messages(paths, set()) == [0.0] * 5
+
+
+def test_the_messages_window_is_its_own_and_a_message_keeps_its_first_words(
+        repo: History) -> None:
+    repo.commit(" ".join(f"word{chr(97 + n // 26)}{chr(97 + n % 26)}" for n in range(100)),
+                {"long.py": "1"})
+
+    found, _ = read(repo.root, commits=2, messages=5)
+    assert found is not None and found.commits == 2 and len(found.changed) == 2
+    assert len(found.said) == 5
+    changed, said = found.said[0]
+    assert changed == frozenset({"long.py"})
+    assert len(said) == history.MAX_MESSAGE_WORDS
+    assert "wordaa" in said and "wordcv" not in said  # the first 64 of 100 words
+    assert found.said[4][1] == frozenset({"three"})
+
+    none, _ = read(repo.root, messages=0)
+    assert none is not None and none.said == () and none.commits == 7
+    assert none.messages(["long.py"], {"wordaa"}) == [0.0]
+
+
+def test_a_message_that_breaks_the_log_shape_keeps_the_commits_before_it() -> None:
+    first, second = b"a" * 40, b"b" * 40
+    raw = (b"\0" + first + b"\nFix parsing\n\0\nparse.py\0"
+           + b"\0" + second + b"\nA message\0\0with NULs\n\0\nother.py\0")
+
+    changed, words = history.parse_log(raw)
+
+    # the broken commit's line was read, then its message broke the shape: it keeps no
+    # file, and nothing after it is read as a path
+    assert changed == [["parse.py"], []]
+    assert words == [frozenset({"fix", "parsing"}), frozenset({"message"})]
+    # an id with no newline after it is no commit line either
+    assert history.parse_log(b"\0" + first + b"x\n\0\nparse.py\0") == ([], [])
+    # a commit without a message (git allows one) is a commit like any other
+    assert history.parse_log(b"\0" + first + b"\n\0\na.py\0") == ([["a.py"]], [frozenset()])
 
 
 def test_a_subfolder_root_sees_its_files_by_its_own_paths(repo: History) -> None:
@@ -164,8 +228,8 @@ def logs_run(record: Path) -> int:
 
 def same(one: FileHistory | None, two: FileHistory | None) -> bool:
     assert one is not None and two is not None
-    return (one.head, one.commits, one.changed, one.cut) == (two.head, two.commits,
-                                                               two.changed, two.cut)
+    return (one.head, one.commits, one.changed, one.cut, one.said) == (
+        two.head, two.commits, two.changed, two.cut, two.said)
 
 
 def test_a_second_read_of_the_same_commit_comes_from_the_cache(
@@ -239,7 +303,15 @@ def cache_entry(cache: Path) -> Path:
 
 
 def _corrupt(doc: dict[str, object], key: str, value: object) -> bytes:
+    if key == "changed" and isinstance(value, list):  # the damage is to the paths alone
+        return json.dumps({**doc, key: value, "said": [[]] * len(value)}).encode()
     return json.dumps({**doc, key: value}).encode()
+
+
+def _each_says(doc: dict[str, object], value: object) -> bytes:
+    rows = doc["changed"]
+    assert isinstance(rows, list)
+    return _corrupt(doc, "said", [value] * len(rows))
 
 
 #: how a cache entry can be wrong: name -> the entry's new bytes, from the good document
@@ -252,7 +324,16 @@ DAMAGE = {
     "a path index out of range": lambda doc: _corrupt(doc, "changed", [[10_000]]),
     "a path that is not a string": lambda doc: _corrupt(doc, "paths", [1, 2]),
     "a flag that is not a flag": lambda doc: _corrupt(doc, "cut", "no"),
-    "more commits than asked": lambda doc: _corrupt(doc, "changed", [[0]] * 301),
+    "more commits than asked": lambda doc: _corrupt(
+        doc, "changed", [[0]] * (history.MESSAGE_COMMITS + 1)),
+    "a word index out of range": lambda doc: _each_says(doc, [10_000]),
+    "a word that is not a string": lambda doc: _corrupt(doc, "vocabulary", [1, 2]),
+    "words as floats": lambda doc: _each_says(doc, [0.0]),
+    "more words than a message keeps": lambda doc: _each_says(
+        doc, [0] * (history.MAX_MESSAGE_WORDS + 1)),
+    "fewer messages than commits": lambda doc: _corrupt(doc, "said", []),
+    "no messages": lambda doc: json.dumps({k: v for k, v in doc.items() if k != "said"}
+                                          ).encode(),
     "counts as floats": lambda doc: _corrupt(doc, "changed", [[0.0]]),
 }
 
