@@ -87,6 +87,9 @@ def test_the_path_names_the_querys_rarest_word() -> None:
     ("test_like", 1.0, "a test, benchmark or example by its path"),
     ("vendored", 0.0, "not vendored code"),
     ("name_stem", 0.4, "file name shares a stem with 'templating'"),
+    ("messages", 0.5, "the messages of the commits that changed it say the query's words "
+                      "(50 % of the file they say most of)"),
+    ("messages", 0.0, "no message of a commit that changed it says the query's words"),
 ])
 def test_a_feature_is_said_whichever_way_it_went(feature: str, value: float,
                                                   says: str) -> None:
