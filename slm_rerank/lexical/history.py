@@ -26,7 +26,6 @@ What is read, and why:
   window (ages count it) but changes no file's count.
 - At most ``MAX_LOG_BYTES`` of git's output are read; a log that is longer is cut at its
   last whole commit and the history covers the commits before it (and says so).
-
 - Each commit's message, as its words (lower case, light forms, no stop words, the first
   ``MAX_MESSAGE_WORDS``), over a wider window than the counts (``MESSAGE_COMMITS``): what
   the commits that changed a file said they did is evidence of what the file is about
@@ -89,7 +88,8 @@ KEEP_IN_MEMORY = 4
 _COMMIT_ID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 _COMMIT_ID_BYTES = re.compile(rb"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 #: git log's arguments before the commit; each commit's record starts with a NUL (an empty
-#: field, which no path is), then its id, then (after a newline) its paths, NUL-separated
+#: field, which no path is), then its id, a newline and its message, then (after a NUL and
+#: a newline) its paths, NUL-separated
 _LOG_ARGS = ("log", "--no-merges", "-z", "--format=%x00%H%n%B", "--name-only", "--no-renames",
              "--no-relative")
 #: a message's words as the ranker compares them with a query's terms (their light forms)
