@@ -50,7 +50,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import math
 import os
 import re
 import time
@@ -60,7 +59,7 @@ from pathlib import Path
 from slm_rerank import safefile
 from slm_rerank.cache_folder import prune_entries
 from slm_rerank.git_runner import GitError, GitTimeout, git_output, git_stream
-from slm_rerank.lexical.terms import STOP_WORDS, light
+from slm_rerank.lexical.commit_words import MAX_MESSAGE_WORDS, message_scores, message_words
 
 #: Bump when what a cache entry holds changes, so older entries are not reused.
 HISTORY_VERSION = 2
@@ -70,8 +69,6 @@ MAX_COMMITS = 5000
 #: commit says it did, for the files it changed. Wider than the change window, because a
 #: file is named by few messages; the learned ranker's ``messages`` feature was chosen with it.
 MESSAGE_COMMITS = 1000
-#: Words kept of one commit's message (the first ones: a subject and the start of its body)
-MAX_MESSAGE_WORDS = 64
 #: A commit that changes more files than this changes none, as far as history goes.
 MAX_COMMIT_PATHS = 100
 #: Bytes of ``git log`` output read; the rest of a longer log is not read.
@@ -92,21 +89,6 @@ _COMMIT_ID_BYTES = re.compile(rb"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 #: a newline) its paths, NUL-separated
 _LOG_ARGS = ("log", "--no-merges", "-z", "--format=%x00%H%n%B", "--name-only", "--no-renames",
              "--no-relative")
-#: a message's words as the ranker compares them with a query's terms (their light forms)
-_MESSAGE_WORD = re.compile(r"[a-z0-9_]+")
-
-
-def message_words(message: str) -> frozenset[str]:
-    """The words of a commit message a query's terms are matched against: lower case, three
-    letters or more, no stop words or numbers, in their light (plural-free) form; at most
-    ``MAX_MESSAGE_WORDS``, the first ones."""
-    kept: dict[str, None] = {}
-    for word in _MESSAGE_WORD.findall(message.lower()):
-        if len(word) >= 3 and word not in STOP_WORDS and not word.isdigit():
-            kept.setdefault(light(word))
-            if len(kept) >= MAX_MESSAGE_WORDS:
-                break
-    return frozenset(kept)
 
 
 @dataclass(frozen=True)
@@ -161,31 +143,8 @@ class FileHistory:
 
     def messages(self, paths: list[str], words: set[str]) -> list[float]:
         """How strongly the messages of the commits that changed each of ``paths`` (the
-        messages window) say ``words`` (light forms): per word, how many of the file's
-        commits say it, saturating (``n / (n + 1.2)``), weighted by how rare the word is among
-        the window's commits that changed a file (``log(1 + commits / commits saying it)``)."""
-        if not words or not self.said:
-            return [0.0] * len(paths)
-        wanted = set(paths)
-        told: dict[str, dict[str, int]] = {}
-        saying: dict[str, int] = {}
-        counted = 0
-        for changed, said in self.said:
-            if not changed:
-                continue  # an oversized commit, or none under the root
-            counted += 1
-            hit = said & words
-            if not hit:
-                continue
-            for word in hit:
-                saying[word] = saying.get(word, 0) + 1
-            for path in changed & wanted:
-                mine = told.setdefault(path, {})
-                for word in hit:
-                    mine[word] = mine.get(word, 0) + 1
-        rarity = {w: math.log(1.0 + counted / n) for w, n in saying.items()}
-        return [sum(rarity[w] * n / (n + 1.2) for w, n in told.get(path, {}).items())
-                for path in paths]
+        messages window) say ``words`` (light forms): ``commit_words.message_scores``."""
+        return message_scores(self.said, paths, words)
 
 
 @dataclass(frozen=True)
