@@ -19,19 +19,16 @@ import argparse
 import hashlib
 import json
 import math
-import multiprocessing
-import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
 import train_ranker as tr
-from ranker_phrase_cv import WORD
+from ranker_phrase_cv import WORD, against_base, training_rows
 
 from slm_rerank.calibration.learning import GROUP_SIZE
-from slm_rerank.calibration.measure import paired_interval
-from slm_rerank.host import Host
+from slm_rerank.git_runner import git_output
 from slm_rerank.lexical.features import FEATURES
 from slm_rerank.lexical.terms import STOP_WORDS, light
 from slm_rerank.pipeline import query_terms
@@ -55,9 +52,10 @@ def term_words(query: str) -> set[str]:
 
 
 def log_of(clone: Path, rev: str, commits: int, words=words) -> list[tuple[set[str], list[str]]]:
-    out = subprocess.run(["git", "-C", str(clone), "log", "--no-merges", "--no-renames",
-                          f"-n{commits}", "--name-only", "--format=%x1e%B%x1f", rev],
-                         capture_output=True, check=False).stdout.decode("utf-8", "replace")
+    # through the one git runner: nothing a clone's configuration names runs
+    out = git_output(clone, ["log", "--no-merges", "--no-renames", f"-n{commits}",
+                             "--name-only", "--format=%x1e%B%x1f", rev, "--"],
+                     timeout=120, max_bytes=64 << 20).decode("utf-8", "replace")
     log = []
     for record in out.split("\x1e")[1:]:
         message, _, names = record.partition("\x1f")
@@ -89,13 +87,6 @@ def message_values(query: str, log: list[tuple[set[str], list[str]]],
     return [(r / top, math.log1p(r)) for r in raw]
 
 
-_TRAIN: list[tr.Row] = []
-
-
-def _scored(features: list[str], l2: float) -> list:
-    return tr.cv_scored(_TRAIN, features, l2)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -112,16 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", type=Path, default=tr.CACHE / "features-messages")
     args = ap.parse_args(argv)
 
-    host = Host.from_environment(start=Path("/"))
-    swe = tr.load(tr.SHARED / "swe-dev.jsonl")
-    mined = tr.capped(tr.load(tr.CACHE / "training" / "cases.jsonl"), args.train_cap, 20)
-    cases = {c["id"]: c for c in swe + mined}
-    rows = tr.rows_of(swe, tr.CACHE / "trees", tr.CACHE / "features", host, "benchmark",
-                      Path(), True)
-    rows += tr.rows_of(mined, tr.CACHE / "trees", tr.CACHE / "features", host, "mined",
-                       Path(), True)
-    train = [r for r in rows if r.split in ("dev", "train")]
-    print(f"rows: {len(train)} training", file=sys.stderr)
+    train, cases = training_rows(args.train_cap)
     args.cache.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     logs: dict[str, list] = {}
@@ -154,20 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     left_out = {f for f in args.without.split(",") if f}
     base = [f for f in FEATURES if f not in extra_names and f not in left_out]
     tries = args.tries or ["messages", "messages_raw", "messages,messages_raw"]
-    global _TRAIN
-    _TRAIN = train
-    with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
-        scored = pool.starmap(_scored, [(s, args.l2) for s in
-                                        [base] + [base + t.split(",") for t in tries]])
-    theirs = scored[0]
-    for t, ours in zip(tries, scored[1:], strict=True):
-        out = []
-        for k in ("hit1", "mrr10"):
-            diff = [a[1][k] - b[1][k] for a, b in zip(ours, theirs, strict=True)]
-            low, high = paired_interval(diff)
-            out.append(f"{k} {tr.mean([b[1][k] for b in theirs]):.3f} -> "
-                       f"{tr.mean([a[1][k] for a in ours]):.3f} ({low:+.3f}, {high:+.3f})")
-        print(f"+ {t} ({args.commits} commits): {'; '.join(out)}", flush=True)
+    for t, gain in zip(tries, against_base(train, base, tries, args.l2, args.jobs),
+                       strict=True):
+        print(f"+ {t} ({args.commits} commits): {gain}", flush=True)
     return 0
 
 

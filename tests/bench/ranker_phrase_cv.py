@@ -31,7 +31,6 @@ from pathlib import Path
 import train_ranker as tr
 
 from slm_rerank.calibration.learning import GROUP_SIZE
-from slm_rerank.calibration.measure import paired_interval
 from slm_rerank.host import Host
 from slm_rerank.lexical.features import FEATURES
 from slm_rerank.lexical.terms import STOP_WORDS
@@ -97,17 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", type=Path, default=tr.CACHE / "features-phrase")
     args = ap.parse_args(argv)
 
-    host = Host.from_environment(start=Path("/"))
-    swe = tr.load(tr.SHARED / "swe-dev.jsonl")
-    mined = tr.capped(tr.load(tr.CACHE / "training" / "cases.jsonl"), args.train_cap, 20)
-    cases = {c["id"]: c for c in swe + mined}
-    rows = tr.rows_of(swe, tr.CACHE / "trees", tr.CACHE / "features", host, "benchmark",
-                      Path(), True)
-    rows += tr.rows_of(mined, tr.CACHE / "trees", tr.CACHE / "features", host, "mined",
-                       Path(), True)
-    train = [r for r in rows if r.split in ("dev", "train")]
-    print(f"rows: {len(train)} training", file=sys.stderr)
-
+    train, cases = training_rows(args.train_cap)
     args.cache.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     for n, r in enumerate(train, 1):
@@ -131,22 +120,25 @@ def main(argv: list[str] | None = None) -> int:
     left_out = {f for f in args.without.split(",") if f}
     base = [f for f in FEATURES if f not in EXTRA and f not in left_out]
     tries = args.tries or [*EXTRA, ",".join(EXTRA)]
-    sets = [base] + [base + [f for f in t.split(",") if f] for t in tries]
-    global _TRAIN
-    _TRAIN = train
-    # each feature set's cross-validation is independent: two at a time on two cores
-    with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
-        scored = pool.starmap(_scored, [(s, args.l2) for s in sets])
-    theirs = scored[0]
-    for t, ours in zip(tries, scored[1:], strict=True):
-        out = []
-        for key in ("hit1", "mrr10"):
-            diff = [a[1][key] - b[1][key] for a, b in zip(ours, theirs, strict=True)]
-            low, high = paired_interval(diff)
-            out.append(f"{key} {tr.mean([b[1][key] for b in theirs]):.3f} -> "
-                       f"{tr.mean([a[1][key] for a in ours]):.3f} ({low:+.3f}, {high:+.3f})")
-        print(f"+ {t}: {'; '.join(out)}", flush=True)
+    for t, gain in zip(tries, against_base(train, base, tries, args.l2, args.jobs),
+                       strict=True):
+        print(f"+ {t}: {gain}", flush=True)
     return 0
+
+
+def training_rows(train_cap: int) -> tuple[list[tr.Row], dict[str, dict]]:
+    """``train_ranker.py``'s cached training rows (the benchmark's dev half and at most
+    ``train_cap`` mined cases a training repository), and every case by its id."""
+    host = Host.from_environment(start=Path("/"))
+    swe = tr.load(tr.SHARED / "swe-dev.jsonl")
+    mined = tr.capped(tr.load(tr.CACHE / "training" / "cases.jsonl"), train_cap, 20)
+    rows = tr.rows_of(swe, tr.CACHE / "trees", tr.CACHE / "features", host, "benchmark",
+                      Path(), True)
+    rows += tr.rows_of(mined, tr.CACHE / "trees", tr.CACHE / "features", host, "mined",
+                       Path(), True)
+    train = [r for r in rows if r.split in ("dev", "train")]
+    print(f"rows: {len(train)} training", file=sys.stderr)
+    return train, {c["id"]: c for c in swe + mined}
 
 
 _TRAIN: list[tr.Row] = []
@@ -154,6 +146,19 @@ _TRAIN: list[tr.Row] = []
 
 def _scored(features: list[str], l2: float) -> list:
     return tr.cv_scored(_TRAIN, features, l2)
+
+
+def against_base(train: list[tr.Row], base: list[str], tries: list[str], l2: float,
+                 jobs: int) -> list[str]:
+    """For each of ``tries`` (comma-separated features added to ``base``), the
+    cross-validated gain over ``base`` alone, row by row (``train_ranker.gain_text``)."""
+    global _TRAIN
+    _TRAIN = train
+    sets = [base] + [base + [f for f in t.split(",") if f] for t in tries]
+    # each feature set's cross-validation is independent: ``jobs`` at a time
+    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        scored = pool.starmap(_scored, [(s, l2) for s in sets])
+    return [tr.gain_text(ours, scored[0]) for ours in scored[1:]]
 
 
 if __name__ == "__main__":

@@ -303,6 +303,13 @@ def cv_versus(rows: list[Row], features: list[str], baseline: list[str], l2: flo
     paired bootstrap interval of the gain."""
     ours = cv_scored(rows, features, l2)
     theirs = cv_scored(rows, baseline, l2, fit_on=baseline_fit_on)
+    return gain_text(ours, theirs)
+
+
+def gain_text(ours: list[tuple[dict[str, float], dict[str, float]]],
+              theirs: list[tuple[dict[str, float], dict[str, float]]]) -> str:
+    """Learned Hit@1 and MRR@10 of ``theirs`` -> ``ours`` (``cv_scored`` of the same rows),
+    with the 95 % paired bootstrap interval of the gain."""
     out = []
     for key in ("hit1", "mrr10"):
         diff = [a[1][key] - b[1][key] for a, b in zip(ours, theirs, strict=True)]
