@@ -86,24 +86,27 @@ def test_each_file_gets_the_features_its_evidence_gives(tmp_path: Path, host: Ho
                                                                  "together"))
 
 
+def commit_to(tree: Path, message: str, *names: str, line: str | None = None) -> None:
+    """Append ``line`` (the message by default) as a comment to each of ``names`` and commit
+    them with ``message``."""
+    for name in names:
+        with open(tree / name, "a", encoding="utf-8") as handle:
+            handle.write(f"# {message if line is None else line}\n")
+    subprocess.run(["git", "-C", str(tree), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(tree), "-c", "user.name=t", "-c", "user.email=t@t",
+                    "commit", "-qm", message], check=True)
+
+
 def test_history_features_count_changes_and_changes_with_the_named_file(
         tmp_path: Path, host: Host) -> None:
     tree = make_repo(tmp_path / "repo", {"core.py": "def parse_value():\n    pass\n",
                                          "helper.py": "def parse_helper():\n    pass\n",
                                          "other.py": "def parse_other():\n    pass\n"})
 
-    def commit(message: str, *names: str) -> None:
-        for name in names:
-            with open(tree / name, "a", encoding="utf-8") as handle:
-                handle.write(f"# {message}\n")
-        subprocess.run(["git", "-C", str(tree), "add", "-A"], check=True)
-        subprocess.run(["git", "-C", str(tree), "-c", "user.name=t", "-c", "user.email=t@t",
-                        "commit", "-qm", message], check=True)
-
-    commit("start", "core.py", "helper.py", "other.py")
-    commit("core and helper", "core.py", "helper.py")
-    commit("core and helper again", "core.py", "helper.py")
-    commit("other alone", "other.py")
+    commit_to(tree, "start", "core.py", "helper.py", "other.py")
+    commit_to(tree, "core and helper", "core.py", "helper.py")
+    commit_to(tree, "core and helper again", "core.py", "helper.py")
+    commit_to(tree, "other alone", "other.py")
     notes: list[str] = []
     history = read_history(tree, cache_dir=None, notes=notes)
     assert history is not None, notes
@@ -124,18 +127,11 @@ def test_the_messages_feature_tells_apart_siblings_by_what_their_commits_said(
     body = "def render(value):\n    return value\n"
     tree = make_repo(tmp_path / "repo", {"pkg/table.py": body, "pkg/grid.py": body})
 
-    def commit(message: str, *names: str) -> None:
-        for name in names:
-            with open(tree / name, "a", encoding="utf-8") as handle:
-                handle.write(f"# {len(message)}\n")
-        subprocess.run(["git", "-C", str(tree), "add", "-A"], check=True)
-        subprocess.run(["git", "-C", str(tree), "-c", "user.name=t", "-c", "user.email=t@t",
-                        "commit", "-qm", message], check=True)
-
-    commit("Start", "pkg/table.py", "pkg/grid.py")
-    commit("Fix wrapping of long cells", "pkg/table.py")
-    commit("Cells wrap at the column width", "pkg/table.py")
-    commit("Tidy up", "pkg/grid.py")
+    # the files' own lines say none of the query's words: only the messages do
+    commit_to(tree, "Start", "pkg/table.py", "pkg/grid.py", line="edited")
+    commit_to(tree, "Fix wrapping of long cells", "pkg/table.py", line="edited")
+    commit_to(tree, "Cells wrap at the column width", "pkg/table.py", line="edited")
+    commit_to(tree, "Tidy up", "pkg/grid.py", line="edited")
     notes: list[str] = []
     history = read_history(tree, cache_dir=None, notes=notes)
     assert history is not None, notes
