@@ -1,7 +1,7 @@
 """What the commits that changed a file said, as evidence for the learned ranker's
 ``messages`` feature: each commit message's words (``message_words``, read by
 ``history.py``'s one ``git log``) and how strongly the messages of a file's commits say a
-query's terms (``message_scores``)."""
+query's terms, and which of them (``message_evidence``)."""
 
 from __future__ import annotations
 
@@ -34,15 +34,17 @@ def message_words(message: str) -> frozenset[str]:
     return frozenset(kept)
 
 
-def message_scores(said: Sequence[tuple[frozenset[str], frozenset[str]]], paths: list[str],
-                   words: set[str]) -> list[float]:
+def message_evidence(said: Sequence[tuple[frozenset[str], frozenset[str]]],
+                     paths: list[str], words: set[str]
+                     ) -> list[tuple[float, tuple[str, ...]]]:
     """For each of ``paths``, how strongly the messages of the commits in ``said`` (each
     commit's changed files and its message's words, as ``FileHistory.said`` holds them)
-    that changed it say ``words`` (light forms): per word, how many of the file's commits
-    say it, saturating (``n / (n + 1.2)``), weighted by how rare the word is among the
-    commits that changed a file (``log(1 + commits / commits saying it)``)."""
+    that changed it say ``words`` (light forms), and which of ``words`` they say, the one
+    adding most first: per word, how many of the file's commits say it, saturating
+    (``n / (n + 1.2)``), weighted by how rare the word is among the commits that changed a
+    file (``log(1 + commits / commits saying it)``)."""
     if not words or not said:
-        return [0.0] * len(paths)
+        return [(0.0, ())] * len(paths)
     wanted = set(paths)
     told: dict[str, dict[str, int]] = {}
     saying: dict[str, int] = {}
@@ -61,5 +63,9 @@ def message_scores(said: Sequence[tuple[frozenset[str], frozenset[str]]], paths:
             for word in hit:
                 mine[word] = mine.get(word, 0) + 1
     rarity = {w: math.log(1.0 + counted / n) for w, n in saying.items()}
-    return [sum(rarity[w] * n / (n + _SATURATION) for w, n in told.get(path, {}).items())
-            for path in paths]
+    out: list[tuple[float, tuple[str, ...]]] = []
+    for path in paths:
+        parts = {w: rarity[w] * n / (n + _SATURATION) for w, n in told.get(path, {}).items()}
+        out.append((sum(parts.values()),
+                    tuple(sorted(parts, key=lambda w: (-parts[w], w)))))
+    return out

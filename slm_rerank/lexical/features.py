@@ -105,7 +105,7 @@ class History(Protocol):
 
     def together(self, path: str, others: set[str]) -> int: ...
 
-    def messages(self, paths: list[str], words: set[str]) -> list[float]: ...
+    def told(self, paths: list[str], words: set[str]) -> list[tuple[float, tuple[str, ...]]]: ...
 
 
 @dataclass(frozen=True)
@@ -116,6 +116,9 @@ class Candidate:
     path: str
     best: int
     values: tuple[float, ...]
+    #: the query's words (light forms) the messages of the commits that changed it say, the
+    #: most telling first (what ``messages`` counts, for ``-v``)
+    said: tuple[str, ...] = ()
 
     def named(self) -> dict[str, float]:
         return dict(zip(FEATURES, self.values, strict=True))
@@ -198,15 +201,17 @@ def _file_lines(text: str) -> int:
 
 
 def _messages(history: History | None, paths: list[str], terms: QueryTerms
-              ) -> dict[str, float]:
+              ) -> dict[str, tuple[float, tuple[str, ...]]]:
     """path -> how strongly the messages of the commits that changed it say the query's
-    terms (``FileHistory.messages``), as a share of the candidate they say most of."""
+    terms (``FileHistory.told``), as a share of the candidate they say most of, and which
+    terms they say."""
     if history is None or not history.commits:
         return {}
     words = {t.light for t in terms.terms if len(t.root) >= 3 and not t.root.isdigit()}
-    scores = history.messages(paths, words)
-    top = max(scores, default=0.0)
-    return {p: v / top for p, v in zip(paths, scores, strict=True) if v > 0} if top > 0 else {}
+    told = history.told(paths, words)
+    top = max((v for v, _ in told), default=0.0)
+    return ({p: (v / top, said) for p, (v, said) in zip(paths, told, strict=True) if v > 0}
+            if top > 0 else {})
 
 
 def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidence],
@@ -316,13 +321,14 @@ def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidenc
             "together": 0.0,
             "messages": 0.0,
         }
+        said: tuple[str, ...] = ()
         if history is not None and history.commits:
             values["changes"] = math.log1p(history.changes(path))
             age = history.age(path)
             values["recent"] = 1.0 / (1.0 + age) if age is not None else 0.0
             others = named - {path}
             values["together"] = math.log1p(history.together(path, others)) if others else 0.0
-            values["messages"] = told.get(path, 0.0)
-        out.append(Candidate(path, index, tuple(values[name] for name in FEATURES)))
+            values["messages"], said = told.get(path, (0.0, ()))
+        out.append(Candidate(path, index, tuple(values[name] for name in FEATURES), said))
     return out
 

@@ -59,7 +59,7 @@ from pathlib import Path
 from slm_rerank import safefile
 from slm_rerank.cache_folder import prune_entries
 from slm_rerank.git_runner import GitError, GitTimeout, git_output, git_stream
-from slm_rerank.lexical.commit_words import MAX_MESSAGE_WORDS, message_scores, message_words
+from slm_rerank.lexical.commit_words import MAX_MESSAGE_WORDS, message_evidence, message_words
 
 #: Bump when what a cache entry holds changes, so older entries are not reused.
 HISTORY_VERSION = 2
@@ -143,8 +143,13 @@ class FileHistory:
 
     def messages(self, paths: list[str], words: set[str]) -> list[float]:
         """How strongly the messages of the commits that changed each of ``paths`` (the
-        messages window) say ``words`` (light forms): ``commit_words.message_scores``."""
-        return message_scores(self.said, paths, words)
+        messages window) say ``words`` (light forms): ``told``'s scores."""
+        return [score for score, _ in self.told(paths, words)]
+
+    def told(self, paths: list[str], words: set[str]) -> list[tuple[float, tuple[str, ...]]]:
+        """``messages`` with, for each path, which of ``words`` the messages say, the one
+        adding most first: ``commit_words.message_evidence``."""
+        return message_evidence(self.said, paths, words)
 
 
 @dataclass(frozen=True)

@@ -173,6 +173,8 @@ class Placed:
     why: tuple[tuple[str, float], ...]
     #: its feature values, in ``FEATURES`` order (what ``why`` says in words)
     values: tuple[float, ...] = ()
+    #: the query's words the messages of the commits that changed it say (``Candidate.said``)
+    said: tuple[str, ...] = ()
 
     def value(self, feature: str) -> float:
         """The value of ``feature`` for this file (0 when not known)."""
@@ -221,7 +223,7 @@ def place(model: RankerModel, found: list[Candidate]) -> list[Placed]:
     centre = tuple(sum(column) / n for column in zip(*(c.values for c in found), strict=True))
     base = model.terms(centre) if centre else None  # what every candidate is measured from
     placed = [Placed(c.path, s, w / total, _explained(model.terms(c.values), base, EXPLAINED),
-                     c.values)
+                     c.values, c.said)
               for c, s, w in zip(found, scores, weights, strict=True)]
     order = sorted(range(len(placed)), key=lambda i: (-placed[i].score, i))
     return [placed[i] for i in order]

@@ -245,9 +245,11 @@ def _together(f: _File) -> str:
 
 def _messages(f: _File) -> str:
     share = f.value("messages")
-    return (f"the messages of the commits that changed it say the query's words "
-            f"({_percent(share)} of the file they say most of)" if share
-            else "no message of a commit that changed it says the query's words")
+    if not share:
+        return "no message of a commit that changed it says the query's words"
+    said = f"say {_quoted(list(f.placed.said))}" if f.placed.said else "say the query's words"
+    return (f"the messages of the commits that changed it {said} "
+            f"({_percent(share)} of the file they say most of)")
 
 
 def _file_bm25(f: _File) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -170,3 +171,33 @@ def test_the_python_api_takes_the_same_knob(repo: Path, isolated_home: Path) -> 
     assert learned.results[0].path == "pkg/templating.py" and learned.results[0].why
     assert fixed.score_kind == "lexical" and all(c.why is None for c in fixed.results)
     assert fixed.order is not None and "search(learned_order=...)" in (fixed.order.reason or "")
+
+
+def test_a_result_placed_by_its_commits_messages_names_the_words_they_said(
+        tmp_path: Path) -> None:
+    """Two sibling files the query's words match alike; the commits that changed one of
+    them said the query's words, and its reason, in JSON and in ``-v``, names them."""
+    body = "def render(value):\n    return value\n"
+    repo = make_repo(tmp_path / "repo", {"pkg/table.py": body, "pkg/grid.py": body})
+    for message, name in (("Start", "pkg/grid.py"), ("Fix wrapping of long cells",
+                                                     "pkg/table.py"),
+                          ("Cells wrap at the column width", "pkg/table.py"),
+                          ("Tidy up", "pkg/grid.py")):
+        with open(repo / name, "a", encoding="utf-8") as handle:
+            handle.write("# edited\n")
+        subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
+        subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t",
+                        "commit", "-qm", message], check=True)
+    query = "render wraps long cells wrongly"
+
+    doc = cli("-q", query, "--fast", "--format", "json", cwd=repo).json()
+    verbose = cli("-q", query, "--fast", "-v", cwd=repo)
+
+    first = doc["results"][0]
+    assert first["path"] == "pkg/table.py"
+    told = next(r for r in first["why"] if r["feature"] == "messages")
+    assert told["effect"] > 0
+    assert told["says"].startswith("the messages of the commits that changed it say ")
+    assert {"'wrap'", "'cell'", "'long'"} <= set(re.findall(r"'[a-z]+'", told["says"]))
+    line = next(x for x in verbose.stderr.splitlines() if "why pkg/table.py" in x)
+    assert told["says"] in line

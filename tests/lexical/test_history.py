@@ -106,6 +106,12 @@ def test_what_the_messages_of_a_files_commits_say_of_the_query_words(tmp_path: P
     # stop words and numbers are no message words; nothing asked, nothing said
     assert found.messages(paths, {"the", "1"}) == [0.0] * 5
     assert found.messages(paths, set()) == [0.0] * 5
+    # which words they say, the one adding most first: "nan" (one commit of three says it)
+    # before "determinant" (two of three, each less telling); none for a file never told
+    told = found.told(["det.py", "mul.py", "common.py"], {"nan", "determinant", "zeta"})
+    assert [said for _, said in told] == [("nan", "determinant"), (), ("determinant",)]
+    assert [score for score, _ in told] == found.messages(
+        ["det.py", "mul.py", "common.py"], {"nan", "determinant", "zeta"})
 
 
 def test_the_messages_window_is_its_own_and_a_message_keeps_its_first_words(

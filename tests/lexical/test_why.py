@@ -96,6 +96,20 @@ def test_a_feature_is_said_whichever_way_it_went(feature: str, value: float,
     assert said({feature: value}) == {feature: says}
 
 
+def test_the_messages_reason_names_the_words_the_commits_said() -> None:
+    values = tuple(0.8 if n == "messages" else 0.0 for n in FEATURES)
+    one = Placed(PATH, 1.0, 0.5, (("messages", 1.2),), values, ("wrap", "cell"))
+    many = Placed(PATH, 1.0, 0.5, (("messages", 1.2),), values,
+                  ("wrap", "cell", "column", "width"))
+
+    assert [r.says for r in reasons(one, EVIDENCE, BEST, TERMS, STATS)] == [
+        "the messages of the commits that changed it say 'wrap', 'cell' "
+        "(80 % of the file they say most of)"]
+    assert [r.says for r in reasons(many, EVIDENCE, BEST, TERMS, STATS)] == [
+        "the messages of the commits that changed it say 'wrap', 'cell', 'column' (+1) "
+        "(80 % of the file they say most of)"]
+
+
 def test_the_verbose_line_lists_each_reason_with_its_effect() -> None:
     found = reasons(Placed(PATH, 1.0, 0.5, (("names_file", 1.84), ("kind_test", -0.9)),
                            tuple(1.0 if n == "kind_test" else 0.6 for n in FEATURES)),
