@@ -9,11 +9,9 @@ total deadline, and the result is cached by the commit read from, so a warm read
 
 What is read, and why:
 
-- ``--no-merges``: with ``--name-only`` a merge lists no files (or only its conflicts), so
-  it would only push the real changes further back; a branch's commits are counted where
-  they are, one change each, as ``calibrate`` mines them. (``--first-parent`` with
-  ``--diff-merges=first-parent`` would make a whole pull request one change, which is
-  often over the per-commit cap below and loses which files changed together.)
+- ``--no-merges``: with ``--name-only`` a merge lists no files (or its conflicts alone);
+  a branch's commits count where they are, one change each, as ``calibrate`` mines them
+  (``--first-parent`` would make a pull request one change, often over the cap below).
 - ``--no-renames``: rename detection costs time that grows with a commit's added and
   deleted files and with ``diff.renameLimit``, which the repository's own configuration
   sets; without it a renamed file's history starts at its rename (its old path is not
@@ -24,17 +22,16 @@ What is read, and why:
 - A commit that changes more than ``MAX_COMMIT_PATHS`` files (a reformat, a vendored
   import, a licence header) says nothing about any one of them: it keeps its place in the
   window (ages count it) but changes no file's count.
-- At most ``MAX_LOG_BYTES`` of git's output are read; a log that is longer is cut at its
-  last whole commit and the history covers the commits before it (and says so).
-- Each commit's message, as its words (lower case, light forms, no stop words, the first
-  ``MAX_MESSAGE_WORDS``), over a wider window than the counts (``MESSAGE_COMMITS``): what
-  the commits that changed a file said they did is evidence of what the file is about
-  (``FileHistory.messages``), and a file is named by few messages. The same log reads
-  both windows.
+- A log past ``MAX_LOG_BYTES`` of output, or still printing at the deadline, is cut at its
+  last whole commit: the history covers the commits before it, and a note says so (one
+  cut by the deadline is not cached, so a later search may read it whole).
+- Each commit's message, as its words (``commit_words``), over a wider window than the
+  counts (``MESSAGE_COMMITS``; the same log reads both): what the commits that changed a
+  file said they did is evidence of what it is about (``FileHistory.told``).
 
 Outside git, in a repository without a commit, in a shallow clone (its cut history would
-make every file look new), when git fails or the deadline passes, there is no history:
-``read_history`` returns None and adds one note saying why.
+make every file look new), when git fails or prints no whole commit by the deadline,
+there is no history: ``read_history`` returns None and adds one note saying why.
 
 The cache (``history/`` in the cache folder) is one JSON file per repository, commit and
 window, named by a hash of the three, written by rename and read through ``safefile`` with
@@ -65,9 +62,8 @@ from slm_rerank.lexical.commit_words import MAX_MESSAGE_WORDS, message_evidence,
 HISTORY_VERSION = 2
 #: The most commits one read may ask for (a caller's mistake must not read a whole history).
 MAX_COMMITS = 5000
-#: Commits whose messages a read keeps (the ``messages`` window): the words of what each
-#: commit says it did, for the files it changed. Wider than the change window, because a
-#: file is named by few messages; the learned ranker's ``messages`` feature was chosen with it.
+#: Commits whose message words a read keeps: wider than the change window, as a file is
+#: named by few messages (the learned ranker's ``messages`` feature was chosen with it).
 MESSAGE_COMMITS = 1000
 #: A commit that changes more files than this changes none, as far as history goes.
 MAX_COMMIT_PATHS = 100
@@ -98,7 +94,7 @@ class FileHistory:
     ``changed`` holds, for each commit newest first, the files it changed under the root
     (paths relative to the root, ``/``-separated, as the search names files); a commit over
     ``MAX_COMMIT_PATHS`` files, or that changed nothing under the root, holds none.
-    ``cut``: the log was longer than ``MAX_LOG_BYTES`` and ``commits`` are fewer than asked.
+    ``cut``: the log was cut (``MAX_LOG_BYTES``, the deadline): fewer commits than asked.
     ``said``: for each commit of the (wider) messages window, newest first, the files it
     changed under the root and the words of its message (``message_words``).
     """
@@ -142,8 +138,7 @@ class FileHistory:
         return set(self._counts)
 
     def messages(self, paths: list[str], words: set[str]) -> list[float]:
-        """How strongly the messages of the commits that changed each of ``paths`` (the
-        messages window) say ``words`` (light forms): ``told``'s scores."""
+        """How strongly the messages that changed each of ``paths`` say ``words``."""
         return [score for score, _ in self.told(paths, words)]
 
     def told(self, paths: list[str], words: set[str]) -> list[tuple[float, tuple[str, ...]]]:
@@ -160,6 +155,7 @@ class _Log:
     changed: list[list[str]]
     cut: bool
     words: list[frozenset[str]] = field(default_factory=list)
+    late: bool = False  # cut at the deadline: neither cached nor kept in memory
 
 
 class _Full(Exception):
@@ -371,15 +367,20 @@ def _no_commit(root: Path, rev: str, top: str, timeout: float) -> str:
 
 
 def _read_log(top: str, head: str, commits: int, timeout: float) -> _Log:
+    """The log; cut at ``MAX_LOG_BYTES`` or the deadline (GitTimeout: no whole commit)."""
     sink = _CappedSink(MAX_LOG_BYTES)
-    cut = False
+    cut = late = False
     try:
         git_stream(Path(top), [*_LOG_ARGS, f"-n{commits}", head, "--"], sink,
                    timeout=timeout, max_bytes=MAX_LOG_BYTES + (1 << 17))
     except _Full:
         cut = True
+    except GitTimeout:
+        cut = late = True
     changed, words = parse_log(sink.getvalue(), cut)
-    return _Log(changed, cut, words)
+    if late and not changed:
+        raise GitTimeout("git log printed no whole commit in time")
+    return _Log(changed, cut, words, late)
 
 
 class _NeedsLog(Exception):
@@ -459,7 +460,7 @@ def _read(root: Path, cache_dir: Path | None, notes: list[str], commits: int,
             if left <= 0:
                 raise GitTimeout("no time left for git log")
             log = _read_log(where.top, where.head, reading, left)
-            if entry is not None:
+            if entry is not None and not log.late:
                 _write_entry(entry, where.top, where.head, reading, log)
     except GitTimeout:
         if not read_log:
@@ -479,14 +480,17 @@ def _read(root: Path, cache_dir: Path | None, notes: list[str], commits: int,
         # is an aid to the ranking, never a reason for a search to fail
         notes.append(f"no change history: {exc.strerror or exc}")
         return None
-    if log.cut:
+    if log.late:
+        notes.append(f"change history: git log did not end within {deadline_s:g} s in "
+                     f"{where.top}; the newest {len(log.changed)} commits it gave are used")
+    elif log.cut:
         notes.append(_cut_note(where.top, len(log.changed)))
     window = log.changed[:commits]
     heard = log.changed[:messages]
     history = FileHistory(where.head, len(window), _under(window, where.prefix), log.cut,
                           tuple(zip(_under(heard, where.prefix), log.words[:messages],
                                     strict=True)))
-    if cache_dir is not None:
+    if cache_dir is not None and not log.late:
         _remember(key, history)
     return history
 

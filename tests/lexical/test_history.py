@@ -459,6 +459,62 @@ def test_a_tiny_deadline_ends_the_read_at_once_with_a_note(repo: History) -> Non
     assert time.monotonic() - started < 2.0
 
 
+def test_a_log_still_printing_at_the_deadline_keeps_the_commits_it_gave_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_home: Path) -> None:
+    """A git whose log prints its first commits, then stalls: the history is those
+    commits, with a note, and nothing is cached (the next read reads the log whole)."""
+    repo = History(tmp_path / "repo")
+    for n in range(30):
+        repo.commit(f"change number {n}", {f"f{n}.py": "1"})
+    real = shutil.which("git")
+    assert real is not None
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stall = bin_dir / "git"
+    stall.write_text("#!/bin/sh\n"
+                     'for a in "$@"; do [ "$a" = log ] && { '
+                     f'"{real}" "$@" | head -c 700; exec sleep 30; }}; done\n'
+                     f'exec "{real}" "$@"\n')
+    stall.chmod(0o755)
+    path = os.environ["PATH"]
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{path}")
+    started = time.monotonic()
+
+    found, notes = read(repo.root, isolated_home, deadline_s=1.0)
+
+    assert time.monotonic() - started < 5.0
+    assert found is not None and 0 < found.commits < 30, notes
+    assert found.cut
+    assert notes == [f"change history: git log did not end within 1 s in "
+                     f"{os.path.realpath(repo.root)}; the newest {found.commits} commits it "
+                     "gave are used"]
+    # the newest commits, whole: each changed its own file
+    assert found.changed[0] == frozenset({"f29.py"})
+    assert all(len(paths) == 1 for paths in found.changed)
+
+    monkeypatch.setenv("PATH", path)
+    again, later = read(repo.root, isolated_home, deadline_s=5.0)
+    assert again is not None and again.commits == 30 and not again.cut and later == []
+
+
+def test_a_log_that_prints_no_whole_commit_by_the_deadline_is_no_history(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo: History) -> None:
+    real = shutil.which("git")
+    assert real is not None
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "git").write_text("#!/bin/sh\n"
+                                 'for a in "$@"; do [ "$a" = log ] && exec sleep 30; done\n'
+                                 f'exec "{real}" "$@"\n')
+    (bin_dir / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+    found, notes = read(repo.root, deadline_s=0.5)
+
+    assert found is None
+    assert notes == [f"no change history: git did not answer within 0.5 s in {repo.root}"]
+
+
 def test_a_revision_that_is_an_option_is_refused(repo: History) -> None:
     with pytest.raises(ValueError, match="not a revision"):
         read(repo.root, rev="--output=/tmp/x")
