@@ -22,6 +22,7 @@ import tarfile
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from slm_rerank.errors import ConfigError
 from slm_rerank.git_runner import GitError, git_stream
@@ -51,16 +52,41 @@ class BadTree(ConfigError):
 
 @contextlib.contextmanager
 def _held() -> Iterator[None]:
-    """``STOP_SIGNALS`` held back (delivered when the block ends), where the OS allows."""
-    mask = getattr(signal, "pthread_sigmask", None)
-    if mask is None:  # Windows: no signal masks
-        yield
+    """``STOP_SIGNALS`` held back (delivered when the block ends), where the OS allows.
+
+    In the main thread each one's handler is swapped for one that notes it, and what was
+    noted is raised again once the handlers are back: a signal mask alone is one thread's,
+    and the process's other threads (a history look-up, the idle work of an earlier search)
+    would take the signal, whose Python handler then runs in this thread all the same.
+    Elsewhere (no handler can be set there) the thread's mask holds them."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        mask = getattr(signal, "pthread_sigmask", None)
+        if mask is None:  # Windows: no signal masks
+            yield
+            return
+        previous_mask = mask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            yield
+        finally:
+            mask(signal.SIG_SETMASK, previous_mask)
         return
-    previous = mask(signal.SIG_BLOCK, STOP_SIGNALS)
+    came: list[int] = []
+    previous: dict[int, Any] = {}
     try:
+        for number in STOP_SIGNALS:
+            handler = signal.getsignal(number)
+            if handler is signal.SIG_IGN or handler is None:
+                continue  # ignored, or set outside Python: not ours to hold
+            previous[number] = handler
+            signal.signal(number, lambda signum, frame: came.append(signum))
         yield
     finally:
-        mask(signal.SIG_SETMASK, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        for number in dict.fromkeys(came):
+            signal.raise_signal(number)
 
 
 def _remove(folder: Path) -> None:
