@@ -13,11 +13,11 @@ scored here):
 - ``long``: each of ``--long-features`` copied as ``NAME_long``, set only when the query is
   long (``--long-terms`` terms or more, the shape of a whole issue, which a search sees),
   so a whole issue gets its own weight for them;
-- ``without F``: the shipped features less F.
+- ``without F``: the shipped features less F (comma-separated).
 
 Each is reported over every training row and over the benchmark's dev rows alone (by query
-mode), against the shipped feature set fitted the plain way, row by row, with the 95 %
-paired bootstrap interval of the gain.
+mode; ``--by-language``: also each language's mined rows), against the shipped feature set
+fitted the plain way, row by row, with the 95 % paired bootstrap interval of the gain.
 
     python tests/bench/ranker_genre_cv.py --try "issues x4" --try long --try "without messages"
 """
@@ -73,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--long-features", default="messages,lexical,names_file,declares")
     ap.add_argument("--long-terms", type=int, default=15)
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--by-language", action="store_true",
+                    help="also each language's mined training rows")
     args = ap.parse_args(argv)
 
     global _ROWS
@@ -95,9 +97,13 @@ def main(argv: list[str] | None = None) -> int:
         scored = pool.starmap(_scored, [(f, args.l2, k) for f, k in plans])
     # cv_scored's rows come fold by fold: the same order for every plan
     ordered = [r for fold in tr.folds_by_repo(rows, 3) for r in fold]
-    slices = {"all training rows": lambda r: True,
-              "benchmark dev, titles": lambda r: r.split == "dev" and r.mode == "title",
-              "benchmark dev, whole issues": lambda r: r.split == "dev" and r.mode == "query"}
+    slices: dict[str, Callable[[tr.Row], bool]] = {
+        "all training rows": lambda r: True,
+        "benchmark dev, titles": lambda r: r.split == "dev" and r.mode == "title",
+        "benchmark dev, whole issues": lambda r: r.split == "dev" and r.mode == "query"}
+    if args.by_language:
+        for lang in sorted({r.lang for r in rows if r.split == "train"}):
+            slices[f"mined {lang}"] = lambda r, lang=lang: r.split == "train" and r.lang == lang
     for t, ours in zip(args.tries, scored[1:], strict=True):
         for name, keep in slices.items():
             pick = [i for i, r in enumerate(ordered) if keep(r)]
