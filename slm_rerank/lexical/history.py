@@ -138,7 +138,7 @@ class FileHistory:
         return set(self._counts)
 
     def messages(self, paths: list[str], words: set[str]) -> list[float]:
-        """How strongly the messages that changed each of ``paths`` say ``words``."""
+        """``told``'s scores alone."""
         return [score for score, _ in self.told(paths, words)]
 
     def told(self, paths: list[str], words: set[str]) -> list[tuple[float, tuple[str, ...]]]:
