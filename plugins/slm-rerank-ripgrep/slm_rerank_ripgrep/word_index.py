@@ -24,7 +24,8 @@ that is not a regular file, or is over ``MAX_FILE_BYTES`` but within the query's
 ``max_filesize``, and more changed files than a query may read again.
 ``tests/test_word_index.py`` holds it to rg's answer on generated trees.
 
-**Freshness.** Each query lists the tree with ``rg --files`` (so ignore rules are rg's own)
+**Freshness.** Each query takes rg's listing of the tree (``rg --files``, so ignore rules are
+rg's own: run again unless nothing it depends on changed since the last one, ``listing.py``)
 and ``lstat``s every listed file. A file is taken on its stamp (device, inode, mode, size,
 modification and change times) only when those times are older than ``RACY_SECONDS`` before
 its content was read, as the chunk memory does (``slm_rerank/lexical/chunk_memory.py``);
@@ -60,6 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from slm_rerank.plugin_kit import Unfinished
+from slm_rerank_ripgrep.listing import Listing
 
 #: trees kept, the files of one, and its estimated size
 MAX_TREES = 2
@@ -180,6 +182,10 @@ class _Tree:
     dead_postings: int = 0
     #: the files the last build was given (more of them than indexed: a build under way)
     listed: int = 0
+    #: the last listing of the tree a query ran (``listing.py``), while it may be reused
+    listing: Listing | None = None
+    #: its stamps could not be taken (``listing.Unfollowable``): every query lists
+    unfollowable: bool = False
 
     def size(self) -> int:
         return (len(self.words) * _WORD_BYTES + self.postings_count * _POSTING_BYTES
@@ -345,6 +351,11 @@ def _key(root: Path) -> str:
 def indexed(root: Path) -> bool:
     """Whether ``root`` has an index (which may still decline a query)."""
     return _key(root) in _TREES
+
+
+def tree_of(root: Path) -> _Tree | None:
+    """The index of ``root``, if it has one (read with ``LOCK`` held)."""
+    return _TREES.get(_key(root))
 
 
 def wanted(root: Path) -> bool:
