@@ -12,9 +12,10 @@ that a command rebinds; the settings' once-per-process warnings are forgotten.
 
 What cannot be put back ends the worker once the answer is sent (``Ran.keep`` False): a
 thread the command started that is still running, a child process it left running, exit
-functions it registered (run when it ends, as its own process would run them), objects it
-froze or unfroze (``gc.freeze``), a ``MemoryError``; and, checked once it has answered and
-the garbage it left is collected (``settle``), a file descriptor it left open or a
+functions it registered (run when it ends, as its own process would run them), a
+``MemoryError``; and, checked once it has answered and the garbage it left is collected
+(``settle``), a file descriptor it left open, objects it froze or unfroze (``gc.freeze``:
+counting them walks every frozen object, a few ms, so not before the answer) or a
 resident size over ``KEEP_RSS_BYTES``. The server then forks a fresh worker. Settings and
 config files are read again by each command, as before: nothing here keeps them.
 """
@@ -40,6 +41,15 @@ from slm_rerank.warm_process import wire
 KEEP_RSS_BYTES = 256 << 20
 #: module name prefixes whose globals are put back after each command (the host, its plugins)
 GUARDED_MODULES = ("slm_rerank",)
+#: the collector's frozen objects as the worker last counted them (``note_frozen``; -1: not
+#: counted, each snapshot counts them). Changed in place: ``_globals`` leaves it be.
+FROZEN = [-1]
+
+
+def note_frozen() -> None:
+    """Count the frozen objects once the worker froze them (idle time), so that a command's
+    snapshot need not."""
+    FROZEN[0] = gc.get_freeze_count()
 
 
 class Tty(io.TextIOWrapper):
@@ -137,7 +147,7 @@ class Snapshot:
                       threading.excepthook)
         self.recursion = sys.getrecursionlimit()
         self.gc = (gc.get_threshold(), gc.get_debug(), list(gc.callbacks), len(gc.garbage),
-                   gc.get_freeze_count())
+                   FROZEN[0] if FROZEN[0] >= 0 else gc.get_freeze_count())
         self.warnings = (list(warnings.filters), warnings.showwarning)
         manager = logging.Logger.manager
         self.loggers = {name: (logger.level, list(logger.handlers), logger.propagate,
@@ -187,17 +197,22 @@ class Snapshot:
         return left
 
     def _collector(self) -> list[str]:
-        """The cyclic collector's settings back (its being on or off is the worker's); a
-        command that froze or unfroze objects cannot be put back (frozen objects may also
-        be freed: fewer frozen is not the sign, more or none is)."""
-        threshold, debug, callbacks, garbage, frozen = self.gc
+        """The cyclic collector's settings back (its being on or off is the worker's)."""
+        threshold, debug, callbacks, garbage, _ = self.gc
         gc.set_threshold(*threshold)
         gc.set_debug(debug)
         gc.callbacks[:] = callbacks
         del gc.garbage[garbage:]
+        return []
+
+    def frozen(self) -> list[str]:
+        """A command that froze or unfroze objects cannot be put back (frozen objects may
+        also be freed: fewer frozen is not the sign, more or none is)."""
+        frozen = self.gc[4]
         now = gc.get_freeze_count()
         if now > frozen or (frozen and not now):
             return ["objects frozen or unfrozen (gc.freeze)"]
+        FROZEN[0] = now if FROZEN[0] >= 0 else -1
         return []
 
     def leaked_fds(self) -> list[str]:
@@ -378,8 +393,9 @@ def finish(snapshot: Snapshot, ran: Ran | None) -> bool:
 
 def settle(snapshot: Snapshot, ran: Ran | None) -> bool:
     """After the command has answered (and a garbage collection): whether it left no
-    descriptor open and the worker's resident size under KEEP_RSS_BYTES."""
-    left = snapshot.leaked_fds()
+    descriptor open, the frozen objects as they were, and the worker's resident size under
+    KEEP_RSS_BYTES."""
+    left = snapshot.leaked_fds() + snapshot.frozen()
     if _rss_bytes() > KEEP_RSS_BYTES:
         left.append(f"resident size over {KEEP_RSS_BYTES >> 20} MiB")
     if ran is not None:
