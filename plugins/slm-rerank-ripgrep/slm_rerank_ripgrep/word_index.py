@@ -380,30 +380,38 @@ def prepare(root: Path, terms: Sequence[str], max_filesize: int) -> Prepared | N
         fd = os.open(key, _DIR_FLAGS)
     except OSError:
         return None
+    seen = prepared.seen
+    texts: list[int] = []  # the file ids of the text files seen
+    lstat = os.lstat
     try:
+        # _fresh, inline: one lstat a file is most of a warm query's own time
         for rel, entry in list(tree.files.items()):
             try:
-                st = os.lstat(rel, dir_fd=fd)
+                st = lstat(rel, dir_fd=fd)
             except OSError as exc:
                 if exc.errno == errno.ENOENT:  # gone: its words no longer count
                     tree.retire(tree.files.pop(rel))
                 else:
-                    prepared.seen[rel] = f"unreadable ({exc.strerror or exc})"
+                    seen[rel] = f"unreadable ({exc.strerror or exc})"
                 continue
-            if st.st_size > max_filesize:
-                prepared.seen[rel] = _TOO_BIG  # rg lists it and never searches it
+            size = st.st_size
+            if size > max_filesize:
+                seen[rel] = _TOO_BIG  # rg lists it and never searches it
                 continue
-            if not _fresh(entry, st):
-                if not prepared.spend(st.st_size):
+            changed = max(st.st_mtime_ns, st.st_ctime_ns)
+            if (changed >= entry.checked - _RACY_NS or entry.stamp != (
+                    st.st_dev, st.st_ino, st.st_mode, size, st.st_mtime_ns, st.st_ctime_ns)):
+                if not prepared.spend(size):
                     return None
                 entry = tree.files[rel] = tree.read(rel, fd, entry)
-            prepared.seen[rel] = entry
+            seen[rel] = entry
+            if entry.state == "text":
+                texts.append(entry.fid)
     finally:
         os.close(fd)
     allowed = bytearray(len(tree.live))
-    for seen in prepared.seen.values():
-        if isinstance(seen, _File) and seen.state == "text":
-            allowed[seen.fid] = 1
+    for fid in texts:
+        allowed[fid] = 1
     prepared.by_fid = _count(tree, prepared, allowed)
     return prepared
 
