@@ -120,6 +120,17 @@ def _rss_bytes() -> int:
         return 0
 
 
+def set_environ(env: dict[str, str]) -> None:
+    """Make ``os.environ`` hold exactly ``env``, changing only the variables that differ
+    (clearing and filling it is an unsetenv and a putenv a variable, twice a command)."""
+    current = os.environ
+    for key in [key for key in current if key not in env]:
+        del current[key]
+    for key, value in env.items():
+        if current.get(key) != value:
+            current[key] = value
+
+
 def _guarded() -> list[ModuleType]:
     return [module for name, module in list(sys.modules.items())
             if name.startswith(GUARDED_MODULES) and isinstance(module, ModuleType)]
@@ -172,8 +183,7 @@ class Snapshot:
             os.close(saved)
         sys.stdin, sys.stdout, sys.stderr = self.streams
         os.chdir(self.cwd)
-        os.environ.clear()
-        os.environ.update(self.environ)
+        set_environ(self.environ)
         sys.argv[:] = self.argv
         sys.path[:] = self.path
         for number, handler in self.signals.items():
@@ -296,8 +306,7 @@ def apply(head: dict[str, Any]) -> None:
     if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
         raise wire.WireError("a malformed environment")
     mask = caller_umask(head)
-    os.environ.clear()
-    os.environ.update(env)
+    set_environ(env)
     os.umask(mask)
     os.chdir(head["cwd"])
 
