@@ -245,7 +245,7 @@ def _from_index(rg: str, scope: list[str], terms: list[str], query: SourceQuery
     stamps = None
     try:
         prepared = word_index.prepare(query.root, terms, query.max_filesize)
-        if tree is not None and not tree.unfollowable:
+        if tree is not None and not tree.unfollowable and began >= tree.walk_after:
             stamps = listing.shape(tree.root)
             tree.unfollowable = stamps is None
     except Exception as exc:  # noqa: BLE001 - rg answers; `warm status` says why
@@ -255,9 +255,14 @@ def _from_index(rg: str, scope: list[str], terms: list[str], query: SourceQuery
     hits = _listing_hits(lister, files_out, files_err, query)
     found = _finished(query, prepared, hits)
     if (stamps is not None and tree is not None and tree is word_index.tree_of(query.root)
-            and listing.keepable(hits.files, files_err)
-            and listing.old_enough(stamps, began - word_index.RACY_SECONDS * 1_000_000_000)):
-        tree.listing = listing.Listing(key, files_out, list(hits.files), stamps, began)
+            and len(hits.files) <= word_index.MAX_FILES
+            and listing.keepable(hits.files, files_err)):
+        racy = word_index.RACY_SECONDS * 1_000_000_000
+        newest = listing.newest(stamps)
+        if newest < began - racy:
+            tree.listing = listing.Listing(key, files_out, list(hits.files), stamps, began)
+        else:  # a walk before then would find the same stamp too recent: none till then
+            tree.walk_after = newest + racy
     return hits, files_out, found
 
 

@@ -25,13 +25,15 @@ index stamps a file; a path that is not there has a stamp of its own):
 **Kept only when old**: as the index trusts a file, a listing is kept only when every stamp's
 modification and change times are older than ``word_index.RACY_SECONDS`` before rg was
 started, so a change in the same clock tick as a stamp, or while rg walked, always changes a
-stamp. (While a folder was changed in the last minute, each query lists, as before.)
+stamp. (While a folder was changed in the last minute, each query lists, as before, and
+the folders are not walked again until that minute has passed: ``_Tree.walk_after``.)
 
 **Not kept** (every query lists, as before): a listing rg printed errors for, one naming a
 hidden path (an ignore file's ``!`` rule let rg into one: a hidden folder is not stamped),
 a ``.git`` that is a file (its git folder is elsewhere), a git configuration with an
-``[include`` (what it includes is not stamped), and a tree of more than ``MAX_FOLDERS``
-folders (then not walked again while that tree's index lives).
+``[include`` (what it includes is not stamped), a listing of more files than an index
+takes (``word_index.MAX_FILES``: what is kept stays bounded), and a tree of more than
+``MAX_FOLDERS`` folders (then not walked again while that tree's index lives).
 """
 
 from __future__ import annotations
@@ -178,10 +180,11 @@ def _walk(folder: str, stamps: dict[str, Stamp], count: list[int]) -> None:
             _walk(entry.path, stamps, count)
 
 
-def old_enough(stamps: dict[str, Stamp], racy_before: int) -> bool:
-    """Whether every stamp was taken of a path last changed before ``racy_before`` (the
-    listing's start less the racy window): a later change then always changes a stamp."""
-    return all(max(was[4], was[5]) < racy_before for was in stamps.values())
+def newest(stamps: dict[str, Stamp]) -> int:
+    """The latest modification or change time among ``stamps`` (ns): a listing is kept only
+    when it is older than the racy window before rg started, so that a later change always
+    changes a stamp."""
+    return max((max(was[4], was[5]) for was in stamps.values()), default=0)
 
 
 def unchanged(listing: Listing) -> bool:

@@ -186,6 +186,8 @@ class _Tree:
     listing: Listing | None = None
     #: its stamps could not be taken (``listing.Unfollowable``): every query lists
     unfollowable: bool = False
+    #: the index's clock (ns) before which a walk would find a stamp too recent to keep
+    walk_after: int = 0
 
     def size(self) -> int:
         return (len(self.words) * _WORD_BYTES + self.postings_count * _POSTING_BYTES

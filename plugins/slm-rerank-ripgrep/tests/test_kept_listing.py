@@ -164,12 +164,27 @@ def test_a_change_after_the_listing_is_seen_by_the_next_query(
 
 
 def test_a_tree_changed_within_the_racy_window_is_listed_every_query(
-        tmp_path: Path, listings: list[str]) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, listings: list[str]) -> None:
     root = tree(tmp_path)  # its folders changed just now: their stamps are not trusted yet
+    walks: list[str] = []
+    real = listing.shape
+
+    def counted(at: str):  # type: ignore[no-untyped-def]
+        walks.append(at)
+        return real(at)
+
+    monkeypatch.setattr(listing, "shape", counted)
     indexed(root)
+    assert len(walks) == 1  # the first listing's: the next ones would find the same stamps
     for _ in range(2):
         answers_as_rg(root, ["solve"], listings)
         assert listings == [str(root)]
+    assert len(walks) == 1
+    later(monkeypatch)  # the minute passed: walked once more, and kept
+    answers_as_rg(root, ["solve"], listings)
+    answers_as_rg(root, ["solve"], listings)
+    assert len(walks) == 2
+    assert listings == []
 
 
 def test_other_globs_are_listed_by_rg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
