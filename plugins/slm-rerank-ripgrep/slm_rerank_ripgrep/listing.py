@@ -55,9 +55,12 @@ Stamp = tuple[int, int, int, int, int, int]
 
 def _stamp(path: str) -> Stamp:
     """The path's stamp; for a ``.git``, whether it is there and its type only (its times
-    change with every git command)."""
+    change with every git command); for a symbolic link (an ignore file may be one, which
+    rg reads through), what it points to."""
     try:
         st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            st = os.stat(path)
     except OSError:
         return _ABSENT
     if os.path.basename(path) == ".git":

@@ -136,12 +136,18 @@ def _inside_ignored_folder(root: Path) -> None:
     (root / "build" / "more.py").write_text("solve\n")
 
 
+def _linked_ignore_file(root: Path) -> None:
+    # set up before the listing is kept (see the test): here only its target is edited
+    (root / "rules.txt").write_text("docs/\n")
+
+
 CHANGES: dict[str, Callable[[Path], None]] = {
     "an edited file": _edit, "an added file": _add, "an added folder": _add_folder,
     "a removed file": _remove, "a file newly ignored": _ignore_more,
     "a file no longer ignored": _ignore_less, "git's exclude file": _exclude,
     "an ignore file in a folder": _nested_ignore,
     "an ignored folder's files": _inside_ignored_folder,
+    "the file an ignore file links to": _linked_ignore_file,
 }
 
 
@@ -150,6 +156,9 @@ def test_a_change_after_the_listing_is_seen_by_the_next_query(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, listings: list[str],
         change: str) -> None:
     root = tree(tmp_path)
+    (root / "rules.txt").write_text("# nothing\n")
+    (root / ".ignore").symlink_to(root / "rules.txt")  # rg reads it through the link
+    (root / "docs" / "c.txt").write_text("the roots of a polynomial\n")
     later(monkeypatch)
     indexed(root)
     before = search(root, ["solve", "roots", "polynomial"])
