@@ -87,11 +87,16 @@ class Unfollowable(Exception):
 
 def key_of(rg: str, scope: Sequence[str]) -> tuple[str, ...]:
     """What the listing depends on besides the files: rg, its globs, the environment."""
-    return (rg, os.environ.get("HOME", ""), os.environ.get("XDG_CONFIG_HOME", ""), *scope)
+    return (rg, _home(), os.environ.get("XDG_CONFIG_HOME", ""), *scope)
+
+
+def _home() -> str:
+    """The user's home folder as rg finds it (``$HOME``, else the password database)."""
+    return os.path.expanduser("~")
 
 
 def _config_paths() -> list[str]:
-    home = os.environ.get("HOME", "")
+    home = _home()
     xdg = os.environ.get("XDG_CONFIG_HOME", "")
     paths = [os.path.join(home, ".gitconfig"), os.path.join(home, ".config", "git", "config"),
              os.path.join(home, ".config", "git", "ignore")]
