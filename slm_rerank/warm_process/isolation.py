@@ -12,9 +12,10 @@ that a command rebinds; the settings' once-per-process warnings are forgotten.
 
 What cannot be put back ends the worker once the answer is sent (``Ran.keep`` False): a
 thread the command started that is still running, a child process it left running, exit
-functions it registered (run when it ends, as its own process would run them), objects it
-froze or unfroze (``gc.freeze``), a ``MemoryError``; and, checked once it has answered and
-the garbage it left is collected (``settle``), a file descriptor it left open or a
+functions it registered (run when it ends, as its own process would run them), a
+``MemoryError``; and, checked once it has answered and the garbage it left is collected
+(``settle``), a file descriptor it left open, objects it froze or unfroze (``gc.freeze``:
+counting them walks every frozen object, a few ms, so not before the answer) or a
 resident size over ``KEEP_RSS_BYTES``. The server then forks a fresh worker. Settings and
 config files are read again by each command, as before: nothing here keeps them.
 """
@@ -40,6 +41,15 @@ from slm_rerank.warm_process import wire
 KEEP_RSS_BYTES = 256 << 20
 #: module name prefixes whose globals are put back after each command (the host, its plugins)
 GUARDED_MODULES = ("slm_rerank",)
+#: the collector's frozen objects as the worker last counted them (``note_frozen``; -1: not
+#: counted, each snapshot counts them). Changed in place: ``_globals`` leaves it be.
+FROZEN = [-1]
+
+
+def note_frozen() -> None:
+    """Count the frozen objects once the worker froze them (idle time), so that a command's
+    snapshot need not."""
+    FROZEN[0] = gc.get_freeze_count()
 
 
 class Tty(io.TextIOWrapper):
@@ -110,6 +120,17 @@ def _rss_bytes() -> int:
         return 0
 
 
+def set_environ(env: dict[str, str]) -> None:
+    """Make ``os.environ`` hold exactly ``env``, changing only the variables that differ
+    (clearing and filling it is an unsetenv and a putenv a variable, twice a command)."""
+    current = os.environ
+    for key in [key for key in current if key not in env]:
+        del current[key]
+    for key, value in env.items():
+        if current.get(key) != value:
+            current[key] = value
+
+
 def _guarded() -> list[ModuleType]:
     return [module for name, module in list(sys.modules.items())
             if name.startswith(GUARDED_MODULES) and isinstance(module, ModuleType)]
@@ -137,7 +158,7 @@ class Snapshot:
                       threading.excepthook)
         self.recursion = sys.getrecursionlimit()
         self.gc = (gc.get_threshold(), gc.get_debug(), list(gc.callbacks), len(gc.garbage),
-                   gc.get_freeze_count())
+                   FROZEN[0] if FROZEN[0] >= 0 else gc.get_freeze_count())
         self.warnings = (list(warnings.filters), warnings.showwarning)
         manager = logging.Logger.manager
         self.loggers = {name: (logger.level, list(logger.handlers), logger.propagate,
@@ -162,8 +183,7 @@ class Snapshot:
             os.close(saved)
         sys.stdin, sys.stdout, sys.stderr = self.streams
         os.chdir(self.cwd)
-        os.environ.clear()
-        os.environ.update(self.environ)
+        set_environ(self.environ)
         sys.argv[:] = self.argv
         sys.path[:] = self.path
         for number, handler in self.signals.items():
@@ -187,17 +207,22 @@ class Snapshot:
         return left
 
     def _collector(self) -> list[str]:
-        """The cyclic collector's settings back (its being on or off is the worker's); a
-        command that froze or unfroze objects cannot be put back (frozen objects may also
-        be freed: fewer frozen is not the sign, more or none is)."""
-        threshold, debug, callbacks, garbage, frozen = self.gc
+        """The cyclic collector's settings back (its being on or off is the worker's)."""
+        threshold, debug, callbacks, garbage, _ = self.gc
         gc.set_threshold(*threshold)
         gc.set_debug(debug)
         gc.callbacks[:] = callbacks
         del gc.garbage[garbage:]
+        return []
+
+    def frozen(self) -> list[str]:
+        """A command that froze or unfroze objects cannot be put back (frozen objects may
+        also be freed: fewer frozen is not the sign, more or none is)."""
+        frozen = self.gc[4]
         now = gc.get_freeze_count()
         if now > frozen or (frozen and not now):
             return ["objects frozen or unfrozen (gc.freeze)"]
+        FROZEN[0] = now if FROZEN[0] >= 0 else -1
         return []
 
     def leaked_fds(self) -> list[str]:
@@ -281,8 +306,7 @@ def apply(head: dict[str, Any]) -> None:
     if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
         raise wire.WireError("a malformed environment")
     mask = caller_umask(head)
-    os.environ.clear()
-    os.environ.update(env)
+    set_environ(env)
     os.umask(mask)
     os.chdir(head["cwd"])
 
@@ -378,8 +402,9 @@ def finish(snapshot: Snapshot, ran: Ran | None) -> bool:
 
 def settle(snapshot: Snapshot, ran: Ran | None) -> bool:
     """After the command has answered (and a garbage collection): whether it left no
-    descriptor open and the worker's resident size under KEEP_RSS_BYTES."""
-    left = snapshot.leaked_fds()
+    descriptor open, the frozen objects as they were, and the worker's resident size under
+    KEEP_RSS_BYTES."""
+    left = snapshot.leaked_fds() + snapshot.frozen()
     if _rss_bytes() > KEEP_RSS_BYTES:
         left.append(f"resident size over {KEEP_RSS_BYTES >> 20} MiB")
     if ran is not None:

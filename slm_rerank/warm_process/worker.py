@@ -219,6 +219,7 @@ def _serve(ctl: socket.socket, server_pid: int) -> NoReturn:
         # (all it made is in the youngest generation then)
         gc.collect()
         gc.freeze()
+        isolation.note_frozen()
         while True:
             try:
                 raw, fds, _, _ = socket.recv_fds(ctl, CONTROL_BYTES, 3)
@@ -292,6 +293,7 @@ def _idle_work(keep: bool, deadline: list[float]) -> None:
         # what it built lives as long as the worker: kept out of every later collection
         gc.collect()
         gc.freeze()
+        isolation.note_frozen()
 
 
 def _command(conn: socket.socket, head: dict[str, Any], stdin: bytes, ctl: socket.socket,

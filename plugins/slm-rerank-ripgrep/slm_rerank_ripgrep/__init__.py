@@ -24,7 +24,7 @@ from slm_rerank.plugin_kit import (
     when_idle,
 )
 from slm_rerank.registrations import CandidateSource, SourceHits, SourceQuery
-from slm_rerank_ripgrep import word_index
+from slm_rerank_ripgrep import listing, word_index
 
 #: What rg prints on stderr, exiting 2, when it searched all it could: a file or folder it
 #: could not read ("rg: <path>: <reason> (os error 13)"), or that it searched no file at
@@ -225,24 +225,66 @@ def search(query: SourceQuery) -> SourceHits:
 
 def _from_index(rg: str, scope: list[str], terms: list[str], query: SourceQuery
                 ) -> tuple[SourceHits, bytes, word_index.Answer | None]:
-    """The listing, and the index's answer for it (None: rg must match); ``LOCK`` held."""
-    listing = _start([rg, "--files", "--null", *scope], query.root)
-    # while rg lists the tree, the index checks its files and counts the terms
+    """The listing, and the index's answer for it (None: rg must match); ``LOCK`` held.
+
+    The listing is the one the last query ran when nothing rg's walk depends on changed
+    since (``listing.py``), else rg's, run now."""
+    tree = word_index.tree_of(query.root)
+    key = listing.key_of(rg, scope)
+    kept = tree.listing if tree is not None else None
+    if tree is not None and kept is not None:
+        if kept.key == key and listing.unchanged(kept):
+            hits = SourceHits(files=list(kept.files))
+            return hits, kept.output, _answer(query, terms, hits)
+        tree.listing = None
+    began = word_index.now_ns()
+    lister = _start([rg, "--files", "--null", *scope], query.root)
+    # while rg lists the tree, the index checks its files and counts the terms, and the
+    # folders rg walks are stamped
     prepared: word_index.Prepared | None = None
+    stamps = None
     try:
         prepared = word_index.prepare(query.root, terms, query.max_filesize)
+        if tree is not None and not tree.unfollowable and began >= tree.walk_after:
+            stamps = listing.shape(tree.root)
+            tree.unfollowable = stamps is None
     except Exception as exc:  # noqa: BLE001 - rg answers; `warm status` says why
         word_index.refuse(query.root, exc)
     finally:
-        files_out, files_err = listing.communicate()
-    hits = _listing_hits(listing, files_out, files_err, query)
-    found = None
-    if prepared is not None:
-        try:
-            found = prepared.finish(hits.files)
-        except Exception as exc:  # noqa: BLE001 - as above
-            word_index.refuse(query.root, exc)
+        files_out, files_err = lister.communicate()
+    hits = _listing_hits(lister, files_out, files_err, query)
+    found = _finished(query, prepared, hits)
+    if (stamps is not None and tree is not None and tree is word_index.tree_of(query.root)
+            and len(hits.files) <= word_index.MAX_FILES
+            and listing.keepable(hits.files, files_err)):
+        racy = word_index.RACY_SECONDS * 1_000_000_000
+        newest = listing.newest(stamps)
+        if newest < began - racy:
+            tree.listing = listing.Listing(key, files_out, list(hits.files), stamps, began)
+        else:  # a walk before then would find the same stamp too recent: none till then
+            tree.walk_after = newest + racy
     return hits, files_out, found
+
+
+def _answer(query: SourceQuery, terms: list[str], hits: SourceHits
+            ) -> word_index.Answer | None:
+    prepared = None
+    try:
+        prepared = word_index.prepare(query.root, terms, query.max_filesize)
+    except Exception as exc:  # noqa: BLE001 - as in _from_index
+        word_index.refuse(query.root, exc)
+    return _finished(query, prepared, hits)
+
+
+def _finished(query: SourceQuery, prepared: word_index.Prepared | None, hits: SourceHits
+              ) -> word_index.Answer | None:
+    if prepared is None:
+        return None
+    try:
+        return prepared.finish(hits.files)
+    except Exception as exc:  # noqa: BLE001 - rg answers; `warm status` says why
+        word_index.refuse(query.root, exc)
+        return None
 
 
 def _start_matching(rg: str, scope: list[str], terms: list[str],

@@ -24,7 +24,8 @@ that is not a regular file, or is over ``MAX_FILE_BYTES`` but within the query's
 ``max_filesize``, and more changed files than a query may read again.
 ``tests/test_word_index.py`` holds it to rg's answer on generated trees.
 
-**Freshness.** Each query lists the tree with ``rg --files`` (so ignore rules are rg's own)
+**Freshness.** Each query takes rg's listing of the tree (``rg --files``, so ignore rules are
+rg's own: run again unless nothing it depends on changed since the last one, ``listing.py``)
 and ``lstat``s every listed file. A file is taken on its stamp (device, inode, mode, size,
 modification and change times) only when those times are older than ``RACY_SECONDS`` before
 its content was read, as the chunk memory does (``slm_rerank/lexical/chunk_memory.py``);
@@ -60,6 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from slm_rerank.plugin_kit import Unfinished
+from slm_rerank_ripgrep.listing import Listing
 
 #: trees kept, the files of one, and its estimated size
 MAX_TREES = 2
@@ -180,6 +182,12 @@ class _Tree:
     dead_postings: int = 0
     #: the files the last build was given (more of them than indexed: a build under way)
     listed: int = 0
+    #: the last listing of the tree a query ran (``listing.py``), while it may be reused
+    listing: Listing | None = None
+    #: its stamps could not be taken (``listing.Unfollowable``): every query lists
+    unfollowable: bool = False
+    #: the index's clock (ns) before which a walk would find a stamp too recent to keep
+    walk_after: int = 0
 
     def size(self) -> int:
         return (len(self.words) * _WORD_BYTES + self.postings_count * _POSTING_BYTES
@@ -347,6 +355,11 @@ def indexed(root: Path) -> bool:
     return _key(root) in _TREES
 
 
+def tree_of(root: Path) -> _Tree | None:
+    """The index of ``root``, if it has one (read with ``LOCK`` held)."""
+    return _TREES.get(_key(root))
+
+
 def wanted(root: Path) -> bool:
     """Whether an idle build for ``root`` would be worth running (not recently refused)."""
     refused = _REFUSED.get(_key(root))
@@ -369,30 +382,38 @@ def prepare(root: Path, terms: Sequence[str], max_filesize: int) -> Prepared | N
         fd = os.open(key, _DIR_FLAGS)
     except OSError:
         return None
+    seen = prepared.seen
+    texts: list[int] = []  # the file ids of the text files seen
+    lstat = os.lstat
     try:
+        # _fresh, inline: one lstat a file is most of a warm query's own time
         for rel, entry in list(tree.files.items()):
             try:
-                st = os.lstat(rel, dir_fd=fd)
+                st = lstat(rel, dir_fd=fd)
             except OSError as exc:
                 if exc.errno == errno.ENOENT:  # gone: its words no longer count
                     tree.retire(tree.files.pop(rel))
                 else:
-                    prepared.seen[rel] = f"unreadable ({exc.strerror or exc})"
+                    seen[rel] = f"unreadable ({exc.strerror or exc})"
                 continue
-            if st.st_size > max_filesize:
-                prepared.seen[rel] = _TOO_BIG  # rg lists it and never searches it
+            size = st.st_size
+            if size > max_filesize:
+                seen[rel] = _TOO_BIG  # rg lists it and never searches it
                 continue
-            if not _fresh(entry, st):
-                if not prepared.spend(st.st_size):
+            changed = max(st.st_mtime_ns, st.st_ctime_ns)
+            if (changed >= entry.checked - _RACY_NS or entry.stamp != (
+                    st.st_dev, st.st_ino, st.st_mode, size, st.st_mtime_ns, st.st_ctime_ns)):
+                if not prepared.spend(size):
                     return None
                 entry = tree.files[rel] = tree.read(rel, fd, entry)
-            prepared.seen[rel] = entry
+            seen[rel] = entry
+            if entry.state == "text":
+                texts.append(entry.fid)
     finally:
         os.close(fd)
     allowed = bytearray(len(tree.live))
-    for seen in prepared.seen.values():
-        if isinstance(seen, _File) and seen.state == "text":
-            allowed[seen.fid] = 1
+    for fid in texts:
+        allowed[fid] = 1
     prepared.by_fid = _count(tree, prepared, allowed)
     return prepared
 
