@@ -183,13 +183,17 @@ def parse_log(raw: bytes, cut: bool = False) -> tuple[list[list[str]], list[froz
     (``message_words``), newest first, from ``_LOG_ARGS`` output.
 
     A commit over ``MAX_COMMIT_PATHS`` paths gets none. ``cut``: the output stops part way,
-    so its last commit (perhaps not whole) is left out.
+    so its last commit is left out unless the next one's record had begun (then it is
+    whole); what follows the last NUL (part of a path, an id or a message) is not read.
     """
     changed: list[list[str]] = []
     words: list[frozenset[str]] = []
     current: list[str] | None = None
-    commit_next = first_path = False
-    for token in raw.split(b"\0"):
+    commit_next = first_path = foreign = False
+    tokens = raw.split(b"\0")
+    if cut:
+        tokens.pop()  # not ended by a NUL: perhaps part of a token
+    for token in tokens:
         if not token:
             commit_next = True
             continue
@@ -198,6 +202,7 @@ def parse_log(raw: bytes, cut: bool = False) -> tuple[list[list[str]], list[froz
             # the commit's id, a newline, its message (which git prints without a NUL)
             found = _COMMIT_ID_BYTES.match(token)
             if found is None or token[found.end():found.end() + 1] not in (b"", b"\n"):
+                foreign = True
                 break  # not what _LOG_ARGS print: keep the commits read whole
             current = []
             changed.append(current)
@@ -211,7 +216,7 @@ def parse_log(raw: bytes, cut: bool = False) -> tuple[list[list[str]], list[froz
             first_path = False
         if len(current) <= MAX_COMMIT_PATHS:  # one past the cap tells an oversized commit
             current.append(os.fsdecode(token))
-    if cut and changed:
+    if cut and changed and not (commit_next or foreign):  # the last may have more paths
         changed.pop()
         words.pop()
     return [paths if len(paths) <= MAX_COMMIT_PATHS else [] for paths in changed], words
