@@ -540,6 +540,32 @@ def test_a_cut_log_keeps_each_commit_the_next_one_began_after() -> None:
     assert history.parse_log(b"\0" + first + b"\0", cut=True)[0] == []
 
 
+def test_a_git_that_lingers_after_its_output_is_not_waited_for_past_the_deadline(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_home: Path) -> None:
+    """A git log that prints the whole log, then closes its output and goes on running past
+    the deadline (it would exit half a second later): the deadline is a total, so the read
+    ends at it with the commits given and a note, rather than a whole log a while after."""
+    repo = History(tmp_path / "repo")
+    for n in range(3):
+        repo.commit(f"change number {n}", {f"f{n}.py": "1"})
+    real = shutil.which("git")
+    assert real is not None
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "git").write_text("#!/bin/sh\n"
+                                 'for a in "$@"; do [ "$a" = log ] && { '
+                                 f'"{real}" "$@"; sleep 0.9; exec >&-; sleep 0.6; exit 0; }}; '
+                                 'done\n'
+                                 f'exec "{real}" "$@"\n')
+    (bin_dir / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+    found, notes = read(repo.root, isolated_home, deadline_s=1.0)
+
+    assert found is not None and found.cut, notes
+    assert len(notes) == 1 and "git log did not end within 1 s" in notes[0], notes
+
+
 def test_a_log_that_prints_no_whole_commit_by_the_deadline_is_no_history(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo: History) -> None:
     real = shutil.which("git")
