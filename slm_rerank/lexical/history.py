@@ -394,19 +394,20 @@ class _NeedsLog(Exception):
 
 def read_history(root: Path, *, cache_dir: Path | None, notes: list[str],
                  commits: int = 300, messages: int = MESSAGE_COMMITS,
-                 deadline_s: float = 1.0,
+                 deadline_s: float = 1.0, spent: float = 0.0,
                  rev: str = "HEAD") -> FileHistory | None:
     """The newest ``commits`` non-merge commits up to ``rev`` (HEAD: the checked-out one)
     of the repository holding ``root``, seen from ``root``; within ``deadline_s`` seconds
-    in total; and the words of the newest ``messages`` commits' messages (``said``), read
-    by the same log.
+    in total, of which ``spent`` went already (a look-up before, ``kept_history``); and the
+    words of the newest ``messages`` commits' messages (``said``), read by the same log.
 
     From ``cache_dir`` (the cache folder; None: no cache) when this repository's commit
     was read before: then only ``git rev-parse`` runs. None, with one note in ``notes``
     saying why, when there is no history to read (outside git, no commit yet, a shallow
     clone, git failed or ran out of time); one note, and the history, when the log was cut.
     """
-    return _read(root, cache_dir, notes, commits, messages, deadline_s, rev, read_log=True)
+    return _read(root, cache_dir, notes, commits, messages, deadline_s, rev, read_log=True,
+                 spent=spent)
 
 
 @dataclass(frozen=True)
@@ -436,16 +437,19 @@ def kept_history(root: Path, *, cache_dir: Path, commits: int = 300,
 
 
 def _read(root: Path, cache_dir: Path | None, notes: list[str], commits: int,
-          messages: int, deadline_s: float, rev: str, *, read_log: bool
+          messages: int, deadline_s: float, rev: str, *, read_log: bool, spent: float = 0.0
           ) -> FileHistory | None:
     if rev.startswith("-") or "\0" in rev:
         raise ValueError(f"not a revision: {rev!r}")
-    started = time.monotonic()
+    started = time.monotonic() - max(spent, 0.0)
     commits = max(1, min(commits, MAX_COMMITS))
     messages = max(0, min(messages, MAX_COMMITS))
     reading = max(commits, messages)  # one log holds both windows
     try:
-        where = _where(root, rev, deadline_s)
+        left = deadline_s - (time.monotonic() - started)
+        if left <= 0:
+            raise GitTimeout("no time left for git rev-parse")
+        where = _where(root, rev, left)
         if isinstance(where, str):
             notes.append(f"no change history: {where}")
             return None
