@@ -425,7 +425,7 @@ def kept_history(root: Path, *, cache_dir: Path, commits: int = 300,
     read before (kept in memory or in ``cache_dir``), or ``git rev-parse`` says there is none
     to read (outside git, no commit yet, a shallow clone, no git), with the same note. None
     when only a log can tell, or git did not answer within ``deadline_s``: a caller then
-    calls ``read_history``, with its own time.
+    calls ``read_history``, with what is left of its time (``spent``).
     """
     notes: list[str] = []
     try:

@@ -36,7 +36,8 @@ class HistoryAhead:
     git processes (the driver names, rev-parse) then run beside rg rather than after the
     ranking. Only a history kept from before (in memory or the cache folder), or the
     certainty that there is none, is taken from it (``history.kept_history``); anything
-    else is read by ``learn_order`` as before, with its own time."""
+    else is read by ``learn_order`` as before, with what the lookup left of
+    ``HISTORY_SECONDS``."""
 
     def __init__(self, root: Path, cache_dir: Path, chosen: Chosen) -> None:
         from slm_rerank.lexical.history import kept_history
