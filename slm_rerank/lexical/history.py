@@ -182,28 +182,24 @@ def parse_log(raw: bytes, cut: bool = False) -> tuple[list[list[str]], list[froz
     """Each commit's paths (top-level relative) and its message's words
     (``message_words``), newest first, from ``_LOG_ARGS`` output.
 
-    A commit over ``MAX_COMMIT_PATHS`` paths gets none. ``cut``: the output stops part way,
-    so its last commit is left out unless the next one's record had begun (then it is
-    whole); what follows the last NUL (part of a path, an id or a message) is not read.
+    A commit over ``MAX_COMMIT_PATHS`` paths gets none. ``cut``: the output stops part way:
+    what follows its last NUL is not read, nor its last commit unless the next had begun.
     """
     changed: list[list[str]] = []
     words: list[frozenset[str]] = []
     current: list[str] | None = None
-    commit_next = first_path = foreign = False
+    commit_next = first_path = False
     tokens = raw.split(b"\0")
-    if cut:
-        tokens.pop()  # not ended by a NUL: perhaps part of a token
-    for token in tokens:
+    for token in tokens[:-1] if cut else tokens:
         if not token:
             commit_next = True
             continue
         if commit_next:
-            commit_next = False
             # the commit's id, a newline, its message (which git prints without a NUL)
             found = _COMMIT_ID_BYTES.match(token)
             if found is None or token[found.end():found.end() + 1] not in (b"", b"\n"):
-                foreign = True
                 break  # not what _LOG_ARGS print: keep the commits read whole
+            commit_next = False
             current = []
             changed.append(current)
             words.append(message_words(token[found.end() + 1:].decode("utf-8", "replace")))
@@ -216,7 +212,7 @@ def parse_log(raw: bytes, cut: bool = False) -> tuple[list[list[str]], list[froz
             first_path = False
         if len(current) <= MAX_COMMIT_PATHS:  # one past the cap tells an oversized commit
             current.append(os.fsdecode(token))
-    if cut and changed and not (commit_next or foreign):  # the last may have more paths
+    if cut and changed and not commit_next:  # the last may have more paths to come
         changed.pop()
         words.pop()
     return [paths if len(paths) <= MAX_COMMIT_PATHS else [] for paths in changed], words
@@ -330,6 +326,8 @@ def _where(root: Path, rev: str, timeout: float) -> _Where | str:
     """Where ``root`` is in its work tree and the commit ``rev`` names; or why there is no
     history to read there."""
     started = time.monotonic()
+    if timeout <= 0:
+        raise GitTimeout("no time left for git rev-parse")
     try:
         out = git_output(root, ["rev-parse", "--show-toplevel", "--show-prefix",
                                 "--is-shallow-repository", "--verify", "-q",
@@ -446,10 +444,7 @@ def _read(root: Path, cache_dir: Path | None, notes: list[str], commits: int,
     messages = max(0, min(messages, MAX_COMMITS))
     reading = max(commits, messages)  # one log holds both windows
     try:
-        left = deadline_s - (time.monotonic() - started)
-        if left <= 0:
-            raise GitTimeout("no time left for git rev-parse")
-        where = _where(root, rev, left)
+        where = _where(root, rev, deadline_s - (time.monotonic() - started))
         if isinstance(where, str):
             notes.append(f"no change history: {where}")
             return None
@@ -471,23 +466,15 @@ def _read(root: Path, cache_dir: Path | None, notes: list[str], commits: int,
             log = _read_log(where.top, where.head, reading, left)
             if entry is not None and not log.late:
                 _write_entry(entry, where.top, where.head, reading, log)
-    except GitTimeout:
+    except (GitError, OSError) as exc:  # a GitTimeout is a GitError
         if not read_log:
             raise _NeedsLog from None
-        notes.append(f"no change history: git did not answer within {deadline_s:g} s in "
-                     f"{root}")
-        return None
-    except GitError as exc:
-        if not read_log:
-            raise _NeedsLog from None
-        notes.append(f"no change history: {exc}")
-        return None
-    except OSError as exc:
-        if not read_log:
-            raise _NeedsLog from None
-        # git could not be started or given a temporary file (a full disk): the history
-        # is an aid to the ranking, never a reason for a search to fail
-        notes.append(f"no change history: {exc.strerror or exc}")
+        # an OSError: git could not be started or given a temporary file (a full disk); the
+        # history is an aid to the ranking, never a reason for a search to fail
+        why = (f"git did not answer within {deadline_s:g} s in {root}"
+               if isinstance(exc, GitTimeout) else str(exc) if isinstance(exc, GitError)
+               else exc.strerror or str(exc))
+        notes.append(f"no change history: {why}")
         return None
     if log.late:
         notes.append(f"change history: git log did not end within {deadline_s:g} s in "
