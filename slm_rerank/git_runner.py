@@ -268,7 +268,10 @@ def _run(argv: list[str], sink: BinaryIO, *, timeout: float, max_bytes: int,
             _kill(process)
         process.stdout.close()
         try:
-            code = process.wait(timeout=max(deadline - time.monotonic(), 1.0))
+            # the deadline is a total: a git that closed its output but runs on past it
+            # is not waited for (one already killed is, as it ends at once)
+            code = process.wait(
+                timeout=None if fault else max(deadline - time.monotonic(), 0.0))
         except subprocess.TimeoutExpired:
             _kill(process)
             code = process.wait()

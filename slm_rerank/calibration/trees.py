@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import shutil
 import signal
 import tarfile
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -74,19 +75,44 @@ def _held() -> Iterator[None]:
         return
     came: list[int] = []
     previous: dict[int, Any] = {}
+    # A stop signal that came before the hold (a second one, pending while the first
+    # unwinds) has its handler run at the next chance, which may be while the handlers are
+    # swapped or put back: what it raises waits for the end of the block too, or the tree
+    # being removed would be left half there, and a handler left swapped for good.
+    early: list[BaseException] = []
+
+    def note(signum: int, frame: object) -> None:
+        came.append(signum)
+
+    def steadily(step: Callable[[], object]) -> None:
+        for _ in range(16):  # each failed try ran a pending handler: they run out
+            try:
+                step()
+                return
+            except BaseException as exc:  # raised again when the block ends
+                early.append(exc)
+        step()
+
+    def swap(number: int) -> None:
+        handler = signal.getsignal(number)
+        if handler is note or handler is signal.SIG_IGN or handler is None:
+            return  # ours already, ignored, or set outside Python: not ours to hold
+        previous.setdefault(number, handler)
+        signal.signal(number, note)
+
     try:
         for number in STOP_SIGNALS:
-            handler = signal.getsignal(number)
-            if handler is signal.SIG_IGN or handler is None:
-                continue  # ignored, or set outside Python: not ours to hold
-            previous[number] = handler
-            signal.signal(number, lambda signum, frame: came.append(signum))
+            steadily(functools.partial(swap, number))
         yield
     finally:
         for number, handler in previous.items():
-            signal.signal(number, handler)
-        for number in dict.fromkeys(came):
-            signal.raise_signal(number)
+            steadily(functools.partial(signal.signal, number, handler))
+        try:
+            for number in dict.fromkeys(came):
+                signal.raise_signal(number)
+        finally:
+            if early:
+                raise early[0]
 
 
 def _remove(folder: Path) -> None:

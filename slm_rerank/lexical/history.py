@@ -182,23 +182,24 @@ def parse_log(raw: bytes, cut: bool = False) -> tuple[list[list[str]], list[froz
     """Each commit's paths (top-level relative) and its message's words
     (``message_words``), newest first, from ``_LOG_ARGS`` output.
 
-    A commit over ``MAX_COMMIT_PATHS`` paths gets none. ``cut``: the output stops part way,
-    so its last commit (perhaps not whole) is left out.
+    A commit over ``MAX_COMMIT_PATHS`` paths gets none. ``cut``: the output stops part way:
+    what follows its last NUL is not read, nor its last commit unless the next had begun.
     """
     changed: list[list[str]] = []
     words: list[frozenset[str]] = []
     current: list[str] | None = None
     commit_next = first_path = False
-    for token in raw.split(b"\0"):
+    tokens = raw.split(b"\0")
+    for token in tokens[:-1] if cut else tokens:
         if not token:
             commit_next = True
             continue
         if commit_next:
-            commit_next = False
             # the commit's id, a newline, its message (which git prints without a NUL)
             found = _COMMIT_ID_BYTES.match(token)
             if found is None or token[found.end():found.end() + 1] not in (b"", b"\n"):
                 break  # not what _LOG_ARGS print: keep the commits read whole
+            commit_next = False
             current = []
             changed.append(current)
             words.append(message_words(token[found.end() + 1:].decode("utf-8", "replace")))
@@ -211,7 +212,7 @@ def parse_log(raw: bytes, cut: bool = False) -> tuple[list[list[str]], list[froz
             first_path = False
         if len(current) <= MAX_COMMIT_PATHS:  # one past the cap tells an oversized commit
             current.append(os.fsdecode(token))
-    if cut and changed:
+    if cut and changed and not commit_next:  # the last may have more paths to come
         changed.pop()
         words.pop()
     return [paths if len(paths) <= MAX_COMMIT_PATHS else [] for paths in changed], words
@@ -325,6 +326,8 @@ def _where(root: Path, rev: str, timeout: float) -> _Where | str:
     """Where ``root`` is in its work tree and the commit ``rev`` names; or why there is no
     history to read there."""
     started = time.monotonic()
+    if timeout <= 0:
+        raise GitTimeout("no time left for git rev-parse")
     try:
         out = git_output(root, ["rev-parse", "--show-toplevel", "--show-prefix",
                                 "--is-shallow-repository", "--verify", "-q",
@@ -389,19 +392,20 @@ class _NeedsLog(Exception):
 
 def read_history(root: Path, *, cache_dir: Path | None, notes: list[str],
                  commits: int = 300, messages: int = MESSAGE_COMMITS,
-                 deadline_s: float = 1.0,
+                 deadline_s: float = 1.0, spent: float = 0.0,
                  rev: str = "HEAD") -> FileHistory | None:
     """The newest ``commits`` non-merge commits up to ``rev`` (HEAD: the checked-out one)
     of the repository holding ``root``, seen from ``root``; within ``deadline_s`` seconds
-    in total; and the words of the newest ``messages`` commits' messages (``said``), read
-    by the same log.
+    in total, of which ``spent`` went already (a look-up before, ``kept_history``); and the
+    words of the newest ``messages`` commits' messages (``said``), read by the same log.
 
     From ``cache_dir`` (the cache folder; None: no cache) when this repository's commit
     was read before: then only ``git rev-parse`` runs. None, with one note in ``notes``
     saying why, when there is no history to read (outside git, no commit yet, a shallow
     clone, git failed or ran out of time); one note, and the history, when the log was cut.
     """
-    return _read(root, cache_dir, notes, commits, messages, deadline_s, rev, read_log=True)
+    return _read(root, cache_dir, notes, commits, messages, deadline_s, rev, read_log=True,
+                 spent=spent)
 
 
 @dataclass(frozen=True)
@@ -419,7 +423,7 @@ def kept_history(root: Path, *, cache_dir: Path, commits: int = 300,
     read before (kept in memory or in ``cache_dir``), or ``git rev-parse`` says there is none
     to read (outside git, no commit yet, a shallow clone, no git), with the same note. None
     when only a log can tell, or git did not answer within ``deadline_s``: a caller then
-    calls ``read_history``, with its own time.
+    calls ``read_history``, with what is left of its time (``spent``).
     """
     notes: list[str] = []
     try:
@@ -431,16 +435,16 @@ def kept_history(root: Path, *, cache_dir: Path, commits: int = 300,
 
 
 def _read(root: Path, cache_dir: Path | None, notes: list[str], commits: int,
-          messages: int, deadline_s: float, rev: str, *, read_log: bool
+          messages: int, deadline_s: float, rev: str, *, read_log: bool, spent: float = 0.0
           ) -> FileHistory | None:
     if rev.startswith("-") or "\0" in rev:
         raise ValueError(f"not a revision: {rev!r}")
-    started = time.monotonic()
+    started = time.monotonic() - max(spent, 0.0)
     commits = max(1, min(commits, MAX_COMMITS))
     messages = max(0, min(messages, MAX_COMMITS))
     reading = max(commits, messages)  # one log holds both windows
     try:
-        where = _where(root, rev, deadline_s)
+        where = _where(root, rev, deadline_s - (time.monotonic() - started))
         if isinstance(where, str):
             notes.append(f"no change history: {where}")
             return None
@@ -462,23 +466,15 @@ def _read(root: Path, cache_dir: Path | None, notes: list[str], commits: int,
             log = _read_log(where.top, where.head, reading, left)
             if entry is not None and not log.late:
                 _write_entry(entry, where.top, where.head, reading, log)
-    except GitTimeout:
+    except (GitError, OSError) as exc:  # a GitTimeout is a GitError
         if not read_log:
             raise _NeedsLog from None
-        notes.append(f"no change history: git did not answer within {deadline_s:g} s in "
-                     f"{root}")
-        return None
-    except GitError as exc:
-        if not read_log:
-            raise _NeedsLog from None
-        notes.append(f"no change history: {exc}")
-        return None
-    except OSError as exc:
-        if not read_log:
-            raise _NeedsLog from None
-        # git could not be started or given a temporary file (a full disk): the history
-        # is an aid to the ranking, never a reason for a search to fail
-        notes.append(f"no change history: {exc.strerror or exc}")
+        # an OSError: git could not be started or given a temporary file (a full disk); the
+        # history is an aid to the ranking, never a reason for a search to fail
+        why = (f"git did not answer within {deadline_s:g} s in {root}"
+               if isinstance(exc, GitTimeout) else str(exc) if isinstance(exc, GitError)
+               else exc.strerror or str(exc))
+        notes.append(f"no change history: {why}")
         return None
     if log.late:
         notes.append(f"change history: git log did not end within {deadline_s:g} s in "

@@ -6,6 +6,7 @@ used, which is a warning)."""
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,7 +36,8 @@ class HistoryAhead:
     git processes (the driver names, rev-parse) then run beside rg rather than after the
     ranking. Only a history kept from before (in memory or the cache folder), or the
     certainty that there is none, is taken from it (``history.kept_history``); anything
-    else is read by ``learn_order`` as before, with its own time."""
+    else is read by ``learn_order`` as before, with what the lookup left of
+    ``HISTORY_SECONDS``."""
 
     def __init__(self, root: Path, cache_dir: Path, chosen: Chosen) -> None:
         from slm_rerank.lexical.history import kept_history
@@ -43,13 +45,18 @@ class HistoryAhead:
         self.chosen = chosen
         self._found: KeptHistory | None = None
         self._error: BaseException | None = None
+        #: seconds the lookup took: spent of ``HISTORY_SECONDS``, which is a total
+        self.spent = 0.0
 
         def look() -> None:
+            started = time.monotonic()
             try:
                 self._found = kept_history(root, cache_dir=cache_dir,
                                            deadline_s=HISTORY_SECONDS)
             except BaseException as exc:  # raised again in the search's own thread
                 self._error = exc
+            finally:
+                self.spent = time.monotonic() - started
 
         self._thread = threading.Thread(target=look, name="slm-rerank-history",
                                         daemon=True)
@@ -127,7 +134,8 @@ def learn_order(root: Path, cache_dir: Path | None, gathered: Gathered, ranked: 
         else:
             # one bounded git log, cached by commit: a warm read is one rev-parse
             history = read_history(root, cache_dir=cache_dir, notes=notes,
-                                   deadline_s=HISTORY_SECONDS)
+                                   deadline_s=HISTORY_SECONDS,
+                                   spent=ahead.spent if ahead is not None else 0.0)
     lexical = {(c.path, c.chunk.start_line): c.score for c in ranked.chunks}
     ranked.chunks, ranked.placed = learned_order(
         ranked.chunks, gathered.evidence, gathered.terms, gathered.stats, ranked.texts,

@@ -119,3 +119,29 @@ def test_a_stop_signal_while_a_tree_is_removed_ends_the_run_only_once_it_is_gone
     else:
         assert stopped.type is SystemExit and stopped.value.code == 128 + number
     assert list((cache / "calibrate").iterdir()) == []
+
+
+def test_two_stop_signals_at_once_still_remove_the_tree(
+        history: Callable[[str], History], tmp_path: Path) -> None:
+    """SIGTERM and SIGHUP together (a service stopped, its terminal closed): the first's
+    handler unwinds the run, the second's runs at Python's next chance, which may be as
+    the removal's hold begins; the tree is removed all the same."""
+    from slm_rerank.cli.calibrate import terminate_cleanly
+
+    repo = history("repo")
+    parent = repo.commit("start", {f"src/m{n}.py": BROKEN for n in range(5)})
+    cache = tmp_path / "cache"
+    both = [signal.SIGTERM, signal.SIGHUP]
+
+    with pytest.raises(SystemExit) as stopped, terminate_cleanly():
+        with commit_tree(repo.root, parent, cache):
+            signal.pthread_sigmask(signal.SIG_BLOCK, both)
+            for number in both:
+                os.kill(os.getpid(), number)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, both)  # both pending: both run
+            for _ in range(1000):
+                pass
+
+    assert stopped.value.code in (128 + signal.SIGTERM, 128 + signal.SIGHUP)
+    assert list((cache / "calibrate").iterdir()) == []
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # every handler put back

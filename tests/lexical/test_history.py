@@ -497,6 +497,75 @@ def test_a_log_still_printing_at_the_deadline_keeps_the_commits_it_gave_whole(
     assert again is not None and again.commits == 30 and not again.cut and later == []
 
 
+def test_a_log_cut_where_the_next_commit_begins_keeps_the_one_before(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_home: Path) -> None:
+    """A git that prints every commit whole, then the start of one more (its record's NUL
+    and part of its id), then stalls: the commits printed are whole, all of them kept (the
+    last was dropped as if it might have had more paths to come)."""
+    repo = History(tmp_path / "repo")
+    for n in range(5):
+        repo.commit(f"change number {n}", {f"f{n}.py": "1"})
+    real = shutil.which("git")
+    assert real is not None
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "git").write_text("#!/bin/sh\n"
+                                 'for a in "$@"; do [ "$a" = log ] && { '
+                                 f'"{real}" "$@"; printf \'\\000ab12\'; exec sleep 30; }}; done\n'
+                                 f'exec "{real}" "$@"\n')
+    (bin_dir / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+    found, notes = read(repo.root, isolated_home, deadline_s=1.0)
+
+    assert found is not None and found.commits == 5, notes
+    assert found.changed[-1] == frozenset({"f0.py"})
+    assert notes == [f"change history: git log did not end within 1 s in "
+                     f"{os.path.realpath(repo.root)}; the newest 5 commits it gave are used"]
+
+
+def test_a_cut_log_keeps_each_commit_the_next_one_began_after() -> None:
+    first, second = b"a" * 40 + b"\nfirst\n", b"b" * 40 + b"\nsecond\n"
+    whole = b"\0" + first + b"\0\na.py\0b.py\0\0" + second + b"\0\nc.py\0"
+    # cut inside the second commit's paths: it may have more, so it is left out
+    assert history.parse_log(whole, cut=True)[0] == [["a.py", "b.py"]]
+    # cut where the second begins (its NUL, part of its id, or its id alone)
+    for end in (b"", b"bbb", b"b" * 40, second[:45]):
+        cut = b"\0" + first + b"\0\na.py\0b.py\0\0" + end
+        assert history.parse_log(cut, cut=True)[0] == [["a.py", "b.py"]], end
+    # cut after a path's NUL: another path of the same commit may follow
+    assert history.parse_log(b"\0" + first + b"\0\na.py\0", cut=True)[0] == []
+    # a commit without paths is whole once the next begins
+    assert history.parse_log(b"\0" + first + b"\0\0" + b"bb", cut=True)[0] == [[]]
+    assert history.parse_log(b"\0" + first + b"\0", cut=True)[0] == []
+
+
+def test_a_git_that_lingers_after_its_output_is_not_waited_for_past_the_deadline(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_home: Path) -> None:
+    """A git log that prints the whole log, then closes its output and goes on running past
+    the deadline (it would exit half a second later): the deadline is a total, so the read
+    ends at it with the commits given and a note, rather than a whole log a while after."""
+    repo = History(tmp_path / "repo")
+    for n in range(3):
+        repo.commit(f"change number {n}", {f"f{n}.py": "1"})
+    real = shutil.which("git")
+    assert real is not None
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "git").write_text("#!/bin/sh\n"
+                                 'for a in "$@"; do [ "$a" = log ] && { '
+                                 f'"{real}" "$@"; sleep 0.9; exec >&-; sleep 0.6; exit 0; }}; '
+                                 'done\n'
+                                 f'exec "{real}" "$@"\n')
+    (bin_dir / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+    found, notes = read(repo.root, isolated_home, deadline_s=1.0)
+
+    assert found is not None and found.cut, notes
+    assert len(notes) == 1 and "git log did not end within 1 s" in notes[0], notes
+
+
 def test_a_log_that_prints_no_whole_commit_by_the_deadline_is_no_history(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo: History) -> None:
     real = shutil.which("git")

@@ -79,3 +79,29 @@ def test_a_search_with_nothing_to_order_says_so_as_before_and_leaves_no_lookup_r
 
     assert "order: fixed lexical factors" in report.notes
     assert not [t for t in threading.enumerate() if t.name == "slm-rerank-history"]
+
+
+def test_a_lookup_that_ran_out_of_time_is_not_given_the_seconds_again(
+        repo: History, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A git that does not answer: the lookup beside the sources spends the history's time
+    (``HISTORY_SECONDS``, a total), and the search does not spend it a second time."""
+    import os
+    import shutil
+
+    real = shutil.which("git")
+    assert real is not None
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    bin_dir.mkdir()
+    (bin_dir / "git").write_text(
+        "#!/bin/sh\n"
+        f'for a in "$@"; do [ "$a" = --is-shallow-repository ] && {{ echo x >> "{calls}"; '
+        "exec sleep 30; }; done\n"
+        f'exec "{real}" "$@"\n')
+    (bin_dir / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(ordering, "HISTORY_SECONDS", 0.5)
+
+    notes = answer(repo.root, tmp_path / "cache")[1]
+
+    assert calls.read_text().count("x") == 1
+    assert f"no change history: git did not answer within 0.5 s in {repo.root}" in notes
