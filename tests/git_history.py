@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
+
+import pytest
 
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org",
@@ -75,3 +78,20 @@ def signing_history(tmp_path: Path) -> History:
     repo.git("config", "commit.gpgSign", "true")
     repo.git("config", "gpg.program", str(signer))
     return repo
+
+
+def git_stepping_in(monkeypatch: pytest.MonkeyPatch, bin_dir: Path, when: str, then: str
+                    ) -> None:
+    """Put first on PATH a ``git`` (in ``bin_dir``) that runs the shell commands ``then``
+    when one of its arguments is ``when``, and is the real git otherwise; ``then`` runs the
+    real git as ``"$REAL" "$@"``."""
+    real = shutil.which("git")
+    assert real is not None
+    bin_dir.mkdir(exist_ok=True)
+    script = bin_dir / "git"
+    script.write_text("#!/bin/sh\n"
+                      f'REAL="{real}"\n'
+                      f'for a in "$@"; do [ "$a" = {when} ] && {{ {then}; }}; done\n'
+                      'exec "$REAL" "$@"\n')
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from git_history import GIT_ENV, History, signing_history
+from git_history import GIT_ENV, History, git_stepping_in, signing_history
 
 from slm_rerank.lexical import history
 from slm_rerank.lexical.history import (
@@ -466,18 +466,9 @@ def test_a_log_still_printing_at_the_deadline_keeps_the_commits_it_gave_whole(
     repo = History(tmp_path / "repo")
     for n in range(30):
         repo.commit(f"change number {n}", {f"f{n}.py": "1"})
-    real = shutil.which("git")
-    assert real is not None
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    stall = bin_dir / "git"
-    stall.write_text("#!/bin/sh\n"
-                     'for a in "$@"; do [ "$a" = log ] && { '
-                     f'"{real}" "$@" | head -c 700; exec sleep 30; }}; done\n'
-                     f'exec "{real}" "$@"\n')
-    stall.chmod(0o755)
     path = os.environ["PATH"]
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{path}")
+    git_stepping_in(monkeypatch, tmp_path / "bin", "log",
+                    '"$REAL" "$@" | head -c 700; exec sleep 30')
     started = time.monotonic()
 
     found, notes = read(repo.root, isolated_home, deadline_s=1.0)
@@ -505,16 +496,8 @@ def test_a_log_cut_where_the_next_commit_begins_keeps_the_one_before(
     repo = History(tmp_path / "repo")
     for n in range(5):
         repo.commit(f"change number {n}", {f"f{n}.py": "1"})
-    real = shutil.which("git")
-    assert real is not None
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "git").write_text("#!/bin/sh\n"
-                                 'for a in "$@"; do [ "$a" = log ] && { '
-                                 f'"{real}" "$@"; printf \'\\000ab12\'; exec sleep 30; }}; done\n'
-                                 f'exec "{real}" "$@"\n')
-    (bin_dir / "git").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    git_stepping_in(monkeypatch, tmp_path / "bin", "log",
+                    '"$REAL" "$@"; printf \'\\000ab12\'; exec sleep 30')
 
     found, notes = read(repo.root, isolated_home, deadline_s=1.0)
 
@@ -548,17 +531,8 @@ def test_a_git_that_lingers_after_its_output_is_not_waited_for_past_the_deadline
     repo = History(tmp_path / "repo")
     for n in range(3):
         repo.commit(f"change number {n}", {f"f{n}.py": "1"})
-    real = shutil.which("git")
-    assert real is not None
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "git").write_text("#!/bin/sh\n"
-                                 'for a in "$@"; do [ "$a" = log ] && { '
-                                 f'"{real}" "$@"; sleep 0.9; exec >&-; sleep 0.6; exit 0; }}; '
-                                 'done\n'
-                                 f'exec "{real}" "$@"\n')
-    (bin_dir / "git").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    git_stepping_in(monkeypatch, tmp_path / "bin", "log",
+                    '"$REAL" "$@"; sleep 0.9; exec >&-; sleep 0.6; exit 0')
 
     found, notes = read(repo.root, isolated_home, deadline_s=1.0)
 
@@ -568,15 +542,7 @@ def test_a_git_that_lingers_after_its_output_is_not_waited_for_past_the_deadline
 
 def test_a_log_that_prints_no_whole_commit_by_the_deadline_is_no_history(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo: History) -> None:
-    real = shutil.which("git")
-    assert real is not None
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "git").write_text("#!/bin/sh\n"
-                                 'for a in "$@"; do [ "$a" = log ] && exec sleep 30; done\n'
-                                 f'exec "{real}" "$@"\n')
-    (bin_dir / "git").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    git_stepping_in(monkeypatch, tmp_path / "bin", "log", "exec sleep 30")
 
     found, notes = read(repo.root, deadline_s=0.5)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from git_history import History
+from git_history import History, git_stepping_in
 from search_fixtures import search
 
 from slm_rerank.config import Settings
@@ -85,20 +85,9 @@ def test_a_lookup_that_ran_out_of_time_is_not_given_the_seconds_again(
         repo: History, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A git that does not answer: the lookup beside the sources spends the history's time
     (``HISTORY_SECONDS``, a total), and the search does not spend it a second time."""
-    import os
-    import shutil
-
-    real = shutil.which("git")
-    assert real is not None
-    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
-    bin_dir.mkdir()
-    (bin_dir / "git").write_text(
-        "#!/bin/sh\n"
-        f'for a in "$@"; do [ "$a" = --is-shallow-repository ] && {{ echo x >> "{calls}"; '
-        "exec sleep 30; }; done\n"
-        f'exec "{real}" "$@"\n')
-    (bin_dir / "git").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    calls = tmp_path / "calls"
+    git_stepping_in(monkeypatch, tmp_path / "bin", "--is-shallow-repository",
+                    f'echo x >> "{calls}"; exec sleep 30')
     monkeypatch.setattr(ordering, "HISTORY_SECONDS", 0.5)
 
     notes = answer(repo.root, tmp_path / "cache")[1]
