@@ -198,7 +198,7 @@ class Snapshot:
         (sys.excepthook, sys.displayhook, sys.unraisablehook,
          threading.excepthook) = self.hooks
         sys.setrecursionlimit(self.recursion)
-        left += self._collector()
+        self._collector()
         warnings.filters[:] = self.warnings[0]  # type: ignore[index]
         warnings.showwarning = self.warnings[1]
         warnings._filters_mutated()  # type: ignore[attr-defined]  # "once" shows again
@@ -206,14 +206,13 @@ class Snapshot:
         self._globals()
         return left
 
-    def _collector(self) -> list[str]:
+    def _collector(self) -> None:
         """The cyclic collector's settings back (its being on or off is the worker's)."""
         threshold, debug, callbacks, garbage, _ = self.gc
         gc.set_threshold(*threshold)
         gc.set_debug(debug)
         gc.callbacks[:] = callbacks
         del gc.garbage[garbage:]
-        return []
 
     def frozen(self) -> list[str]:
         """A command that froze or unfroze objects cannot be put back (frozen objects may
