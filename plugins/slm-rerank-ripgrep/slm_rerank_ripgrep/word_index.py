@@ -62,6 +62,7 @@ from pathlib import Path
 
 from slm_rerank.plugin_kit import Unfinished
 from slm_rerank_ripgrep.listing import Listing
+from slm_rerank_ripgrep.watch import Watch, folder_of
 
 #: trees kept, the files of one, and its estimated size
 MAX_TREES = 2
@@ -188,12 +189,17 @@ class _Tree:
     unfollowable: bool = False
     #: the index's clock (ns) before which a walk would find a stamp too recent to keep
     walk_after: int = 0
+    #: the kernel's watch on its folders (``watch.py``), once a build finished
+    watch: Watch | None = None
+    #: the last check of every file, while it found nothing changed and nothing has since
+    clean: _Clean | None = None
 
     def size(self) -> int:
         return (len(self.words) * _WORD_BYTES + self.postings_count * _POSTING_BYTES
                 + len(self.files) * _FILE_BYTES)
 
     def post(self, counts: dict[bytes, int]) -> int:
+        self.clean = None
         fid = len(self.live)
         self.live.append(1)
         for word, n in counts.items():
@@ -216,6 +222,7 @@ class _Tree:
         return fid
 
     def retire(self, entry: _File) -> None:
+        self.clean = None
         if entry.fid >= 0 and self.live[entry.fid]:
             self.live[entry.fid] = 0
             # its postings stay until a rebuild; counted so the rebuild comes in time
@@ -225,6 +232,7 @@ class _Tree:
              words_out: list[dict[bytes, int]] | None = None) -> _File:
         """Read ``rel`` (under the folder open as ``root_fd``) now and record it: its words
         posted when it changed (and appended to ``words_out``)."""
+        self.clean = None  # the caller records what this returns: the check is stale
         checked = now_ns()
         try:
             fd = os.open(rel, _OPEN_FLAGS, dir_fd=root_fd)
@@ -366,6 +374,19 @@ def wanted(root: Path) -> bool:
     return refused is None or time.monotonic() - refused[1] > REFUSED_SECONDS
 
 
+@dataclass
+class _Clean:
+    """What a check of every file found when it found each unchanged and settled: a query
+    whose watch reported nothing since takes it instead of checking again."""
+
+    max_filesize: int
+    seen: dict[str, _File | str]
+    texts: list[int]
+    #: files checked at every query all the same (``Watch``: more than one link, or on
+    #: another device than the root)
+    exposed: list[str]
+
+
 def prepare(root: Path, terms: Sequence[str], max_filesize: int) -> Prepared | None:
     """The work that needs no listing, done while rg lists the tree: each indexed file
     checked (read again if it changed) and the terms counted in every file that may be
@@ -385,17 +406,39 @@ def prepare(root: Path, terms: Sequence[str], max_filesize: int) -> Prepared | N
     seen = prepared.seen
     texts: list[int] = []  # the file ids of the text files seen
     lstat = os.lstat
+    armed = False
     try:
+        watch, clean = tree.watch, tree.clean
+        if clean is not None and (watch is None or clean.max_filesize != max_filesize
+                                  or _root_id(fd) != watch.root_id or not watch.quiet()):
+            clean = None
+        if clean is not None:  # the kernel saw no change since a check that found none
+            seen.update(clean.seen)
+            texts.extend(clean.texts)
+            files = tree.files
+            todo = [(rel, files[rel]) for rel in clean.exposed if rel in files]
+        else:
+            tree.clean = None
+            if watch is not None:
+                watch.quiet()  # what it reported is what this check looks at
+                armed = watch.arm(fd, {folder_of(rel) for rel in tree.files})
+            todo = list(tree.files.items())
+        root_dev = watch.root_id[0] if watch is not None else -1
+        exposed: list[str] = []
+        changed_any = False
         # _fresh, inline: one lstat a file is most of a warm query's own time
-        for rel, entry in list(tree.files.items()):
+        for rel, entry in todo:
             try:
                 st = lstat(rel, dir_fd=fd)
             except OSError as exc:
+                changed_any = True
                 if exc.errno == errno.ENOENT:  # gone: its words no longer count
                     tree.retire(tree.files.pop(rel))
                 else:
                     seen[rel] = f"unreadable ({exc.strerror or exc})"
                 continue
+            if st.st_nlink != 1 or st.st_dev != root_dev:
+                exposed.append(rel)
             size = st.st_size
             if size > max_filesize:
                 seen[rel] = _TOO_BIG  # rg lists it and never searches it
@@ -405,10 +448,13 @@ def prepare(root: Path, terms: Sequence[str], max_filesize: int) -> Prepared | N
                     st.st_dev, st.st_ino, st.st_mode, size, st.st_mtime_ns, st.st_ctime_ns)):
                 if not prepared.spend(size):
                     return None
+                changed_any = True
                 entry = tree.files[rel] = tree.read(rel, fd, entry)
             seen[rel] = entry
             if entry.state == "text":
                 texts.append(entry.fid)
+        if clean is None and armed and not changed_any:
+            tree.clean = _settled(max_filesize, seen, texts, exposed)
     finally:
         os.close(fd)
     allowed = bytearray(len(tree.live))
@@ -416,6 +462,24 @@ def prepare(root: Path, terms: Sequence[str], max_filesize: int) -> Prepared | N
         allowed[fid] = 1
     prepared.by_fid = _count(tree, prepared, allowed)
     return prepared
+
+
+def _root_id(fd: int) -> tuple[int, int]:
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino
+
+
+def _settled(max_filesize: int, seen: dict[str, _File | str], texts: list[int],
+             exposed: list[str]) -> _Clean:
+    """A full check's result to take while nothing changes, less the exposed files (each
+    query checks those again, and adds what it finds)."""
+    if not exposed:
+        return _Clean(max_filesize, dict(seen), list(texts), [])
+    out = set(exposed)
+    kept = {rel: entry for rel, entry in seen.items() if rel not in out}
+    fids = {entry.fid for rel, entry in seen.items()
+            if rel in out and not isinstance(entry, str) and entry.state == "text"}
+    return _Clean(max_filesize, kept, [fid for fid in texts if fid not in fids], exposed)
 
 
 class Prepared:
@@ -668,6 +732,8 @@ def _build(root: Path, files: Sequence[str], by: float, before: _Tree | None = N
             # with it everything it keeps): the tree searched longest ago makes room
             while len(_TREES) > 1 and sum(t.size() for t in _TREES.values()) > MAX_INDEX_BYTES:
                 _TREES.popitem(last=False)
+        if tree.watch is None:  # built: from now on the kernel may say nothing changed
+            tree.watch = Watch.open(fd)
     finally:
         os.close(fd)
     return None, 0
