@@ -4,8 +4,7 @@ changed a file said.
 
 One ``git log`` reads the newest commits (``read_history``), through the one
 git runner (``git_runner``: nothing the repository's configuration names runs), within one
-total deadline, and the result is cached by the commit read from, so a warm read costs one
-``git rev-parse`` and one small file.
+total deadline, and the result is cached by the commit read from.
 
 What is read, and why:
 
@@ -37,9 +36,9 @@ The cache (``history/`` in the cache folder) is one JSON file per repository, co
 window, named by a hash of the three, written by rename and read through ``safefile`` with
 a size cap; a file that does not hold what its name promises, in the shapes expected, is a
 miss and is written again. A long-lived process (the MCP server, a script calling the API)
-also keeps the last few histories in memory, by work tree, commit, window and root, so a
-warm read costs the ``git rev-parse`` alone: a commit's history never changes, and a new
-HEAD is a new key.
+also keeps the last few histories in memory, by work tree, commit, window and root (a
+commit's history never changes, and a new HEAD is a new key), and where HEAD is, while
+nothing git reads to say it changed (``git_head``): a warm read then runs no git at all.
 """
 
 from __future__ import annotations
@@ -55,7 +54,8 @@ from pathlib import Path
 
 from slm_rerank import safefile
 from slm_rerank.cache_folder import prune_entries
-from slm_rerank.git_runner import GitError, GitTimeout, git_output, git_stream
+from slm_rerank.git_runner import GitError, GitTimeout, git_stream
+from slm_rerank.lexical import git_head
 from slm_rerank.lexical.commit_words import MAX_MESSAGE_WORDS, message_evidence, message_words
 
 #: Bump when what a cache entry holds changes, so older entries are not reused.
@@ -69,8 +69,6 @@ MESSAGE_COMMITS = 1000
 MAX_COMMIT_PATHS = 100
 #: Bytes of ``git log`` output read; the rest of a longer log is not read.
 MAX_LOG_BYTES = 4 * 1024 * 1024
-#: Bytes of ``git rev-parse`` output read (three short lines and a commit id).
-MAX_REV_PARSE_BYTES = 64 * 1024
 #: A cache entry larger than this is not read (300 commits of 100 paths is about 3 MB).
 MAX_ENTRY_BYTES = 8 * 1024 * 1024
 #: Entries kept in ``history/``: the oldest beyond these are removed on each write.
@@ -78,7 +76,6 @@ KEEP_ENTRIES = 64
 #: Histories a process keeps in memory (the newest read): a few roots and commits.
 KEEP_IN_MEMORY = 4
 
-_COMMIT_ID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 _COMMIT_ID_BYTES = re.compile(rb"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 #: git log's arguments before the commit; each commit's record starts with a NUL (an empty
 #: field, which no path is), then its id, a newline and its message, then (after a NUL and
@@ -301,8 +298,9 @@ _IN_MEMORY: dict[tuple[str, str, int, int, str], FileHistory] = {}
 
 
 def forget() -> None:
-    """Drop the histories kept in memory (the next read is from the cache folder or git)."""
+    """Drop what is kept in memory (the next read is from the cache folder or git)."""
     _IN_MEMORY.clear()
+    git_head.forget()
 
 
 def _remember(key: tuple[str, str, int, int, str], history: FileHistory) -> None:
@@ -313,62 +311,6 @@ def _remember(key: tuple[str, str, int, int, str], history: FileHistory) -> None
 
 
 # --- reading -------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Where:
-    """The work tree's top (real path), the root's place in it, and the commit to read."""
-
-    top: str
-    prefix: str
-    head: str
-
-
-def _where(root: Path, rev: str, timeout: float) -> _Where | str:
-    """Where ``root`` is in its work tree and the commit ``rev`` names; or why there is no
-    history to read there."""
-    started = time.monotonic()
-    if timeout <= 0:
-        raise GitTimeout("no time left for git rev-parse")
-    try:
-        out = git_output(root, ["rev-parse", "--show-toplevel", "--show-prefix",
-                                "--is-shallow-repository", "--verify", "-q",
-                                f"{rev}^{{commit}}"],
-                         timeout=timeout, max_bytes=MAX_REV_PARSE_BYTES, ok=(0, 1))
-    except GitTimeout:
-        raise
-    except GitError as exc:
-        if "not a git repository" in str(exc):  # git's words (LC_ALL=C) outside one
-            return f"{root} is not in a git repository"
-        return str(exc)
-    lines = os.fsdecode(out).split("\n")
-    if len(lines) < 3 or not lines[0]:
-        return f"git rev-parse in {root} did not say where the work tree is"
-    top, prefix, shallow = lines[0], lines[1], lines[2]
-    head = lines[3] if len(lines) > 3 else ""
-    if not _COMMIT_ID.fullmatch(head):
-        return _no_commit(root, rev, top, timeout - (time.monotonic() - started))
-    if shallow == "true":
-        return (f"{top} is a shallow clone (its cut history would make every file look "
-                "new); run 'git fetch --unshallow' to use it")
-    return _Where(os.path.realpath(top), prefix, head)
-
-
-def _no_commit(root: Path, rev: str, top: str, timeout: float) -> str:
-    """Why ``rev`` names no commit: none yet, or one git cannot read (a broken repository)."""
-    if timeout <= 0:
-        raise GitTimeout("no time left for git rev-parse")
-    try:
-        named = git_output(root, ["rev-parse", "--verify", "-q", rev], timeout=timeout,
-                           max_bytes=MAX_REV_PARSE_BYTES, ok=(0, 1)).strip()
-    except GitTimeout:
-        raise
-    except GitError as exc:
-        return str(exc)
-    if named:  # the name is there, the commit it names is not readable
-        return (f"{rev} in {top} names {os.fsdecode(named)[:64]}, which git cannot read "
-                "as a commit (a broken repository; 'git fsck' says more)")
-    return f"{top} has no commits yet" if rev == "HEAD" else f"{rev} names no commit in {top}"
-
-
 def _read_log(top: str, head: str, commits: int, timeout: float) -> _Log:
     """The log; cut at ``MAX_LOG_BYTES`` or the deadline (GitTimeout: no whole commit)."""
     sink = _CappedSink(MAX_LOG_BYTES)
@@ -444,7 +386,7 @@ def _read(root: Path, cache_dir: Path | None, notes: list[str], commits: int,
     messages = max(0, min(messages, MAX_COMMITS))
     reading = max(commits, messages)  # one log holds both windows
     try:
-        where = _where(root, rev, deadline_s - (time.monotonic() - started))
+        where = git_head.where(root, rev, deadline_s - (time.monotonic() - started))
         if isinstance(where, str):
             notes.append(f"no change history: {where}")
             return None
