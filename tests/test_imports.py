@@ -36,7 +36,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("servers", ("slm_rerank.servers.*",)),
     ("warm client", ("slm_rerank.warm_process", "slm_rerank.warm_process.wire",
                      "slm_rerank.warm_process.switch", "slm_rerank.warm_process.client")),
-    ("cli", ("slm_rerank.cli.*",)),
+    ("cli", ("slm_rerank.cli.*", "slm_rerank.__main__")),
     ("warm process", ("slm_rerank.warm_process.isolation", "slm_rerank.warm_process.command_fork",
                       "slm_rerank.warm_process.worker", "slm_rerank.warm_process.server")),
 )

@@ -114,6 +114,28 @@ def test_the_review_plugin_builds_quietly_with_its_corpus_in_the_wheel(tmp_path:
     assert any(name.endswith(".py") and "/seeded/" in name for name in names)
 
 
+def test_the_command_is_installed_as_its_own_script_not_an_entry_point_wrapper(
+        tmp_path: Path) -> None:
+    # an installer's wrapper for a console-script entry point imports `re` first (5 ms of
+    # every command): the wheel carries the command as a script (slm_rerank/cli/slm-rerank)
+    source = tmp_path / "src"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        "build", "*.egg-info", "__pycache__", ".ruff_cache", ".venv", ".git", "tests",
+        "plugins", "docs", "contrib"))
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                            "--no-build-isolation", str(source), "-w", str(tmp_path / "dist")],
+                           capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr
+    (wheel,) = (tmp_path / "dist").glob("slm_rerank-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        (script,) = [n for n in names if n.endswith(".data/scripts/slm-rerank")]
+        text = archive.read(script).decode()
+        points = [archive.read(n).decode() for n in names if n.endswith("entry_points.txt")]
+    assert text.startswith("#!python\n") and "import re" not in text
+    assert not any("console_scripts" in p for p in points)
+
+
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 def test_make_install_hides_setuptools_notice_of_each_editable_install(tmp_path: Path) -> None:
     # Ten lines per editable install ("be careful with folders in your working directory

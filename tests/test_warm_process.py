@@ -478,6 +478,40 @@ def test_the_command_side_writes_the_answer_before_importing_click(
     assert json.loads(seen.read_text()) == []
 
 
+def test_the_installed_command_asks_the_warm_process_without_importing_re(
+        repo: Path, runtime: Path) -> None:
+    # `re` (and `enum` with it) is 5 ms of a process's start: the wrapper installers write
+    # for a console-script entry point imports it first, so the command is a script of its
+    # own (slm_rerank/cli/slm-rerank), run here as installed, with no site imports to hide
+    # what it loads
+    import subprocess
+    import sys
+
+    import slm_rerank
+
+    def answer(conn: socket.socket) -> None:
+        read_request(conn)
+        by = time.monotonic() + 5
+        wire.send_json(conn, {"accepted": True, "deadline": 5}, by)
+        wire.send_json(conn, {"exit": 0}, by)
+        wire.send_frame(conn, b"out\n", by)
+        wire.send_frame(conn, b"", by)
+
+    package = Path(slm_rerank.__file__).parent
+    script = package / "cli" / "slm-rerank"
+    assert script.read_text().startswith("#!python\n")  # installers write the interpreter
+    env = {**ON, "PYTHONPATH": str(package.parent)}  # which names the warm process asked
+    with FakeWarm(socket_of(env), answer) as fake:
+        done = subprocess.run([sys.executable, "-S", "-X", "importtime", str(script), "-q",
+                               "x", "--fast"], cwd=repo, capture_output=True, timeout=30,
+                              env={**os.environ, **env}, stdin=subprocess.DEVNULL)
+    assert fake.connections == 1 and (done.returncode, done.stdout) == (0, b"out\n")
+    loaded = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.decode().splitlines()
+              if line.startswith("import time:")}
+    assert "slm_rerank.warm_process.client" in loaded
+    assert not loaded & {"re", "enum", "click", "pluggy"}, sorted(loaded)
+
+
 def test_the_socket_folder_is_made_private(runtime: Path) -> None:
     path = socket_of(ON)
     client.check_folder(os.path.dirname(path), create=True)

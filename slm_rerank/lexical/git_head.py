@@ -119,7 +119,7 @@ def now_ns() -> int:
 
 def _key(root: Path, rev: str) -> tuple[str, ...]:
     env = sorted(f"{k}={v}" for k, v in os.environ.items() if k.startswith("GIT_"))
-    return (os.path.realpath(root), rev, os.environ.get("HOME", ""),
+    return (os.path.realpath(root), rev, os.path.expanduser("~"),
             os.environ.get("XDG_CONFIG_HOME", ""), *env)
 
 
@@ -146,7 +146,8 @@ def _config(path: str, stamps: dict[str, Stamp]) -> None:
 
 
 def _user_configs() -> list[str]:
-    home = os.environ.get("HOME", "")
+    home = os.path.expanduser("~")  # "~" itself when there is none to be found
+    home = "" if home == "~" else home
     xdg = os.environ.get("XDG_CONFIG_HOME", "") or (os.path.join(home, ".config") if home
                                                     else "")
     paths = ["/etc/gitconfig"]

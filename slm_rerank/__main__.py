@@ -1,0 +1,6 @@
+"""``python -m slm_rerank``: the `slm-rerank` command, where its script cannot be run (a
+system without ``#!`` lines)."""
+
+from slm_rerank.cli import main
+
+main()
