@@ -29,7 +29,10 @@ rg's own: run again unless nothing it depends on changed since the last one, ``l
 and ``lstat``s every listed file. A file is taken on its stamp (device, inode, mode, size,
 modification and change times) only when those times are older than ``RACY_SECONDS`` before
 its content was read, as the chunk memory does (``slm_rerank/lexical/chunk_memory.py``);
-any other file is read again (and its words replaced when its bytes changed).
+any other file is read again (and its words replaced when its bytes changed). Where the
+kernel reports every change (Linux, a local file system: ``watch.py``), a query whose
+watch reported nothing since a check that found every file unchanged and settled takes
+that check's result instead of ``lstat``-ing each file again.
 
 **Bounds.** Constants, not settings, so a repository's config cannot size the memory: at
 most ``MAX_TREES`` trees, ``MAX_FILES`` files each and ``MAX_INDEX_BYTES`` (estimated) in
