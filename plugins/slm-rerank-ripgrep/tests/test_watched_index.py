@@ -223,3 +223,26 @@ def test_the_watch_is_opened_by_the_build_never_by_a_query_and_closed_with_its_t
     assert _open_descriptors() == around
     word_index.forget()
     assert str(fd) not in _open_descriptors()
+
+
+def test_a_fork_reads_nothing_of_its_parents_watch(tmp_path: Path) -> None:
+    """A fork's query does not take the events its parent's next query must see (the two
+    share one inotify queue)."""
+    root = make_tree(tmp_path / "t")
+    built(root)
+    ready, go = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the fork
+        code = 1
+        try:
+            os.read(ready, 1)
+            search(root)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(ready)
+    _append(root / "f4.py")
+    os.write(go, b"x")
+    os.close(go)
+    assert os.waitpid(pid, 0)[1] == 0
+    same(search(root), by_rg(root))
