@@ -20,8 +20,11 @@ What it cannot see, so is never trusted for it:
 - the root replaced by another folder at the same path (a parent renamed): the root's
   device and inode are compared at every query.
 Not seen at all: a write through a shared memory map (``mmap``), which Linux reports to no
-watch; an indexed file written that way is read again once anything else in the tree
-changes, or by the next process that builds the index.
+watch; a write through a second link made, in a folder not watched, after the check that
+found the file with one (``link`` tells the file's own watches, none of its folder's); a
+file system mounted over a folder of the tree after that check. An indexed file changed
+that way is read again once anything else in the tree changes, or by the next process
+that builds the index.
 
 A watch's descriptor is opened only when a build finishes (idle work: a command that
 left one open would be a leak to the warm process's worker, ``warm_process/isolation``),
