@@ -10,14 +10,16 @@ down to it, ``packed-refs``, ``shallow``, the repository's ``config`` and the us
 the system's (a ``safe.directory`` there decides whether git answers at all), and the
 environment's ``GIT_*`` variables, ``HOME`` and ``XDG_CONFIG_HOME``. So an answer is kept
 with the stamp (device, inode, mode, size, modification and change times) of each of those
-paths, there or not, and given again while every stamp is the same.
+paths, there or not (and, for a symbolic link, of the file it leads to), and given again
+while every stamp is the same.
 
 Kept only when it can be followed and is settled: a git folder that is a file (a worktree,
 a submodule), one with a ``commondir`` or a ``reftable``, a configuration that includes
-another file, a ``HEAD`` that is a symbolic link or names something outside ``refs/``, or
-any stamped path changed less than ``RACY_SECONDS`` before git was started (a change in
-the same clock tick as its stamp would not show): never kept, and git answers every time,
-as before. At most ``MAX_KEPT`` answers, in memory only.
+another file, a ``HEAD`` that is a symbolic link or names something outside ``refs/``, a
+loose ref that names another ref (``git symbolic-ref``), or any stamped path changed less
+than ``RACY_SECONDS`` before git was started (a change in the same clock tick as its stamp
+would not show): never kept, and git answers every time, as before. At most ``MAX_KEPT``
+answers, in memory only.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ _COMMIT_ID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 
 Stamp = tuple[int, int, int, int, int, int]
 _ABSENT: Stamp = (0, 0, 0, -1, 0, 0)
+#: added to a path stamped as the file its symbolic links lead to (no path holds a NUL)
+_FOLLOWED = "\0"
 
 _KEPT: dict[tuple[str, ...], tuple[Where, dict[str, Stamp]]] = {}
 
@@ -124,8 +128,9 @@ def _key(root: Path, rev: str) -> tuple[str, ...]:
 
 
 def _stamp(path: str) -> Stamp:
+    """``path``'s stamp; for one ending in ``_FOLLOWED``, the stamp of what it leads to."""
     try:
-        st = os.lstat(path)
+        st = os.stat(path[:-1]) if path.endswith(_FOLLOWED) else os.lstat(path)
     except OSError:
         return _ABSENT
     return (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
@@ -194,12 +199,21 @@ def _stamps(root: str, top: str) -> dict[str, Stamp]:
         for part in parts:  # each folder down to the ref: a loose ref added or removed
             here = os.path.join(here, part)
             stamps[here] = _stamp(here)
+        try:  # a loose ref that names another ref: that one is not stamped
+            with open(here, "rb") as f:
+                if f.read(4).startswith(b"ref:"):
+                    raise _Unfollowable(here)
+        except OSError:
+            pass  # none: the ref is packed (or there is none)
     for path in [os.path.join(git, "config"), *_user_configs()]:
         if os.path.basename(path) in ("config", "gitconfig", ".gitconfig"):
             _config(path, stamps)
         else:
             stamps[path] = _stamp(path)
     stamps[git] = _stamp(git)
+    for path, was in list(stamps.items()):  # a link: the file it leads to changes unseen
+        if stat.S_ISLNK(was[2]):
+            stamps[path + _FOLLOWED] = _stamp(path + _FOLLOWED)
     return stamps
 
 

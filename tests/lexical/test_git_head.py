@@ -142,3 +142,54 @@ def test_what_cannot_be_followed_is_asked_of_git_every_time(
     first = where(root)
     assert where(root) == first
     assert len(asked) == 2
+
+
+def _symbolic_ref_to_another_folder(repo: History) -> Callable[[], None]:
+    """HEAD names a branch that names a ref in another folder (``git symbolic-ref``)."""
+    repo.git("update-ref", "refs/other/x", "HEAD~1")
+    repo.git("symbolic-ref", "refs/heads/alias", "refs/other/x")
+    repo.git("symbolic-ref", "HEAD", "refs/heads/alias")
+    return lambda: repo.git("update-ref", "refs/other/x", "main")
+
+
+def _config_through_a_link(repo: History) -> Callable[[], None]:
+    """The repository's config a link to a file elsewhere (``git-new-workdir``, a dotfile)."""
+    config = repo.root / ".git" / "config"
+    shared = repo.root.parent / "shared-config"
+    shared.write_text(config.read_text())
+    config.unlink()
+    config.symlink_to(shared)
+
+    def moved() -> None:
+        with shared.open("a") as f:
+            f.write(f"[core]\n\tworktree = {repo.root / 'sub'}\n")
+    return moved
+
+
+def _ref_through_a_link(repo: History) -> Callable[[], None]:
+    ref = repo.root / ".git" / "refs" / "heads" / "main"
+    target = repo.root.parent / "main-ref"
+    target.write_text(ref.read_text())
+    ref.unlink()
+    ref.symlink_to(target)
+
+    def moved() -> None:
+        new = repo.root.parent / "new-ref"
+        new.write_text(repo.git("rev-parse", "HEAD~1") + "\n")
+        os.replace(new, target)
+    return moved
+
+
+@pytest.mark.parametrize("made", [_symbolic_ref_to_another_folder, _config_through_a_link,
+                                  _ref_through_a_link])
+def test_what_a_link_or_a_symbolic_ref_leads_to_is_followed(
+        repo: History, settled: None, made: Callable[[History], Callable[[], None]]) -> None:
+    repo.commit("two", {"a.py": "2"})
+    change = made(repo)
+    where(repo.root / "sub")
+    change()
+    truth = git_head.Where(
+        os.path.realpath(repo.git("-C", "sub", "rev-parse", "--show-toplevel")),
+        repo.git("-C", "sub", "rev-parse", "--show-prefix"),
+        repo.git("-C", "sub", "rev-parse", "HEAD"))
+    assert where(repo.root / "sub") == truth

@@ -3,7 +3,8 @@ warm query need not ``lstat`` every file to learn it (issue 30).
 
 A query of the word index checks every indexed file's stamp, to see a file edited in place
 (which changes no folder). On sympy that is 1,414 ``lstat`` calls and the Python around
-them, a quarter of a warm query. With a watch on every folder that holds an indexed file,
+them, a quarter of a warm query. With a watch on every folder that holds an indexed file
+(and every folder above it: a folder renamed or replaced tells no watch below it),
 the kernel queues an event for each file written, truncated, created, removed, renamed or
 whose attributes changed in them, before the call that changed it returns; a query that
 finds the queue empty takes the last full check's result, which a full check may then
@@ -19,8 +20,11 @@ What it cannot see, so is never trusted for it:
 - the root replaced by another folder at the same path (a parent renamed): the root's
   device and inode are compared at every query.
 Not seen at all: a write through a shared memory map (``mmap``), which Linux reports to no
-watch; an indexed file written that way is read again once anything else in the tree
-changes, or by the next process that builds the index.
+watch; a write through a second link made, in a folder not watched, after the check that
+found the file with one (``link`` tells the file's own watches, none of its folder's); a
+file system mounted over a folder of the tree after that check. An indexed file changed
+that way is read again once anything else in the tree changes, or by the next process
+that builds the index.
 
 A watch's descriptor is opened only when a build finishes (idle work: a command that
 left one open would be a leak to the warm process's worker, ``warm_process/isolation``),
@@ -109,20 +113,25 @@ class Watch:
         return cls(fd, (st.st_dev, st.st_ino))
 
     def arm(self, root_fd: int, folders: Iterable[str]) -> bool:
-        """Watch each of ``folders`` (again: a folder renamed, removed or made since is
-        watched by its path now); False when one could not be (then nothing is trusted)."""
+        """Watch each of ``folders`` and the folders above them (again: a folder renamed,
+        removed or made since is watched by its path now); False when one could not be
+        (then nothing is trusted). A folder above is watched for its entries: one of them
+        renamed or replaced changes the files under it, and tells no watch below."""
         lib = _lib()
         if lib is None or self.fd < 0:
             return False
-        wanted = set(folders)
-        wanted.add("")
+        wanted = {""}
+        for folder in folders:
+            while folder not in wanted:
+                wanted.add(folder)
+                folder = folder_of(folder)
         if len(wanted) > MAX_FOLDERS:
             return False
         base = f"/proc/self/fd/{root_fd}"
         for folder in wanted:
             path = os.fsencode(f"{base}/{folder}" if folder else f"{base}/.")
             if lib.inotify_add_watch(self.fd, path, MASK) < 0:
-                if ctypes.get_errno() == errno.ENOENT:
+                if folder and ctypes.get_errno() == errno.ENOENT:
                     continue  # gone: its files are gone too, which the check finds
                 return False
         self.folders = wanted

@@ -744,11 +744,17 @@ def _build(root: Path, files: Sequence[str], by: float, before: _Tree | None = N
 
 def _after_fork_in_child() -> None:
     """A fork made while another thread held ``LOCK`` (a build's window, a query) has the
-    index half changed and the lock held by a thread it does not have: it starts without."""
+    index half changed and the lock held by a thread it does not have: it starts without.
+    A fork's trees have no watch: its inotify queue is the parent's, and what one of them
+    read of it the other would never see."""
     global LOCK
     if LOCK.locked():
         _TREES.clear()
         LOCK = threading.Lock()
+    for tree in _TREES.values():
+        if tree.watch is not None:
+            tree.watch.close()
+        tree.watch = tree.clean = None
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
 import sys
 import time
@@ -223,3 +225,64 @@ def test_the_watch_is_opened_by_the_build_never_by_a_query_and_closed_with_its_t
     assert _open_descriptors() == around
     word_index.forget()
     assert str(fd) not in _open_descriptors()
+
+
+def test_a_fork_reads_nothing_of_its_parents_watch(tmp_path: Path) -> None:
+    """A fork's query does not take the events its parent's next query must see (the two
+    share one inotify queue)."""
+    root = make_tree(tmp_path / "t")
+    built(root)
+    ready, go = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the fork
+        code = 1
+        try:
+            os.read(ready, 1)
+            search(root)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(ready)
+    _append(root / "f4.py")
+    os.write(go, b"x")
+    os.close(go)
+    assert os.waitpid(pid, 0)[1] == 0
+    same(search(root), by_rg(root))
+
+
+def test_a_folder_above_the_files_replaced_is_seen(tmp_path: Path) -> None:
+    """``d/p`` holds no file of its own, only ``a/x.py``: replaced by another folder, no
+    watch on ``d/p/a`` hears of it (the folder it watches was moved away, whole)."""
+    root = make_tree(tmp_path / "t")
+    for folder, text in ((root / "d" / "p" / "a", "set real\n"),
+                         (tmp_path / "other" / "a", "imageset imageset\n")):
+        folder.mkdir(parents=True)
+        (folder / "x.py").write_text(text)
+    built(root)
+    os.rename(root / "d" / "p", tmp_path / "away")
+    os.rename(tmp_path / "other", root / "d" / "p")
+    hits = search(root)
+    same(hits, by_rg(root))
+    assert hits.body_counts["d/p/a/x.py"] == {"imageset": 2, "set": 2}
+
+
+def test_a_root_that_cannot_be_watched_is_checked_file_by_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No watch to be had on the root (its path under /proc/self/fd not there: a sandbox
+    without /proc): nothing is trusted, not every watch taken for a folder gone."""
+    root = make_tree(tmp_path / "t")
+    word_index.build(root, search(root, ["x"]).files, time.monotonic() + 60)
+    real = watch._lib()
+    assert real is not None
+
+    class NoProc:
+        def inotify_add_watch(self, fd: int, path: bytes, mask: int) -> int:
+            ctypes.set_errno(errno.ENOENT)
+            return -1
+
+    monkeypatch.setattr(watch, "_lib", NoProc)
+    search(root)
+    tree = word_index.tree_of(root)
+    assert tree is not None and tree.clean is None
+    _append(root / "f4.py")
+    same(search(root), by_rg(root))
