@@ -3,4 +3,5 @@ system without ``#!`` lines)."""
 
 from slm_rerank.cli import main
 
-main()
+if __name__ == "__main__":
+    main()
