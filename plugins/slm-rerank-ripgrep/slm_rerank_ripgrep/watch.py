@@ -61,6 +61,10 @@ LOCAL_FILE_SYSTEMS = frozenset({0xEF53, 0x58465342, 0x9123683E, 0x01021994, 0x79
 #: more folders than this and the tree is checked file by file (a watch each costs the
 #: kernel about 1 KiB, and a user's watches are limited, often to 8,192)
 MAX_FOLDERS = 4096
+#: the user's limit on watches, of which one tree takes at most a quarter (an editor's or
+#: a build tool's watchers need theirs); where it cannot be read, what older kernels set
+WATCH_LIMIT_FILE = "/proc/sys/fs/inotify/max_user_watches"
+DEFAULT_WATCH_LIMIT = 8192
 
 _libc: ctypes.CDLL | None = None
 
@@ -125,7 +129,7 @@ class Watch:
             while folder not in wanted:
                 wanted.add(folder)
                 folder = folder_of(folder)
-        if len(wanted) > MAX_FOLDERS:
+        if len(wanted) > min(MAX_FOLDERS, _watch_limit() // 4):
             return False
         base = f"/proc/self/fd/{root_fd}"
         for folder in wanted:
@@ -161,6 +165,14 @@ class Watch:
 
     def __del__(self) -> None:
         self.close()
+
+
+def _watch_limit() -> int:
+    try:
+        with open(WATCH_LIMIT_FILE, "rb") as f:
+            return int(f.read(32))
+    except (OSError, ValueError):
+        return DEFAULT_WATCH_LIMIT
 
 
 def folder_of(rel: str) -> str:

@@ -425,6 +425,9 @@ def prepare(root: Path, terms: Sequence[str], max_filesize: int) -> Prepared | N
             if watch is not None:
                 watch.quiet()  # what it reported is what this check looks at
                 armed = watch.arm(fd, {folder_of(rel) for rel in tree.files})
+                if not armed:  # too many folders, or watches refused: its watches let go
+                    watch.close()
+                    tree.watch = watch = None
             todo = list(tree.files.items())
         root_dev = watch.root_id[0] if watch is not None else -1
         exposed: list[str] = []

@@ -286,3 +286,21 @@ def test_a_root_that_cannot_be_watched_is_checked_file_by_file(
     assert tree is not None and tree.clean is None
     _append(root / "f4.py")
     same(search(root), by_rg(root))
+
+
+def test_a_tree_needing_over_a_quarter_of_the_users_watches_lets_its_watch_go(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, file_checks: list[str]) -> None:
+    limit = tmp_path / "max_user_watches"
+    limit.write_text("12\n")  # a quarter: 3 folders, and the tree has 4
+    monkeypatch.setattr(watch, "WATCH_LIMIT_FILE", str(limit))
+    root = make_tree(tmp_path / "t")
+    word_index.build(root, search(root, ["x"]).files, time.monotonic() + 60)
+    tree = word_index.tree_of(root)
+    assert tree is not None and tree.watch is not None
+    fd = tree.watch.fd
+    search(root)
+    assert tree.watch is None and str(fd) not in _open_descriptors()
+    file_checks.clear()
+    _append(root / "src" / "f5.py")
+    same(search(root), by_rg(root))
+    assert len([p for p in file_checks if p.endswith(".py")]) == 12  # each, every time
