@@ -11,7 +11,10 @@ the system's (a ``safe.directory`` there decides whether git answers at all), an
 environment's ``GIT_*`` variables, ``HOME`` and ``XDG_CONFIG_HOME``. So an answer is kept
 with the stamp (device, inode, mode, size, modification and change times) of each of those
 paths, there or not (and, for a symbolic link, of the file it leads to), and given again
-while every stamp is the same.
+while every stamp is the same. Outside any repository (a folder of documents), git's
+answer that there is none is kept the same way, with the stamps of what git looks for in
+each folder from the root up: a ``.git``, or a ``HEAD``, ``objects`` and ``refs`` (a git
+folder itself).
 
 Kept only when it can be followed and is settled: a git folder that is a file (a worktree,
 a submodule), one with a ``commondir`` or a ``reftable``, a configuration that includes
@@ -47,7 +50,7 @@ _ABSENT: Stamp = (0, 0, 0, -1, 0, 0)
 #: added to a path stamped as the file its symbolic links lead to (no path holds a NUL)
 _FOLLOWED = "\0"
 
-_KEPT: dict[tuple[str, ...], tuple[Where, dict[str, Stamp]]] = {}
+_KEPT: dict[tuple[str, ...], tuple[Where | str, dict[str, Stamp]]] = {}
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,10 @@ def where(root: Path, rev: str, timeout: float) -> Where | str:
         raise
     except GitError as exc:
         if "not a git repository" in str(exc):  # git's words (LC_ALL=C) outside one
-            return f"{root} is not in a git repository"
+            outside = f"{root} is not in a git repository"
+            if rev == "HEAD":
+                _keep(root, rev, outside, began)
+            return outside
         return str(exc)
     lines = os.fsdecode(out).split("\n")
     if len(lines) < 3 or not lines[0]:
@@ -163,6 +169,28 @@ def _user_configs() -> list[str]:
     return paths
 
 
+def _stamps_outside(root: str) -> dict[str, Stamp]:
+    """The stamps of what git looked for, from ``root`` up, to find no repository: in each
+    folder, a ``.git``, and what makes the folder a git folder itself (``HEAD``,
+    ``objects``, ``refs``), there or not."""
+    stamps: dict[str, Stamp] = {}
+    folder = root
+    while True:
+        for name in (".git", "HEAD", "objects", "refs"):
+            stamps[os.path.join(folder, name)] = _stamp(os.path.join(folder, name))
+        if os.path.dirname(folder) == folder:
+            return _followed(stamps)
+        folder = os.path.dirname(folder)
+
+
+def _followed(stamps: dict[str, Stamp]) -> dict[str, Stamp]:
+    """``stamps`` and, for each symbolic link among them, the stamp of what it leads to."""
+    for path, was in list(stamps.items()):  # a link: the file it leads to changes unseen
+        if stat.S_ISLNK(was[2]):
+            stamps[path + _FOLLOWED] = _stamp(path + _FOLLOWED)
+    return stamps
+
+
 def _stamps(root: str, top: str) -> dict[str, Stamp]:
     """The stamps of what git read to place ``root`` in the work tree at ``top``."""
     stamps: dict[str, Stamp] = {}
@@ -211,18 +239,17 @@ def _stamps(root: str, top: str) -> dict[str, Stamp]:
         else:
             stamps[path] = _stamp(path)
     stamps[git] = _stamp(git)
-    for path, was in list(stamps.items()):  # a link: the file it leads to changes unseen
-        if stat.S_ISLNK(was[2]):
-            stamps[path + _FOLLOWED] = _stamp(path + _FOLLOWED)
-    return stamps
+    return _followed(stamps)
 
 
-def _keep(root: Path, rev: str, answer: Where, began: int) -> None:
-    """Keep git's ``answer`` (git started at ``began``, on ``now_ns``'s clock) if what it
-    depends on can be followed and is settled."""
+def _keep(root: Path, rev: str, answer: Where | str, began: int) -> None:
+    """Keep git's ``answer`` (where HEAD is, or that ``root`` is in no repository; git
+    started at ``began``, on ``now_ns``'s clock) if what it depends on can be followed and
+    is settled."""
     key = _key(root, rev)
     try:
-        stamps = _stamps(key[0], answer.top)
+        stamps = (_stamps(key[0], answer.top) if isinstance(answer, Where)
+                  else _stamps_outside(key[0]))
     except _Unfollowable:
         return
     if any(max(was[4], was[5]) >= began - _RACY_NS for was in stamps.values()):

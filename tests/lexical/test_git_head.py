@@ -193,3 +193,17 @@ def test_what_a_link_or_a_symbolic_ref_leads_to_is_followed(
         repo.git("-C", "sub", "rev-parse", "--show-prefix"),
         repo.git("-C", "sub", "rev-parse", "HEAD"))
     assert where(repo.root / "sub") == truth
+
+
+def test_outside_a_repository_git_is_asked_once_and_again_once_one_is_made(
+        tmp_path: Path, settled: None, asked: list[list[str]]) -> None:
+    docs = tmp_path / "docs" / "notes"
+    docs.mkdir(parents=True)
+    outside = f"{docs} is not in a git repository"
+    assert git_head.where(docs, "HEAD", 10.0) == outside
+    assert git_head.where(docs, "HEAD", 10.0) == outside
+    assert len(asked) == 1
+    repo = History(tmp_path / "docs")  # a repository made above it
+    repo.commit("one", {"notes/a.md": "a"})
+    assert where(docs) == git_head.Where(os.path.realpath(repo.root), "notes/",
+                                         repo.git("rev-parse", "HEAD"))
