@@ -17,7 +17,9 @@ Then ``--rounds`` rounds; in each, for each door, both sides (taking turns to go
 call followed by ``rg -i -c -e TERM ... .`` (the query's words, lower case, the rg of the
 after side's install). Printed: per door and side the p50 wall of the call and of rg, the
 median of the call/rg ratios taken call by call, and the median of the after/before ratios
-taken round by round; whether both sides gave the same answers; the load average.
+taken round by round; whether both sides gave the same answers; the peak resident size of
+each process (the CLI's own, from ``os.wait4``; the warm process, its worker, the MCP server
+and the API process, ``VmHWM`` at the end); the load average.
 """
 
 from __future__ import annotations
@@ -50,14 +52,31 @@ for line in sys.stdin:
 """
 
 
+#: the peak resident size (KiB) of each process run by ``wall``, by its program
+PEAKS: dict[str, list[int]] = {}
+
+
 def wall(args: list[str], root: Path, env: dict[str, str]) -> tuple[float, bytes]:
     began = time.perf_counter()
     proc = subprocess.Popen(args, cwd=root, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
     assert proc.stdout is not None
     out = proc.stdout.read()
-    os.wait4(proc.pid, 0)
+    _, _, usage = os.wait4(proc.pid, 0)
+    PEAKS.setdefault(args[0], []).append(usage.ru_maxrss)
     return time.perf_counter() - began, out
+
+
+def peak_mib(pid: int | None) -> str:
+    """A running process's peak resident size (VmHWM), in MiB."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return f"{int(line.split()[1]) / 1024:.1f}"
+    except (OSError, ValueError):
+        pass
+    return "?"
 
 
 class Side:
@@ -122,6 +141,15 @@ class Side:
         took, out = wall([self.bin, "-q", self.query, "--fast"], self.root, self.env)
         return took, out
 
+    def memory(self) -> list[str]:
+        """Peak resident MiB: the command's process, the warm process and its worker, the
+        MCP server, the process calling the API."""
+        found = re.search(r": pid (\d+),.*?worker pid (\d+)", self.status())
+        server, worker = (int(found[1]), int(found[2])) if found else (None, None)
+        command = max(PEAKS.get(self.bin, [0])) / 1024
+        return [f"{command:.1f}", peak_mib(server), peak_mib(worker), peak_mib(self.mcp.pid),
+                peak_mib(self.api.pid)]
+
     def status(self) -> str:
         return subprocess.run([self.bin, "warm", "status"], cwd=self.root, env=self.env,
                               capture_output=True, text=True, check=False).stdout
@@ -184,6 +212,7 @@ def main() -> int:
                         rgs.setdefault((door, side.name), []).append(rg_took)
                         first = answers.setdefault((door, "any"), answer)
                         same[door] = same[door] and answer == first
+            memory = {side.name: side.memory() for side in sides}
         finally:
             for side in sides:
                 side.close()
@@ -204,6 +233,13 @@ def main() -> int:
         pairs = zip(calls[(door, "after")], calls[(door, "before")], strict=True)
         print(f"| {door} | {statistics.median(a / b for a, b in pairs):.2f} | "
               f"{'yes' if same[door] else 'NO'} |")
+    print()
+    print("| side | peak MiB: the CLI's process | its warm process | its worker | "
+          "MCP server | API process |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for name, row in memory.items():
+        print(f"| {name} | {' | '.join(row)} |")
+    print(f"rg's peak: {max(PEAKS.get(rg, [0])) / 1024:.1f} MiB")
     print(f"\nload average {load_end[0]:.2f} {load_end[1]:.2f} {load_end[2]:.2f} (end)")
     return 0
 
