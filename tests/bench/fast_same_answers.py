@@ -5,8 +5,9 @@
     python tests/bench/fast_same_answers.py --before /tmp/before --cases CASES \
         --split held-out [--warm-after]
 
-Each checkout's package is run in a fresh process (``PYTHONPATH=CHECKOUT python -c 'from
-slm_rerank.cli import main; ...'``, this venv's plugins), ``--fast --format json -k 10``,
+Each checkout's package and ripgrep plugin are run in a fresh process (``PYTHONPATH=CHECKOUT:
+CHECKOUT/plugins/slm-rerank-ripgrep python -c 'from slm_rerank.cli import main; ...'``, this
+venv's other plugins), ``--fast --format json -k 10``,
 with and without ``--chunks``, for each of QUERIES in ``--root`` (default: a sympy checkout).
 A result is its path, lines and symbol; the script prints one line per query and mode and
 exits 1 when any answer differs (or an exit status does).
@@ -65,7 +66,11 @@ def answer(checkout: Path, root: Path, query: str, chunks: bool,
     args += ["-q", query] if len(query) <= 2000 else ["--query-file", "-"]
     if chunks:
         args.append("--chunks")
-    env = {**os.environ, "PYTHONPATH": str(checkout),
+    # The checkout's ripgrep plugin too (as same_answers.py does): on PYTHONPATH alone, the
+    # host comes from the checkout but the plugin from this venv's editable install, the
+    # same code on both sides.
+    path = os.pathsep.join([str(checkout), str(checkout / "plugins" / "slm-rerank-ripgrep")])
+    env = {**os.environ, "PYTHONPATH": path,
            "SLM_RERANK_WARM_PROCESS": "1" if warm else "0"}
     done = subprocess.run(args, cwd=root, capture_output=True, text=True, timeout=120,
                           env=env, input=query if len(query) > 2000 else "")
