@@ -142,16 +142,29 @@ def _stamp(path: str) -> Stamp:
     return (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
+def _read(path: str, limit: int) -> bytes:
+    """Up to ``limit`` bytes of a regular file (a repository's own: a FIFO there would
+    never be waited on, nor a device read)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise _Unfollowable(path) from exc
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _Unfollowable(path)
+        return os.read(fd, limit)
+    except OSError as exc:
+        raise _Unfollowable(path) from exc
+    finally:
+        os.close(fd)
+
+
 def _config(path: str, stamps: dict[str, Stamp]) -> None:
     """Stamp a configuration file; one that includes another cannot be followed."""
     stamps[path] = _stamp(path)
     if stamps[path] == _ABSENT:
         return
-    try:
-        with open(path, "rb") as f:
-            text = f.read(_CONFIG_BYTES + 1)
-    except OSError as exc:
-        raise _Unfollowable(path) from exc
+    text = _read(path, _CONFIG_BYTES + 1)
     if len(text) > _CONFIG_BYTES or b"[include" in text.lower():
         raise _Unfollowable(path)
 
@@ -213,11 +226,7 @@ def _stamps(root: str, top: str) -> dict[str, Stamp]:
     head = os.path.join(git, "HEAD")
     if not stat.S_ISREG(stamps[head][2]):
         raise _Unfollowable(head)
-    try:
-        with open(head, "rb") as f:
-            said = f.read(4096).strip()
-    except OSError as exc:
-        raise _Unfollowable(head) from exc
+    said = _read(head, 4096).strip()
     if said.startswith(b"ref:"):
         ref = os.fsdecode(said[4:].strip())
         parts = ref.split("/")
@@ -227,12 +236,9 @@ def _stamps(root: str, top: str) -> dict[str, Stamp]:
         for part in parts:  # each folder down to the ref: a loose ref added or removed
             here = os.path.join(here, part)
             stamps[here] = _stamp(here)
-        try:  # a loose ref that names another ref: that one is not stamped
-            with open(here, "rb") as f:
-                if f.read(4).startswith(b"ref:"):
-                    raise _Unfollowable(here)
-        except OSError:
-            pass  # none: the ref is packed (or there is none)
+        # a loose ref that names another ref: that one is not stamped (none: it is packed)
+        if stamps[here] != _ABSENT and _read(here, 4).startswith(b"ref:"):
+            raise _Unfollowable(here)
     for path in [os.path.join(git, "config"), *_user_configs()]:
         if os.path.basename(path) in ("config", "gitconfig", ".gitconfig"):
             _config(path, stamps)

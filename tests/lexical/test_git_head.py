@@ -207,3 +207,24 @@ def test_outside_a_repository_git_is_asked_once_and_again_once_one_is_made(
     repo.commit("one", {"notes/a.md": "a"})
     assert where(docs) == git_head.Where(os.path.realpath(repo.root), "notes/",
                                          repo.git("rev-parse", "HEAD"))
+
+
+@pytest.mark.parametrize("swapped", ["config", "refs/heads/main"])
+def test_a_fifo_swapped_into_the_git_folder_is_never_waited_on(
+        repo: History, settled: None, swapped: str) -> None:
+    import threading
+
+    answer = where(repo.root)
+    git_head.forget()
+    path = repo.root / ".git" / swapped
+    path.unlink()
+    os.mkfifo(path)  # as if put there after git answered: a read would wait for a writer
+    done = threading.Event()
+
+    def keep() -> None:
+        git_head._keep(repo.root, "HEAD", answer, time.time_ns() + 3600 * 10**9)
+        done.set()
+
+    threading.Thread(target=keep, daemon=True).start()
+    assert done.wait(10), "keeping the answer waited on a FIFO"
+    assert git_head._KEPT == {}  # what cannot be read is not followed
