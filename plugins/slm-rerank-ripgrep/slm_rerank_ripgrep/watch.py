@@ -100,8 +100,6 @@ class Watch:
         self.fd = fd
         #: the root's (device, inode) when the watch was set
         self.root_id = root_id
-        #: the folders (relative to the root, "" for it) a watch was set on
-        self.folders: set[str] = set()
 
     @classmethod
     def open(cls, root_fd: int) -> Watch | None:
@@ -138,7 +136,6 @@ class Watch:
                 if folder and ctypes.get_errno() == errno.ENOENT:
                     continue  # gone: its files are gone too, which the check finds
                 return False
-        self.folders = wanted
         st = os.fstat(root_fd)  # the folder at the root's path now
         self.root_id = (st.st_dev, st.st_ino)
         return True
