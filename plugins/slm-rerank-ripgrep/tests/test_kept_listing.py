@@ -7,7 +7,6 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import index_answers
 import pytest
 import slm_rerank_ripgrep
 from slm_rerank_ripgrep import listing, word_index
@@ -56,11 +55,16 @@ def tree(root: Path) -> Path:
 
 
 def search(root: Path, terms: list[str]) -> SourceHits:
-    return index_answers.search(root, terms, 10_000)
+    return slm_rerank_ripgrep.search(SourceQuery(root=root, terms=terms, max_filesize=10_000))
 
 
 def by_rg(root: Path, terms: list[str]) -> SourceHits:
-    return index_answers.by_rg(root, terms, 10_000)
+    kept = dict(word_index._TREES)
+    word_index._TREES.clear()
+    try:
+        return search(root, terms)
+    finally:
+        word_index._TREES.update(kept)
 
 
 def indexed(root: Path) -> None:

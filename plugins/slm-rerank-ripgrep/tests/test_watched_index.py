@@ -11,12 +11,11 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import index_answers
 import pytest
-from index_answers import same
+import slm_rerank_ripgrep
 from slm_rerank_ripgrep import watch, word_index
 
-from slm_rerank.registrations import SourceHits
+from slm_rerank.registrations import SourceHits, SourceQuery
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="inotify is Linux's; elsewhere every query checks "
@@ -60,11 +59,17 @@ def make_tree(root: Path) -> Path:
 
 
 def search(root: Path, terms: list[str] = TERMS, max_filesize: int = 1 << 20) -> SourceHits:
-    return index_answers.search(root, terms, max_filesize)
+    return slm_rerank_ripgrep.search(SourceQuery(root=root, terms=terms,
+                                                 max_filesize=max_filesize))
 
 
 def by_rg(root: Path, terms: list[str] = TERMS) -> SourceHits:
-    return index_answers.by_rg(root, terms, 1 << 20)
+    kept = dict(word_index._TREES)
+    word_index._TREES.clear()
+    try:
+        return search(root, terms)
+    finally:
+        word_index._TREES.update(kept)
 
 
 def built(root: Path) -> word_index._Tree:
@@ -74,6 +79,12 @@ def built(root: Path) -> word_index._Tree:
     search(root)  # the first query checks every file, and keeps what it found
     assert tree.clean is not None
     return tree
+
+
+def same(a: SourceHits, b: SourceHits) -> None:
+    assert a.body_counts == b.body_counts
+    assert a.skipped == b.skipped
+    assert sorted(a.files) == sorted(b.files)
 
 
 def test_while_nothing_changes_a_query_looks_at_no_indexed_file(

@@ -10,10 +10,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import index_answers
 import pytest
 import slm_rerank_ripgrep
-from index_answers import same
 from slm_rerank_ripgrep import word_index
 
 from slm_rerank.plugin_kit import Unfinished
@@ -81,17 +79,28 @@ def generated_tree(root: Path, seed: int) -> Path:
 
 
 def search(root: Path, terms: list[str]) -> SourceHits:
-    return index_answers.search(root, terms, 1000)
+    return slm_rerank_ripgrep.search(SourceQuery(root=root, terms=terms, max_filesize=1000))
 
 
 def by_rg(root: Path, terms: list[str]) -> SourceHits:
-    return index_answers.by_rg(root, terms, 1000)
+    kept = dict(word_index._TREES)
+    word_index._TREES.clear()
+    try:
+        return search(root, terms)
+    finally:
+        word_index._TREES.update(kept)
 
 
 def build(root: Path) -> None:
     files = search(root, ["x"]).files
     word_index.build(root, files, time.monotonic() + 60)
     assert word_index.indexed(root)
+
+
+def same(a: SourceHits, b: SourceHits) -> None:
+    assert a.body_counts == b.body_counts
+    assert a.skipped == b.skipped
+    assert sorted(a.files) == sorted(b.files)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
