@@ -58,6 +58,7 @@ import stat
 import threading
 import time
 from array import array
+from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -104,12 +105,16 @@ _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXE
 _TOO_BIG = "over max_filesize"
 _OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
                | getattr(os, "O_CLOEXEC", 0))
-#: bytes an entry is estimated to hold: a word (its bytes, array, folded form, dict slots,
-#: its three-letter entries),
-#: a posting (two unsigned ints), a file's record
-_WORD_BYTES = 320
+#: bytes an entry is estimated to hold, as tracemalloc measures the index of a real tree:
+#: a word (its bytes, its id, its ``vocab`` slot, its first posting and ``starts`` entry;
+#: its spelling's line is counted as ``text`` is long), a posting in ``more`` (two
+#: unsigned ints, with the array's slack) and a word's own array there, a file's record
+_WORD_BYTES = 136
 _POSTING_BYTES = 8
+_MORE_BYTES = 120
 _FILE_BYTES = 400
+#: spellings gathered before they are joined into ``text`` (a query reads them one by one)
+_TAIL_LINES = 4096
 
 #: (device, inode, mode, size, mtime ns, ctime ns)
 Stamp = tuple[int, int, int, int, int, int]
@@ -167,18 +172,25 @@ class Answer:
 
 @dataclass
 class _Tree:
+    """One tree's index, laid out for memory (issue 30: a worker within 64 MB): a word is
+    its bytes (the key of ``vocab``), one line of ``text``, two numbers of ``first`` and,
+    only when more than one file holds it, an array in ``more``."""
+
     root: str
-    words: list[bytes] = field(default_factory=list)
+    #: word -> its id (word ids count up from 0 as words are first met)
     vocab: dict[bytes, int] = field(default_factory=dict)
-    postings: list[array[int]] = field(default_factory=list)
-    #: case-folded word -> the words spelled that way
-    folded: dict[str, list[int]] = field(default_factory=dict)
-    #: the folded words in the order first met, and each three letters found in them ->
-    #: the positions (in ``keys``) of the folded words holding them
-    keys: list[str] = field(default_factory=list)
-    grams: dict[str, array[int]] = field(default_factory=dict)
-    #: term -> the folded words holding it (emptied when a new word is folded)
-    holding: dict[str, list[str]] = field(default_factory=dict)
+    #: each word's first posting, (file id, occurrences), at 2 * id; the others in ``more``
+    first: array[int] = field(default_factory=lambda: array("I"))
+    more: dict[int, array[int]] = field(default_factory=dict)
+    #: each word's case-folded spelling, a line each in id order: those of ``text`` start
+    #: at ``starts`` (and one past the last line), those met since are in ``tail``
+    text: str = ""
+    starts: array[int] = field(default_factory=lambda: array("I", [0]))
+    tail: list[str] = field(default_factory=list)
+    #: the words that are not ASCII (the long s, the Kelvin sign), by id
+    odd: dict[int, bytes] = field(default_factory=dict)
+    #: term -> the ids of the words whose spelling holds it (emptied when a word is added)
+    holding: dict[str, list[int]] = field(default_factory=dict)
     files: dict[str, _File] = field(default_factory=dict)
     #: by file id: 1 while it is the current version of its file
     live: bytearray = field(default_factory=bytearray)
@@ -198,31 +210,69 @@ class _Tree:
     clean: _Clean | None = None
 
     def size(self) -> int:
-        return (len(self.words) * _WORD_BYTES + self.postings_count * _POSTING_BYTES
+        return (len(self.vocab) * _WORD_BYTES + len(self.text)
+                + self.postings_count * _POSTING_BYTES + len(self.more) * _MORE_BYTES
                 + len(self.files) * _FILE_BYTES)
 
     def post(self, counts: dict[bytes, int]) -> int:
         self.clean = None
         fid = len(self.live)
         self.live.append(1)
+        vocab, first, more = self.vocab, self.first, self.more
+        added = False
         for word, n in counts.items():
-            wid = self.vocab.get(word)
+            wid = vocab.get(word)
             if wid is None:
-                wid = self.vocab[word] = len(self.words)
-                self.words.append(word)
-                self.postings.append(array("I"))
-                key = word.decode("utf-8").casefold()
-                same = self.folded.get(key)
-                if same is None:
-                    self.folded[key] = [wid]
-                    self._fold(key)
+                wid = vocab[word] = len(vocab)
+                first.append(fid)
+                first.append(n)
+                if word.isascii():
+                    self.tail.append(word.decode("ascii").lower())
                 else:
-                    same.append(wid)
-            posting = self.postings[wid]
-            posting.append(fid)
-            posting.append(n)
+                    self.tail.append(word.decode("utf-8").casefold())
+                    self.odd[wid] = word
+                added = True
+                continue
+            extra = more.get(wid)
+            if extra is None:
+                more[wid] = array("I", (fid, n))
+            else:
+                extra.append(fid)
+                extra.append(n)
+        if added:
+            self.holding.clear()
+            if len(self.tail) >= _TAIL_LINES:
+                self.join()
         self.postings_count += len(counts)
         return fid
+
+    def join(self) -> None:
+        """Move the spellings met since the last join into ``text``."""
+        tail = self.tail
+        if not tail:
+            return
+        at = len(self.text)
+        starts = self.starts
+        for spelling in tail:
+            at += len(spelling) + 1
+            starts.append(at)
+        self.text = "".join((self.text, "\n".join(tail), "\n"))
+        self.tail = []
+
+    def postings(self, wid: int) -> Iterable[tuple[int, int]]:
+        """(file id, occurrences) of every file that held the word when it was read."""
+        first = self.first
+        yield first[2 * wid], first[2 * wid + 1]
+        extra = self.more.get(wid)
+        if extra is not None:
+            yield from zip(extra[::2], extra[1::2], strict=True)
+
+    def spelling(self, wid: int) -> str:
+        """The word's case-folded spelling."""
+        starts = self.starts
+        if wid + 1 < len(starts):
+            return self.text[starts[wid]:starts[wid + 1] - 1]
+        return self.tail[wid + 1 - len(starts)]
 
     def retire(self, entry: _File) -> None:
         self.clean = None
@@ -278,32 +328,22 @@ class _Tree:
             words_out.append(words)
         return _File(stamp, checked, "text", self.post(words), len(words), digest)
 
-    def _fold(self, key: str) -> None:
-        at = len(self.keys)
-        self.keys.append(key)
-        for gram in {key[i:i + 3] for i in range(len(key) - 2)}:
-            held = self.grams.get(gram)
-            if held is None:
-                held = self.grams[gram] = array("I")
-            held.append(at)
-        self.holding.clear()
-
-    def spellings(self, term: str) -> list[str]:
-        """The folded words that hold ``term``: of those that hold its rarest three
-        letters, or of every word for a term shorter than three."""
+    def spellings(self, term: str) -> list[int]:
+        """The ids of the words whose case-folded spelling holds ``term``."""
         found = self.holding.get(term)
         if found is not None:
             return found
         if len(self.holding) >= MAX_HELD_TERMS:
             self.holding.clear()
-        keys = self.keys
-        if len(term) < 3:
-            found = [key for key in keys if term in key]
-        else:
-            empty: array[int] = array("I")
-            rarest = min((self.grams.get(term[i:i + 3], empty)
-                          for i in range(len(term) - 2)), key=len)
-            found = [keys[at] for at in rarest if term in keys[at]]
+        found = []
+        text, starts = self.text, self.starts
+        at = text.find(term)
+        while at >= 0:  # one find a word that holds it: it goes on from the next line
+            wid = bisect_right(starts, at) - 1
+            found.append(wid)
+            at = text.find(term, starts[wid + 1])
+        base = len(starts) - 1
+        found.extend(base + i for i, spelling in enumerate(self.tail) if term in spelling)
         self.holding[term] = found
         return found
 
@@ -591,33 +631,44 @@ def _count(tree: _Tree, prepared: Prepared, allowed: bytearray) -> dict[int, dic
     """file id -> term -> occurrences, for the allowed files."""
     if not prepared.terms:
         return {}
-    held: dict[str, list[str]] = {}  # folded word -> the query's terms it holds
+    held: dict[int, list[str]] = {}  # word id -> the query's terms its spelling holds
     for term in prepared.terms:
-        for spelling in tree.spellings(term):
-            held.setdefault(spelling, []).append(term)
+        for wid in tree.spellings(term):
+            held.setdefault(wid, []).append(term)
     by_term: dict[str, dict[int, int]] = {}
-    words = tree.words
-    for spelling, terms in held.items():
-        # an ASCII word matches as its folded spelling does (the long s and the Kelvin
-        # sign fold to ASCII letters, but their lower case holds no term: counted alone).
-        # A word holding one term only: rg -o finds it where str.count does (leftmost,
-        # not overlapping), and the text it matched holds no other term of the query.
-        if not spelling.isascii():
-            shared = None
-        elif len(terms) == 1:
-            shared = [(terms[0], spelling.count(terms[0]))]
+    #: a spelling -> what rg finds in an ASCII word spelled so (case variants share it)
+    shared: dict[str, list[tuple[str, int]]] = {}
+    first, more, odd = tree.first, tree.more, tree.odd
+    for wid, terms in held.items():
+        word = odd.get(wid)
+        if word is not None:
+            # the long s and the Kelvin sign fold to ASCII letters, but their lower case
+            # holds no term: the word itself is matched
+            items = prepared.found_in(word)
         else:
-            shared = prepared.found_in(spelling.encode())
-        for wid in tree.folded[spelling]:
-            word = words[wid]
-            items = shared if shared is not None and word.isascii() else prepared.found_in(word)
-            posting = tree.postings[wid]
-            for term, k in items:
-                found = by_term.get(term)
-                if found is None:
-                    found = by_term[term] = {}
+            # an ASCII word matches as its folded spelling does. A word holding one term
+            # only: rg -o finds it where str.count does (leftmost, not overlapping), and
+            # the text it matched holds no other term of the query.
+            spelling = tree.spelling(wid)
+            found_items = shared.get(spelling)
+            if found_items is None:
+                if len(terms) == 1:
+                    found_items = [(terms[0], spelling.count(terms[0]))]
+                else:
+                    found_items = prepared.found_in(spelling.encode())
+                shared[spelling] = found_items
+            items = found_items
+        fid0, n0 = first[2 * wid], first[2 * wid + 1]
+        extra = more.get(wid)
+        for term, k in items:
+            found = by_term.get(term)
+            if found is None:
+                found = by_term[term] = {}
+            if allowed[fid0]:
+                found[fid0] = found.get(fid0, 0) + n0 * k
+            if extra is not None:
                 get = found.get
-                for fid, n in zip(posting[::2], posting[1::2], strict=True):
+                for fid, n in zip(extra[::2], extra[1::2], strict=True):
                     if allowed[fid]:
                         found[fid] = get(fid, 0) + n * k
     counts: dict[int, dict[str, int]] = {}
@@ -684,7 +735,7 @@ class Build:
 
 def summary() -> str:
     """The trees indexed and refused, for ``warm status``."""
-    parts = [f"{tree.root} ({len(tree.files):,} files, {len(tree.words):,} words, "
+    parts = [f"{tree.root} ({len(tree.files):,} files, {len(tree.vocab):,} words, "
              f"about {tree.size() >> 20} MiB)" for tree in _TREES.values()]
     parts += [f"not {root}: {why}" for root, (why, _) in _REFUSED.items()]
     return "; ".join(parts) or "nothing"
@@ -738,6 +789,7 @@ def _build(root: Path, files: Sequence[str], by: float, before: _Tree | None = N
             # with it everything it keeps): the tree searched longest ago makes room
             while len(_TREES) > 1 and sum(t.size() for t in _TREES.values()) > MAX_INDEX_BYTES:
                 _TREES.popitem(last=False)
+        tree.join()
         if tree.watch is None:  # built: from now on the kernel may say nothing changed
             tree.watch = Watch.open(fd)
     finally:

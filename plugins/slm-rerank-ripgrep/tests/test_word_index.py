@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import random
 import sys
 import threading
 import time
+import tracemalloc
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -103,10 +105,13 @@ def same(a: SourceHits, b: SourceHits) -> None:
     assert sorted(a.files) == sorted(b.files)
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize(("seed", "tail"), [(1, 4096), (2, 4096), (3, 4096), (1, 2), (2, 5)])
 def test_the_index_counts_every_term_in_every_file_as_rg_does(
-        tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path, seed: int, tail: int, monkeypatch: pytest.MonkeyPatch,
         matching_runs: list[list[str]]) -> None:
+    # a short tail: the spellings are joined into the index's text many times over, and
+    # a query finds words in both the text and the tail
+    monkeypatch.setattr(word_index, "_TAIL_LINES", tail)
     root = generated_tree(tmp_path, seed)
     later(monkeypatch, 3600)
     build(root)
@@ -123,9 +128,11 @@ def test_the_index_counts_every_term_in_every_file_as_rg_does(
     assert all(found.sizes[p] == (root / p).stat().st_size for p in found.sizes)
 
 
+@pytest.mark.parametrize("tail", [4096, 1])
 def test_what_changed_since_the_build_is_read_again(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path, tail: int, monkeypatch: pytest.MonkeyPatch,
         matching_runs: list[list[str]]) -> None:
+    monkeypatch.setattr(word_index, "_TAIL_LINES", tail)
     root = generated_tree(tmp_path, 4)
     build(root)  # built now: every file is too recent to trust on its stamp
     (root / "src" / "new.py").parent.mkdir(exist_ok=True)
@@ -301,6 +308,36 @@ def test_the_memory_bound_holds_for_all_trees_together(
     assert word_index.indexed(second)
     assert not word_index.indexed(first)  # searched longest ago: it made room
     assert word_index.wanted(first)  # not refused: built again after its next search
+
+
+def test_the_index_takes_about_the_memory_it_counts_and_little_per_word(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the bounds are on the estimate, so it may not be low; and a word costs what a
+    # worker within 64 MB can hold for a tree of 1-2k files (issue 30)
+    rng = random.Random(7)
+    vocabulary = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz_ABC0123") for _ in
+                          range(rng.randint(3, 14))) for _ in range(30_000)]
+    common = vocabulary[:300]
+    for n in range(300):
+        words = rng.sample(common, 60) + rng.sample(vocabulary, 150)
+        (tmp_path / f"m{n}.py").write_text(" ".join(words) + "\n")
+    files = search(tmp_path, ["x"]).files
+    later(monkeypatch, 3600)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        word_index.build(tmp_path, files, time.monotonic() + 60)
+        gc.collect()
+        taken = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    tree = word_index._TREES[word_index._key(tmp_path)]
+    words = len(tree.vocab)
+    assert words > 20_000
+    assert taken <= tree.size() * 1.1, (taken, tree.size())
+    assert tree.size() <= taken * 1.6, (taken, tree.size())
+    assert taken / words < 300, f"{taken / words:.0f} bytes a word"
+    same(search(tmp_path, ["abc", "q_", "zz"]), by_rg(tmp_path, ["abc", "q_", "zz"]))
 
 
 class Clock:
