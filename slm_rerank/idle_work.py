@@ -85,6 +85,11 @@ def _keeps(name: str, what: str) -> None:
         _kept[name] = what[:MAX_KEPT_CHARS]
 
 
+def note_kept(name: str, what: str) -> None:
+    """Say what ``name`` keeps now, for ``warm status`` (an empty ``what``: nothing)."""
+    _keeps(name, what)
+
+
 def kept() -> dict[str, str]:
     """name -> what the idle work of that name last said it keeps (for ``warm status``)."""
     return dict(_kept)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -47,6 +48,36 @@ def started(repo: Path) -> int:
 def probe(word: str, repo: Path, *more: str, env: dict[str, str] | None = None) -> Run:
     return cli("-q", f"probe {word} retry backoff", "--fast", *more, cwd=repo,
                env={**WARM, **(env or {})})
+
+
+# --- what it keeps between commands is bounded for a process kept for hours ---
+
+def test_the_worker_keeps_at_most_its_resident_share_of_chunks_and_says_so(
+        tmp_path: Path) -> None:
+    from slm_rerank.lexical.chunk_memory import MAX_BYTES, RESIDENT_BYTES
+
+    assert RESIDENT_BYTES < MAX_BYTES
+    # 60 files of about 130 KB, each found by one of three queries: what their chunks take
+    # is two or three times what a worker may keep
+    body = "".join(f"def step_{i}(value):\n    \"\"\"Step {i} of the pipeline.\"\"\"\n"
+                   f"    return value * {i} + {i}\n\n" for i in range(1600))
+    words = ["kettle", "lantern", "meadow"]
+    files = {f"pkg/{words[n % 3]}_{n}.py": f"# the {words[n % 3]} module\n" + body
+             for n in range(60)}
+    repo = make_repo(tmp_path / "many", files)
+    cli(*QUERY, cwd=repo, env=WARM)
+    wait_for_warm(repo, WARM)
+    for word in words:
+        found = cli("-q", f"where is the {word}", "--fast", cwd=repo, env=WARM)
+        assert found.returncode == 0 and f"{word}_" in found.stdout, found.stderr
+    worker_of(repo, WARM)
+    status = cli("warm", "status", cwd=repo, env=WARM).stdout
+    kept = re.search(r"its worker keeps the chunk memory: (\d+) files, about ([\d.]+) MiB "
+                     r"\(at most (\d+) MiB\)", status)
+    assert kept is not None, status
+    assert int(kept[1]) > 0
+    assert float(kept[2]) <= RESIDENT_BYTES / (1 << 20), status
+    assert int(kept[3]) == RESIDENT_BYTES >> 20
 
 
 # --- nothing of one command reaches the next ---

@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""The warm process's worker over many different ``--fast`` queries, two installs side by
+side: how its peak resident size grows, and what each call takes (issue 30).
+
+    python tests/bench/worker_memory.py ROOT --before VENV --after VENV
+                                        [--queries tests/bench/worker_memory_queries.txt]
+                                        [--passes 2]
+
+``fast_paired.py`` repeats one query, so its worker keeps that query's files and nothing
+more; an agent asks one thing after another. Here each side (its own temporary cache,
+config and socket folders, as ``fast_paired.py`` sets them) answers the first query twice
+and is left 8 s to build its word index; then every query of the file, ``--passes`` times
+over, the two sides taking turns call by call. Printed after every five queries: each
+side's worker's peak resident size (``VmHWM``) and the median wall time of its calls so
+far; at the end, whether both sides printed the same answers. The default queries are
+about sympy (``worker_memory_queries.txt``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fast_paired import peak_mib, wall  # noqa: E402
+
+
+class CliSide:
+    """A side that is only its CLI (no MCP server, no API process)."""
+
+    def __init__(self, name: str, venv: Path, root: Path, scratch: Path) -> None:
+        self.name, self.root = name, root
+        self.bin = str(venv / "bin" / "slm-rerank")
+        home = scratch / name
+        (home / "run").mkdir(parents=True, mode=0o700)
+        self.env = _env(home)
+
+    def ask(self, query: str) -> tuple[float, bytes]:
+        return wall([self.bin, "-q", query, "--fast"], self.root, self.env)
+
+    def worker_pid(self) -> int | None:
+        _, out = wall([self.bin, "warm", "status"], self.root, self.env)
+        for line in out.decode(errors="replace").splitlines():
+            if "its worker pid" in line:
+                return int(line.split("its worker pid", 1)[1].split()[0])
+        return None
+
+
+def _env(home: Path) -> dict[str, str]:
+    import os
+
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("SLM_RERANK_") and k not in ("PYTHONPATH",
+                                                             "PYTHONDONTWRITEBYTECODE")}
+    env.update({"XDG_RUNTIME_DIR": str(home / "run"), "XDG_CONFIG_HOME": str(home / "cfg"),
+                "XDG_CACHE_HOME": str(home / "cache"),
+                "SLM_RERANK_CACHE_DIR": str(home / "cache" / "slm-rerank"),
+                "SLM_RERANK_WARM_PROCESS": "1", "SLM_RERANK_WARM_IDLE": "1800"})
+    return env
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("root", type=Path)
+    parser.add_argument("--before", type=Path, required=True)
+    parser.add_argument("--after", type=Path, required=True)
+    parser.add_argument("--queries", type=Path,
+                        default=Path(__file__).with_name("worker_memory_queries.txt"))
+    parser.add_argument("--passes", type=int, default=2)
+    args = parser.parse_args()
+    queries = [q.strip() for q in args.queries.read_text().splitlines() if q.strip()]
+    with tempfile.TemporaryDirectory(prefix="worker-memory-") as scratch:
+        sides = [CliSide("before", args.before, args.root, Path(scratch)),
+                 CliSide("after", args.after, args.root, Path(scratch))]
+        try:
+            for side in sides:
+                side.ask(queries[0])
+                side.ask(queries[0])
+            time.sleep(8)
+            times: dict[str, list[float]] = {s.name: [] for s in sides}
+            answers: dict[str, list[bytes]] = {s.name: [] for s in sides}
+            print("| queries | before: worker peak MiB | after: worker peak MiB "
+                  "| before: call p50 ms | after: call p50 ms |")
+            print("| ---: | ---: | ---: | ---: | ---: |")
+            done = 0
+            for _ in range(args.passes):
+                for query in queries:
+                    for side in sides if done % 2 == 0 else sides[::-1]:
+                        took, out = side.ask(query)
+                        times[side.name].append(took)
+                        answers[side.name].append(out)
+                    done += 1
+                    if done % 5 == 0:
+                        peaks = [peak_mib(s.worker_pid()) for s in sides]
+                        p50 = [f"{statistics.median(times[s.name]) * 1000:.1f}" for s in sides]
+                        print(f"| {done} | {peaks[0]} | {peaks[1]} | {p50[0]} | {p50[1]} |",
+                              flush=True)
+            same = answers["before"] == answers["after"]
+            print(f"\nsame answers both sides: {'yes' if same else 'no'}")
+        finally:
+            for side in sides:
+                wall([side.bin, "warm", "stop", "--all"], side.root, side.env)
+
+
+if __name__ == "__main__":
+    main()
