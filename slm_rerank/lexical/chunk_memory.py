@@ -184,14 +184,6 @@ class ChunkMemory:
         """The estimated bytes of the entries kept."""
         return self._bytes
 
-    def hold_at_most(self, max_bytes: int) -> None:
-        """Lower the bound on what is kept (never raise it); what is over it goes now."""
-        with self._lock:
-            self.max_bytes = min(self.max_bytes, max_bytes)
-            self.max_entry_bytes = min(self.max_entry_bytes, self.max_bytes)
-            self._bytes = _shrink(self._entries, self._bytes, self.max_entries,
-                                  self.max_bytes)
-
     def summary(self) -> str:
         """What is kept, in one line (``warm status``)."""
         return (f"{len(self._entries):,} files, about {self._bytes / (1 << 20):.1f} MiB "
@@ -228,8 +220,10 @@ class ChunkMemory:
                 self._bytes -= old.size
             self._entries[look.key] = _Entry(sliced, look.stamp, look.checked_ns, size)
             self._bytes += size
-            self._bytes = _shrink(self._entries, self._bytes, self.max_entries,
-                                  self.max_bytes)
+            while self._entries and (len(self._entries) > self.max_entries
+                                     or self._bytes > self.max_bytes):
+                _, dropped = self._entries.popitem(last=False)
+                self._bytes -= dropped.size
 
     def forget(self, look: Look) -> None:
         """Drop what is kept for the file ``look`` names (it vanished, or is skipped)."""
@@ -242,15 +236,6 @@ class ChunkMemory:
         with self._lock:
             self._entries.clear()
             self._bytes = 0
-
-
-def _shrink(entries: OrderedDict[bytes, _Entry], held: int, max_entries: int,
-            max_bytes: int) -> int:
-    """Drop the least recently used entries until within the bounds; the bytes then held."""
-    while entries and (len(entries) > max_entries or held > max_bytes):
-        _, dropped = entries.popitem(last=False)
-        held -= dropped.size
-    return held
 
 
 #: the process's memory, shared by every search it runs
@@ -310,14 +295,6 @@ class SlicedMemo:
         """The estimated bytes of the entries kept."""
         return self._bytes
 
-    def hold_at_most(self, max_bytes: int) -> None:
-        """Lower the bound on what is kept (never raise it); what is over it goes now."""
-        with self._lock:
-            self.max_bytes = min(self.max_bytes, max_bytes)
-            while self._entries and self._bytes > self.max_bytes:
-                _, dropped = self._entries.popitem(last=False)
-                self._bytes -= dropped[2]
-
     def get(self, sliced: SlicedFile, item: MemoItem, compute: Callable[[], MemoValue]
             ) -> MemoValue:
         """What ``item`` is in ``sliced``: kept, else ``compute()`` (then kept). The caller
@@ -352,16 +329,3 @@ class SlicedMemo:
 
 #: what the process's searches keep of the files in ``CHUNK_MEMORY``
 SLICED_MEMO = SlicedMemo()
-
-
-#: what a process that stays between commands (the warm process's worker) keeps: the files
-#: of a query or two, so that with sympy's word index the worker stays within 64 MB (with
-#: ``MAX_BYTES`` it grew to 90-110 MiB over 30 different queries there; issue 30)
-RESIDENT_BYTES = 8 * 1024 * 1024
-RESIDENT_MEMO_BYTES = 2 * 1024 * 1024
-
-
-def hold_as_a_resident_process() -> None:
-    """Bound this process's chunk memory and memo for a process kept for hours."""
-    CHUNK_MEMORY.hold_at_most(RESIDENT_BYTES)
-    SLICED_MEMO.hold_at_most(RESIDENT_MEMO_BYTES)

@@ -32,6 +32,7 @@ import time
 from typing import Any, NoReturn
 
 from slm_rerank import idle_work
+from slm_rerank.lexical.chunk_memory import CHUNK_MEMORY
 from slm_rerank.warm_process import client, command_fork, isolation, wire
 
 #: a worker over this resident size while it runs a command is killed (the caller falls back)
@@ -211,10 +212,8 @@ def _serve(ctl: socket.socket, server_pid: int) -> NoReturn:
         os.setpgid(0, 0)  # the tools a command starts die with it at a deadline
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         from slm_rerank.host import keep_plugins
-        from slm_rerank.lexical.chunk_memory import hold_as_a_resident_process
 
         keep_plugins()
-        hold_as_a_resident_process()  # it stays for hours: what it keeps is bounded lower
         idle_work.accept()
         # what the worker keeps for its life (modules, plugins) is never scanned again by
         # the cyclic collector; each command runs with it off and collects once answered
@@ -276,8 +275,6 @@ def _one(conn: socket.socket, status: dict[str, Any], ctl: socket.socket, out_fd
         gc.enable()  # once answered; what its garbage held (files) is released first
         gc.collect(2 if next(_commands) % FULL_COLLECTION_EVERY == 0 else 1)
     keep = isolation.settle(snapshot, ran[0] if ran else None) and keep
-    from slm_rerank.lexical.chunk_memory import CHUNK_MEMORY
-
     idle_work.note_kept("the chunk memory", CHUNK_MEMORY.summary() if len(CHUNK_MEMORY) else "")
     _idle_work(keep, deadline)
     return keep

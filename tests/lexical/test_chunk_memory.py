@@ -244,35 +244,6 @@ def test_the_memory_keeps_at_most_its_entries_and_bytes_oldest_out_first(
     assert small.held_bytes == sum(e.size for e in small._entries.values())
 
 
-def test_a_lowered_bound_drops_the_oldest_now_and_is_never_raised(tmp_path: Path) -> None:
-    for i in range(6):
-        (tmp_path / f"m{i}.py").write_text(f"def f{i}():\n    return {i}\n" * (i + 1))
-    memory = ChunkMemory()
-    for i in range(6):
-        sliced(memory, tmp_path, f"m{i}.py")
-    newest = [memory._entries[k].size for k in list(memory._entries)[-2:]]
-
-    memory.hold_at_most(sum(newest))
-
-    assert [k.rsplit(b"/", 1)[1] for k in memory._entries] == [b"m4.py", b"m5.py"]
-    assert memory.held_bytes == sum(newest)
-    assert memory.max_entry_bytes <= memory.max_bytes == sum(newest)
-    assert memory.summary().startswith("2 files, about 0.0 MiB")
-    memory.hold_at_most(MAX_BYTES)  # a bound only ever comes down
-    assert memory.max_bytes == sum(newest)
-    sliced(memory, tmp_path, "m0.py")
-    assert memory.held_bytes <= sum(newest)
-
-    found = slice_data("m.py", b"x = 1\n", None)
-    memo = SlicedMemo()
-    for i in range(6):
-        memo.get(found, f"word{i}", lambda: {0: 1})
-    one = memo._entries[next(iter(memo._entries))][2]
-    memo.hold_at_most(2 * one)
-    assert [k[1] for k in memo._entries] == ["word4", "word5"]
-    assert memo.held_bytes == 2 * one
-
-
 def test_a_file_too_big_for_memory_is_sliced_each_time_and_not_kept(tmp_path: Path) -> None:
     (tmp_path / "big.py").write_text("x = 1\n" * 5000)
     memory = ChunkMemory(max_entry_bytes=16 * 1024)
