@@ -13,8 +13,9 @@ A word is a maximal run of those, so no match crosses a word's edge, and rg's ma
 file are the matches in each of its words: found here with Python's ``re`` (leftmost
 first, the terms longest first, as ``order_for_search`` gives them to rg), or ``str.count``
 for a word that holds one term only, and counted for every term the matched text holds, as
-``count_grouped_terms`` counts what rg prints. The words that hold a term are found by
-their three-letter pieces (``_Tree.spellings``).
+``count_grouped_terms`` counts what rg prints. The words that hold a term are found in one
+text of every word's case-folded spelling, a line each (``_Tree.spellings``: a ``str.find``
+that goes on from the next line at each hit), kept for the last ``MAX_HELD_TERMS`` terms.
 What rg does that is not modelled makes the index decline the whole query, and rg runs:
 a file holding a NUL byte past its first ``BINARY_PROBE`` bytes (rg stops at the buffer
 holding the NUL, so what it printed depends on its buffer size; a NUL in its first buffer
