@@ -91,6 +91,14 @@ class Worker:
         """Read what the worker said; False when it closed its side (it is ending)."""
         try:
             raw = self.ctl.recv(CONTROL_BYTES)
+        except ConnectionResetError:
+            # a worker that ended with a message of the server's unread (a connection
+            # handed as it died): Linux reports the reset once, ahead of what the worker
+            # said before it ended, which is still to be read (that it took the command)
+            try:
+                raw = self.ctl.recv(CONTROL_BYTES)
+            except OSError:
+                return False
         except OSError:
             return False
         if not raw:
