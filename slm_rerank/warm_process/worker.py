@@ -36,7 +36,7 @@ import sys
 import time
 from typing import Any, NoReturn
 
-from slm_rerank import idle_work
+from slm_rerank import idle_work, usage
 from slm_rerank.lexical.chunk_memory import CHUNK_MEMORY
 from slm_rerank.warm_process import client, command_fork, isolation, wire
 
@@ -350,15 +350,19 @@ def _command(conn: socket.socket, head: dict[str, Any], stdin: bytes, ctl: socke
     try:
         started = float(head["started"])
         seconds = command_fork.deadline_seconds(head, stdin)
+        answer_by = started + seconds + 1.0
         deadline.append(started + seconds + client.ANSWER_GRACE)
         ctl.send(json.dumps({"deadline": deadline[0]}).encode())
         wire.send_json(conn, {"accepted": True, "deadline": seconds}, by)
         ran_one.append(True)
+        # its usage record only once the server said the code is current: else the caller
+        # runs the command again, and the log would have it twice
+        usage.gate = lambda: _told(ctl, answer_by, told)
         ran = isolation.run(head, stdin, out_fd, err_fd)
         done.append(ran)
     finally:
+        usage.gate = None
         keep = isolation.finish(snapshot, ran)
-    answer_by = started + seconds + 1.0
     try:
         if not _told(ctl, answer_by, told):  # the caller runs it in its own process
             wire.send_json(conn, {"failed": CODE_CHANGED}, answer_by)

@@ -335,3 +335,32 @@ def test_a_command_arriving_after_an_upgrade_is_not_answered_by_the_old_code(
             break
         time.sleep(0.05)
     assert not os.path.exists(socket_of(env))
+
+
+@pytest.mark.parametrize("kind", ["search", "hook"])
+def test_a_command_after_an_upgrade_is_logged_once(
+        repo: Path, isolated_home: Path, kind: str) -> None:
+    # the old code's run in the worker is thrown away (the caller runs it in its own
+    # process): so is what it would log, or the usage log has the command twice
+    env = {**WARM, "PROBE_SLOW_CODE_CHECK": "1"}
+    cli(*QUERY, cwd=repo, env=env)
+    wait_for_warm(repo, env)
+    log = isolated_home / "usage.jsonl"
+    before = len(log.read_text().splitlines())
+    path = Path(wire.__file__)
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, time.time_ns() + 86400 * 10**9))  # "upgraded"
+    try:
+        if kind == "search":
+            run = cli(*QUERY, "-v", cwd=repo, env=env)
+        else:
+            run = cli("hook", "claude-prompt", cwd=repo, env=env, stdin=hook_json(repo))
+    finally:
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert run.returncode == 0, run.stderr
+    for _ in range(100):  # the warm process stops (its worker with it)
+        if not os.path.exists(socket_of(env)):
+            break
+        time.sleep(0.05)
+    lines = log.read_text().splitlines()[before:]
+    assert len(lines) == 1, lines
