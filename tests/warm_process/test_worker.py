@@ -195,6 +195,19 @@ def test_a_command_that_calls_os_exit_answers_what_it_left_as_its_own_process_wo
     assert "backoff" in cli(*QUERY, cwd=repo, env=WARM).stdout
 
 
+def test_a_command_that_calls_os_exit_after_the_server_spoke_is_answered_the_same(
+        repo: Path) -> None:
+    # the server's word on the code reaches the worker while the command runs and is never
+    # read: Linux then reports a reset to the server ahead of the worker's acknowledgement
+    slow = {"PROBE_SLOW_AFTER_VERDICT": "1"}
+    cli(*QUERY, cwd=repo, env={**WARM, **slow})
+    wait_for_warm(repo, WARM)
+    worker = worker_of(repo, WARM)[0]
+    run = probe("heardexit", repo, env=slow)
+    assert (run.returncode, run.stdout) == (3, "partial\n"), run.stderr
+    assert worker_of(repo, WARM)[0] != worker
+
+
 def test_a_hook_that_hangs_in_the_worker_ends_by_its_deadline_and_the_worker_is_replaced(
         repo: Path) -> None:
     worker = started(repo)
