@@ -6,7 +6,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -23,10 +23,6 @@ TOP_PATHS = 5
 #: The longest line ``summarize`` reads; an entry is well under 100 KB (a query of 500
 #: characters, five paths), so a longer line is damage and is skipped, not held in memory.
 MAX_LINE_CHARS = 1 << 20
-#: set by the warm process's worker while it runs a command: whether the command's record
-#: may be written (it asks the server; False when the old code ran it, and the caller runs
-#: it again in its own process, which writes its own)
-gate: Callable[[], bool] | None = None
 
 
 def append(cache_dir: Path, report: Report, caller: str, latency_ms: float,
@@ -65,8 +61,6 @@ def _entry(query: str, caller: str, latency_ms: float, top_paths: list[str],
 
 
 def _write(cache_dir: Path, entry: dict[str, Any]) -> None:
-    if gate is not None and not gate():
-        return
     # visible(json=True): DEL, C1 and U+2028 (which JSON leaves raw) become \uNNNN, so that
     # `cat usage.jsonl` cannot drive a terminal with a query's or a path's characters
     line = visible(json.dumps(entry, ensure_ascii=False), json=True) + "\n"

@@ -7,11 +7,7 @@ that arrives while it is idle, with two memory files for the command's stdout an
 over a control socket (``SOCK_SEQPACKET``, the descriptors passed with ``SCM_RIGHTS``). The
 worker reads the request, takes the caller's folder and environment (``isolation``), tells
 the server the deadline it works to, acknowledges, runs the command, puts itself back as it
-was, answers, and tells the server it is done (and whether it may run another). The server
-checks that what is installed is still what it started with while the worker runs the
-command (not before handing it over: 1-3 ms of every command), and says so on the control
-socket after each connection; the worker answers only once told, and only if it is
-(else the caller runs the command in its own process, and the warm process stops). A
+was, answers, and tells the server it is done (and whether it may run another). A
 connection that arrives while it is busy is answered by a fork of the server, as before.
 
 The server watches its worker: past the command's deadline, or over ``MAX_RSS_BYTES``
@@ -29,14 +25,13 @@ import gc
 import itertools
 import json
 import os
-import select
 import signal
 import socket
 import sys
 import time
 from typing import Any, NoReturn
 
-from slm_rerank import idle_work, usage
+from slm_rerank import idle_work
 from slm_rerank.lexical.chunk_memory import CHUNK_MEMORY
 from slm_rerank.warm_process import client, command_fork, isolation, wire
 
@@ -52,12 +47,6 @@ FULL_COLLECTION_EVERY = 16
 #: idle work ends this long before the server's deadline for the command (seconds)
 IDLE_MARGIN = 1.0
 _commands = itertools.count(1)
-#: how long a worker waits for the server's word on the code after a connection that ran
-#: no command (it follows the connection at once)
-TOLD_SECONDS = 2.0
-#: why a command is not answered from the worker when the code changed under it
-CODE_CHANGED = ("what is installed changed since the warm process started; it stops, and "
-                "the next command starts a new one")
 
 
 class Worker:
@@ -97,12 +86,6 @@ class Worker:
         self.conn, self.fds, self.acked = conn, (out_fd, err_fd), False
         self.deadline = time.monotonic() + request_seconds + client.ACK_SECONDS
         return True
-
-    def verdict(self, current: bool) -> None:
-        """Tell the worker whether the code it runs is what is installed (it answers the
-        connection just handed only once told, and only if it is)."""
-        with contextlib.suppress(OSError):
-            self.ctl.send(json.dumps({"code": "current" if current else "changed"}).encode())
 
     def message(self) -> bool:
         """Read what the worker said; False when it closed its side (it is ending)."""
@@ -255,9 +238,8 @@ def _serve(ctl: socket.socket, server_pid: int) -> NoReturn:
                 break
             conn = socket.socket(fileno=fds[0])
             ran: list[bool] = []
-            told: list[bool] = []
             try:
-                keep = _one(conn, json.loads(raw), ctl, fds[1], fds[2], server_pid, ran, told)
+                keep = _one(conn, json.loads(raw), ctl, fds[1], fds[2], server_pid, ran)
             except wire.WireError:  # the caller is gone or spoke wrongly: this worker is fine
                 keep = True
             except BaseException:  # noqa: BLE001 - its caller falls back; a fresh worker next
@@ -266,8 +248,6 @@ def _serve(ctl: socket.socket, server_pid: int) -> NoReturn:
                 conn.close()
                 os.close(fds[1])
                 os.close(fds[2])
-            # the server's word on the code follows every connection: read before the next
-            keep = _told(ctl, time.monotonic() + TOLD_SECONDS, told) and keep
             done = {"done": True, "keep": keep, "ran": bool(ran), "kept": idle_work.kept()}
             ctl.send(json.dumps(done).encode())  # idle_work bounds what is kept: < 3 KiB
             if not keep:
@@ -277,22 +257,10 @@ def _serve(ctl: socket.socket, server_pid: int) -> NoReturn:
     os._exit(code)
 
 
-def _told(ctl: socket.socket, by: float, told: list[bool]) -> bool:
-    """Whether the server said the code is current (read once, into ``told``; no word by
-    ``by``, or the server gone: not current)."""
-    if not told:
-        current = False
-        with contextlib.suppress(OSError, ValueError):
-            if select.select([ctl], [], [], max(0.0, by - time.monotonic()))[0]:
-                current = json.loads(ctl.recv(CONTROL_BYTES)) == {"code": "current"}
-        told.append(current)
-    return told[0]
-
-
 def _one(conn: socket.socket, status: dict[str, Any], ctl: socket.socket, out_fd: int,
-         err_fd: int, server_pid: int, ran_one: list[bool], told: list[bool]) -> bool:
+         err_fd: int, server_pid: int, ran_one: list[bool]) -> bool:
     """Serve one connection; whether this worker may serve another (``ran_one`` holds True
-    once it ran a command; ``told``, the server's word on the code once read)."""
+    once it ran a command)."""
     by = time.monotonic() + 2.0
     head = wire.receive_json(conn, by)
     stdin = wire.receive_frame(conn, wire.MAX_STDIN_BYTES, by)
@@ -310,7 +278,7 @@ def _one(conn: socket.socket, status: dict[str, Any], ctl: socket.socket, out_fd
     gc.disable()  # the command runs without the cyclic collector: one collection after it
     try:
         keep = _command(conn, head, stdin, ctl, (out_fd, err_fd), snapshot, by, ran_one, ran,
-                        deadline, told)
+                        deadline)
     finally:
         gc.enable()  # once answered; what its garbage held (files) is released first
         gc.collect(2 if next(_commands) % FULL_COLLECTION_EVERY == 0 else 1)
@@ -340,33 +308,25 @@ def _idle_work(keep: bool, deadline: list[float]) -> None:
 
 def _command(conn: socket.socket, head: dict[str, Any], stdin: bytes, ctl: socket.socket,
              fds: tuple[int, int], snapshot: isolation.Snapshot, by: float,
-             ran_one: list[bool], done: list[isolation.Ran], deadline: list[float],
-             told: list[bool]) -> bool:
-    """Run the command of ``head`` and answer it, once the server said the code is current;
-    whether the worker may keep going so far (``done`` holds what it left, ``deadline`` the
-    server's for it, on the monotonic clock; ``by``: the acknowledgement's deadline)."""
+             ran_one: list[bool], done: list[isolation.Ran], deadline: list[float]) -> bool:
+    """Run the command of ``head`` and answer it; whether the worker may keep going so far
+    (``done`` holds what it left, ``deadline`` the server's for it, on the monotonic clock;
+    ``by``: the acknowledgement's deadline)."""
     out_fd, err_fd = fds
     ran: isolation.Ran | None = None
     try:
         started = float(head["started"])
         seconds = command_fork.deadline_seconds(head, stdin)
-        answer_by = started + seconds + 1.0
         deadline.append(started + seconds + client.ANSWER_GRACE)
         ctl.send(json.dumps({"deadline": deadline[0]}).encode())
         wire.send_json(conn, {"accepted": True, "deadline": seconds}, by)
         ran_one.append(True)
-        # its usage record only once the server said the code is current: else the caller
-        # runs the command again, and the log would have it twice
-        usage.gate = lambda: _told(ctl, answer_by, told)
         ran = isolation.run(head, stdin, out_fd, err_fd)
         done.append(ran)
     finally:
-        usage.gate = None
         keep = isolation.finish(snapshot, ran)
+    answer_by = started + seconds + 1.0
     try:
-        if not _told(ctl, answer_by, told):  # the caller runs it in its own process
-            wire.send_json(conn, {"failed": CODE_CHANGED}, answer_by)
-            return False
         if ran.failed is not None:
             wire.send_json(conn, {"failed": ran.failed}, answer_by)
             return keep

@@ -26,12 +26,9 @@ from test_warm_process import (  # noqa: F401 - runtime is a fixture
     hook_json,
     runtime,
     same,
-    socket_of,
     wait_for_warm,
     worker_of,
 )
-
-from slm_rerank.warm_process import wire
 
 PROBE = str(Path(__file__).resolve().parents[1] / "fixtures" / "warm_probe")
 #: the probe ahead of the code under test (a checkout on PYTHONPATH stays on it)
@@ -195,19 +192,6 @@ def test_a_command_that_calls_os_exit_answers_what_it_left_as_its_own_process_wo
     assert "backoff" in cli(*QUERY, cwd=repo, env=WARM).stdout
 
 
-def test_a_command_that_calls_os_exit_after_the_server_spoke_is_answered_the_same(
-        repo: Path) -> None:
-    # the server's word on the code reaches the worker while the command runs and is never
-    # read: Linux then reports a reset to the server ahead of the worker's acknowledgement
-    slow = {"PROBE_SLOW_AFTER_VERDICT": "1"}
-    cli(*QUERY, cwd=repo, env={**WARM, **slow})
-    wait_for_warm(repo, WARM)
-    worker = worker_of(repo, WARM)[0]
-    run = probe("heardexit", repo, env=slow)
-    assert (run.returncode, run.stdout) == (3, "partial\n"), run.stderr
-    assert worker_of(repo, WARM)[0] != worker
-
-
 def test_a_hook_that_hangs_in_the_worker_ends_by_its_deadline_and_the_worker_is_replaced(
         repo: Path) -> None:
     worker = started(repo)
@@ -321,59 +305,3 @@ def test_exit_functions_a_command_registers_run_when_it_ends_as_in_its_own_proce
     again = probe("look", repo)
     assert "at exit" not in again.stdout  # not the next caller's
     assert worker_of(repo, WARM)[0] != worker  # its exit functions spent: a fresh worker
-
-
-@pytest.mark.parametrize("check", ["quick", "slow"])
-def test_a_command_arriving_after_an_upgrade_is_not_answered_by_the_old_code(
-        repo: Path, check: str) -> None:
-    # the warm process checks what is installed while its worker starts the command, and
-    # the worker answers only once told it is the code it runs: here it is not, so the
-    # command runs in its own process (the probe's words are an ordinary search there),
-    # even when the check ends long after the worker is done ("slow")
-    env = {**WARM, "PROBE_SLOW_CODE_CHECK": "1"} if check == "slow" else WARM
-    cli(*QUERY, cwd=repo, env=env)
-    wait_for_warm(repo, env)
-    alone = cli("-q", "probe look retry backoff", "--fast", cwd=repo, env=ALONE)
-    path = Path(wire.__file__)
-    stat = path.stat()
-    os.utime(path, ns=(stat.st_atime_ns, time.time_ns() + 86400 * 10**9))  # "upgraded"
-    try:
-        run = probe("look", repo, "-v", env=env)
-    finally:
-        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    assert "searching in this process" in run.stderr, run.stderr
-    assert (run.returncode, run.stdout) == (alone.returncode, alone.stdout)
-    for _ in range(100):  # and the warm process stops
-        if not os.path.exists(socket_of(env)):
-            break
-        time.sleep(0.05)
-    assert not os.path.exists(socket_of(env))
-
-
-@pytest.mark.parametrize("kind", ["search", "hook"])
-def test_a_command_after_an_upgrade_is_logged_once(
-        repo: Path, isolated_home: Path, kind: str) -> None:
-    # the old code's run in the worker is thrown away (the caller runs it in its own
-    # process): so is what it would log, or the usage log has the command twice
-    env = {**WARM, "PROBE_SLOW_CODE_CHECK": "1"}
-    cli(*QUERY, cwd=repo, env=env)
-    wait_for_warm(repo, env)
-    log = isolated_home / "usage.jsonl"
-    before = len(log.read_text().splitlines())
-    path = Path(wire.__file__)
-    stat = path.stat()
-    os.utime(path, ns=(stat.st_atime_ns, time.time_ns() + 86400 * 10**9))  # "upgraded"
-    try:
-        if kind == "search":
-            run = cli(*QUERY, "-v", cwd=repo, env=env)
-        else:
-            run = cli("hook", "claude-prompt", cwd=repo, env=env, stdin=hook_json(repo))
-    finally:
-        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    assert run.returncode == 0, run.stderr
-    for _ in range(100):  # the warm process stops (its worker with it)
-        if not os.path.exists(socket_of(env)):
-            break
-        time.sleep(0.05)
-    lines = log.read_text().splitlines()[before:]
-    assert len(lines) == 1, lines
