@@ -106,14 +106,21 @@ _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXE
 _TOO_BIG = "over max_filesize"
 _OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
                | getattr(os, "O_CLOEXEC", 0))
-#: bytes an entry is estimated to hold, as tracemalloc measures the index of a real tree:
-#: a word (its bytes, its id, its ``vocab`` slot, its first posting and ``starts`` entry;
-#: its spelling's line is counted as ``text`` is long), a posting in ``more`` (two
-#: unsigned ints, with the array's slack) and a word's own array there, a file's record
-_WORD_BYTES = 136
+#: bytes an entry is estimated to hold, as tracemalloc measures the index of a tree once
+#: searched: a word (its bytes object, id, ``vocab`` slot, first posting, ``starts`` entry,
+#: line end and the ids ``holding`` may keep of it; and each of its bytes twice, in its
+#: bytes object and its line: a hash or encoded data makes words hundreds of bytes long),
+#: one not ASCII (its ``odd`` slot), a posting in ``more`` (two unsigned ints, with the
+#: array's slack) and a word's own array there, a file (its record and stamp, its entries
+#: in the last check and listing; and each byte of its path three times, as it is in
+#: ``files``, the listing's files and its output: deep trees have paths of 200 bytes)
+_WORD_BYTES = 128
+_ODD_BYTES = 56
 _POSTING_BYTES = 8
 _MORE_BYTES = 120
-_FILE_BYTES = 400
+_FILE_BYTES = 660
+#: the ids ``holding`` keeps, at most this many a word (4 bytes each; counted in a word's)
+_HELD_PER_WORD = 2
 #: spellings gathered before they are joined into ``text`` (a query reads them one by one)
 _TAIL_LINES = 4096
 
@@ -191,7 +198,12 @@ class _Tree:
     #: the words that are not ASCII (the long s, the Kelvin sign), by id
     odd: dict[int, bytes] = field(default_factory=dict)
     #: term -> the ids of the words whose spelling holds it (emptied when a word is added)
-    holding: dict[str, list[int]] = field(default_factory=dict)
+    holding: dict[str, array[int]] = field(default_factory=dict)
+    #: the ids in ``holding``
+    held: int = 0
+    #: the bytes of the words in ``vocab``, and of the paths in ``files``
+    letters: int = 0
+    named: int = 0
     files: dict[str, _File] = field(default_factory=dict)
     #: by file id: 1 while it is the current version of its file
     live: bytearray = field(default_factory=bytearray)
@@ -211,9 +223,10 @@ class _Tree:
     clean: _Clean | None = None
 
     def size(self) -> int:
-        return (len(self.vocab) * _WORD_BYTES + len(self.text)
+        """Its estimated bytes: what the bounds are on, so not below what it takes."""
+        return (len(self.vocab) * _WORD_BYTES + 2 * self.letters + len(self.odd) * _ODD_BYTES
                 + self.postings_count * _POSTING_BYTES + len(self.more) * _MORE_BYTES
-                + len(self.files) * _FILE_BYTES)
+                + len(self.files) * _FILE_BYTES + 3 * self.named)
 
     def post(self, counts: dict[bytes, int]) -> int:
         self.clean = None
@@ -225,6 +238,7 @@ class _Tree:
             wid = vocab.get(word)
             if wid is None:
                 wid = vocab[word] = len(vocab)
+                self.letters += len(word)
                 first.append(fid)
                 first.append(n)
                 if word.isascii():
@@ -242,6 +256,7 @@ class _Tree:
                 extra.append(n)
         if added:
             self.holding.clear()
+            self.held = 0
             if len(self.tail) >= _TAIL_LINES:
                 self.join()
         self.postings_count += len(counts)
@@ -285,8 +300,11 @@ class _Tree:
     def read(self, rel: str, root_fd: int, old: _File | None,
              words_out: list[dict[bytes, int]] | None = None) -> _File:
         """Read ``rel`` (under the folder open as ``root_fd``) now and record it: its words
-        posted when it changed (and appended to ``words_out``)."""
+        posted when it changed (and appended to ``words_out``). A file not read before
+        (``old`` None) is one more the caller records, under ``rel``."""
         self.clean = None  # the caller records what this returns: the check is stale
+        if old is None:
+            self.named += len(rel)
         checked = now_ns()
         try:
             fd = os.open(rel, _OPEN_FLAGS, dir_fd=root_fd)
@@ -329,14 +347,12 @@ class _Tree:
             words_out.append(words)
         return _File(stamp, checked, "text", self.post(words), len(words), digest)
 
-    def spellings(self, term: str) -> list[int]:
+    def spellings(self, term: str) -> array[int]:
         """The ids of the words whose case-folded spelling holds ``term``."""
         found = self.holding.get(term)
         if found is not None:
             return found
-        if len(self.holding) >= MAX_HELD_TERMS:
-            self.holding.clear()
-        found = []
+        found = array("I")
         text, starts = self.text, self.starts
         at = text.find(term)
         while at >= 0:  # one find a word that holds it: it goes on from the next line
@@ -345,7 +361,14 @@ class _Tree:
             at = text.find(term, starts[wid + 1])
         base = len(starts) - 1
         found.extend(base + i for i, spelling in enumerate(self.tail) if term in spelling)
+        # a term of three letters is in thousands of words: what is kept is bounded by the
+        # words as well as by the terms (the estimate counts it in each word's bytes)
+        if (len(self.holding) >= MAX_HELD_TERMS
+                or self.held + len(found) > _HELD_PER_WORD * len(self.vocab)):
+            self.holding.clear()
+            self.held = 0
         self.holding[term] = found
+        self.held += len(found)
         return found
 
 
@@ -481,6 +504,7 @@ def prepare(root: Path, terms: Sequence[str], max_filesize: int) -> Prepared | N
                 changed_any = True
                 if exc.errno == errno.ENOENT:  # gone: its words no longer count
                     tree.retire(tree.files.pop(rel))
+                    tree.named -= len(rel)
                 else:
                     seen[rel] = f"unreadable ({exc.strerror or exc})"
                 continue

@@ -340,6 +340,52 @@ def test_the_index_takes_about_the_memory_it_counts_and_little_per_word(
     same(search(tmp_path, ["abc", "q_", "zz"]), by_rg(tmp_path, ["abc", "q_", "zz"]))
 
 
+
+def long_words(root: Path, rng: random.Random) -> None:
+    for n in range(60):  # hashes, encoded data: a word as long as a line
+        (root / f"h{n}.txt").write_text("\n".join(f"{rng.getrandbits(1024):x}" for _ in range(100)))
+
+
+def long_paths(root: Path, rng: random.Random) -> None:
+    folder = root / ("deeply_nested_" * 6) / ("package_" * 8)
+    folder.mkdir(parents=True)
+    for n in range(3000):
+        (folder / f"{'test_a_module_with_a_long_name_' * 3}{n}.py").write_text("import x\n")
+
+
+def long_s_words(root: Path, rng: random.Random) -> None:
+    for n in range(60):  # words with the long s, kept apart (``_Tree.odd``)
+        (root / f"s{n}.txt").write_text(" ".join(f"\u017f{rng.getrandbits(40):x}"
+                                                  for _ in range(500)))
+
+
+@pytest.mark.parametrize("shape", [long_words, long_paths, long_s_words])
+def test_the_memory_estimate_is_not_low_whatever_the_words_and_paths(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        shape: Callable[[Path, random.Random], None]) -> None:
+    # the bounds are on the estimate: a tree whose words or paths are long, or whose words
+    # hold the long s, takes no more than it says, once searched as a worker keeps it
+    # (its listing, its last check)
+    shape(tmp_path, random.Random(3))
+    later(monkeypatch, 3600)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        files = search(tmp_path, ["x"]).files
+        word_index.build(tmp_path, files, time.monotonic() + 60)
+        del files
+        for terms in (["x"], ["ab", "c"]):
+            search(tmp_path, terms)
+        gc.collect()
+        taken = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    tree = word_index._TREES[word_index._key(tmp_path)]
+    assert tree.listing is not None and tree.clean is not None  # kept as a worker keeps it
+    assert taken <= tree.size() * 1.1, (taken, tree.size())
+    assert tree.size() <= taken * 1.6, (taken, tree.size())
+
+
 class Clock:
     """The index's monotonic clock, a second further at each reading: a build given
     ``by = clock.now + N`` stops after a few steps, whatever the machine's speed."""
