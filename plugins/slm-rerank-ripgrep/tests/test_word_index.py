@@ -340,7 +340,6 @@ def test_the_index_takes_about_the_memory_it_counts_and_little_per_word(
     same(search(tmp_path, ["abc", "q_", "zz"]), by_rg(tmp_path, ["abc", "q_", "zz"]))
 
 
-
 def long_words(root: Path, rng: random.Random) -> None:
     for n in range(60):  # hashes, encoded data: a word as long as a line
         (root / f"h{n}.txt").write_text("\n".join(f"{rng.getrandbits(1024):x}" for _ in range(100)))
