@@ -61,12 +61,13 @@ import time
 from array import array
 from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from slm_rerank.plugin_kit import Unfinished
 from slm_rerank_ripgrep.listing import Listing
+from slm_rerank_ripgrep.pieces import PieceBuild, Pieces
 from slm_rerank_ripgrep.watch import Watch, folder_of
 
 #: trees kept, the files of one, and its estimated size
@@ -123,6 +124,8 @@ _FILE_BYTES = 660
 _HELD_PER_WORD = 2
 #: spellings gathered before they are joined into ``text`` (a query reads them one by one)
 _TAIL_LINES = 4096
+#: the words a tree has before its spellings' three-letter pieces are kept (``pieces.py``)
+PIECES_FROM = 4096
 
 #: (device, inode, mode, size, mtime ns, ctime ns)
 Stamp = tuple[int, int, int, int, int, int]
@@ -195,6 +198,10 @@ class _Tree:
     text: str = ""
     starts: array[int] = field(default_factory=lambda: array("I", [0]))
     tail: list[str] = field(default_factory=list)
+    #: the three-letter pieces of the spellings joined by the last build (``pieces.py``),
+    #: and those being built
+    pieces: Pieces | None = None
+    piece_build: PieceBuild | None = None
     #: the words that are not ASCII (the long s, the Kelvin sign), by id
     odd: dict[int, bytes] = field(default_factory=dict)
     #: term -> the ids of the words whose spelling holds it (emptied when a word is added)
@@ -226,7 +233,25 @@ class _Tree:
         """Its estimated bytes: what the bounds are on, so not below what it takes."""
         return (len(self.vocab) * _WORD_BYTES + 2 * self.letters + len(self.odd) * _ODD_BYTES
                 + self.postings_count * _POSTING_BYTES + len(self.more) * _MORE_BYTES
-                + len(self.files) * _FILE_BYTES + 3 * self.named)
+                + len(self.files) * _FILE_BYTES + 3 * self.named
+                + (self.pieces.nbytes() if self.pieces is not None else 0)
+                + (self.piece_build.nbytes() if self.piece_build is not None else 0))
+
+    def index_pieces(self, by: float, clock: Callable[[], float]) -> bool:
+        """Build the three-letter pieces of the spellings joined so far, or go on with
+        them, until ``by`` (on ``clock``); whether they are done, still close enough to
+        the text, or not worth it (a text this short is read through in microseconds)."""
+        lines = len(self.starts) - 1
+        if self.piece_build is None:
+            if lines < PIECES_FROM or (self.pieces is not None and lines - self.pieces.lines
+                                       <= max(_TAIL_LINES, lines // 8)):
+                return True
+            self.piece_build = PieceBuild(self.text, self.starts)
+        built = self.piece_build.step(by, clock)
+        if built is None:
+            return False
+        self.pieces, self.piece_build = built, None
+        return True
 
     def post(self, counts: dict[bytes, int]) -> int:
         self.clean = None
@@ -352,9 +377,13 @@ class _Tree:
         found = self.holding.get(term)
         if found is not None:
             return found
-        found = array("I")
-        text, starts = self.text, self.starts
-        at = text.find(term)
+        text, starts, pieces = self.text, self.starts, self.pieces
+        if pieces is not None and len(term) >= 3:  # by its rarest three letters, then the
+            found = pieces.holding(term, text, starts)  # lines joined since, as below
+            at = text.find(term, starts[pieces.lines])
+        else:
+            found = array("I")
+            at = text.find(term)
         while at >= 0:  # one find a word that holds it: it goes on from the next line
             wid = bisect_right(starts, at) - 1
             found.append(wid)
@@ -807,19 +836,31 @@ def _build(root: Path, files: Sequence[str], by: float, before: _Tree | None = N
             if time.monotonic() > by:  # a read can take a while (a file of MAX_FILE_BYTES)
                 return tree, at
             tree.files[rel] = tree.read(rel, fd, entry)
-            if tree.size() > MAX_INDEX_BYTES:
-                _drop(key, "its index would outgrow the memory it may take")
+            if not _fits(key, tree):
                 return None, 0
-            # the bound is on all trees together (a worker over 256 MiB is replaced, and
-            # with it everything it keeps): the tree searched longest ago makes room
-            while len(_TREES) > 1 and sum(t.size() for t in _TREES.values()) > MAX_INDEX_BYTES:
-                _TREES.popitem(last=False)
         tree.join()
         if tree.watch is None:  # built: from now on the kernel may say nothing changed
             tree.watch = Watch.open(fd)
+        pieced = tree.index_pieces(by, time.monotonic)
+        if not _fits(key, tree):
+            return None, 0
+        if not pieced:  # the next window goes on with them
+            return tree, len(files)
     finally:
         os.close(fd)
     return None, 0
+
+
+def _fits(key: str, tree: _Tree) -> bool:
+    """Whether ``tree`` (kept under ``key``) is within the bound (else it is dropped); the
+    bound is on all trees together (a worker over 256 MiB is replaced, and with it
+    everything it keeps): the trees searched longest ago make room."""
+    if tree.size() > MAX_INDEX_BYTES:
+        _drop(key, "its index would outgrow the memory it may take")
+        return False
+    while len(_TREES) > 1 and sum(t.size() for t in _TREES.values()) > MAX_INDEX_BYTES:
+        _TREES.popitem(last=False)
+    return True
 
 
 def _after_fork_in_child() -> None:

@@ -105,13 +105,17 @@ def same(a: SourceHits, b: SourceHits) -> None:
     assert sorted(a.files) == sorted(b.files)
 
 
-@pytest.mark.parametrize(("seed", "tail"), [(1, 4096), (2, 4096), (3, 4096), (1, 2), (2, 5)])
+@pytest.mark.parametrize(("seed", "tail", "pieces_from"), [
+    (1, 4096, 4096), (2, 4096, 4096), (3, 4096, 4096), (1, 2, 4096), (2, 5, 4096),
+    (1, 4096, 0), (2, 4096, 0), (3, 3, 0)])
 def test_the_index_counts_every_term_in_every_file_as_rg_does(
-        tmp_path: Path, seed: int, tail: int, monkeypatch: pytest.MonkeyPatch,
-        matching_runs: list[list[str]]) -> None:
+        tmp_path: Path, seed: int, tail: int, pieces_from: int,
+        monkeypatch: pytest.MonkeyPatch, matching_runs: list[list[str]]) -> None:
     # a short tail: the spellings are joined into the index's text many times over, and
-    # a query finds words in both the text and the tail
+    # a query finds words in both the text and the tail; pieces_from 0: a term's words are
+    # found by its rarest three letters (``pieces.py``) in a tree of a few words too
     monkeypatch.setattr(word_index, "_TAIL_LINES", tail)
+    monkeypatch.setattr(word_index, "PIECES_FROM", pieces_from)
     root = generated_tree(tmp_path, seed)
     later(monkeypatch, 3600)
     build(root)
@@ -128,11 +132,12 @@ def test_the_index_counts_every_term_in_every_file_as_rg_does(
     assert all(found.sizes[p] == (root / p).stat().st_size for p in found.sizes)
 
 
-@pytest.mark.parametrize("tail", [4096, 1])
+@pytest.mark.parametrize(("tail", "pieces_from"), [(4096, 4096), (1, 4096), (4096, 0)])
 def test_what_changed_since_the_build_is_read_again(
-        tmp_path: Path, tail: int, monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path, tail: int, pieces_from: int, monkeypatch: pytest.MonkeyPatch,
         matching_runs: list[list[str]]) -> None:
     monkeypatch.setattr(word_index, "_TAIL_LINES", tail)
+    monkeypatch.setattr(word_index, "PIECES_FROM", pieces_from)
     root = generated_tree(tmp_path, 4)
     build(root)  # built now: every file is too recent to trust on its stamp
     (root / "src" / "new.py").parent.mkdir(exist_ok=True)
@@ -431,6 +436,38 @@ def test_a_build_cut_into_many_windows_reads_each_file_once_and_then_answers_as_
         assert matching_runs == []
         same(from_index, by_rg(root, terms))
         matching_runs.clear()
+
+
+def test_the_pieces_are_built_over_many_windows_and_every_query_meanwhile_answers_as_rg(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from slm_rerank_ripgrep import pieces
+
+    monkeypatch.setattr(word_index, "PIECES_FROM", 0)
+    monkeypatch.setattr(pieces, "_CHUNK_LINES", 2)
+    root = generated_tree(tmp_path, 21)
+    files = search(root, ["x"]).files
+    later(monkeypatch, 3600)
+    clock = Clock()
+    task = word_index.Build(root, files)
+    states = []
+    for _ in range(200):
+        with monkeypatch.context() as m:
+            m.setattr(word_index, "time", clock)
+            said = task(clock.now + 2)
+        tree = word_index._TREES[word_index._key(root)]
+        states.append((tree.pieces is not None, tree.piece_build is not None))
+        if tree.listed == len(tree.files):  # the files are in: queries meet the pieces
+            for terms in TERM_SETS:      # half built, then built
+                same(search(root, terms), by_rg(root, terms))
+        if not isinstance(said, Unfinished):
+            break
+    assert (False, True) in states and states[-1] == (True, False), states
+    built = word_index._TREES[word_index._key(root)].pieces
+    assert built is not None and built.lines > 10
+    # a word met later is found beyond the pieces
+    (root / "late.txt").write_text("imagesetter Resetting")
+    for terms in (["imageset", "resetting"], ["setter"]):
+        same(search(root, terms), by_rg(root, terms))
 
 
 def test_a_query_meeting_a_tree_half_built_leaves_it_to_rg_without_reading_a_file(

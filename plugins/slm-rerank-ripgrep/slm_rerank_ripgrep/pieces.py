@@ -1,0 +1,135 @@
+"""Which words of the word index hold a term, found by the term's rarest three letters
+(issue 30).
+
+The index keeps every word's case-folded spelling as a line of one text (``word_index``):
+looking a term up by ``str.find`` over it reads about 1 MB for sympy, 0.5-1 ms a term and
+up to 11 ms for a short one, paid by every query that brings a term not asked before.
+``Pieces`` holds, for each three letters, the lines whose spelling has them, all in one
+``array`` (4 bytes a piece of a line, 3.2 MB for sympy) with where each three letters'
+lines start: a term's lines are then those of its rarest three letters that hold it.
+
+A spelling is made of ``a-z 0-9 _`` only (rg's ``-i`` folds the long s and the Kelvin
+sign to ``s`` and ``k``), 37 letters: three of them are a number under 38 ** 3, the slot
+of their lines. The pieces are built by ``PieceBuild``, a step at a time within a deadline,
+as idle work after the index's build (lines joined into the text later are looked up by
+``str.find``, as before); a query never waits for them.
+"""
+
+from __future__ import annotations
+
+import time
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass
+
+LETTERS = "abcdefghijklmnopqrstuvwxyz0123456789_"
+#: the number of any other character (none is in a spelling, or in a term looked up)
+_OTHER = len(LETTERS)
+_BASE = _OTHER + 1
+SLOTS = _BASE ** 3
+_CODES = bytes(LETTERS.index(chr(b)) if chr(b) in LETTERS else _OTHER for b in range(256))
+#: lines read between two looks at the clock (about 2 ms)
+_CHUNK_LINES = 512
+
+
+def _slot(term: str, at: int) -> int:
+    """The slot of the three letters of ``term`` at ``at`` (each one of ``LETTERS``)."""
+    codes = _CODES
+    first, second, third = (codes[ord(ch)] for ch in term[at:at + 3])
+    return (first * _BASE + second) * _BASE + third
+
+
+@dataclass
+class Pieces:
+    """The three-letter pieces of the spellings of lines ``0 .. lines - 1``."""
+
+    lines: int
+    #: where each slot's lines start in ``ids`` (one past the last slot: their number)
+    offsets: array[int]
+    ids: array[int]
+
+    def nbytes(self) -> int:
+        return 4 * (len(self.offsets) + len(self.ids))
+
+    def holding(self, term: str, text: str, starts: array[int]) -> array[int]:
+        """The lines (under ``lines``, in order) whose spelling holds ``term``, a term of
+        three letters or more; ``text`` and ``starts`` as ``word_index._Tree`` keeps them."""
+        if any(ord(ch) > 255 or _CODES[ord(ch)] == _OTHER for ch in term):
+            return array("I")  # a character no spelling has
+        offsets = self.offsets
+        slots = [_slot(term, at) for at in range(len(term) - 2)]
+        rarest = min(slots, key=lambda slot: offsets[slot + 1] - offsets[slot])
+        return array("I", (line for line in self.ids[offsets[rarest]:offsets[rarest + 1]]
+                           if term in text[starts[line]:starts[line + 1] - 1]))
+
+
+class PieceBuild:
+    """``Pieces`` of the lines joined into ``text`` so far, built over as many ``step``s as
+    it takes (a count of each slot's lines, then the lines put in their slots)."""
+
+    def __init__(self, text: str, starts: array[int]) -> None:
+        self.lines = len(starts) - 1
+        self.starts = starts  # read below ``lines`` only: later joins append past it
+        self.raw = text[:starts[self.lines]].encode("ascii", "replace").translate(_CODES)
+        self.counts = array("I", bytes(4 * (SLOTS + 1)))
+        #: each line's slots, one after another, and where each line's end
+        self.flat: array[int] = array("I")
+        self.ends: array[int] = array("I")
+        self.ids: array[int] | None = None
+        self.fill: array[int] | None = None
+        self.at = 0
+
+    def nbytes(self) -> int:
+        return (len(self.raw) + 4 * (len(self.counts) + len(self.flat) + len(self.ends))
+                + 4 * (len(self.ids or ()) + len(self.fill or ())))
+
+    def step(self, by: float, clock: Callable[[], float] = time.monotonic) -> Pieces | None:
+        """Go on until ``by`` (on ``clock``; a chunk of lines at least); the pieces once
+        every line is in."""
+        while True:
+            if self.ids is None:
+                self._count()
+            elif self.at < self.lines:
+                self._place()
+            if self.ids is not None and self.at >= self.lines:
+                return Pieces(self.lines, self.counts, self.ids)
+            if clock() > by:
+                return None
+
+    def _count(self) -> None:
+        raw, starts, flat, ends, counts = self.raw, self.starts, self.flat, self.ends, self.counts
+        end = min(self.at + _CHUNK_LINES, self.lines)
+        for line in range(self.at, end):
+            spelling = raw[starts[line]:starts[line + 1] - 1]
+            slots = {(a * _BASE + b) * _BASE + c
+                     for a, b, c in zip(spelling, spelling[1:], spelling[2:], strict=False)}
+            flat.extend(slots)
+            ends.append(len(flat))
+            for slot in slots:
+                counts[slot + 1] += 1
+        self.at = end
+        if end == self.lines:  # counted: where each slot's lines start
+            total = 0
+            for slot in range(SLOTS + 1):
+                total += counts[slot]
+                counts[slot] = total
+            self.ids = array("I", bytes(4 * total))
+            self.fill = array("I", counts)
+            self.at = 0
+            self.raw = b""
+
+    def _place(self) -> None:
+        flat, ends, ids, fill = self.flat, self.ends, self.ids, self.fill
+        assert ids is not None and fill is not None
+        end = min(self.at + _CHUNK_LINES, self.lines)
+        begin = ends[self.at - 1] if self.at else 0
+        for line in range(self.at, end):
+            stop = ends[line]
+            for slot in flat[begin:stop]:
+                ids[fill[slot]] = line
+                fill[slot] += 1
+            begin = stop
+        self.at = end
+        if end == self.lines:
+            self.flat, self.ends, self.fill = array("I"), array("I"), None
+
