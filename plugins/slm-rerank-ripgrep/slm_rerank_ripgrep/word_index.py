@@ -13,9 +13,11 @@ A word is a maximal run of those, so no match crosses a word's edge, and rg's ma
 file are the matches in each of its words: found here with Python's ``re`` (leftmost
 first, the terms longest first, as ``order_for_search`` gives them to rg), or ``str.count``
 for a word that holds one term only, and counted for every term the matched text holds, as
-``count_grouped_terms`` counts what rg prints. The words that hold a term are found in one
-text of every word's case-folded spelling, a line each (``_Tree.spellings``: a ``str.find``
-that goes on from the next line at each hit), kept for the last ``MAX_HELD_TERMS`` terms.
+``count_grouped_terms`` counts what rg prints. Every word's case-folded spelling is a line
+of one text; the words that hold a term are the lines of its rarest three letters that hold
+it (``pieces.py``, built after the index) and the lines joined since, found by a
+``str.find`` that goes on from the next line at each hit (``_Tree.spellings``); they are
+kept for the last ``MAX_HELD_TERMS`` terms.
 What rg does that is not modelled makes the index decline the whole query, and rg runs:
 a file holding a NUL byte past its first ``BINARY_PROBE`` bytes (rg stops at the buffer
 holding the NUL, so what it printed depends on its buffer size; a NUL in its first buffer
