@@ -74,20 +74,35 @@ class PieceBuild:
         self.starts = starts  # read below ``lines`` only: later joins append past it
         self.raw = text[:starts[self.lines]].encode("ascii", "replace").translate(_CODES)
         self.counts = array("I", bytes(4 * (SLOTS + 1)))
+        #: every line counted (``counts`` then holds where each slot's lines start)
+        self.counted = False
         self.ids: array[int] | None = None
         self.fill: array[int] | None = None
         self.at = 0
 
     def nbytes(self) -> int:
-        return (len(self.raw) + 4 * len(self.counts)
-                + 4 * (len(self.ids or ()) + len(self.fill or ())))
+        """What it holds; once counted, with the pieces it makes then (``sized``)."""
+        made = 4 * (self.counts[SLOTS] + SLOTS + 1) if self.counted else 0
+        return len(self.raw) + 4 * len(self.counts) + made
+
+    def sized(self) -> bool:
+        """Whether every line is counted and the pieces not yet made: what they will take
+        is in ``nbytes``, for a bound to be checked on before they take it."""
+        return self.counted and self.ids is None
 
     def step(self, by: float, clock: Callable[[], float] = time.monotonic) -> Pieces | None:
         """Go on until ``by`` (on ``clock``; a chunk of lines at least); the pieces once
-        every line is in."""
+        every line is in. It stops once every line is counted (``sized``), whatever the
+        time: the next step makes the pieces."""
         while True:
             if self.ids is None:
-                self._count()
+                if self.counted:
+                    self.ids = array("I", [0]) * self.counts[SLOTS]
+                    self.fill = array("I", self.counts)
+                else:
+                    self._count()
+                    if self.counted:
+                        return None
             elif self.at < self.lines:
                 self._place()
             if self.ids is not None and self.at >= self.lines:
@@ -114,8 +129,7 @@ class PieceBuild:
             for slot in range(SLOTS + 1):
                 total += counts[slot]
                 counts[slot] = total
-            self.ids = array("I", bytes(4 * total))
-            self.fill = array("I", counts)
+            self.counted = True
             self.at = 0
 
     def _place(self) -> None:

@@ -242,7 +242,10 @@ class _Tree:
     def index_pieces(self, by: float, clock: Callable[[], float]) -> bool:
         """Build the three-letter pieces of the spellings joined so far, or go on with
         them, until ``by`` (on ``clock``); whether they are done, still close enough to
-        the text, or not worth it (a text this short is read through in microseconds)."""
+        the text, or not worth it (a text this short is read through in microseconds).
+        Pieces that would take the tree past ``MAX_INDEX_BYTES`` are not made (a tree of
+        long words: they take four bytes a letter): it is over the bound, the caller's
+        ``_fits`` drops it."""
         lines = len(self.starts) - 1
         if self.piece_build is None:
             if lines < PIECES_FROM or (self.pieces is not None and lines - self.pieces.lines
@@ -250,6 +253,8 @@ class _Tree:
                 return True
             self.piece_build = PieceBuild(self.text, self.starts)
         built = self.piece_build.step(by, clock)
+        if built is None and self.piece_build.sized() and self.size() <= MAX_INDEX_BYTES:
+            built = self.piece_build.step(by, clock)  # counted, and they fit: made
         if built is None:
             return False
         self.pieces, self.piece_build = built, None

@@ -470,6 +470,38 @@ def test_the_pieces_are_built_over_many_windows_and_every_query_meanwhile_answer
         same(search(root, terms), by_rg(root, terms))
 
 
+def test_pieces_that_would_take_a_tree_past_the_bound_are_not_made_and_rg_answers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, matching_runs: list[list[str]]) -> None:
+    # long words (hashes) take four bytes a letter in the pieces, twice what the tree
+    # takes for them: a tree within the bound may be over it with them. It is dropped once
+    # their lines are counted, before their arrays take what the bound was meant to keep
+    # the worker from taking
+    long_words(tmp_path, random.Random(5))
+    files = search(tmp_path, ["x"]).files
+    later(monkeypatch, 3600)
+    monkeypatch.setattr(word_index, "PIECES_FROM", 1 << 30)
+    word_index.build(tmp_path, files, time.monotonic() + 60)
+    tree = word_index._TREES[word_index._key(tmp_path)]
+    size, pieces_take = tree.size(), 4 * tree.letters
+    room = pieces_take * 3 // 4
+    monkeypatch.setattr(word_index, "MAX_INDEX_BYTES", size + room)
+    monkeypatch.setattr(word_index, "PIECES_FROM", 0)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        word_index.build(tmp_path, files, time.monotonic() + 60)  # the pieces, as idle work
+        taken = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert not word_index.indexed(tmp_path)
+    assert "would outgrow the memory" in word_index.summary()
+    assert taken < room, (taken, room)
+    matching_runs.clear()
+    hits = search(tmp_path, ["ab", "c"])
+    assert matching_runs == [["ab", "c"]]  # rg matched
+    same(hits, by_rg(tmp_path, ["ab", "c"]))
+
+
 def test_a_query_meeting_a_tree_half_built_leaves_it_to_rg_without_reading_a_file(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         matching_runs: list[list[str]]) -> None:
