@@ -21,6 +21,7 @@ import time
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import accumulate
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz0123456789_"
 #: the number of any other character (none is in a spelling, or in a term looked up)
@@ -125,10 +126,7 @@ class PieceBuild:
                 counts[slot + 1] += 1
         self.at = end
         if end == self.lines:  # counted: where each slot's lines start
-            total = 0
-            for slot in range(SLOTS + 1):
-                total += counts[slot]
-                counts[slot] = total
+            self.counts = array("I", accumulate(counts))
             self.counted = True
             self.at = 0
 

@@ -204,6 +204,8 @@ class _Tree:
     #: and those being built
     pieces: Pieces | None = None
     piece_build: PieceBuild | None = None
+    #: its pieces would take it past ``MAX_INDEX_BYTES``: it does without (``index_pieces``)
+    pieceless: bool = False
     #: the words that are not ASCII (the long s, the Kelvin sign), by id
     odd: dict[int, bytes] = field(default_factory=dict)
     #: term -> the ids of the words whose spelling holds it (emptied when a word is added)
@@ -244,17 +246,21 @@ class _Tree:
         them, until ``by`` (on ``clock``); whether they are done, still close enough to
         the text, or not worth it (a text this short is read through in microseconds).
         Pieces that would take the tree past ``MAX_INDEX_BYTES`` are not made (a tree of
-        long words: they take four bytes a letter): it is over the bound, the caller's
-        ``_fits`` drops it."""
+        long words: they take four bytes a letter): the tree does without them, each term
+        not asked before read through the text (``pieceless``)."""
         lines = len(self.starts) - 1
         if self.piece_build is None:
-            if lines < PIECES_FROM or (self.pieces is not None and lines - self.pieces.lines
-                                       <= max(_TAIL_LINES, lines // 8)):
+            if lines < PIECES_FROM or self.pieceless or (
+                    self.pieces is not None
+                    and lines - self.pieces.lines <= max(_TAIL_LINES, lines // 8)):
                 return True
             self.piece_build = PieceBuild(self.text, self.starts)
         built = self.piece_build.step(by, clock)
-        if built is None and self.piece_build.sized() and self.size() <= MAX_INDEX_BYTES:
-            built = self.piece_build.step(by, clock)  # counted, and they fit: made
+        if built is None and self.piece_build.sized():  # counted: what they would take
+            if self.size() > MAX_INDEX_BYTES:
+                self.piece_build, self.pieceless = None, True
+                return True
+            built = self.piece_build.step(by, clock)  # they fit: made
         if built is None:
             return False
         self.pieces, self.piece_build = built, None
@@ -306,14 +312,6 @@ class _Tree:
             starts.append(at)
         self.text = "".join((self.text, "\n".join(tail), "\n"))
         self.tail = []
-
-    def postings(self, wid: int) -> Iterable[tuple[int, int]]:
-        """(file id, occurrences) of every file that held the word when it was read."""
-        first = self.first
-        yield first[2 * wid], first[2 * wid + 1]
-        extra = self.more.get(wid)
-        if extra is not None:
-            yield from zip(extra[::2], extra[1::2], strict=True)
 
     def spelling(self, wid: int) -> str:
         """The word's case-folded spelling."""

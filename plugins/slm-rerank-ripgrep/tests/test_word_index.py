@@ -470,12 +470,12 @@ def test_the_pieces_are_built_over_many_windows_and_every_query_meanwhile_answer
         same(search(root, terms), by_rg(root, terms))
 
 
-def test_pieces_that_would_take_a_tree_past_the_bound_are_not_made_and_rg_answers(
+def test_pieces_that_would_take_a_tree_past_the_bound_are_not_made_and_it_does_without(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, matching_runs: list[list[str]]) -> None:
     # long words (hashes) take four bytes a letter in the pieces, twice what the tree
-    # takes for them: a tree within the bound may be over it with them. It is dropped once
-    # their lines are counted, before their arrays take what the bound was meant to keep
-    # the worker from taking
+    # takes for them: a tree within the bound may be over it with them. Once their lines
+    # are counted they are not made, before their arrays take what the bound was meant to
+    # keep the worker from taking, and the tree is kept without them
     long_words(tmp_path, random.Random(5))
     files = search(tmp_path, ["x"]).files
     later(monkeypatch, 3600)
@@ -493,13 +493,19 @@ def test_pieces_that_would_take_a_tree_past_the_bound_are_not_made_and_rg_answer
         taken = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert not word_index.indexed(tmp_path)
-    assert "would outgrow the memory" in word_index.summary()
     assert taken < room, (taken, room)
+    assert word_index.indexed(tmp_path)
+    tree = word_index._TREES[word_index._key(tmp_path)]
+    assert tree.pieceless and tree.pieces is None and tree.piece_build is None
+    assert tree.size() <= word_index.MAX_INDEX_BYTES
+    word_index.build(tmp_path, files, time.monotonic() + 60)  # not tried again
+    assert tree.piece_build is None and tree.pieces is None
     matching_runs.clear()
-    hits = search(tmp_path, ["ab", "c"])
-    assert matching_runs == [["ab", "c"]]  # rg matched
-    same(hits, by_rg(tmp_path, ["ab", "c"]))
+    for terms in (["ab", "c"], ["abc", "f00"]):
+        hits = search(tmp_path, terms)
+        assert matching_runs == []  # the index answered, reading its text through
+        same(hits, by_rg(tmp_path, terms))
+        matching_runs.clear()
 
 
 def test_a_query_meeting_a_tree_half_built_leaves_it_to_rg_without_reading_a_file(
