@@ -57,14 +57,20 @@ def test_local_starts_the_bundled_server_once_and_restarts_it_after_a_crash(
 def test_a_query_whose_server_is_killed_mid_run_degrades(cache: Path, tmp_path: Path) -> None:
     if not scan_range_is_free():
         pytest.skip("something listens on 127.0.0.1:8033-8040; --local would use it")
-    repo = make_repo(tmp_path / "repo", REPO_FILES)
+    # enough for the judge to be busy for seconds: on a quiet machine the model judged the
+    # few chunks of REPO_FILES in under the 1.5 s below, and nothing was left to degrade
+    more = {f"net/client_{n}.py": f"def fetch_{n}(client, attempt):\n"
+                                  f"    \"\"\"Retry the fetch with backoff {n}.\"\"\"\n"
+                                  f"    return client.fetch(retry={n}, backoff=attempt * {n})\n"
+            for n in range(60)}
+    repo = make_repo(tmp_path / "repo", {**REPO_FILES, **more})
     started = cli("serve", "--background", cwd=tmp_path, timeout=240)
     assert started.returncode == 0, started.stderr
     victim = int(server_json(cache)["server_pid"])
 
     query = subprocess.Popen(
-        [str(CLI), "--format", "json", "--full", "--no-cache", "--timeout", "120", "-q",
-         "retry backoff client fetch"],
+        [str(CLI), "--format", "json", "--full", "--no-cache", "--timeout", "120",
+         "--rerank-top", "48", "-q", "retry backoff client fetch"],
         cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(1.5)  # the query has found the server and is being judged
     os.kill(victim, signal.SIGKILL)
