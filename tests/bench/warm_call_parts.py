@@ -57,6 +57,20 @@ def ms(values: list[float]) -> str:
     return f"{statistics.median(values) * 1000:.1f}"
 
 
+def _as_the_command_runs() -> None:
+    """Run again under the interpreter the installed ``slm-rerank`` script names, when it is
+    not this one (a venv's ``python`` beside its ``python3``): the warm process is keyed by
+    the interpreter's path, so the parts timed in this process would ask another one."""
+    cli = shutil.which("slm-rerank", path=str(Path(sys.executable).parent))
+    if cli is None:
+        return
+    with open(cli, "rb") as script:
+        first = script.readline()
+    named = first[2:].strip().decode() if first.startswith(b"#!") else ""
+    if named and os.path.isabs(named) and named != sys.executable:
+        os.execv(named, [named, os.path.abspath(__file__), *sys.argv[1:]])
+
+
 def client_start(runs: int, env: dict[str, str], root: Path) -> list[str]:
     bare = [sys.executable, "-c", "pass"]
     side = [sys.executable, "-c", "import slm_rerank.warm_process.client"]
@@ -244,6 +258,7 @@ def main() -> int:
                         help="seconds after each of three searches before part 4 is timed, "
                              "for the worker's idle work (the word index) to end")
     args = parser.parse_args()
+    _as_the_command_runs()
     root = args.root.resolve()
     scratch = Path(tempfile.mkdtemp(prefix="wcp-", dir="/tmp"))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
