@@ -17,6 +17,7 @@ answers were the same, index and rg milliseconds per query, medians) and a summa
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import time
@@ -32,15 +33,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def answer(root: Path, terms: list[str], use_index: bool) -> tuple[SourceHits, float]:
-    kept = dict(word_index._TREES)
-    if not use_index:
-        word_index._TREES.clear()
-    began = time.perf_counter()
-    try:
+    with contextlib.nullcontext() if use_index else word_index.set_aside():
+        began = time.perf_counter()
         return slm_rerank_ripgrep.search(SourceQuery(root=root, terms=terms)), \
             time.perf_counter() - began
-    finally:
-        word_index._TREES.update(kept)
 
 
 def main() -> int:

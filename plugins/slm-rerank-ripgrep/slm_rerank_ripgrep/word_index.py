@@ -53,6 +53,7 @@ the matching to rg, and a build window that finds it held does nothing this time
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
@@ -63,7 +64,7 @@ import time
 from array import array
 from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -891,3 +892,15 @@ def forget() -> None:
     with LOCK:
         _TREES.clear()
         _REFUSED.clear()
+
+
+@contextlib.contextmanager
+def set_aside() -> Iterator[None]:
+    """Within it, no tree is indexed, so rg answers every query as in a process that keeps
+    no index; the trees are back after it (tests and benchmarks: rg's own answer)."""
+    kept = dict(_TREES)
+    _TREES.clear()
+    try:
+        yield
+    finally:
+        _TREES.update(kept)

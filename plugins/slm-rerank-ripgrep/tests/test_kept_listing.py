@@ -59,12 +59,8 @@ def search(root: Path, terms: list[str]) -> SourceHits:
 
 
 def by_rg(root: Path, terms: list[str]) -> SourceHits:
-    kept = dict(word_index._TREES)
-    word_index._TREES.clear()
-    try:
+    with word_index.set_aside():
         return search(root, terms)
-    finally:
-        word_index._TREES.update(kept)
 
 
 def indexed(root: Path) -> None:

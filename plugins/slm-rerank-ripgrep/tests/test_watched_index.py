@@ -64,12 +64,8 @@ def search(root: Path, terms: list[str] = TERMS, max_filesize: int = 1 << 20) ->
 
 
 def by_rg(root: Path, terms: list[str] = TERMS) -> SourceHits:
-    kept = dict(word_index._TREES)
-    word_index._TREES.clear()
-    try:
+    with word_index.set_aside():
         return search(root, terms)
-    finally:
-        word_index._TREES.update(kept)
 
 
 def built(root: Path) -> word_index._Tree:
