@@ -77,17 +77,13 @@ def when_idle(task: IdleTask, name: str = "") -> bool:
     return True
 
 
-def _keeps(name: str, what: str) -> None:
+def note_kept(name: str, what: str) -> None:
+    """Say what ``name`` keeps now, for ``warm status`` (an empty ``what``: nothing)."""
     name = name[:MAX_KEPT_CHARS // 4]
     if not what:
         _kept.pop(name, None)
     elif name in _kept or len(_kept) < MAX_KEPT_NAMES:
         _kept[name] = what[:MAX_KEPT_CHARS]
-
-
-def note_kept(name: str, what: str) -> None:
-    """Say what ``name`` keeps now, for ``warm status`` (an empty ``what``: nothing)."""
-    _keeps(name, what)
 
 
 def kept() -> dict[str, str]:
@@ -114,7 +110,7 @@ def run_pending(by: float) -> int:
             continue
         ran += 1
         if name and isinstance(said, str):
-            _keeps(name, said)
+            note_kept(name, said)
     return ran
 
 
@@ -196,7 +192,7 @@ class _Background:
                         self.queue.append(queued)  # after any other task: each has its turn
                     self.cond.notify_all()
             if queued.name and isinstance(said, str):
-                _keeps(queued.name, said)
+                note_kept(queued.name, said)
             time.sleep(0)  # another thread (a call arriving) may take the interpreter
 
     def stop(self, seconds: float) -> None:
