@@ -79,20 +79,25 @@ def peak_mib(pid: int | None) -> str:
     return "?"
 
 
+def side_env(home: Path) -> dict[str, str]:
+    """A side's environment: this one's, less slm-rerank's own settings, with its cache,
+    config and socket folders under ``home`` (made here) and its warm process on."""
+    (home / "run").mkdir(parents=True, mode=0o700)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("SLM_RERANK_") and k not in ("PYTHONPATH",
+                                                             "PYTHONDONTWRITEBYTECODE")}
+    env.update({"XDG_RUNTIME_DIR": str(home / "run"), "XDG_CONFIG_HOME": str(home / "cfg"),
+                "XDG_CACHE_HOME": str(home / "cache"),
+                "SLM_RERANK_CACHE_DIR": str(home / "cache" / "slm-rerank"),
+                "SLM_RERANK_WARM_PROCESS": "1", "SLM_RERANK_WARM_IDLE": "1800"})
+    return env
+
+
 class Side:
     def __init__(self, name: str, venv: Path, root: Path, scratch: Path, query: str) -> None:
         self.name, self.root, self.query = name, root, query
         self.bin = str(venv / "bin" / "slm-rerank")
-        home = scratch / name
-        (home / "run").mkdir(parents=True, mode=0o700)
-        self.env = {k: v for k, v in os.environ.items()
-                    if not k.startswith("SLM_RERANK_") and k not in ("PYTHONPATH",
-                                                                      "PYTHONDONTWRITEBYTECODE")}
-        self.env.update({"XDG_RUNTIME_DIR": str(home / "run"),
-                         "XDG_CONFIG_HOME": str(home / "cfg"),
-                         "XDG_CACHE_HOME": str(home / "cache"),
-                         "SLM_RERANK_CACHE_DIR": str(home / "cache" / "slm-rerank"),
-                         "SLM_RERANK_WARM_PROCESS": "1", "SLM_RERANK_WARM_IDLE": "1800"})
+        self.env = side_env(scratch / name)
         self.mcp = subprocess.Popen([self.bin, "mcp"], cwd=root, env=self.env,
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.DEVNULL)

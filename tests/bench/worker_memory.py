@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fast_paired import peak_mib, wall  # noqa: E402
+from fast_paired import peak_mib, side_env, wall  # noqa: E402
 
 
 class CliSide:
@@ -35,9 +35,7 @@ class CliSide:
     def __init__(self, name: str, venv: Path, root: Path, scratch: Path) -> None:
         self.name, self.root = name, root
         self.bin = str(venv / "bin" / "slm-rerank")
-        home = scratch / name
-        (home / "run").mkdir(parents=True, mode=0o700)
-        self.env = _env(home)
+        self.env = side_env(scratch / name)
 
     def ask(self, query: str) -> tuple[float, bytes]:
         return wall([self.bin, "-q", query, "--fast"], self.root, self.env)
@@ -48,19 +46,6 @@ class CliSide:
             if "its worker pid" in line:
                 return int(line.split("its worker pid", 1)[1].split()[0])
         return None
-
-
-def _env(home: Path) -> dict[str, str]:
-    import os
-
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("SLM_RERANK_") and k not in ("PYTHONPATH",
-                                                             "PYTHONDONTWRITEBYTECODE")}
-    env.update({"XDG_RUNTIME_DIR": str(home / "run"), "XDG_CONFIG_HOME": str(home / "cfg"),
-                "XDG_CACHE_HOME": str(home / "cache"),
-                "SLM_RERANK_CACHE_DIR": str(home / "cache" / "slm-rerank"),
-                "SLM_RERANK_WARM_PROCESS": "1", "SLM_RERANK_WARM_IDLE": "1800"})
-    return env
 
 
 def main() -> None:
