@@ -77,10 +77,10 @@ class HistoryAhead:
 def read_ahead(root: Path, cache_dir: Path | None, terms: QueryTerms, settings: Settings
                ) -> HistoryAhead | None:
     """Start looking up the history ``learn_order`` will need, if it will need one: the
-    settings ask for the learned order, the query is not about tests or docs, the model
+    settings ask for the learned order, the query does not ask for tests or docs, the model
     chosen weighs history features, and there is a cache folder to have kept it in."""
-    if (not settings.learned_order or cache_dir is None or terms.about_tests
-            or terms.about_docs):
+    if (not settings.learned_order or cache_dir is None or terms.asks_tests
+            or terms.asks_docs):
         return None
     chosen = choose_model(root, cache_dir)
     if chosen.model is None or not HISTORY_FEATURES & set(chosen.model.features):
@@ -110,11 +110,13 @@ def learn_order(root: Path, cache_dir: Path | None, gathered: Gathered, ranked: 
     chunk's lexical score. A model that cannot be used leaves the lexical order, with a
     warning in ``ranked.warnings``. ``ahead``: the model and history ``read_ahead`` began
     looking up for this search."""
-    if gathered.terms.about_tests or gathered.terms.about_docs:
+    if gathered.terms.asks_tests or gathered.terms.asks_docs:
         # The models learn from fixes, whose answers are source files: none has seen a
-        # test or a doc page be the answer, and it would bury the very files asked for.
+        # test or a doc page be the answer, and it would bury the very files asked for. A
+        # query that only names them ("ValueError when collecting tests", "docstring
+        # default arg is broken") is a report like any other (tests/bench/ranker_asks_cv.py).
         notes.append("order: fixed lexical factors (the query asks for "
-                     f"{'tests' if gathered.terms.about_tests else 'docs'}, and the learned "
+                     f"{'tests' if gathered.terms.asks_tests else 'docs'}, and the learned "
                      "ranker learned from fixes, whose answers are source files)")
         return
     chosen = ahead.chosen if ahead is not None else choose_model(root, cache_dir)

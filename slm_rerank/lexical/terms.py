@@ -229,8 +229,13 @@ class QueryTerms:
     terms: list[Term] = field(default_factory=list)
     #: path fragments named in the query (traceback files, file names)
     paths: list[str] = field(default_factory=list)
+    #: a word of its first line names tests or docs (the fixed factors do not demote them)
     about_tests: bool = False
     about_docs: bool = False
+    #: its first line asks for tests or docs as the thing to find (``ASKS_TESTS``,
+    #: ``ASKS_DOCS``), not merely names them: the learned order then stands aside
+    asks_tests: bool = False
+    asks_docs: bool = False
 
     def literals(self) -> list[str]:
         """What to look for in file bodies: shorter literals match nearly everywhere."""
@@ -241,6 +246,17 @@ TEST_WORDS = frozenset({"test", "tests", "testing", "unittest", "testcase", "fix
                         "fixtures", "conftest"})
 DOC_WORDS = frozenset({"doc", "docs", "documentation", "docstring", "readme", "tutorial",
                        "typo", "changelog"})
+
+#: tests asked for as the thing to find ("tests for X", "where are the tests of X", "add a
+#: test", a keyword query that starts or ends with them: "retry backoff tests"), not a
+#: query that only mentions them (a test runner's own issue says "test" in every line)
+ASKS_TESTS = re.compile(
+    r"\b(?:tests?|test\s+cases?|unit\s+tests?)\s+(?:for|of|that|which|covering|about)\b|"
+    r"\b(?:where|which|find|show|add|write|missing)\b(?:\W+\w+){0,3}?\W+(?:unit\s+)?"
+    r"tests?\b|^\s*(?:unit\s+)?tests?\b|\b(?:unit\s+)?tests?\W*$", re.IGNORECASE)
+#: documentation asked for by name; "docstring", "typo" or "changelog" alone are about code
+ASKS_DOCS = re.compile(r"\b(?:docs?|documentation|documented|readme|tutorial|user\s+guide)\b",
+                       re.IGNORECASE)
 
 _TEST_LIGHT = frozenset(light(w) for w in TEST_WORDS)
 _DOC_LIGHT = frozenset(light(w) for w in DOC_WORDS)
@@ -294,13 +310,17 @@ def extract(query: str, max_terms: int = 40) -> QueryTerms:
              strong=word in strong)
         for word, score in ranked if score > 0
     ]
-    headline = {light(w.lower()) for w in _IDENT.findall(query.strip().splitlines()[0])} \
-        if query.strip() else set()
+    first = query.strip().splitlines()[0] if query.strip() else ""
+    headline = {light(w.lower()) for w in _IDENT.findall(first)}
+    about_tests = bool(headline & _TEST_LIGHT)
+    about_docs = bool(headline & _DOC_LIGHT)
     return QueryTerms(
         terms=terms,
         paths=list(dict.fromkeys(paths)),
-        about_tests=bool(headline & _TEST_LIGHT),
-        about_docs=bool(headline & _DOC_LIGHT),
+        about_tests=about_tests,
+        about_docs=about_docs,
+        asks_tests=about_tests and bool(ASKS_TESTS.search(first)),
+        asks_docs=about_docs and bool(ASKS_DOCS.search(first)),
     )
 
 

@@ -9,7 +9,7 @@ query:
 - ``locate``: a question or a bare description ("where are redirects resolved", "FITS
   header parsing"). Is this the code that implements or defines it?
 - ``tests`` / ``docs``: the query asks for tests or documentation (the lexical stage's own
-  reading of the query, ``QueryTerms.about_tests`` / ``about_docs``). Is this that?
+  reading of the query, ``QueryTerms.asks_tests`` / ``asks_docs``). Is this that?
 
 A profile words each question for its model (``ModelProfile.intents``); a profile without
 them keeps its one instruction whatever the intent.
@@ -43,18 +43,6 @@ _QUESTION = re.compile(r"^\s*(?:where|how|what|which|who|is\s+there|are\s+there|
                        r"show\s+me|find)\b", re.IGNORECASE)
 #: a query this long, over several lines, is a pasted issue rather than a question
 _ISSUE_CHARS = 300
-#: tests asked for as the thing to find ("tests for X", "where are the tests of X", "add a
-#: test"), not a query that only mentions them (a test runner's own issue says "test" in
-#: every line)
-_ASKS_TESTS = re.compile(
-    r"\b(?:tests?|test\s+cases?|unit\s+tests?)\s+(?:for|of|that|which|covering|about)\b|"
-    r"\b(?:where|which|find|show|add|write|missing)\b(?:\W+\w+){0,3}?\W+(?:unit\s+)?"
-    r"tests?\b", re.IGNORECASE)
-#: documentation asked for by name; "docstring", "typo" or "changelog" alone are about code
-_ASKS_DOCS = re.compile(r"\b(?:docs?|documentation|documented|readme|tutorial|user\s+guide)\b",
-                        re.IGNORECASE)
-
-
 def reads_as_issue(query: str) -> bool:
     """A pasted issue or report (several lines, longer than a question) rather than a
     one-line query."""
@@ -74,10 +62,9 @@ def query_intent(query: str, terms: QueryTerms) -> Intent:
     tests or docs asked for in its first line (not merely named: "docstring" is code, and a
     test runner's issues say "test" throughout), a traceback, a pasted issue, a question
     without words of a failure, words of a failure or a change, else ``locate``."""
-    headline = query.strip().splitlines()[0] if query.strip() else ""
-    if terms.about_tests and _ASKS_TESTS.search(headline):
+    if terms.asks_tests:
         return Intent("tests", "the query asks for tests")
-    if terms.about_docs and _ASKS_DOCS.search(headline):
+    if terms.asks_docs:
         return Intent("docs", "the query asks for documentation")
     if _TRACEBACK.search(query):
         return Intent("change", "the query holds a traceback or error line")

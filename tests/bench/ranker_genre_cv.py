@@ -13,7 +13,11 @@ scored here):
 - ``long``: each of ``--long-features`` copied as ``NAME_long``, set only when the query is
   long (``--long-terms`` terms or more, the shape of a whole issue, which a search sees),
   so a whole issue gets its own weight for them;
-- ``without F``: the shipped features less F (comma-separated).
+- ``without F``: the shipped features less F (comma-separated);
+- ``with F``: the shipped features and F (comma-separated: features this version computes
+  that the shipped model does not use).
+
+Parts join with `` + ``: ``--try "with module_named + issues x4"``.
 
 Each is reported over every training row and over the benchmark's dev rows alone (by query
 mode; ``--by-language``: also each language's mined rows), against the shipped feature set
@@ -84,15 +88,25 @@ def main(argv: list[str] | None = None) -> int:
     _ROWS = rows
     plans: list[tuple[list[str], int]] = [(base, 1)]
     for t in args.tries:
-        if t.startswith("issues x"):
-            plans.append((base, int(t.removeprefix("issues x"))))
-        elif t == "long":
-            plans.append((base + longs, 1))
-        elif t.startswith("without "):
-            gone = set(t.removeprefix("without ").split(","))
-            plans.append(([f for f in base if f not in gone], 1))
-        else:
-            ap.error(f"--try {t!r}: expected 'issues xK', 'long' or 'without F'")
+        features, times = list(base), 1
+        for part in (p.strip() for p in t.split(" + ")):
+            if part.startswith("issues x"):
+                times = int(part.removeprefix("issues x"))
+            elif part == "long":
+                features += longs
+            elif part.startswith("without "):
+                gone = set(part.removeprefix("without ").split(","))
+                features = [f for f in features if f not in gone]
+            elif part.startswith("with "):
+                added = [f for f in part.removeprefix("with ").split(",") if f]
+                unknown = [f for f in added if f not in FEATURES]
+                if unknown:
+                    ap.error(f"--try {t!r}: {', '.join(unknown)} not computed by this version")
+                features += [f for f in added if f not in features]
+            else:
+                ap.error(f"--try {t!r}: expected 'issues xK', 'long', 'with F' or 'without F'"
+                         " (joined with ' + ')")
+        plans.append((features, times))
     with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
         scored = pool.starmap(_scored, [(f, args.l2, k) for f, k in plans])
     # cv_scored's rows come fold by fold: the same order for every plan

@@ -64,7 +64,8 @@ class Row:
     paths: list[str]
     values: list[tuple[float, ...]]
     gold: list[str]
-    #: the query asks for tests or docs: a search keeps the fixed order (lexical/ordering.py)
+    #: the query asks for tests or docs (``QueryTerms.asks_tests``/``asks_docs``): a search
+    #: keeps the fixed order (lexical/ordering.py)
     asks_kind: bool = False
 
     def group(self) -> Group:
@@ -166,7 +167,7 @@ def rows_of(cases: list[dict], trees: Path, cache: Path, host: Host, kind: str,
             asked = query_terms(text)
             rows.append(Row(case["id"], case["repo"], lang, split, mode, case.get("date", ""),
                             data["paths"], [tuple(v) for v in data["values"]], gold,
-                            asked.about_tests or asked.about_docs))
+                            asked.asks_tests or asked.asks_docs))
         if n % 25 == 0:
             print(f"  {kind}: {n}/{len(cases)} cases, {time.monotonic() - started:.0f} s",
                   file=sys.stderr)

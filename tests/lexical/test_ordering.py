@@ -62,6 +62,17 @@ def test_a_query_about_tests_or_docs_looks_up_no_history(tmp_path: Path, query: 
     assert ordering.read_ahead(tmp_path, tmp_path / "cache", extract(query), Settings()) is None
 
 
+def test_a_report_that_only_names_tests_is_put_in_the_learned_order(
+        repo: History, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    asks = search(repo.root, "tests for retry backoff", cache=cache)
+    names = search(repo.root, "retry backoff fails when the tests run twice", cache=cache)
+
+    assert any(n.startswith("order: fixed lexical factors (the query asks for tests")
+               for n in asks.notes)
+    assert any(n.startswith("order: learned ranker") for n in names.notes)
+
+
 def test_without_a_cache_folder_or_the_learned_order_no_history_is_looked_up_ahead(
         tmp_path: Path) -> None:
     terms, cache = extract("retry backoff"), tmp_path / "cache"

@@ -109,6 +109,26 @@ def test_a_query_about_tests_or_docs_is_recognised_from_its_first_line() -> None
     assert not extract("retry policy backoff").about_docs
 
 
+@pytest.mark.parametrize(("query", "tests", "docs"), [
+    ("tests for the retry policy", True, False),
+    ("where are the unit tests of the parser", True, False),
+    ("add a test for the retry policy", True, False),
+    ("retry backoff tests", True, False),
+    ("test retry backoff", True, False),
+    ("typo in the README", False, True),
+    ("docs for the parser", False, True),
+    # reports that name tests or docs ask for the code at fault
+    ("unittest.TestCase.tearDown executed on skipped tests when running --pdb", False, False),
+    ("docstring default arg is broken", False, False),
+    ("Render error when combining multiple input parameters in docstring", False, False),
+    ("the headline shown of the test report drops a bracket", False, False),
+])
+def test_a_query_asks_for_tests_or_docs_only_when_its_first_line_asks_for_them(
+        query: str, tests: bool, docs: bool) -> None:
+    terms = extract(query + "\n\nand the tests for it, see the docs")
+    assert (terms.asks_tests, terms.asks_docs) == (tests, docs)
+
+
 def test_the_term_cap_keeps_the_strongest_terms() -> None:
     prose = " ".join(f"word{chr(97 + i)}{chr(97 + j)}" for i in range(8) for j in range(8))
     terms = extract(f"{prose} flush_pending()", max_terms=5)
