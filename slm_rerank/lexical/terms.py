@@ -247,13 +247,16 @@ TEST_WORDS = frozenset({"test", "tests", "testing", "unittest", "testcase", "fix
 DOC_WORDS = frozenset({"doc", "docs", "documentation", "docstring", "readme", "tutorial",
                        "typo", "changelog"})
 
-#: tests asked for as the thing to find ("tests for X", "where are the tests of X", "add a
-#: test", a keyword query that starts or ends with them: "retry backoff tests"), not a
-#: query that only mentions them (a test runner's own issue says "test" in every line)
+#: tests asked for as the thing to find ("tests for X", "fixtures for X", "where are the
+#: tests of X", "what tests cover X", "add a test", a keyword query that starts or ends
+#: with them: "retry backoff tests", "retry backoff test cases"), not a query that only
+#: mentions them (a test runner's own issue says "test" in every line)
 ASKS_TESTS = re.compile(
-    r"\b(?:tests?|test\s+cases?|unit\s+tests?)\s+(?:for|of|that|which|covering|about)\b|"
+    r"\b(?:tests?|test\s*cases?|unit\s+tests?|fixtures?|conftest)\s+"
+    r"(?:for|of|that|which|covering|about)\b|"
     r"\b(?:where|which|find|show|add|write|missing)\b(?:\W+\w+){0,3}?\W+(?:unit\s+)?"
-    r"tests?\b|^\s*(?:unit\s+)?tests?\b|\b(?:unit\s+)?tests?\W*$", re.IGNORECASE)
+    r"tests?\b|\bwhat\s+(?:unit\s+)?tests?\b|"
+    r"^\s*(?:unit\s+)?tests?\b|\b(?:unit\s+)?tests?(?:\s+cases?)?\W*$", re.IGNORECASE)
 #: documentation asked for by name; "docstring", "typo" or "changelog" alone are about code
 ASKS_DOCS = re.compile(r"\b(?:docs?|documentation|documented|readme|tutorial|user\s+guide)\b",
                        re.IGNORECASE)

@@ -57,7 +57,9 @@ def test_a_warm_search_takes_its_history_from_the_lookup_beside_the_sources(
     assert any(note.startswith("order: learned ranker") for note in warm[1])
 
 
-@pytest.mark.parametrize("query", ["retry backoff tests", "retry backoff docs"])
+@pytest.mark.parametrize("query", ["retry backoff tests", "retry backoff docs",
+                                   "what tests cover retry backoff",
+                                   "retry backoff test cases", "fixtures for retry backoff"])
 def test_a_query_about_tests_or_docs_looks_up_no_history(tmp_path: Path, query: str) -> None:
     assert ordering.read_ahead(tmp_path, tmp_path / "cache", extract(query), Settings()) is None
 

@@ -115,6 +115,11 @@ def test_a_query_about_tests_or_docs_is_recognised_from_its_first_line() -> None
     ("add a test for the retry policy", True, False),
     ("retry backoff tests", True, False),
     ("test retry backoff", True, False),
+    ("what tests cover the retry policy", True, False),
+    ("retry backoff test cases", True, False),
+    ("testcases for the retry policy", True, False),
+    ("pytest fixtures for the database", True, False),
+    ("conftest for the database", True, False),
     ("typo in the README", False, True),
     ("docs for the parser", False, True),
     # reports that name tests or docs ask for the code at fault
@@ -122,6 +127,8 @@ def test_a_query_about_tests_or_docs_is_recognised_from_its_first_line() -> None
     ("docstring default arg is broken", False, False),
     ("Render error when combining multiple input parameters in docstring", False, False),
     ("the headline shown of the test report drops a bracket", False, False),
+    ("what happens when the tests run twice", False, False),
+    ("fixture 'tmp_path' not found when the test is a method", False, False),
 ])
 def test_a_query_asks_for_tests_or_docs_only_when_its_first_line_asks_for_them(
         query: str, tests: bool, docs: bool) -> None:
