@@ -255,8 +255,13 @@ ASKS_TESTS = re.compile(
     r"\b(?:tests?|test\s*cases?|unit\s+tests?|fixtures?|conftest)\s+"
     r"(?:for|of|that|which|covering|about)\b|"
     r"\b(?:where|which|find|show|add|write|missing)\b(?:\W+\w+){0,3}?\W+(?:unit\s+)?"
-    r"tests?\b|\bwhat\s+(?:unit\s+)?tests?\b|"
-    r"^\s*(?:unit\s+)?tests?\b|\b(?:unit\s+)?tests?(?:\s+cases?)?\W*$", re.IGNORECASE)
+    r"tests?\b|\bwhat\s+(?:unit\s+)?tests?\b", re.IGNORECASE)
+#: a keyword query that starts or ends with tests ("retry backoff tests"); only a first line
+#: of at most ``KEYWORD_WORDS`` words is read so: a sentence that ends in "test" ("caplog
+#: fixture doesn't restore log level after test") reports a fault
+KEYWORD_TESTS = re.compile(r"^\s*(?:unit\s+)?tests?\b|\b(?:unit\s+)?tests?(?:\s+cases?)?\W*$",
+                           re.IGNORECASE)
+KEYWORD_WORDS = 5
 #: documentation asked for by name; "docstring", "typo" or "changelog" alone are about code
 ASKS_DOCS = re.compile(r"\b(?:docs?|documentation|documented|readme|tutorial|user\s+guide)\b",
                        re.IGNORECASE)
@@ -322,9 +327,17 @@ def extract(query: str, max_terms: int = 40) -> QueryTerms:
         paths=list(dict.fromkeys(paths)),
         about_tests=about_tests,
         about_docs=about_docs,
-        asks_tests=about_tests and bool(ASKS_TESTS.search(first)),
+        asks_tests=about_tests and _asks_tests(first),
         asks_docs=about_docs and bool(ASKS_DOCS.search(first)),
     )
+
+
+def _asks_tests(first: str) -> bool:
+    """The first line ``first`` asks for tests (``ASKS_TESTS``, ``KEYWORD_TESTS``)."""
+    if ASKS_TESTS.search(first):
+        return True
+    return len(first.split(None, KEYWORD_WORDS)) <= KEYWORD_WORDS \
+        and bool(KEYWORD_TESTS.search(first))
 
 
 def _foreign_terms(prose: str, scores: dict[str, float]) -> str:

@@ -127,6 +127,8 @@ def test_a_query_about_tests_or_docs_is_recognised_from_its_first_line() -> None
     ("docstring default arg is broken", False, False),
     ("Render error when combining multiple input parameters in docstring", False, False),
     ("the headline shown of the test report drops a bracket", False, False),
+    # a sentence that ends in "test" is no keyword query
+    ("caplog fixture doesn't restore log level after test", False, False),
     ("what happens when the tests run twice", False, False),
     ("fixture 'tmp_path' not found when the test is a method", False, False),
 ])
