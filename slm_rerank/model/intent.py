@@ -43,6 +43,8 @@ _QUESTION = re.compile(r"^\s*(?:where|how|what|which|who|is\s+there|are\s+there|
                        r"show\s+me|find)\b", re.IGNORECASE)
 #: a query this long, over several lines, is a pasted issue rather than a question
 _ISSUE_CHARS = 300
+
+
 def reads_as_issue(query: str) -> bool:
     """A pasted issue or report (several lines, longer than a question) rather than a
     one-line query."""
