@@ -262,7 +262,8 @@ ASKS_TESTS = re.compile(
 KEYWORD_TESTS = re.compile(r"^\s*(?:unit\s+)?tests?\b|\b(?:unit\s+)?tests?(?:\s+cases?)?\W*$",
                            re.IGNORECASE)
 KEYWORD_WORDS = 5
-#: how much of the first line ``asks_tests`` / ``asks_docs`` read
+#: how much of the first line ``asks_tests`` / ``asks_docs`` read: a pasted megabyte on one
+#: line asks for nothing, and the regexes' cost stays bounded
 ASKS_CHARS = 2000
 #: documentation asked for by name; "docstring", "typo" or "changelog" alone are about code
 ASKS_DOCS = re.compile(r"\b(?:docs?|documentation|documented|readme|tutorial|user\s+guide)\b",
@@ -329,16 +330,13 @@ def extract(query: str, max_terms: int = 40) -> QueryTerms:
         paths=list(dict.fromkeys(paths)),
         about_tests=about_tests,
         about_docs=about_docs,
-        asks_tests=about_tests and _asks_tests(first),
+        asks_tests=about_tests and _asks_tests(first[:ASKS_CHARS]),
         asks_docs=about_docs and bool(ASKS_DOCS.search(first[:ASKS_CHARS])),
     )
 
 
 def _asks_tests(first: str) -> bool:
-    """The first line ``first`` asks for tests (``ASKS_TESTS``, ``KEYWORD_TESTS``); only
-    its first ``ASKS_CHARS`` characters are read (a pasted megabyte on one line asks for
-    nothing, and the regex's cost stays bounded)."""
-    first = first[:ASKS_CHARS]
+    """The first line ``first`` asks for tests (``ASKS_TESTS``, ``KEYWORD_TESTS``)."""
     if ASKS_TESTS.search(first):
         return True
     return len(first.split(None, KEYWORD_WORDS)) <= KEYWORD_WORDS \
