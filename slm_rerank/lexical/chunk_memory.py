@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from slm_rerank.lexical.chunk_cache import ChunkCache
-from slm_rerank.lexical.chunking import Chunk, chunk_text, content_key
+from slm_rerank.lexical.chunking import Chunk, chunk_text, content_key, line_starts
 from slm_rerank.lexical.filetypes import size_reason
 from slm_rerank.lexical.scores import ChunkKeys, LoweredText, chunk_keys
 
@@ -63,33 +63,62 @@ def now_ns() -> int:
 
 @dataclass(frozen=True)
 class SlicedFile:
-    """One candidate file as the ranking uses it: its text, lower-cased, and its chunks."""
+    """One candidate file as the ranking uses it: its text, where its lines start, and its
+    chunks. Its lower-cased text is made when a query needs it (``lowered``), not kept: it
+    would double what a process keeps of each file, for a copy ``str.lower`` makes at
+    about 2 GB/s."""
 
     text: str
-    lowered: LoweredText
+    #: where each line of ``text`` starts, then its length (``chunking.line_starts``)
+    starts: array[int]
     chunks: list[Chunk]
     #: each chunk's ``scores.chunk_keys``
     keys: list[ChunkKeys]
     #: ``chunking.content_key`` of the bytes it was decoded from
     digest: str
 
+    @property
+    def line_count(self) -> int:
+        """As ``len(split_lines(text))``."""
+        return len(self.starts) - 1
+
+    def lowered(self) -> LoweredText:
+        """The text lower-cased, with where its lines start: made anew at each call."""
+        return LoweredText.of(self.text, self.starts)
+
 
 def entry_bytes(sliced: SlicedFile) -> int:
     """An upper estimate of the memory ``sliced`` holds, beyond what a query holds anyway.
 
-    The two strings and the line starts as they are sized, each chunk with its names and
-    its keys; ``tests/lexical/test_chunk_memory.py``
-    holds it above what tracemalloc measures.
+    The string and the line starts as they are sized, each chunk with its names and its
+    keys; ``tests/lexical/test_chunk_memory.py`` holds it above what tracemalloc measures.
     """
     names = sum(sys.getsizeof(name) + 8 for chunk in sliced.chunks for name in chunk.defines)
     symbols = sum(sys.getsizeof(chunk.symbol) for chunk in sliced.chunks if chunk.symbol)
-    # an empty set of keys is one shared object
-    keys = sum(sys.getsizeof(held) + sum(map(sys.getsizeof, held))
-               for pair in sliced.keys for held in pair if held)
-    offsets = sliced.lowered.offsets
-    lines = sys.getsizeof(offsets) + (0 if isinstance(offsets, array) else 40 * len(offsets))
-    return (sys.getsizeof(sliced.text) + sys.getsizeof(sliced.lowered.text) + lines
-            + 320 * len(sliced.chunks) + names + symbols + keys + 1024)
+    # an empty tuple of keys is one shared object, and so is a pair kept twice in a file
+    seen: set[int] = set()
+    keys = 0
+    for pair in sliced.keys:
+        if id(pair) not in seen:
+            seen.add(id(pair))
+            keys += sys.getsizeof(pair) + sum(sys.getsizeof(held) + sum(map(sys.getsizeof, held))
+                                              for held in pair if held)
+    return (sys.getsizeof(sliced.text) + sys.getsizeof(sliced.starts)
+            + 200 * len(sliced.chunks) + names + symbols + keys + 1024)
+
+
+def text_starts(text: str) -> array[int]:
+    """``chunking.line_starts(text)`` as four bytes a line (a text a process keeps is far
+    below 4 GiB; eight bytes a line past it)."""
+    starts = line_starts(text)
+    return array("I" if len(text) < 1 << 32 else "q", starts)
+
+
+def _shared_keys(chunks: list[Chunk]) -> list[ChunkKeys]:
+    """Each chunk's keys, a pair that several chunks have being one object (the methods
+    of one class, the many chunks that declare nothing)."""
+    kept: dict[ChunkKeys, ChunkKeys] = {}
+    return [kept.setdefault(pair, pair) for pair in map(chunk_keys, chunks)]
 
 
 def slice_data(name: str, data: bytes, cache: ChunkCache | None,
@@ -101,10 +130,10 @@ def slice_data(name: str, data: bytes, cache: ChunkCache | None,
     if known is not None and known.digest == digest:
         return known
     text = data.decode("utf-8", "replace")
-    lowered = LoweredText.of(text)  # once for both: the cache's check and the scores
-    chunks = (cache.slice(name, data, text, lowered.line_count, key=digest)
+    starts = text_starts(text)  # once for both: the cache's check and the scores
+    chunks = (cache.slice(name, data, text, len(starts) - 1, key=digest)
               if cache is not None else chunk_text(name, data, text))
-    return SlicedFile(text, lowered, chunks, [chunk_keys(c) for c in chunks], digest)
+    return SlicedFile(text, starts, chunks, _shared_keys(chunks), digest)
 
 
 @dataclass

@@ -31,7 +31,7 @@ _DEF_WORDS = ("function", "method", "class", "struct", "interface", "impl", "enu
               "module", "namespace", "constructor")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Chunk:
     """Lines ``start_line``..``end_line`` (1-based, inclusive) of a file."""
 

@@ -11,7 +11,7 @@ import math
 import re
 from array import array
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from itertools import repeat
@@ -368,8 +368,13 @@ class LoweredText:
     offsets: Sequence[int]
 
     @classmethod
-    def of(cls, text: str) -> LoweredText:
+    def of(cls, text: str, starts: Sequence[int] | None = None) -> LoweredText:
+        """``text`` lower-cased; ``starts``, where ``text``'s own lines start, are taken
+        as they are when lower-casing kept every character one character (nearly always:
+        a few, such as U+0130, become two)."""
         lowered = text.lower()
+        if starts is not None and len(lowered) == len(text):
+            return cls(lowered, starts)
         return cls(lowered, array("q", line_starts(lowered)))
 
     @property
@@ -383,29 +388,39 @@ _K_AVERAGE = SATURATION * (1.0 - LENGTH_B + LENGTH_B * 1.0)
 
 #: a chunk's names as ``score_chunks`` matches them against the terms: the keys of what it
 #: declares, and of the classes around it
-ChunkKeys = tuple[frozenset[str], frozenset[str]]
-_NO_KEYS: frozenset[str] = frozenset()
+ChunkKeys = tuple[tuple[str, ...], tuple[str, ...]]
 
 
 def chunk_keys(chunk: Chunk) -> ChunkKeys:
-    """What ``chunk`` declares and which classes enclose it, as term keys; the same for
-    every query, so a process that keeps a file's chunks keeps these too."""
-    declared = frozenset(_key(name) for name in chunk.defines) if chunk.defines else _NO_KEYS
-    enclosing = frozenset(_key(part) for part in (chunk.symbol or "").split(".")[:-1])
-    return declared, enclosing or _NO_KEYS
+    """What ``chunk`` declares and which classes enclose it, as term keys (each key once,
+    in the order the chunk names them); the same for every query, so a process that keeps
+    a file's chunks keeps these too. Tuples, not sets: a chunk declares one name or a few,
+    and a tuple of one takes a quarter of a set's memory."""
+    declared = tuple(dict.fromkeys(map(_key, chunk.defines)))
+    enclosing = tuple(dict.fromkeys(map(_key, (chunk.symbol or "").split(".")[:-1])))
+    return declared, enclosing
 
 
 def score_chunks(terms: QueryTerms, stats: TermStats, ev: FileEvidence, chunks: list[Chunk],
-                 text: str, lowered: LoweredText | None = None,
+                 text: str, lowered: LoweredText | Callable[[], LoweredText] | None = None,
                  names: Sequence[ChunkKeys] | None = None,
                  memo: FileMemo | None = None) -> list[ScoredChunk]:
     """Each chunk's score: its file's evidence plus what the chunk itself declares and says.
 
-    ``lowered`` is ``LoweredText.of(text)`` and ``names`` each chunk's ``chunk_keys``, when
-    the caller has them already; ``memo`` keeps each literal's ``ChunkCounts`` in this file
-    (and where its chunks start and end) from one query to the next.
+    ``lowered`` is ``LoweredText.of(text)``, or what makes it when it is first needed (a
+    call whose counts ``memo`` holds needs none), and ``names`` each chunk's
+    ``chunk_keys``, when the caller has them already; ``memo`` keeps each literal's
+    ``ChunkCounts`` in this file (and where its chunks start and end) from one query to
+    the next.
     """
-    lowered = lowered or LoweredText.of(text)
+    made: list[LoweredText] = []
+
+    def low() -> LoweredText:
+        if not made:
+            made.append(lowered if isinstance(lowered, LoweredText)
+                        else lowered() if lowered is not None else LoweredText.of(text))
+        return made[0]
+
     terms_here = [t for t in terms.terms if t.root in ev.matched]
     # Keyed by literal: two words with one stem share the key of the last of them.
     keys = {t.literal: _key(t.root) for t in terms_here}
@@ -413,9 +428,9 @@ def score_chunks(terms: QueryTerms, stats: TermStats, ev: FileEvidence, chunks: 
 
     def count(literal: str) -> ChunkCounts:
         if not bounds:  # where each chunk starts and ends in the text, once per call
-            bounds.append(memo(("bounds",), partial(_chunk_bounds, lowered, chunks))
-                          if memo is not None else _chunk_bounds(lowered, chunks))
-        found = _counts_per_chunk(literal, lowered.text, *bounds[0])
+            bounds.append(memo(("bounds",), lambda: _chunk_bounds(low(), chunks))
+                          if memo is not None else _chunk_bounds(low(), chunks))
+        found = _counts_per_chunk(literal, low().text, *bounds[0])
         return dict(filter(itemgetter(1), enumerate(found)))  # the chunks holding it
 
     # Per term, once per file: its weight, its key, and its count in the chunks holding it.
