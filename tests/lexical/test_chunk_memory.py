@@ -425,3 +425,51 @@ def test_the_estimate_of_a_kept_item_is_above_the_memory_it_holds(
 
     assert held > 0
     assert memo.held_bytes - memo_bytes("warm", {}) >= held
+
+
+def test_a_kept_file_holds_its_text_once_not_a_lower_cased_copy_beside_it() -> None:
+    # a hundred functions of twenty lines: the text, where its lines start, its chunks
+    text = "".join(f"def Handler_{i}(request):\n"
+                   + "".join(f"    Value_{j} = Request.Lookup('Key_{i}_{j}')  # Note\n"
+                             for j in range(19)) for i in range(100))
+    data = text.encode()
+    slice_data("warm.py", data, None)  # the per-name caches warm
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = slice_data("warm.py", data, None)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+    assert len(kept.chunks) == 100
+    assert held < 1.5 * len(data)  # a second copy of the text alone would make it 2x
+
+
+def test_scores_are_right_where_lower_casing_makes_a_letter_two(tmp_path: Path) -> None:
+    # "İ" lower-cases to two characters: the lower-cased text's lines start later than
+    # the text's, so the kept line starts cannot place its chunks
+    path = tmp_path / "m.py"
+    path.write_text("X = 'İİİİİİİİ'\n" * 40 + "\n\ndef a():\n    return 'backoff'\n"
+                    "\n\ndef b():\n    return 'backoff backoff xx'\n")
+    from slm_rerank.lexical.scores import (
+        FileEvidence,
+        LoweredText,
+        TermStats,
+        score_chunks,
+    )
+    from slm_rerank.lexical.terms import extract
+
+    memory = ChunkMemory()
+    kept = chunk_mentions(tmp_path, memory, "backoff")
+    found, _ = sliced(memory, tmp_path, "m.py")
+    assert found is not None and len(found.text.lower()) > len(found.text)
+    terms = extract("backoff")
+    fresh = score_chunks(terms, TermStats({t.literal: 1.0 for t in terms.terms}),
+                         FileEvidence("m.py", body_score=1.0,
+                                      matched={t.root: 1.0 for t in terms.terms}),
+                         found.chunks, found.text, LoweredText.of(found.text))
+    assert kept == {s.chunk.start_line: s.mentions for s in fresh}
+    starts = {c.start_line for c in found.chunks if c.symbol in ("a", "b")}
+    assert len(starts) == 2 and all(kept[line] > 0 for line in starts)
+    assert kept[max(starts)] > kept[min(starts)]  # b says it twice
