@@ -42,7 +42,7 @@ from slm_rerank.lexical.scores import ChunkKeys, LoweredText, chunk_keys
 
 #: files kept, and the bytes (estimated) their entries may hold in all
 MAX_ENTRIES = 4096
-MAX_BYTES = 16 * 1024 * 1024
+MAX_BYTES = 20 * 1024 * 1024
 #: a file whose entry would take more than this is read and sliced on every query
 MAX_ENTRY_BYTES = 4 * 1024 * 1024
 #: a file changed less than this long before its content was checked is checked again
