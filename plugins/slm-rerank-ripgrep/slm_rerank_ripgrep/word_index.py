@@ -72,6 +72,7 @@ from slm_rerank.plugin_kit import Unfinished
 from slm_rerank_ripgrep.listing import Listing
 from slm_rerank_ripgrep.pieces import PieceBuild, Pieces
 from slm_rerank_ripgrep.watch import Watch, folder_of
+from slm_rerank_ripgrep.word_ids import WordIds
 
 #: trees kept, the files of one, and its estimated size
 MAX_TREES = 2
@@ -111,15 +112,15 @@ _TOO_BIG = "over max_filesize"
 _OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
                | getattr(os, "O_CLOEXEC", 0))
 #: bytes an entry is estimated to hold, as tracemalloc measures the index of a tree once
-#: searched: a word (its bytes object, id, ``vocab`` slot, first posting, ``starts`` entry,
-#: line end and the ids ``holding`` may keep of it; and each of its bytes twice, in its
-#: bytes object and its line: a hash or encoded data makes words hundreds of bytes long),
-#: one not ASCII (its ``odd`` slot), a posting in ``more`` (two unsigned ints, with the
+#: searched: a word (its first posting, ``starts`` entry, line end and the ids ``holding``
+#: may keep of it; and each of its bytes, in its line: a hash or encoded data makes words
+#: hundreds of bytes long; ``ids`` is counted by its own size), one not ASCII (its ``odd``
+#: and ``odd_ids`` slots and its bytes object), a posting in ``more`` (two unsigned ints, with the
 #: array's slack) and a word's own array there, a file (its record and stamp, its entries
 #: in the last check and listing; and each byte of its path three times, as it is in
 #: ``files``, the listing's files and its output: deep trees have paths of 200 bytes)
-_WORD_BYTES = 128
-_ODD_BYTES = 56
+_WORD_BYTES = 32
+_ODD_BYTES = 200
 _POSTING_BYTES = 8
 _MORE_BYTES = 120
 _FILE_BYTES = 660
@@ -187,12 +188,18 @@ class Answer:
 @dataclass
 class _Tree:
     """One tree's index, laid out for memory (issue 30: a worker within 64 MB): a word is
-    its bytes (the key of ``vocab``), one line of ``text``, two numbers of ``first`` and,
-    only when more than one file holds it, an array in ``more``."""
+    one line of ``text`` (its spelling, which ``ids`` finds it by), two numbers of
+    ``first`` and, only when more than one file holds it, an array in ``more``.
+
+    A word is what rg -i matches alike: its ASCII letters lower-cased, so ``Path``,
+    ``PATH`` and ``path`` are one word with their occurrences summed (the long s and the
+    Kelvin sign stay as they are, and such a word is found by its bytes, ``odd_ids``)."""
 
     root: str
-    #: word -> its id (word ids count up from 0 as words are first met)
-    vocab: dict[bytes, int] = field(default_factory=dict)
+    #: spelling -> its id (word ids count up from 0 as words are first met)
+    ids: WordIds = field(default_factory=WordIds)
+    #: the words that are not ASCII, by their bytes
+    odd_ids: dict[bytes, int] = field(default_factory=dict)
     #: each word's first posting, (file id, occurrences), at 2 * id; the others in ``more``
     first: array[int] = field(default_factory=lambda: array("I"))
     more: dict[int, array[int]] = field(default_factory=dict)
@@ -234,9 +241,15 @@ class _Tree:
     #: the last check of every file, while it found nothing changed and nothing has since
     clean: _Clean | None = None
 
+    @property
+    def words(self) -> int:
+        """How many words it holds."""
+        return len(self.starts) - 1 + len(self.tail)
+
     def size(self) -> int:
         """Its estimated bytes: what the bounds are on, so not below what it takes."""
-        return (len(self.vocab) * _WORD_BYTES + 2 * self.letters + len(self.odd) * _ODD_BYTES
+        return (self.words * _WORD_BYTES + self.ids.nbytes() + self.letters
+                + len(self.odd) * _ODD_BYTES
                 + self.postings_count * _POSTING_BYTES + len(self.more) * _MORE_BYTES
                 + len(self.files) * _FILE_BYTES + 3 * self.named
                 + (self.pieces.nbytes() if self.pieces is not None else 0)
@@ -271,20 +284,28 @@ class _Tree:
         self.clean = None
         fid = len(self.live)
         self.live.append(1)
-        vocab, first, more = self.vocab, self.first, self.more
+        ids, odd_ids, first, more, tail = self.ids, self.odd_ids, self.first, self.more, self.tail
+        spelling_of = self.spelling
         added = False
         for word, n in counts.items():
-            wid = vocab.get(word)
-            if wid is None:
-                wid = vocab[word] = len(vocab)
+            ascii_word = word.isascii()
+            if ascii_word:
+                spelling = word.decode("ascii").lower()
+                wid = ids.get(spelling, spelling_of)
+            else:
+                wid = odd_ids.get(word, -1)
+            if wid < 0:
+                wid = len(self.starts) - 1 + len(tail)
                 self.letters += len(word)
                 first.append(fid)
                 first.append(n)
-                if word.isascii():
-                    self.tail.append(word.decode("ascii").lower())
+                if ascii_word:
+                    tail.append(spelling)
+                    ids.add(spelling, wid, spelling_of)
                 else:
-                    self.tail.append(word.decode("utf-8").casefold())
+                    tail.append(word.decode("utf-8").casefold())
                     self.odd[wid] = word
+                    odd_ids[word] = wid
                 added = True
                 continue
             extra = more.get(wid)
@@ -296,7 +317,7 @@ class _Tree:
         if added:
             self.holding.clear()
             self.held = 0
-            if len(self.tail) >= _TAIL_LINES:
+            if len(tail) >= _TAIL_LINES:
                 self.join()
         self.postings_count += len(counts)
         return fid
@@ -373,7 +394,7 @@ class _Tree:
             data = _before_nul(data, nul)
             if not data:
                 return _File(stamp, checked, "binary", digest=digest)
-        words = words_of(data)
+        words = words_of(data.lower())  # a word is its spelling (``_Tree``)
         if words_out is not None:
             words_out.append(words)
         return _File(stamp, checked, "text", self.post(words), len(words), digest)
@@ -399,7 +420,7 @@ class _Tree:
         # a term of three letters is in thousands of words: what is kept is bounded by the
         # words as well as by the terms (the estimate counts it in each word's bytes)
         if (len(self.holding) >= MAX_HELD_TERMS
-                or self.held + len(found) > _HELD_PER_WORD * len(self.vocab)):
+                or self.held + len(found) > _HELD_PER_WORD * self.words):
             self.holding.clear()
             self.held = 0
         self.holding[term] = found
@@ -795,7 +816,7 @@ class Build:
 
 def summary() -> str:
     """The trees indexed and refused, for ``warm status``."""
-    parts = [f"{tree.root} ({len(tree.files):,} files, {len(tree.vocab):,} words, "
+    parts = [f"{tree.root} ({len(tree.files):,} files, {tree.words:,} words, "
              f"about {tree.size() >> 20} MiB)" for tree in _TREES.values()]
     parts += [f"not {root}: {why}" for root, (why, _) in _REFUSED.items()]
     return "; ".join(parts) or "nothing"
