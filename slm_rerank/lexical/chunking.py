@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import accumulate
@@ -69,13 +70,84 @@ def _python_defs(nodes: Iterable[ast.stmt]) -> tuple[list[_Def], dict[int, list[
     return defs, assigned
 
 
+_PARSE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError)
+#: a line that may start a top-level statement: where a long file may be cut to be parsed
+_TOP_LINE = re.compile(r"^(?:def |class |async def |@)", re.MULTILINE)
+#: a file this long (characters) is parsed a few top-level statements at a time
+SEGMENTS_FROM = 32 * 1024
+#: the characters one parse is given at least (the statements of a cut, joined)
+SEGMENT_CHARS = 16 * 1024
+
+
+def _shifted(defs: list[_Def], by: int) -> list[_Def]:
+    for d in defs:
+        d.start += by
+        d.end += by
+        _shifted(d.children, by)
+    return defs
+
+
+def _last_line_before(text: str, at: int) -> str:
+    """The last line before offset ``at`` (a line start) that is not blank."""
+    end = at - 1
+    while end > 0:
+        start = text.rfind("\n", 0, end) + 1
+        if text[start:end].strip():
+            return text[start:end]
+        end = start - 1
+    return ""
+
+
+def _cuts(text: str) -> list[int]:
+    """Offsets where ``text`` may be cut between top-level statements: lines that start
+    a definition or a decorator at the margin, not right after a decorator (a
+    decorator's own definition stays with it), about ``SEGMENT_CHARS`` apart."""
+    cuts = [0]
+    for found in _TOP_LINE.finditer(text):
+        at = found.start()
+        if at - cuts[-1] >= SEGMENT_CHARS and not _last_line_before(text, at).startswith("@"):
+            cuts.append(at)
+    return cuts
+
+
+def _python_defs_in_parts(text: str) -> tuple[list[_Def], dict[int, list[str]]] | None:
+    """What ``_python_defs`` finds in the whole of ``text``, parsed a part at a time, so a
+    long file's syntax tree is never held whole (a test file of large literals: sympy's
+    ``test_spin.py`` is 43 MiB of nodes for 312 KB of text); None when a part does not
+    parse on its own (a cut inside a string or a bracket: the caller parses the whole).
+
+    A cut at a line that starts at the margin with ``def``, ``class`` or ``@`` is between
+    two statements unless it is inside an unclosed string, bracket or continued line, and
+    then the part before it does not parse: so when every part parses, the parts are the
+    file's own top-level statements, as one parse of it would give them."""
+    cuts = _cuts(text)
+    defs: list[_Def] = []
+    assigned: dict[int, list[str]] = {}
+    line = 0  # lines before the part
+    for start, end in zip(cuts, [*cuts[1:], len(text)], strict=True):
+        part = text[start:end]
+        try:
+            tree = ast.parse(part)
+        except _PARSE_ERRORS:
+            return None
+        found, names = _python_defs(tree.body)
+        del tree
+        defs.extend(_shifted(found, line))
+        for at, named in names.items():
+            assigned[at + line] = named
+        line += part.count("\n")
+    return defs, assigned
+
+
 def _chunk_python(text: str, lines: list[str]) -> list[Chunk] | None:
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    defs, assigned = _python_defs(tree.body)
-    return _chunks_from_defs(defs, lines, assigned)
+    parsed = _python_defs_in_parts(text) if len(text) >= SEGMENTS_FROM else None
+    if parsed is None:
+        try:
+            tree = ast.parse(text)
+        except _PARSE_ERRORS:
+            return None
+        parsed = _python_defs(tree.body)
+    return _chunks_from_defs(parsed[0], lines, parsed[1])
 
 
 # --- tree-sitter ---------------------------------------------------------------------------

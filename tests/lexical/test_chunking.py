@@ -227,3 +227,85 @@ def test_a_second_search_reuses_cached_slices_instead_of_slicing_again(
 
     assert result_paths(second) == result_paths(first) == ["pkg/retry.py"]
     assert second.results[0].symbol == first.results[0].symbol == "retry"
+
+
+# --- a long Python file, parsed a few statements at a time ---------------------------------
+
+
+def long_module(traps: bool) -> str:
+    """Top-level functions, decorated ones, classes and assignments, past
+    ``SEGMENTS_FROM``; with ``traps``, lines that look like a cut at the margin but are
+    inside a string, a bracket or a continued line, or a decorator with a comment before
+    its function."""
+    out = ['"""A long module."""', "import os", "LIMIT = 3", ""]
+    for i in range(480):
+        out.append("")
+        if i % 5 == 0:
+            out += ["@cached", "@retry(", "    times=3,", ")"]
+        if i % 7 == 0:
+            out += [f"class Store{i}:", f"    size = {i}", "", "    def get(self):",
+                    "        return 1", "", "    async def put(self):", "        pass"]
+        else:
+            out += [f"def helper_{i}(x):", f"    values = [{', '.join(map(str, range(40)))}]",
+                    "    return sum(values) + x"]
+        out.append(f"NAME_{i} = 'n{i}'")
+        if traps and i % 40 == 20:
+            out += ['DOC = """', "def not_a_function():", "class NotAClass:", '"""',
+                    "TOTAL = (LIMIT", "@ LIMIT)", "SUM = 1 + \\", "2"]
+        if traps and i == 450:
+            out += ["@cached", "# a comment between a decorator and its function",
+                    "def commented(x):", "    return x"]
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("traps", [False, True])
+def test_a_long_python_file_gives_the_chunks_of_one_parse_of_it(
+        monkeypatch: pytest.MonkeyPatch, traps: bool) -> None:
+    text = long_module(traps)
+    assert len(text) > 2 * chunking.SEGMENTS_FROM
+    in_parts = chunks_of("long.py", text)
+    monkeypatch.setattr(chunking, "SEGMENTS_FROM", 1 << 40)  # one parse of the whole
+    whole = chunks_of("long.py", text)
+
+    assert in_parts == whole
+    assert Chunk(20, 22, "helper_1", ("helper_1",)) in whole
+    assert any(c.symbol == "Store7" for c in whole)
+    assert chunking._python_defs_in_parts(text) is not None  # it was parsed in parts
+
+
+@pytest.mark.parametrize("trap", [
+    'DOC = """\ndef fake():\n"""\n',  # a margin line inside a string
+    "TOTAL = (LIMIT\n@ LIMIT)\n",  # inside a bracket
+    "SUM = 1 + \\\n@ LIMIT\n",  # a continued line (not valid: no parse at all)
+])
+def test_a_cut_inside_a_statement_sends_the_file_to_one_parse(
+        monkeypatch: pytest.MonkeyPatch, trap: str) -> None:
+    # the first line a cut may be made at, past SEGMENT_CHARS, is inside a statement
+    text = ("LIMIT = 1\n" * (chunking.SEGMENT_CHARS // 10 + 1) + trap
+            + "def real():\n    return 1\n" + "VALUE = 2\n" * 3000)
+    assert len(text) > chunking.SEGMENTS_FROM
+    assert chunking._python_defs_in_parts(text) is None
+    in_parts = chunks_of("long.py", text)
+    monkeypatch.setattr(chunking, "SEGMENTS_FROM", 1 << 40)
+    assert in_parts == chunks_of("long.py", text)
+    assert any(c.symbol == "real" for c in in_parts) is ("SUM" not in trap)
+
+
+def test_a_long_python_file_is_never_held_as_one_syntax_tree(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import tracemalloc
+
+    text = long_module(traps=False)
+
+    def peak() -> int:
+        tracemalloc.start()
+        try:
+            chunks_of("long.py", text)
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    in_parts = peak()
+    monkeypatch.setattr(chunking, "SEGMENTS_FROM", 1 << 40)
+    whole = peak()
+    assert in_parts < whole / 2, (in_parts, whole)
