@@ -115,15 +115,21 @@ _OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOL
 #: searched: a word (its first posting, ``starts`` entry, line end and the ids ``holding``
 #: may keep of it; and each of its bytes, in its line: a hash or encoded data makes words
 #: hundreds of bytes long; ``ids`` is counted by its own size), one not ASCII (its ``odd``
-#: and ``odd_ids`` slots and its bytes object), a posting in ``more`` (two unsigned ints, with the
-#: array's slack) and a word's own array there, a file (its record and stamp, its entries
+#: and ``odd_ids`` slots and its bytes object), a posting in ``more`` (one unsigned int,
+#: a second for 255 occurrences or more, with the array's slack) and a word's own array there, a file (its record and stamp, its entries
 #: in the last check and listing; and each byte of its path three times, as it is in
 #: ``files``, the listing's files and its output: deep trees have paths of 200 bytes)
 _WORD_BYTES = 32
 _ODD_BYTES = 200
-_POSTING_BYTES = 8
+_POSTING_BYTES = 5
 _MORE_BYTES = 120
 _FILE_BYTES = 660
+#: a posting in ``more``: its occurrences in its low bits, up to one less than
+#: ``_BIG_COUNT`` (which says they are in the next number); its file id in the others, so
+#: a tree is started again before its file ids need more (``_build``)
+_COUNT_BITS = 8
+_BIG_COUNT = (1 << _COUNT_BITS) - 1
+MAX_FILE_IDS = 1 << (32 - _COUNT_BITS)
 #: the ids ``holding`` keeps, at most this many a word (4 bytes each; counted in a word's)
 _HELD_PER_WORD = 2
 #: spellings gathered before they are joined into ``text`` (a query reads them one by one)
@@ -200,7 +206,9 @@ class _Tree:
     ids: WordIds = field(default_factory=WordIds)
     #: the words that are not ASCII, by their bytes
     odd_ids: dict[bytes, int] = field(default_factory=dict)
-    #: each word's first posting, (file id, occurrences), at 2 * id; the others in ``more``
+    #: each word's first posting, (file id, occurrences), at 2 * id; the others in ``more``,
+    #: one number each: the file id shifted left by ``_COUNT_BITS`` with the occurrences
+    #: in those bits, or with ``_BIG_COUNT`` there and the occurrences in the next number
     first: array[int] = field(default_factory=lambda: array("I"))
     more: dict[int, array[int]] = field(default_factory=dict)
     #: each word's case-folded spelling, a line each in id order: those of ``text`` start
@@ -308,11 +316,13 @@ class _Tree:
                     odd_ids[word] = wid
                 added = True
                 continue
+            posting = (fid << _COUNT_BITS) | min(n, _BIG_COUNT)
             extra = more.get(wid)
             if extra is None:
-                more[wid] = array("I", (fid, n))
+                extra = more[wid] = array("I", (posting,))
             else:
-                extra.append(fid)
+                extra.append(posting)
+            if n >= _BIG_COUNT:
                 extra.append(n)
         if added:
             self.holding.clear()
@@ -394,6 +404,8 @@ class _Tree:
             data = _before_nul(data, nul)
             if not data:
                 return _File(stamp, checked, "binary", digest=digest)
+        if len(self.live) >= MAX_FILE_IDS:  # no id left to post it under: rg reads it,
+            return _File(stamp, checked, "unknown", digest=digest)  # until a fresh build
         words = words_of(data.lower())  # a word is its spelling (``_Tree``)
         if words_out is not None:
             words_out.append(words)
@@ -749,7 +761,12 @@ def _count(tree: _Tree, prepared: Prepared, allowed: bytearray) -> dict[int, dic
                 found[fid0] = found.get(fid0, 0) + n0 * k
             if extra is not None:
                 get = found.get
-                for fid, n in zip(extra[::2], extra[1::2], strict=True):
+                postings = iter(extra)
+                for posting in postings:
+                    n = posting & _BIG_COUNT
+                    if n == _BIG_COUNT:
+                        n = next(postings)
+                    fid = posting >> _COUNT_BITS
                     if allowed[fid]:
                         found[fid] = get(fid, 0) + n * k
     counts: dict[int, dict[str, int]] = {}
@@ -834,7 +851,8 @@ def _build(root: Path, files: Sequence[str], by: float, before: _Tree | None = N
         _drop(key, f"it lists {len(files):,} files, over {MAX_FILES:,}")
         return None, 0
     tree = _TREES.get(key)
-    if tree is None or tree.dead_postings * 2 > max(tree.postings_count, 1):
+    if (tree is None or tree.dead_postings * 2 > max(tree.postings_count, 1)
+            or len(tree.live) >= MAX_FILE_IDS):
         tree = _Tree(key)
         _TREES.pop(key, None)  # replaced, not a tree more
         while len(_TREES) >= MAX_TREES:

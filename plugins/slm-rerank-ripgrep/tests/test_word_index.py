@@ -150,6 +150,49 @@ def test_case_variants_are_one_word_and_count_as_rg_counts_them(
     assert search(tmp_path, ["path"]).body_counts["a.py"] == {"path": 6}
 
 
+@pytest.mark.parametrize("times", [1, 254, 255, 256, 70_000])
+def test_a_word_said_many_times_in_many_files_counts_as_rg_counts_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, matching_runs: list[list[str]],
+        times: int) -> None:
+    # a posting keeps a count under 255 in its own number, and a larger one in the next
+    (tmp_path / ".git").mkdir()
+    for n in range(6):
+        (tmp_path / f"f{n}.py").write_text("value " * (times + n - 3 if times > 3 else times)
+                                           + "other\n")
+    later(monkeypatch, 3600)
+    files = search(tmp_path, ["x"]).files
+    word_index.build(tmp_path, files, time.monotonic() + 60)
+    matching_runs.clear()
+    for terms in (["value"], ["val", "other"], ["lu"]):
+        from_index = search(tmp_path, terms)
+        assert matching_runs == []
+        same(from_index, by_rg(tmp_path, terms))
+        matching_runs.clear()
+
+
+def test_a_tree_out_of_file_ids_leaves_the_search_to_rg_and_is_built_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / ".git").mkdir()
+    for n in range(4):
+        (tmp_path / f"f{n}.py").write_text(f"alpha beta{n}\n")
+    monkeypatch.setattr(word_index, "MAX_FILE_IDS", 6)
+    later(monkeypatch, 3600)
+    build(tmp_path)
+    tree = word_index._TREES[word_index._key(tmp_path)]
+    for n in range(4):  # each version of a file takes an id: two are left
+        (tmp_path / "f0.py").write_text(f"alpha gamma{n}\n")
+        later(monkeypatch, 7200 + n)
+        same(search(tmp_path, ["alpha", "gamma"]), by_rg(tmp_path, ["alpha", "gamma"]))
+    # the version with no id left is not modelled: the tree is set aside for a while, as
+    # for any file it does not model, and then built afresh
+    assert len(tree.live) == 6 and not word_index.indexed(tmp_path)
+    monkeypatch.setattr(word_index, "REFUSED_SECONDS", 0)
+    build(tmp_path)
+    fresh = word_index._TREES[word_index._key(tmp_path)]
+    assert fresh is not tree and len(fresh.live) == 4
+    same(search(tmp_path, ["alpha", "gamma"]), by_rg(tmp_path, ["alpha", "gamma"]))
+
+
 @pytest.mark.parametrize(("tail", "pieces_from"), [(4096, 4096), (1, 4096), (4096, 0)])
 def test_what_changed_since_the_build_is_read_again(
         tmp_path: Path, tail: int, pieces_from: int, monkeypatch: pytest.MonkeyPatch,
