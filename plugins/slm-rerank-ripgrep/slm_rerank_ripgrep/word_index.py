@@ -116,8 +116,9 @@ _OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOL
 #: may keep of it; and each of its bytes, in its line: a hash or encoded data makes words
 #: hundreds of bytes long; ``ids`` is counted by its own size), one not ASCII (its ``odd``
 #: and ``odd_ids`` slots and its bytes object), a posting in ``more`` (one unsigned int,
-#: a second for 255 occurrences or more, with the array's slack) and a word's own array there, a file (its record and stamp, its entries
-#: in the last check and listing; and each byte of its path three times, as it is in
+#: a second for 255 occurrences or more, with the array's slack) and a word's own array
+#: there, a file (its record and stamp, its entries in the last check and listing; and
+#: each byte of its path three times, as it is in
 #: ``files``, the listing's files and its output: deep trees have paths of 200 bytes)
 _WORD_BYTES = 32
 _ODD_BYTES = 200
