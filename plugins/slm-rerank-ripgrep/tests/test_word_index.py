@@ -220,6 +220,35 @@ def test_what_changed_since_the_build_is_read_again(
     same(search(root, ["imageset"]), by_rg(root, ["imageset"]))
 
 
+@pytest.mark.parametrize("block", [1, 7, 4096])
+def test_postings_packed_at_a_builds_end_count_as_rg_counts_them_before_and_after_changes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, matching_runs: list[list[str]],
+        block: int) -> None:
+    monkeypatch.setattr(word_index, "PACK_FROM", 0)
+    monkeypatch.setattr(word_index, "PACK_WORDS", block)
+    root = generated_tree(tmp_path, 6)
+    later(monkeypatch, 3600)
+    build(root)
+    tree = word_index._TREES[word_index._key(root)]
+    assert tree.more == {} and tree.packs  # every posting but a word's first is packed
+    matching_runs.clear()
+    for terms in TERM_SETS:
+        same(search(root, terms), by_rg(root, terms))
+    assert len(matching_runs) == len(TERM_SETS)  # the by_rg ones
+    # changed files post into ``more`` beside the blocks; new words get ids past them
+    rng = random.Random(7)
+    for n, path in enumerate(sorted(root.rglob("f*.txt"))[:12]):
+        path.write_text(text(rng, 40) + f" brandnew{n} set real")
+    later(monkeypatch, 7200)
+    for terms in TERM_SETS + [["brandnew"]]:
+        same(search(root, terms), by_rg(root, terms))
+    assert tree.more
+    build(root)  # packed again: the blocks those words are in
+    assert word_index._TREES[word_index._key(root)] is tree and tree.more == {}
+    for terms in TERM_SETS + [["brandnew"]]:
+        same(search(root, terms), by_rg(root, terms))
+
+
 def test_a_file_it_does_not_model_leaves_the_tree_to_rg(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         matching_runs: list[list[str]]) -> None:
