@@ -41,13 +41,21 @@ class WordIds:
         """The bytes its slots take."""
         return len(self._slots) * self._slots.itemsize
 
-    def get(self, spelling: str, spelling_of: Callable[[int], str]) -> int:
-        """The id of ``spelling``, or -1."""
+    def get(self, spelling: str, text: str, starts: array[int], tail: list[str]) -> int:
+        """The id of ``spelling``, or -1; an id's spelling is the line of ``text`` that
+        ``starts`` says (without its newline), or past them, its place in ``tail`` (as
+        ``word_index._Tree`` keeps them: this is the loop of every word a build posts)."""
         slots, mask = self._slots, self._mask
+        lines = len(starts) - 1
         at = hash(spelling) & mask
         while True:
             wid = slots[at]
-            if wid == _EMPTY or spelling_of(wid) == spelling:
+            if wid == _EMPTY:
+                return wid
+            if wid < lines:
+                if text[starts[wid]:starts[wid + 1] - 1] == spelling:
+                    return wid
+            elif tail[wid - lines] == spelling:
                 return wid
             at = (at + 1) & mask
 

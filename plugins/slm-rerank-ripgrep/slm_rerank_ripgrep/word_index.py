@@ -132,7 +132,8 @@ _COUNT_BITS = 8
 _BIG_COUNT = (1 << _COUNT_BITS) - 1
 MAX_FILE_IDS = 1 << (32 - _COUNT_BITS)
 #: word ids a block of packed postings is for (``_Tree.pack``), and the arrays ``more``
-#: holds before a build's end packs them
+#: holds before a build's end packs them (a build packs them on its way, too, when they
+#: are for half the words)
 PACK_WORDS = 4096
 PACK_FROM = 256
 #: the ids ``holding`` keeps, at most this many a word (4 bytes each; counted in a word's)
@@ -304,17 +305,18 @@ class _Tree:
         fid = len(self.live)
         self.live.append(1)
         ids, odd_ids, first, more, tail = self.ids, self.odd_ids, self.first, self.more, self.tail
-        spelling_of = self.spelling
+        spelling_of, text, starts = self.spelling, self.text, self.starts
+        lines = len(starts) - 1  # neither changes before the loop ends: join() comes after
         added = False
         for word, n in counts.items():
             ascii_word = word.isascii()
             if ascii_word:
                 spelling = word.decode("ascii").lower()
-                wid = ids.get(spelling, spelling_of)
+                wid = ids.get(spelling, text, starts, tail)
             else:
                 wid = odd_ids.get(word, -1)
             if wid < 0:
-                wid = len(self.starts) - 1 + len(tail)
+                wid = lines + len(tail)
                 self.letters += len(word)
                 first.append(fid)
                 first.append(n)
@@ -327,7 +329,7 @@ class _Tree:
                     odd_ids[word] = wid
                 added = True
                 continue
-            posting = (fid << _COUNT_BITS) | min(n, _BIG_COUNT)
+            posting = (fid << _COUNT_BITS) | (n if n < _BIG_COUNT else _BIG_COUNT)
             extra = more.get(wid)
             if extra is None:
                 extra = more[wid] = array("I", (posting,))
@@ -929,6 +931,8 @@ def _build(root: Path, files: Sequence[str], by: float, before: _Tree | None = N
             if time.monotonic() > by:  # a read can take a while (a file of MAX_FILE_BYTES)
                 return tree, at
             tree.files[rel] = tree.read(rel, fd, entry)
+            if len(tree.more) >= max(PACK_FROM, tree.words // 2):  # packed as it grows too
+                tree.pack()
             if not _fits(key, tree):
                 return None, 0
         tree.join()
