@@ -394,8 +394,14 @@ def case_variants(root: Path, rng: random.Random) -> None:
             for k in rng.sample(range(20_000), 500)))
 
 
+def copies(root: Path, rng: random.Random) -> None:
+    words = " ".join(f"{n:x}" for n in range(22_000))
+    for n in range(3):  # one file copied (vendored twice): each word has an array of postings
+        (root / f"c{n}.txt").write_text(words)
+
+
 @pytest.mark.parametrize("shape", [long_words, long_paths, long_s_words, long_odd_words,
-                                   case_variants])
+                                   case_variants, copies])
 def test_the_memory_estimate_is_not_low_whatever_the_words_and_paths(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         shape: Callable[[Path, random.Random], None]) -> None:
