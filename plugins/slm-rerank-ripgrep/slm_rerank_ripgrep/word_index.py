@@ -117,13 +117,14 @@ _OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOL
 #: hundreds of bytes long; ``ids`` is counted by its own size), one not ASCII (its ``odd``
 #: and ``odd_ids`` slots and its bytes object, whose bytes count as letters again), a
 #: posting in ``more`` (two unsigned ints, with the array's slack) and a word's own array
-#: there, a file (its record and stamp, its entries in the last check and listing; and
-#: each byte of its path three times, as it is in ``files``, the listing's files and its
-#: output: deep trees have paths of 200 bytes)
+#: there (with its slot, and its id, an int object only ``more`` keeps), a file (its record
+#: and stamp, its entries in the last check and listing; and each byte of its path three
+#: times, as it is in ``files``, the listing's files and its output: deep trees have paths
+#: of 200 bytes)
 _WORD_BYTES = 32
 _ODD_BYTES = 200
 _POSTING_BYTES = 8
-_MORE_BYTES = 120
+_MORE_BYTES = 160
 _FILE_BYTES = 660
 #: the ids ``holding`` keeps, at most this many a word (4 bytes each; counted in a word's)
 _HELD_PER_WORD = 2
