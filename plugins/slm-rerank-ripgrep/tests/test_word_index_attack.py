@@ -10,8 +10,8 @@ is moved far ahead, so every file counts as old enough to be taken on its stamp.
 from __future__ import annotations
 
 import os
-import random
 import pwd
+import random
 import shutil
 import stat
 import subprocess
