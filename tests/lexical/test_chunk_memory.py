@@ -473,3 +473,37 @@ def test_scores_are_right_where_lower_casing_makes_a_letter_two(tmp_path: Path) 
     starts = {c.start_line for c in found.chunks if c.symbol in ("a", "b")}
     assert len(starts) == 2 and all(kept[line] > 0 for line in starts)
     assert kept[max(starts)] > kept[min(starts)]  # b says it twice
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_kept_scores_are_fresh_scores_whatever_lower_casing_does_to_a_line(
+        tmp_path: Path, seed: int) -> None:
+    # "İ" lower-cases to two characters, "K" (the Kelvin sign) and "ẞ" to one: a file of
+    # such lines and plain ones, CRLF or not, changing between queries from one to the
+    # other, scores as a file sliced afresh does, its counts memo and all
+    import random
+
+    from slm_rerank.lexical.scores import FileEvidence, LoweredText, TermStats, score_chunks
+    from slm_rerank.lexical.terms import extract
+
+    rng = random.Random(seed)
+    words = ["backoff", "Backoff", "BACKOFF", "İ", "İİ", "\u212a", "ẞ", "retry", "x"]
+    path = tmp_path / "m.py"
+    memory = ChunkMemory()
+    for _ in range(6):
+        end = rng.choice(["\n", "\r\n"])
+        path.write_text("".join(
+            f"def f{i}():{end}    return '{' '.join(rng.choices(words, k=rng.randint(0, 6)))}'"
+            f"{end}{end}" for i in range(rng.randint(1, 30))), newline="")
+        for query in ("backoff", "retry backoff", "x"):
+            kept = chunk_mentions(tmp_path, memory, query)
+            found, _ = sliced(memory, tmp_path, "m.py")
+            assert found is not None
+            terms = extract(query)
+            fresh = score_chunks(terms, TermStats({t.literal: 1.0 for t in terms.terms}),
+                                 FileEvidence("m.py", body_score=1.0,
+                                              matched={t.root: 1.0 for t in terms.terms}),
+                                 found.chunks, found.text,
+                                 LoweredText(found.text.lower(), array(
+                                     "q", chunk_memory.line_starts(found.text.lower()))))
+            assert kept == {s.chunk.start_line: s.mentions for s in fresh}

@@ -115,15 +115,16 @@ _OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOL
 #: searched: a word (its first posting, ``starts`` entry, line end and the ids ``holding``
 #: may keep of it; and each of its bytes, in its line: a hash or encoded data makes words
 #: hundreds of bytes long; ``ids`` is counted by its own size), one not ASCII (its ``odd``
-#: and ``odd_ids`` slots and its bytes object), a posting in ``more`` (one unsigned int,
-#: a second for 255 occurrences or more, with the array's slack) and a word's own array
-#: there, a file (its record and stamp, its entries in the last check and listing; and
-#: each byte of its path three times, as it is in
-#: ``files``, the listing's files and its output: deep trees have paths of 200 bytes)
+#: and ``odd_ids`` slots and its bytes object, whose bytes count as letters again), a
+#: posting in ``more`` (one unsigned int, a second for 255 occurrences or more, with the
+#: array's slack) and a word's own array there (with its slot, and its id, an int object
+#: only ``more`` keeps), a file (its record and stamp, its entries in the last check and
+#: listing; and each byte of its path three times, as it is in ``files``, the listing's
+#: files and its output: deep trees have paths of 200 bytes)
 _WORD_BYTES = 32
 _ODD_BYTES = 200
 _POSTING_BYTES = 5
-_MORE_BYTES = 120
+_MORE_BYTES = 160
 _FILE_BYTES = 660
 #: a posting in ``more``: its occurrences in its low bits, up to one less than
 #: ``_BIG_COUNT`` (which says they are in the next number); its file id in the others, so
@@ -239,7 +240,8 @@ class _Tree:
     holding: dict[str, array[int]] = field(default_factory=dict)
     #: the ids in ``holding``
     held: int = 0
-    #: the bytes of the words in ``vocab``, and of the paths in ``files``
+    #: the bytes of the words' lines (twice for a word not ASCII: its bytes are kept too),
+    #: and of the paths in ``files``
     letters: int = 0
     named: int = 0
     files: dict[str, _File] = field(default_factory=dict)
@@ -325,6 +327,7 @@ class _Tree:
                     ids.add(spelling, wid, spelling_of)
                 else:
                     tail.append(word.decode("utf-8").casefold())
+                    self.letters += len(word)  # its bytes, kept as well as its line
                     self.odd[wid] = word
                     odd_ids[word] = wid
                 added = True
@@ -370,6 +373,7 @@ class _Tree:
                     block.extend(extra)
                 at.append(len(block))
             packs[k], pack_at[k] = block, at
+        self.more = {}  # emptied: a dict keeps the room it once took, 1 MiB for sympy
 
     def postings(self, wid: int) -> tuple[array[int], ...]:
         """The postings of word ``wid`` but its first: in its block, in ``more``."""

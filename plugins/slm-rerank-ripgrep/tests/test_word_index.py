@@ -453,7 +453,27 @@ def long_s_words(root: Path, rng: random.Random) -> None:
                                                   for _ in range(500)))
 
 
-@pytest.mark.parametrize("shape", [long_words, long_paths, long_s_words])
+def long_odd_words(root: Path, rng: random.Random) -> None:
+    for n in range(60):  # hashes holding the long s or the Kelvin sign: kept by their bytes too
+        (root / f"o{n}.txt").write_text("\n".join(
+            rng.choice(("\u017f", "\u212a")) + f"{rng.getrandbits(1024):x}" for _ in range(100)))
+
+
+def case_variants(root: Path, rng: random.Random) -> None:
+    for n in range(60):  # a word in many cases is one word, however many files spell it
+        (root / f"v{n}.txt").write_text(" ".join(
+            "".join(c.upper() if rng.random() < 0.5 else c for c in f"w{k:x}_{k % 97}")
+            for k in rng.sample(range(20_000), 500)))
+
+
+def copies(root: Path, rng: random.Random) -> None:
+    words = " ".join(f"{n:x}" for n in range(22_000))
+    for n in range(3):  # one file copied (vendored twice): each word has an array of postings
+        (root / f"c{n}.txt").write_text(words)
+
+
+@pytest.mark.parametrize("shape", [long_words, long_paths, long_s_words, long_odd_words,
+                                   case_variants, copies])
 def test_the_memory_estimate_is_not_low_whatever_the_words_and_paths(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         shape: Callable[[Path, random.Random], None]) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import random
 import shutil
 import stat
 import subprocess
@@ -485,3 +486,45 @@ def test_unreadable_files_and_folders_are_reported_as_rg_reports_them(
     finally:
         subprocess.run(["chmod", "-R", "u+rwx", str(folder)], check=False)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+# --- case variants (one word), odd letters, changes between queries ----------------------
+
+#: a word's pieces: case variants of one spelling, the long s and the Kelvin sign in any
+#: case around them, letters that fold to no ASCII letter (Turkish i, sharp s, final
+#: sigma, full-width, a combining mark), digits and underscores
+VARIANT_PIECES = ["s", "S", "\u017f", "k", "K", "\u212a", "i", "I", "\u0130", "\u0131",
+                  "t", "T", "e", "E", "\u00df", "\u1e9e", "\u03c2", "\u03a3", "\uff33",
+                  "\uff53", "\u0301", "_", "1", "a", "A", "\u00e9"]
+VARIANT_TERMS = [["s"], ["k"], ["st", "s"], ["set", "st", "s", "e"], ["ki", "k", "i"],
+                 ["_1", "1", "_"], ["sa", "as", "a"], ["ss", "s"], ["kk", "sk", "ks"],
+                 ["tei", "ite", "ti"], ["ssss", "sss", "ss"]]
+
+
+def variant_text(rng: random.Random, words: int) -> bytes:
+    out = []
+    for _ in range(words):
+        out.append("".join(rng.choice(VARIANT_PIECES) for _ in range(rng.randint(1, 6))))
+        out.append(rng.choice([" ", "\n", "\r\n", ".", "-"]))
+    return "".join(out).encode()
+
+
+@pytest.mark.parametrize(("seed", "tail", "pieces_from"), [
+    (1, 4096, 4096), (2, 1, 4096), (3, 4096, 0), (4, 2, 0), (5, 7, 0)])
+def test_case_variants_and_odd_letters_count_as_rg_counts_them_as_files_change(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, later: None, seed: int, tail: int,
+        pieces_from: int) -> None:
+    monkeypatch.setattr(word_index, "_TAIL_LINES", tail)
+    monkeypatch.setattr(word_index, "PIECES_FROM", pieces_from)
+    rng = random.Random(seed)
+    root = write(tmp_path / "t", {f"f{n}.txt": variant_text(rng, rng.randint(0, 300))
+                                  for n in range(12)})
+    checks = searches(root, monkeypatch)
+    for round_ in range(8):
+        for terms in rng.sample(VARIANT_TERMS, 4):
+            checks.same(terms)
+        for n in rng.sample(range(12), 3):  # a word's variants appear and go
+            (root / f"f{n}.txt").write_bytes(variant_text(rng, rng.randint(0, 300)))
+        (root / f"new{round_}.txt").write_bytes(variant_text(rng, 50))
+        if round_ % 3 == 2:  # a build after many dead postings starts a new tree
+            checks.build()
