@@ -181,6 +181,9 @@ def main() -> int:
     parser.add_argument("--after", type=Path, required=True)
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--query", default=QUERY)
+    parser.add_argument("--settle", type=float, default=8.0,
+                        help="quiet seconds after each of the three warm-up rounds (a large "
+                             "tree's word index takes longer to build)")
     args = parser.parse_args()
     root = args.root.resolve()
     words = [w.lower() for w in re.findall(r"\w+", args.query)]
@@ -200,7 +203,7 @@ def main() -> int:
                 for side in sides:
                     for door in DOORS:
                         side.call(door)
-                time.sleep(8)
+                time.sleep(args.settle)
             for side in sides:
                 print(f"{side.name}: {side.status().strip()}")
             PEAKS.clear()  # the timed calls' only (a warm-up's first CLI call ran in its own)
