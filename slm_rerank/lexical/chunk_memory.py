@@ -77,11 +77,6 @@ class SlicedFile:
     #: ``chunking.content_key`` of the bytes it was decoded from
     digest: str
 
-    @property
-    def line_count(self) -> int:
-        """As ``len(split_lines(text))``."""
-        return len(self.starts) - 1
-
     def lowered(self) -> LoweredText:
         """The text lower-cased, with where its lines start: made anew at each call."""
         return LoweredText.of(self.text, self.starts)

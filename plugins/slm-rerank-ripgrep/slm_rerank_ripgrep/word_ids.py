@@ -23,9 +23,9 @@ def _empty(size: int) -> array[int]:
 
 
 class WordIds:
-    """Spelling -> word id. Each call is given ``spelling_of``, which gives an id's
-    spelling back (the tree's: the table holds no reference to it, so a tree no longer
-    kept is freed at once, and its watch closed with it)."""
+    """Spelling -> word id. Each call is given what gives an id's spelling back (the
+    tree's text and tail, or a function): the table holds no reference to the tree, so a
+    tree no longer kept is freed at once, and its watch closed with it."""
 
     __slots__ = ("_slots", "_mask", "_count")
 
