@@ -247,6 +247,9 @@ class _Tree:
     live: bytearray = field(default_factory=bytearray)
     postings_count: int = 0
     dead_postings: int = 0
+    #: ``postings_count`` when ``pack`` last ran (a build packs on its way only once it
+    #: doubled: a pack copies the blocks it remakes, every posting when files share words)
+    packed_at: int = 0
     #: the files the last build was given (more of them than indexed: a build under way)
     listed: int = 0
     #: the last listing of the tree a query ran (``listing.py``), while it may be reused
@@ -353,6 +356,7 @@ class _Tree:
         dropped as it is copied: the memory at any moment is about what it was."""
         more, packs, pack_at = self.more, self.packs, self.pack_at
         words = self.words
+        self.packed_at = self.postings_count
         blocks = sorted({wid // PACK_WORDS for wid in more})
         while len(packs) < (words + PACK_WORDS - 1) // PACK_WORDS:
             packs.append(array("I"))
@@ -931,7 +935,8 @@ def _build(root: Path, files: Sequence[str], by: float, before: _Tree | None = N
             if time.monotonic() > by:  # a read can take a while (a file of MAX_FILE_BYTES)
                 return tree, at
             tree.files[rel] = tree.read(rel, fd, entry)
-            if len(tree.more) >= max(PACK_FROM, tree.words // 2):  # packed as it grows too
+            if (len(tree.more) >= max(PACK_FROM, tree.words // 2)  # packed as it grows too
+                    and tree.postings_count >= 2 * tree.packed_at):
                 tree.pack()
             if not _fits(key, tree):
                 return None, 0

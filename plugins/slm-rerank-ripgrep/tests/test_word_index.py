@@ -249,6 +249,31 @@ def test_postings_packed_at_a_builds_end_count_as_rg_counts_them_before_and_afte
         same(search(root, terms), by_rg(root, terms))
 
 
+def test_a_build_of_files_sharing_their_words_packs_a_few_times_not_once_a_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        matching_runs: list[list[str]]) -> None:
+    # each file posts again to every word there is: ``more`` is past half the words after
+    # every file, and a pack copies every posting so far (quadratic in the files)
+    (tmp_path / ".git").mkdir()
+    shared = " ".join(f"word{i}" for i in range(600))
+    for n in range(300):
+        (tmp_path / f"f{n}.txt").write_text(f"{shared} own{n}\n")
+    packs: list[int] = []
+    real = word_index._Tree.pack
+
+    def counted(tree: word_index._Tree) -> None:
+        packs.append(tree.postings_count)
+        real(tree)
+
+    monkeypatch.setattr(word_index._Tree, "pack", counted)
+    later(monkeypatch, 3600)
+    build(tmp_path)
+    assert 1 <= len(packs) <= 12, len(packs)
+    matching_runs.clear()
+    for terms in (["word1"], ["own2", "word59"], ["ord"]):
+        same(search(tmp_path, terms), by_rg(tmp_path, terms))
+
+
 def test_a_file_it_does_not_model_leaves_the_tree_to_rg(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         matching_runs: list[list[str]]) -> None:
