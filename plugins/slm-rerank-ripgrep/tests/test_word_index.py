@@ -478,7 +478,14 @@ def long_s_words(root: Path, rng: random.Random) -> None:
                                                   for _ in range(500)))
 
 
-@pytest.mark.parametrize("shape", [long_words, long_paths, long_s_words])
+def said_often(root: Path, rng: random.Random) -> None:
+    # every posting past a word's first takes two numbers: 255 occurrences or more
+    words = [f"{a}{b}" for a in "abcdefghijklmnopqrstuvwxyz" for b in "abcdefghijklmnopqrstuvwxyz"]
+    for n in range(40):
+        (root / f"o{n}.txt").write_text((" ".join(words) + "\n") * 255)
+
+
+@pytest.mark.parametrize("shape", [long_words, long_paths, long_s_words, said_often])
 def test_the_memory_estimate_is_not_low_whatever_the_words_and_paths(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         shape: Callable[[Path, random.Random], None]) -> None:
