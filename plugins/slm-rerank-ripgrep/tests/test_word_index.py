@@ -274,6 +274,46 @@ def test_a_build_of_files_sharing_their_words_packs_a_few_times_not_once_a_file(
         same(search(tmp_path, terms), by_rg(tmp_path, terms))
 
 
+@pytest.mark.parametrize("block", [1, 2, 5])
+def test_postings_packed_in_a_build_of_many_windows_count_as_rg_counts_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, matching_runs: list[list[str]],
+        block: int) -> None:
+    # packed on the build's way, between its windows, with counts of 255 and more (two
+    # numbers) beside those under it, and again after files changed and new words came
+    monkeypatch.setattr(word_index, "PACK_FROM", 0)
+    monkeypatch.setattr(word_index, "PACK_WORDS", block)
+    rng = random.Random(block)
+    (tmp_path / ".git").mkdir()
+
+    def write(n: int) -> None:
+        said = rng.choice([1, 254, 255, 256, 300])
+        (tmp_path / f"f{n}.txt").write_text(
+            text(rng, rng.randint(0, 60)) + f" value{n % 3} " * said + " w_" * (said - 1))
+
+    for n in range(30):
+        write(n)
+    terms_sets = [["value"], ["value1", "w_"], ["set", "real", "lu"], ["k", "s", "2"]]
+    for version in range(3):
+        later(monkeypatch, 3600 * (version + 1))
+        files = search(tmp_path, ["x"]).files
+        clock = Clock()
+        monkeypatch.setattr(word_index, "time", clock)
+        task = word_index.Build(tmp_path, files)
+        windows = 1
+        while isinstance(task(clock.now + 3), Unfinished):
+            windows += 1
+        monkeypatch.setattr(word_index, "time", time)
+        assert windows > 3 or version > 0  # later: the files that changed
+        tree = word_index._TREES[word_index._key(tmp_path)]
+        assert tree.more == {} and tree.packs
+        matching_runs.clear()
+        for terms in terms_sets:
+            same(search(tmp_path, terms), by_rg(tmp_path, terms))
+        assert len(matching_runs) == len(terms_sets)  # the by_rg ones
+        for n in rng.sample(range(36), 8):
+            write(n)
+
+
 def test_a_file_it_does_not_model_leaves_the_tree_to_rg(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         matching_runs: list[list[str]]) -> None:
