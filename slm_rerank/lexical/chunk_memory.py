@@ -36,9 +36,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from slm_rerank.lexical.chunk_cache import ChunkCache
+from slm_rerank.lexical.chunk_counts import LoweredText
 from slm_rerank.lexical.chunking import Chunk, chunk_text, content_key, line_starts
 from slm_rerank.lexical.filetypes import size_reason
-from slm_rerank.lexical.scores import ChunkKeys, LoweredText, chunk_keys
+from slm_rerank.lexical.scores import ChunkKeys, chunk_keys
 
 #: files kept, and the bytes (estimated) their entries may hold in all
 MAX_ENTRIES = 4096

@@ -135,7 +135,8 @@ def _python_defs_in_parts(text: str) -> tuple[list[_Def], dict[int, list[str]]] 
         defs.extend(_shifted(found, line))
         for at, named in names.items():
             assigned[at + line] = named
-        line += part.count("\n")
+        # as ``ast`` counts lines: a lone "\r" ends one too
+        line += part.count("\n") + part.count("\r") - part.count("\r\n")
     return defs, assigned
 
 

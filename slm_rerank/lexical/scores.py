@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import math
 import re
-from array import array
-from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
-from itertools import repeat
-from operator import itemgetter, sub
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
-from slm_rerank.lexical.chunking import Chunk, line_starts
+from slm_rerank.lexical.chunk_counts import LoweredText, chunk_bounds, counts_per_chunk
+from slm_rerank.lexical.chunking import Chunk
 from slm_rerank.lexical.filetypes import path_kind
 from slm_rerank.lexical.terms import QueryTerms, Term, light, searched_in_bodies, split_identifier
 from slm_rerank.registrations import SourceHits
@@ -358,31 +356,6 @@ def path_rarity(df: int, n_files: int) -> float:
     return math.log(1.0 + n_files / df) / math.log(1.0 + n_files)
 
 
-@dataclass(frozen=True)
-class LoweredText:
-    """A file's text lower-cased, and where its lines start: worked out once per file."""
-
-    text: str
-    #: offsets[i] is where line i + 1 starts; the last entry is the text's length (an
-    #: array: 8 bytes a line, not an int object's 36, in a process that keeps it)
-    offsets: Sequence[int]
-
-    @classmethod
-    def of(cls, text: str, starts: Sequence[int] | None = None) -> LoweredText:
-        """``text`` lower-cased; ``starts``, where ``text``'s own lines start, are taken
-        as they are when lower-casing kept every character one character (nearly always:
-        a few, such as U+0130, become two)."""
-        lowered = text.lower()
-        if starts is not None and len(lowered) == len(text):
-            return cls(lowered, starts)
-        return cls(lowered, array("q", line_starts(lowered)))
-
-    @property
-    def line_count(self) -> int:
-        """As ``len(split_lines(text))``: lower-casing neither adds nor removes newlines."""
-        return len(self.offsets) - 1
-
-
 #: ``saturate``'s constant at the average length, as it computes it (the same float).
 _K_AVERAGE = SATURATION * (1.0 - LENGTH_B + LENGTH_B * 1.0)
 
@@ -428,9 +401,9 @@ def score_chunks(terms: QueryTerms, stats: TermStats, ev: FileEvidence, chunks: 
 
     def count(literal: str) -> ChunkCounts:
         if not bounds:  # where each chunk starts and ends in the text, once per call
-            bounds.append(memo(("bounds",), lambda: _chunk_bounds(low(), chunks))
-                          if memo is not None else _chunk_bounds(low(), chunks))
-        found = _counts_per_chunk(literal, low().text, *bounds[0])
+            bounds.append(memo(("bounds",), lambda: chunk_bounds(low(), chunks))
+                          if memo is not None else chunk_bounds(low(), chunks))
+        found = counts_per_chunk(literal, low().text, *bounds[0])
         return dict(filter(itemgetter(1), enumerate(found)))  # the chunks holding it
 
     # Per term, once per file: its weight, its key, and its count in the chunks holding it.
@@ -478,37 +451,3 @@ def score_chunks(terms: QueryTerms, stats: TermStats, ev: FileEvidence, chunks: 
         scored.append(ScoredChunk(ev.path, chunk, score, matched + path_terms, declares,
                                   enclosed, mentions))
     return scored
-
-
-def _chunk_bounds(lowered: LoweredText, chunks: list[Chunk]
-                  ) -> tuple[Sequence[int], Sequence[int]]:
-    """Where each chunk starts and ends in ``lowered``'s text (as offsets into it)."""
-    offsets = lowered.offsets
-    last = len(offsets) - 1
-    return (array("q", [offsets[min(chunk.start_line - 1, last)] for chunk in chunks]),
-            array("q", [offsets[min(chunk.end_line, last)] for chunk in chunks]))
-
-
-def _counts_per_chunk(literal: str, text: str, starts: Sequence[int], ends: Sequence[int]
-                      ) -> list[int]:
-    """``text[start:end].count(literal)`` for each chunk, with one scan of ``text``.
-
-    A literal without a line break is found inside one line, and ``str.count``'s scan
-    (leftmost, without overlaps: ``aba`` is in ``ababa`` once) finds the same occurrences in
-    a line whether it starts at that line or earlier. A chunk runs from a line start to a
-    line start, so it holds the occurrences of the whole text that start in it. A literal
-    with a line break (none that ``terms`` makes) is counted slice by slice.
-    """
-    found = text.find(literal)
-    if found < 0:
-        return [0] * len(starts)
-    if literal.splitlines() != [literal]:
-        return [text[start:end].count(literal) for start, end in zip(starts, ends, strict=True)]
-    # str.find, as str.count scans: several times faster than a regular expression's scan
-    at = []
-    step = len(literal)
-    while found >= 0:
-        at.append(found)
-        found = text.find(literal, found + step)
-    return list(map(sub, map(bisect_left, repeat(at), ends),
-                    map(bisect_left, repeat(at), starts)))

@@ -309,3 +309,14 @@ def test_a_long_python_file_is_never_held_as_one_syntax_tree(
     monkeypatch.setattr(chunking, "SEGMENTS_FROM", 1 << 40)
     whole = peak()
     assert in_parts < whole / 2, (in_parts, whole)
+
+
+def test_a_long_python_file_with_a_lone_carriage_return_gives_the_chunks_of_one_parse(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # ``ast`` ends a line at a lone "\r" too (a comment here): the parts after it must be
+    # numbered as one parse numbers them, not by their "\n"s alone
+    text = "# old\r# Mac line\n" + long_module(traps=False)
+    assert chunking._python_defs_in_parts(text) is not None
+    in_parts = chunks_of("long.py", text)
+    monkeypatch.setattr(chunking, "SEGMENTS_FROM", 1 << 40)
+    assert in_parts == chunks_of("long.py", text)

@@ -11,6 +11,7 @@ import pytest
 
 from slm_rerank.lexical import chunking
 from slm_rerank.lexical.chunk_cache import ChunkCache
+from slm_rerank.lexical.chunk_counts import LoweredText, counts_per_chunk
 from slm_rerank.lexical.chunking import Chunk, split_lines
 from slm_rerank.lexical.filetypes import (
     is_changelog_path,
@@ -21,7 +22,7 @@ from slm_rerank.lexical.filetypes import (
 )
 from slm_rerank.lexical.rank import lexical_order
 from slm_rerank.lexical.ranker import by_score_first
-from slm_rerank.lexical.scores import LoweredText, ScoredChunk, _counts_per_chunk
+from slm_rerank.lexical.scores import ScoredChunk
 
 WORDS = ["retry", "aba", "abab", "ab", "x", "réessai", "重试", "🔁", "That", "thathat", " "]
 BREAKS = ["\n", "\r\n", "\r", "\x85", "\u2028", "\x0c", "\x1e"]
@@ -47,7 +48,7 @@ def test_counts_per_chunk_are_what_str_count_finds_in_each_chunks_slice(seed: in
     for literal in ["retry", "aba", "abab", "thathat", "that", "réessai", "重试", "🔁", "zzz",
                     "y\nr", "y\r\nr", "aba\x85"]:
         expected = [lowered.text[s:e].count(literal) for s, e in zip(starts, ends, strict=True)]
-        assert _counts_per_chunk(literal, lowered.text, starts, ends) == expected, literal
+        assert counts_per_chunk(literal, lowered.text, starts, ends) == expected, literal
 
 
 def test_the_lowered_texts_line_count_is_the_texts() -> None:

@@ -116,11 +116,12 @@ _OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOL
 #: may keep of it; and each of its bytes, in its line: a hash or encoded data makes words
 #: hundreds of bytes long; ``ids`` is counted by its own size), one not ASCII (its ``odd``
 #: and ``odd_ids`` slots and its bytes object, whose bytes count as letters again), a
-#: posting in ``more`` (one unsigned int, a second for 255 occurrences or more, with the
-#: array's slack) and a word's own array there (with its slot, and its id, an int object
-#: only ``more`` keeps), a file (its record and stamp, its entries in the last check and
-#: listing; and each byte of its path three times, as it is in ``files``, the listing's
-#: files and its output: deep trees have paths of 200 bytes)
+#: posting in ``more`` (one unsigned int with the array's slack; the second of 255
+#: occurrences or more is counted apart, ``big_counts``) and a word's own array there
+#: (with its slot, and its id, an int object only ``more`` keeps), a file (its record and
+#: stamp, its entries in the last check and listing; and each byte of its path three
+#: times, as it is in ``files``, the listing's files and its output: deep trees have
+#: paths of 200 bytes)
 _WORD_BYTES = 32
 _ODD_BYTES = 200
 _POSTING_BYTES = 5
@@ -248,7 +249,12 @@ class _Tree:
     #: by file id: 1 while it is the current version of its file
     live: bytearray = field(default_factory=bytearray)
     postings_count: int = 0
+    #: the postings in ``more`` (or packed) that take a second number: 255 occurrences on
+    big_counts: int = 0
     dead_postings: int = 0
+    #: ``postings_count`` when ``pack`` last ran (a build packs on its way only once it
+    #: doubled: a pack copies the blocks it remakes, every posting when files share words)
+    packed_at: int = 0
     #: the files the last build was given (more of them than indexed: a build under way)
     listed: int = 0
     #: the last listing of the tree a query ran (``listing.py``), while it may be reused
@@ -272,6 +278,7 @@ class _Tree:
         return (self.words * _WORD_BYTES + self.ids.nbytes() + self.letters
                 + len(self.odd) * _ODD_BYTES
                 + self.postings_count * _POSTING_BYTES + len(self.more) * _MORE_BYTES
+                + 4 * self.big_counts
                 + 4 * sum(map(len, self.pack_at))
                 + len(self.files) * _FILE_BYTES + 3 * self.named
                 + (self.pieces.nbytes() if self.pieces is not None else 0)
@@ -340,6 +347,7 @@ class _Tree:
                 extra.append(posting)
             if n >= _BIG_COUNT:
                 extra.append(n)
+                self.big_counts += 1
         if added:
             self.holding.clear()
             self.held = 0
@@ -356,6 +364,7 @@ class _Tree:
         dropped as it is copied: the memory at any moment is about what it was."""
         more, packs, pack_at = self.more, self.packs, self.pack_at
         words = self.words
+        self.packed_at = self.postings_count
         blocks = sorted({wid // PACK_WORDS for wid in more})
         while len(packs) < (words + PACK_WORDS - 1) // PACK_WORDS:
             packs.append(array("I"))
@@ -935,7 +944,8 @@ def _build(root: Path, files: Sequence[str], by: float, before: _Tree | None = N
             if time.monotonic() > by:  # a read can take a while (a file of MAX_FILE_BYTES)
                 return tree, at
             tree.files[rel] = tree.read(rel, fd, entry)
-            if len(tree.more) >= max(PACK_FROM, tree.words // 2):  # packed as it grows too
+            if (len(tree.more) >= max(PACK_FROM, tree.words // 2)  # packed as it grows too
+                    and tree.postings_count >= 2 * tree.packed_at):
                 tree.pack()
             if not _fits(key, tree):
                 return None, 0

@@ -249,6 +249,71 @@ def test_postings_packed_at_a_builds_end_count_as_rg_counts_them_before_and_afte
         same(search(root, terms), by_rg(root, terms))
 
 
+def test_a_build_of_files_sharing_their_words_packs_a_few_times_not_once_a_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        matching_runs: list[list[str]]) -> None:
+    # each file posts again to every word there is: ``more`` is past half the words after
+    # every file, and a pack copies every posting so far (quadratic in the files)
+    (tmp_path / ".git").mkdir()
+    shared = " ".join(f"word{i}" for i in range(600))
+    for n in range(300):
+        (tmp_path / f"f{n}.txt").write_text(f"{shared} own{n}\n")
+    packs: list[int] = []
+    real = word_index._Tree.pack
+
+    def counted(tree: word_index._Tree) -> None:
+        packs.append(tree.postings_count)
+        real(tree)
+
+    monkeypatch.setattr(word_index._Tree, "pack", counted)
+    later(monkeypatch, 3600)
+    build(tmp_path)
+    assert 1 <= len(packs) <= 12, len(packs)
+    matching_runs.clear()
+    for terms in (["word1"], ["own2", "word59"], ["ord"]):
+        same(search(tmp_path, terms), by_rg(tmp_path, terms))
+
+
+@pytest.mark.parametrize("block", [1, 2, 5])
+def test_postings_packed_in_a_build_of_many_windows_count_as_rg_counts_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, matching_runs: list[list[str]],
+        block: int) -> None:
+    # packed on the build's way, between its windows, with counts of 255 and more (two
+    # numbers) beside those under it, and again after files changed and new words came
+    monkeypatch.setattr(word_index, "PACK_FROM", 0)
+    monkeypatch.setattr(word_index, "PACK_WORDS", block)
+    rng = random.Random(block)
+    (tmp_path / ".git").mkdir()
+
+    def write(n: int) -> None:
+        said = rng.choice([1, 254, 255, 256, 300])
+        (tmp_path / f"f{n}.txt").write_text(
+            text(rng, rng.randint(0, 60)) + f" value{n % 3} " * said + " w_" * (said - 1))
+
+    for n in range(30):
+        write(n)
+    terms_sets = [["value"], ["value1", "w_"], ["set", "real", "lu"], ["k", "s", "2"]]
+    for version in range(3):
+        later(monkeypatch, 3600 * (version + 1))
+        files = search(tmp_path, ["x"]).files
+        clock = Clock()
+        monkeypatch.setattr(word_index, "time", clock)
+        task = word_index.Build(tmp_path, files)
+        windows = 1
+        while isinstance(task(clock.now + 3), Unfinished):
+            windows += 1
+        monkeypatch.setattr(word_index, "time", time)
+        assert windows > 3 or version > 0  # later: the files that changed
+        tree = word_index._TREES[word_index._key(tmp_path)]
+        assert tree.more == {} and tree.packs
+        matching_runs.clear()
+        for terms in terms_sets:
+            same(search(tmp_path, terms), by_rg(tmp_path, terms))
+        assert len(matching_runs) == len(terms_sets)  # the by_rg ones
+        for n in rng.sample(range(36), 8):
+            write(n)
+
+
 def test_a_file_it_does_not_model_leaves_the_tree_to_rg(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         matching_runs: list[list[str]]) -> None:
@@ -472,8 +537,15 @@ def copies(root: Path, rng: random.Random) -> None:
         (root / f"c{n}.txt").write_text(words)
 
 
+def said_often(root: Path, rng: random.Random) -> None:
+    # every posting past a word's first takes two numbers: 255 occurrences or more
+    words = [f"{a}{b}" for a in "abcdefghijklmnopqrstuvwxyz" for b in "abcdefghijklmnopqrstuvwxyz"]
+    for n in range(40):
+        (root / f"o{n}.txt").write_text((" ".join(words) + "\n") * 255)
+
+
 @pytest.mark.parametrize("shape", [long_words, long_paths, long_s_words, long_odd_words,
-                                   case_variants, copies])
+                                   case_variants, copies, said_often])
 def test_the_memory_estimate_is_not_low_whatever_the_words_and_paths(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         shape: Callable[[Path, random.Random], None]) -> None:
