@@ -65,6 +65,20 @@ def sliced(memory: ChunkMemory, root: Path, rel: str, cache: ChunkCache | None =
     return slice_candidate(root, rel, LIMIT, cache, memory)
 
 
+def sliced_and_held(text: str) -> tuple[SlicedFile, int]:
+    """``text`` sliced as a file, and the memory (tracemalloc) what is kept of it holds."""
+    data = text.encode()
+    slice_data("warm.py", data, None)  # the per-name caches warm, as in a long-lived process
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = slice_data("warm.py", data, None)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    return kept, held
+
+
 def rewrite_keeping_size_and_times(path: Path, content: str) -> None:
     """Write ``content`` (the same length as before) and set the times back as they were."""
     before = path.stat()
@@ -271,15 +285,7 @@ def test_no_caller_lifts_the_caps() -> None:
 ])
 def test_the_estimate_of_an_entry_is_above_the_memory_it_holds(tmp_path: Path,
                                                                text: str) -> None:
-    data = text.encode()
-    slice_data("warm.py", data, None)  # the per-name caches warm, as in a long-lived process
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        kept = slice_data("warm.py", data, None)
-        held = tracemalloc.get_traced_memory()[0] - before
-    finally:
-        tracemalloc.stop()
+    kept, held = sliced_and_held(text)
 
     assert held > 0
     assert entry_bytes(kept) >= held
@@ -432,18 +438,10 @@ def test_a_kept_file_holds_its_text_once_not_a_lower_cased_copy_beside_it() -> N
     text = "".join(f"def Handler_{i}(request):\n"
                    + "".join(f"    Value_{j} = Request.Lookup('Key_{i}_{j}')  # Note\n"
                              for j in range(19)) for i in range(100))
-    data = text.encode()
-    slice_data("warm.py", data, None)  # the per-name caches warm
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        kept = slice_data("warm.py", data, None)
-        held = tracemalloc.get_traced_memory()[0] - before
-    finally:
-        tracemalloc.stop()
+    kept, held = sliced_and_held(text)
 
     assert len(kept.chunks) == 100
-    assert held < 1.5 * len(data)  # a second copy of the text alone would make it 2x
+    assert held < 1.5 * len(text.encode())  # a second copy of the text alone would make it 2x
 
 
 def test_scores_are_right_where_lower_casing_makes_a_letter_two(tmp_path: Path) -> None:

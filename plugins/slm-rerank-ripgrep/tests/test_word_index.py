@@ -89,6 +89,17 @@ def by_rg(root: Path, terms: list[str]) -> SourceHits:
         return search(root, terms)
 
 
+def answered_by_the_index_as_rg(root: Path, term_sets: list[list[str]],
+                                matching_runs: list[list[str]]) -> None:
+    """Each set of terms answered from the index (no matching pass of rg), as rg answers it."""
+    matching_runs.clear()
+    for terms in term_sets:
+        from_index = search(root, terms)
+        assert matching_runs == [], "rg's matching pass ran although the index could answer"
+        same(from_index, by_rg(root, terms))
+        matching_runs.clear()
+
+
 def build(root: Path) -> None:
     files = search(root, ["x"]).files
     word_index.build(root, files, time.monotonic() + 60)
@@ -162,12 +173,8 @@ def test_a_word_said_many_times_in_many_files_counts_as_rg_counts_it(
     later(monkeypatch, 3600)
     files = search(tmp_path, ["x"]).files
     word_index.build(tmp_path, files, time.monotonic() + 60)
-    matching_runs.clear()
-    for terms in (["value"], ["val", "other"], ["lu"]):
-        from_index = search(tmp_path, terms)
-        assert matching_runs == []
-        same(from_index, by_rg(tmp_path, terms))
-        matching_runs.clear()
+    answered_by_the_index_as_rg(tmp_path, [["value"], ["val", "other"], ["lu"]],
+                                matching_runs)
 
 
 def test_a_tree_out_of_file_ids_leaves_the_search_to_rg_and_is_built_again(
@@ -612,12 +619,7 @@ def test_a_build_cut_into_many_windows_reads_each_file_once_and_then_answers_as_
     assert sorted(read) == sorted(files)
     monkeypatch.undo()
     later(monkeypatch, 3600)
-    matching_runs.clear()
-    for terms in TERM_SETS:
-        from_index = search(root, terms)
-        assert matching_runs == []
-        same(from_index, by_rg(root, terms))
-        matching_runs.clear()
+    answered_by_the_index_as_rg(root, TERM_SETS, matching_runs)
 
 
 def test_the_pieces_are_built_over_many_windows_and_every_query_meanwhile_answers_as_rg(
