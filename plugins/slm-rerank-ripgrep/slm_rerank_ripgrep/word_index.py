@@ -66,6 +66,7 @@ from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from pathlib import Path
 
 from slm_rerank.plugin_kit import Unfinished
@@ -138,6 +139,13 @@ MAX_FILE_IDS = 1 << (32 - _COUNT_BITS)
 #: are for half the words)
 PACK_WORDS = 4096
 PACK_FROM = 256
+#: a build posts into ``pending`` (two numbers a posting, no array a word: ``more`` held
+#: 36 MiB of arrays for ten copies of sympy before each pack) and packs it on its way once
+#: it holds this many postings and half as many as the blocks do (so a pack, which copies
+#: every posting of the blocks it remakes, is not made once a file: three copies at most)
+PENDING_FROM = 1 << 16
+#: set on a ``pending`` number that is a posting's second (its occurrences), not a word id
+_SECOND = 1 << 31
 #: the ids ``holding`` keeps, at most this many a word (4 bytes each; counted in a word's)
 _HELD_PER_WORD = 2
 #: spellings gathered before they are joined into ``text`` (a query reads them one by one)
@@ -224,6 +232,13 @@ class _Tree:
     #: on, the postings of the i-th of them at ``packs[k][pack_at[k][i]:pack_at[k][i + 1]]``
     packs: list[array[int]] = field(default_factory=list)
     pack_at: list[array[int]] = field(default_factory=list)
+    #: the numbers in ``packs``
+    packed: int = 0
+    #: what a build posted since its last pack, in pairs: the word id (with ``_SECOND`` set
+    #: for a posting's second number) and the number ``more`` would hold; ``building``
+    #: while a build reads files (a query's reads post into ``more``, which it reads)
+    pending: array[int] = field(default_factory=lambda: array("I"))
+    building: bool = False
     #: each word's case-folded spelling, a line each in id order: those of ``text`` start
     #: at ``starts`` (and one past the last line), those met since are in ``tail``
     text: str = ""
@@ -252,9 +267,6 @@ class _Tree:
     #: the postings in ``more`` (or packed) that take a second number: 255 occurrences on
     big_counts: int = 0
     dead_postings: int = 0
-    #: ``postings_count`` when ``pack`` last ran (a build packs on its way only once it
-    #: doubled: a pack copies the blocks it remakes, every posting when files share words)
-    packed_at: int = 0
     #: the files the last build was given (more of them than indexed: a build under way)
     listed: int = 0
     #: the last listing of the tree a query ran (``listing.py``), while it may be reused
@@ -278,6 +290,7 @@ class _Tree:
         return (self.words * _WORD_BYTES + self.ids.nbytes() + self.letters
                 + len(self.odd) * _ODD_BYTES
                 + self.postings_count * _POSTING_BYTES + len(self.more) * _MORE_BYTES
+                + 4 * len(self.pending)
                 + 4 * self.big_counts
                 + 4 * sum(map(len, self.pack_at))
                 + len(self.files) * _FILE_BYTES + 3 * self.named
@@ -315,6 +328,7 @@ class _Tree:
         self.live.append(1)
         ids, odd_ids, first, more, tail = self.ids, self.odd_ids, self.first, self.more, self.tail
         spelling_of, text, starts = self.spelling, self.text, self.starts
+        pending = self.pending if self.building else None
         lines = len(starts) - 1  # neither changes before the loop ends: join() comes after
         added = False
         for word, n in counts.items():
@@ -340,6 +354,14 @@ class _Tree:
                 added = True
                 continue
             posting = (fid << _COUNT_BITS) | (n if n < _BIG_COUNT else _BIG_COUNT)
+            if pending is not None:
+                pending.append(wid)
+                pending.append(posting)
+                if n >= _BIG_COUNT:
+                    pending.append(wid | _SECOND)
+                    pending.append(n)
+                    self.big_counts += 1
+                continue
             extra = more.get(wid)
             if extra is None:
                 extra = more[wid] = array("I", (posting,))
@@ -357,20 +379,25 @@ class _Tree:
         return fid
 
     def pack(self) -> None:
-        """Move the postings of ``more`` into the blocks of ``packs``: an array in ``more``
-        costs about 150 bytes (the array, its key, its slot) before its first posting, 11
-        MiB for the 76,000 words of ten copies of sympy. A block is made again only when
-        ``more`` holds postings of its words, one block at a time, each array of ``more``
-        dropped as it is copied: the memory at any moment is about what it was."""
+        """Move the postings of ``more`` and ``pending`` into the blocks of ``packs``: an
+        array in ``more`` costs about 150 bytes (the array, its key, its slot) before its
+        first posting, 11 MiB for the 76,000 words of ten copies of sympy. A block is made
+        again only when it has postings there, one block at a time, each array of ``more``
+        dropped as it is copied, ``pending`` dropped once its postings are put in word
+        order (a counting sort: 8 bytes a word and 4 a posting while it runs)."""
         more, packs, pack_at = self.more, self.packs, self.pack_at
         words = self.words
-        self.packed_at = self.postings_count
-        blocks = sorted({wid // PACK_WORDS for wid in more})
+        blocks = {wid // PACK_WORDS for wid in more}
+        waiting = self._pending_by_word()
+        if waiting is not None:
+            begins, placed = waiting
+            blocks.update(k for k in range((words + PACK_WORDS - 1) // PACK_WORDS)
+                          if begins[min(words, (k + 1) * PACK_WORDS)] > begins[k * PACK_WORDS])
         while len(packs) < (words + PACK_WORDS - 1) // PACK_WORDS:
             packs.append(array("I"))
             pack_at.append(array("I", [0]))
-            blocks.append(len(packs) - 1)
-        for k in sorted(set(blocks)):
+            blocks.add(len(packs) - 1)
+        for k in sorted(blocks):
             old, old_at = packs[k], pack_at[k]
             block, at = array("I"), array("I", [0])
             base = k * PACK_WORDS
@@ -380,9 +407,36 @@ class _Tree:
                 extra = more.pop(base + i, None)
                 if extra is not None:
                     block.extend(extra)
+                if waiting is not None:
+                    block.extend(placed[begins[base + i]:begins[base + i + 1]])
                 at.append(len(block))
+            self.packed += len(block) - len(old)
             packs[k], pack_at[k] = block, at
         self.more = {}  # emptied: a dict keeps the room it once took, 1 MiB for sympy
+
+    def _pending_by_word(self) -> tuple[array[int], array[int]] | None:
+        """``pending``'s numbers in word order, the order they came in within a word (a
+        second number right after its posting), and where each word's begin (one past
+        the last word: their number); ``pending`` emptied. None when it is empty."""
+        pending = self.pending
+        if not pending:
+            return None
+        words = self.words
+        wids, numbers = pending[0::2], pending[1::2]
+        self.pending = array("I")
+        del pending
+        begins = array("I", bytes(4 * (words + 1)))
+        low = _SECOND - 1
+        for wid in wids:
+            begins[(wid & low) + 1] += 1
+        begins = array("I", accumulate(begins))
+        fill = array("I", begins)
+        placed = array("I", bytes(4 * len(numbers)))
+        for wid, number in zip(wids, numbers, strict=True):
+            wid &= low
+            placed[fill[wid]] = number
+            fill[wid] += 1
+        return begins, placed
 
     def postings(self, wid: int) -> tuple[array[int], ...]:
         """The postings of word ``wid`` but its first: in its block, in ``more``."""
@@ -596,6 +650,8 @@ def prepare(root: Path, terms: Sequence[str], max_filesize: int) -> Prepared | N
     if tree.listed - len(tree.files) > REREAD_FILES:
         return None  # half built: more files left than a query may read (``finish``)
     _TREES.move_to_end(key)
+    if tree.pending:  # a build's last window left them: what follows reads the blocks
+        tree.pack()
     prepared = Prepared(key, tree, terms, max_filesize)
     try:
         fd = os.open(key, _DIR_FLAGS)
@@ -943,14 +999,17 @@ def _build(root: Path, files: Sequence[str], by: float, before: _Tree | None = N
                     continue
             if time.monotonic() > by:  # a read can take a while (a file of MAX_FILE_BYTES)
                 return tree, at
-            tree.files[rel] = tree.read(rel, fd, entry)
-            if (len(tree.more) >= max(PACK_FROM, tree.words // 2)  # packed as it grows too
-                    and tree.postings_count >= 2 * tree.packed_at):
-                tree.pack()
+            tree.building = True
+            try:
+                tree.files[rel] = tree.read(rel, fd, entry)
+            finally:
+                tree.building = False
+            if len(tree.pending) >= 2 * max(PENDING_FROM, tree.packed // 2):
+                tree.pack()  # on the way too: pending takes twice what a block does
             if not _fits(key, tree):
                 return None, 0
         tree.join()
-        if len(tree.more) >= PACK_FROM:
+        if tree.pending or len(tree.more) >= PACK_FROM:
             tree.pack()
         if tree.watch is None:  # built: from now on the kernel may say nothing changed
             tree.watch = Watch.open(fd)

@@ -281,14 +281,25 @@ def test_a_build_of_files_sharing_their_words_packs_a_few_times_not_once_a_file(
         same(search(tmp_path, terms), by_rg(tmp_path, terms))
 
 
-@pytest.mark.parametrize("block", [1, 2, 5])
+@pytest.mark.parametrize(("block", "pending_from"), [(1, 0), (2, 0), (5, 0), (4096, 0),
+                                                    (2, 40), (3, 1 << 16)])
 def test_postings_packed_in_a_build_of_many_windows_count_as_rg_counts_them(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, matching_runs: list[list[str]],
-        block: int) -> None:
+        block: int, pending_from: int) -> None:
     # packed on the build's way, between its windows, with counts of 255 and more (two
     # numbers) beside those under it, and again after files changed and new words came
     monkeypatch.setattr(word_index, "PACK_FROM", 0)
     monkeypatch.setattr(word_index, "PACK_WORDS", block)
+    monkeypatch.setattr(word_index, "PENDING_FROM", pending_from)
+    packs: list[int] = []
+    real = word_index._Tree.pack
+
+    def counted(tree: word_index._Tree) -> None:
+        packs.append(len(tree.pending))
+        real(tree)
+        assert not tree.pending and tree.more == {}
+
+    monkeypatch.setattr(word_index._Tree, "pack", counted)
     rng = random.Random(block)
     (tmp_path / ".git").mkdir()
 
@@ -312,13 +323,40 @@ def test_postings_packed_in_a_build_of_many_windows_count_as_rg_counts_them(
         monkeypatch.setattr(word_index, "time", time)
         assert windows > 3 or version > 0  # later: the files that changed
         tree = word_index._TREES[word_index._key(tmp_path)]
-        assert tree.more == {} and tree.packs
+        assert tree.more == {} and tree.packs and not tree.pending
+        assert tree.packed == sum(map(len, tree.packs))
+        if version == 0:  # packed on the way as well as at the end, or only at the end
+            assert (len(packs) > 2) == (pending_from < 1 << 16), packs
+        packs.clear()
         matching_runs.clear()
         for terms in terms_sets:
             same(search(tmp_path, terms), by_rg(tmp_path, terms))
         assert len(matching_runs) == len(terms_sets)  # the by_rg ones
         for n in rng.sample(range(36), 8):
             write(n)
+
+
+def test_a_query_on_a_build_about_done_reads_what_the_build_posted_since_its_last_pack(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        matching_runs: list[list[str]]) -> None:
+    # a query may use a tree whose build has a few files left (it reads them itself): the
+    # postings the build holds back for its next pack are packed first
+    monkeypatch.setattr(word_index, "PENDING_FROM", 1 << 20)
+    root = generated_tree(tmp_path, 4)
+    later(monkeypatch, 3600)
+    files = search(root, ["x"]).files
+    clock = Clock()
+    monkeypatch.setattr(word_index, "time", clock)
+    task = word_index.Build(root, files)
+    tree = None
+    while isinstance(task(clock.now + 3), Unfinished):
+        tree = word_index._TREES[word_index._key(root)]
+        if len(files) - len(tree.files) <= word_index.REREAD_FILES and tree.pending:
+            break
+    monkeypatch.setattr(word_index, "time", time)
+    assert tree is not None and tree.pending and len(tree.files) < len(files)
+    answered_by_the_index_as_rg(root, TERM_SETS, matching_runs)
+    assert not tree.pending and tree.packs
 
 
 def test_a_file_it_does_not_model_leaves_the_tree_to_rg(
