@@ -135,8 +135,7 @@ _COUNT_BITS = 8
 _BIG_COUNT = (1 << _COUNT_BITS) - 1
 MAX_FILE_IDS = 1 << (32 - _COUNT_BITS)
 #: word ids a block of packed postings is for (``_Tree.pack``), and the arrays ``more``
-#: holds before a build's end packs them (a build packs them on its way, too, when they
-#: are for half the words)
+#: (a query's reads of changed files post there) holds before a build's end packs them
 PACK_WORDS = 4096
 PACK_FROM = 256
 #: a build posts into ``pending`` (two numbers a posting, no array a word: ``more`` held
