@@ -110,6 +110,107 @@ def _cuts(text: str) -> list[int]:
     return cuts
 
 
+def _body_cuts(part: str) -> list[int]:
+    """Offsets in ``part`` (a part of ``_cuts``, starting at the margin) where it may be
+    cut inside the body of a statement that starts at the margin (a definition, an
+    ``if``): lines indented as that body's first line, not right after a decorator, about
+    ``SEGMENT_CHARS`` apart. A cut inside a string, a bracket or a continued line leaves
+    the text before it unparseable, as in ``_cuts``."""
+    cuts: list[int] = []
+    last = 0
+    #: 0: not after a line at the margin; 1: after one; 2: in the body it began
+    state = 0
+    indent = previous = ""  # previous: the last line that is neither blank nor a comment
+    at, size = 0, len(part)
+    while at < size:
+        end = part.find("\n", at)
+        if end < 0:
+            end = size
+        line = part[at:end]
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            if line[0] not in " \t\f":
+                state = 1
+            elif state == 1:
+                if previous.rstrip().endswith(":"):
+                    indent = line[:len(line) - len(line.lstrip(" \t"))]
+                    state = 2
+            elif (state == 2 and at - last >= SEGMENT_CHARS and line.startswith(indent)
+                  and line[len(indent)] not in " \t\f"
+                  and not previous.lstrip().startswith("@")):
+                cuts.append(at)
+                last = at
+            previous = line
+        at = end + 1
+    return cuts
+
+
+_DEF_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+#: statements with a body, which a piece under ``if 1:`` may go on with
+_BODY_NODES = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try,
+               *((ast.TryStar,) if hasattr(ast, "TryStar") else ()), ast.Match)
+#: pieces that do not parse joined to the next one before the part is given up on
+_JOINS = 2
+
+
+def _python_defs_of_part(part: str, line: int,
+                         ) -> tuple[list[_Def], dict[int, list[str]]] | None:
+    """``_python_defs`` of ``part`` (after ``line`` lines of its file), parsed a few
+    statements at a time where a long statement's body can be cut (``_body_cuts``): a
+    piece from such a cut on is parsed under an ``if 1:``, and its statements go on with
+    the statement the piece before ended with (a definition's end, a class's
+    definitions; nothing of an ``if``). A piece that does not parse is joined to the next
+    (twice at most); None when the part cannot be parsed so. Only what one parse of the
+    part would give is given: an ``else`` after a piece's body belongs to the ``if 1:``
+    and nowhere in the part, so such a piece gives None."""
+    cuts = _body_cuts(part) if len(part) >= 2 * SEGMENT_CHARS else []
+    bounds = [*cuts, len(part)]
+    defs: list[_Def] = []
+    assigned: dict[int, list[str]] = {}
+    open_def: _Def | None = None  # the definition the piece before ended with
+    open_kind = ""  # what it ended with: "def", "class", "body" (no definition), ""
+    start, joins = 0, 0
+    while bounds:
+        end = bounds.pop(0)
+        piece = part[start:end]
+        inside = start > 0
+        try:
+            body = ast.parse("if 1:\n" + piece if inside else piece).body
+        except _PARSE_ERRORS:
+            if not bounds or joins >= _JOINS:
+                return None
+            joins += 1
+            continue  # the same start, to the next cut
+        joins = 0
+        shift = line - 1 if inside else line
+        if inside:  # the first statement is the ``if``: the rest of the open body
+            head = body[0]
+            if not open_kind or not isinstance(head, ast.If) or head.orelse:
+                return None
+            if open_def is not None:
+                if open_kind == "class":
+                    open_def.children.extend(_shifted(_python_defs(head.body)[0], shift))
+                open_def.end = (head.end_lineno or head.lineno) + shift
+            body = body[1:]
+        found, names = _python_defs(body)
+        defs.extend(_shifted(found, shift))
+        for at, named in names.items():
+            assigned[at + shift] = named
+        if body:
+            last = body[-1]
+            open_def = found[-1] if isinstance(last, _DEF_NODES) else None
+            open_kind = ("class" if isinstance(last, ast.ClassDef) else "def"
+                         if open_def is not None else "body"
+                         if isinstance(last, _BODY_NODES) else "")
+        del body
+        # as ``ast`` counts lines: a lone "\r" ends one too
+        line += piece.count("\n") + piece.count("\r") - piece.count("\r\n")
+        start = end
+    return defs, assigned
+
+
 def _python_defs_in_parts(text: str) -> tuple[list[_Def], dict[int, list[str]]] | None:
     """What ``_python_defs`` finds in the whole of ``text``, parsed a part at a time, so a
     long file's syntax tree is never held whole (a test file of large literals: sympy's
@@ -126,15 +227,11 @@ def _python_defs_in_parts(text: str) -> tuple[list[_Def], dict[int, list[str]]] 
     line = 0  # lines before the part
     for start, end in zip(cuts, [*cuts[1:], len(text)], strict=True):
         part = text[start:end]
-        try:
-            tree = ast.parse(part)
-        except _PARSE_ERRORS:
+        parsed = _python_defs_of_part(part, line)
+        if parsed is None:
             return None
-        found, names = _python_defs(tree.body)
-        del tree
-        defs.extend(_shifted(found, line))
-        for at, named in names.items():
-            assigned[at + line] = named
+        defs.extend(parsed[0])
+        assigned.update(parsed[1])
         # as ``ast`` counts lines: a lone "\r" ends one too
         line += part.count("\n") + part.count("\r") - part.count("\r\n")
     return defs, assigned

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -320,3 +321,114 @@ def test_a_long_python_file_with_a_lone_carriage_return_gives_the_chunks_of_one_
     in_parts = chunks_of("long.py", text)
     monkeypatch.setattr(chunking, "SEGMENTS_FROM", 1 << 40)
     assert in_parts == chunks_of("long.py", text)
+
+
+# --- a long statement, parsed a few of its body's statements at a time ----------------------
+
+
+def long_bodies(traps: bool) -> str:
+    """A module of three long statements at the margin, each past twice SEGMENT_CHARS: a
+    function of many assignments (as generated rule tables are), a class of many methods
+    with a nested class, and an ``if`` holding definitions; with ``traps``, lines at a
+    body's indentation inside a string, a bracket and after a decorator, a ``try`` whose
+    ``except`` is at the body's indentation, and statements at the margin between them."""
+    out = ["import os", "", "def rules():"]
+    for i in range(900):
+        out.append(f"    pattern{i} = Pattern(Integral(x_ ** {i}), cons{i % 7}, cons{i % 11})")
+        if traps and i % 150 == 75:
+            out += ['    """', "    not_a_statement = 1", '    """', "    table = [",
+                    "    1, 2,", "    3]", "    try:", "        total = 1", "    except E:",
+                    "        total = 2", "    def inner():", "        return 3"]
+    out += ["    return pattern1", "", "LIMIT = 3", "", "@register", "class Big(Base):",
+            "    '''A class.'''", ""]
+    for i in range(500):
+        if traps and i % 60 == 30:
+            out += ["    @property", "    # a comment between a decorator and its method"]
+        out += [f"    def method_{i}(self, x):", f"        return x + {i} + len('{'y' * 20}')", ""]
+        if i == 250:
+            out += ["    class Inner:", "        def deep(self):", "            return 1", ""]
+    out += ["NAME = 'n'", "", "if os.name:"]
+    for i in range(600):
+        out += [f"    def guarded_{i}(x):", f"        return x * {i} + {'1' * 30}"]
+    out += ["", "FINAL: int = 4", ""]
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("traps", [False, True])
+def test_a_long_statement_gives_the_chunks_of_one_parse_of_its_file(
+        monkeypatch: pytest.MonkeyPatch, traps: bool) -> None:
+    text = long_bodies(traps)
+    starts = [text.index(s) for s in ("def rules", "class Big", "if os.name")]
+    assert all(b - a > 2 * chunking.SEGMENT_CHARS for a, b in zip(starts, starts[1:], strict=False))
+    assert chunking._body_cuts(text)  # the body may be cut
+    parts = chunking._python_defs_in_parts(text)
+    whole = chunking._python_defs(ast.parse(text).body)
+    assert parts == whole
+    names = [d.name for d in whole[0]]
+    assert names == ["rules", "Big"]
+    big = whole[0][1]
+    assert [c.name for c in big.children][:2] == ["method_0", "method_1"]
+    assert any(c.name == "Inner" and c.children for c in big.children)
+    assert sorted(whole[1].values()) == [["FINAL"], ["LIMIT"], ["NAME"]]
+    in_parts = chunks_of("long.py", text)
+    monkeypatch.setattr(chunking, "SEGMENTS_FROM", 1 << 40)  # one parse of the whole
+    assert in_parts == chunks_of("long.py", text)
+
+
+def test_a_long_statement_is_never_held_as_one_syntax_tree(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import tracemalloc
+
+    text = long_bodies(traps=False)
+
+    def peak() -> int:
+        tracemalloc.start()
+        try:
+            chunks_of("long.py", text)
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    in_parts = peak()
+    monkeypatch.setattr(chunking, "SEGMENTS_FROM", 1 << 40)
+    whole = peak()
+    assert in_parts < whole / 3, (in_parts, whole)
+
+
+@pytest.mark.parametrize("after", [
+    "else:\n    z = 3\n",  # an ``else`` with no ``if``: the ``if 1:`` of a piece would take it
+    "elif x:\n    z = 3\n",
+    "    z = (\n",  # a bracket never closed
+])
+def test_a_long_definition_followed_by_what_does_not_parse_gives_no_definitions(
+        monkeypatch: pytest.MonkeyPatch, after: str) -> None:
+    text = "def rules():\n" + "    value = 1\n" * (chunking.SEGMENT_CHARS // 5) + after
+    assert chunking._body_cuts(text)
+    assert chunking._python_defs_in_parts(text) is None
+    in_parts = chunks_of("long.py", text)
+    monkeypatch.setattr(chunking, "SEGMENTS_FROM", 1 << 40)
+    assert in_parts == chunks_of("long.py", text)
+    assert all(c.symbol != "rules" for c in in_parts)  # no parse: not chunked by definition
+
+
+def test_a_cut_inside_a_bracket_of_a_long_body_is_joined_to_the_next_piece(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a long list whose items are at the body's indentation: the cuts in it do not parse,
+    # each such piece is joined to the next, and the definitions come out as one parse's
+    rows = "\n".join(f"    {i}," for i in range(chunking.SEGMENT_CHARS // 4))
+    text = ("def table():\n    return [\n" + rows + "\n    ]\n\n\ndef after():\n    return 1\n"
+            + "def more():\n" + "    value = 2\n" * (chunking.SEGMENT_CHARS // 3))
+    assert len(chunking._body_cuts(text)) > 2
+    whole = chunking._python_defs(ast.parse(text).body)
+    assert chunking._python_defs_in_parts(text) == whole
+    assert [d.name for d in whole[0]] == ["table", "after", "more"]
+
+
+def test_a_long_body_with_a_lone_carriage_return_gives_the_lines_of_one_parse() -> None:
+    text = ("def rules():\n    # old\r    first = 1\n"
+            + "    value = 1\n" * (chunking.SEGMENT_CHARS // 5)
+            + "    last = 2\n\ndef after():\n    return 1\n")
+    assert chunking._body_cuts(text)
+    whole = chunking._python_defs(ast.parse(text).body)
+    assert chunking._python_defs_in_parts(text) == whole
+    assert whole[0][1].start == text.count("\n") + 1 - 1  # ``after`` as ast numbers it
