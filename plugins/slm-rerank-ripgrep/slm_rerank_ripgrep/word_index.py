@@ -378,6 +378,15 @@ class _Tree:
         return fid
 
     def pack(self) -> None:
+        """``_pack``; a tree it fails in (a ``MemoryError``) is dropped, not kept with
+        postings it had taken out and not put back (``_drop``: rg answers its queries)."""
+        try:
+            self._pack()
+        except BaseException as exc:
+            _drop(self.root, f"its index failed ({type(exc).__name__}: {exc})")
+            raise
+
+    def _pack(self) -> None:
         """Move the postings of ``more`` and ``pending`` into the blocks of ``packs``: an
         array in ``more`` costs about 150 bytes (the array, its key, its slot) before its
         first posting, 11 MiB for the 76,000 words of ten copies of sympy. A block is made

@@ -410,6 +410,35 @@ def test_a_build_that_fails_part_way_leaves_an_index_that_answers_right(
     checks.same()  # the files it did not read are read by the query
 
 
+def test_a_pack_that_fails_in_a_build_drops_the_tree_and_rg_answers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, later: None) -> None:
+    # a pack takes the postings a build holds back out before it puts them in their
+    # blocks: one that fails (a MemoryError) between the two must not leave the tree in use
+    # without them (its files are recorded as read, so no query would read them again)
+    monkeypatch.setattr(word_index, "PENDING_FROM", 4)
+    root = write(tmp_path / "t", {f"f{n}.py": b"set imag%d real\n" % (n % 3) + b" many" * 30
+                                  for n in range(20)})
+    checks = Searches(root, monkeypatch)
+    real = word_index._Tree._pending_by_word
+    calls = [0]
+
+    def failing(tree: word_index._Tree):  # type: ignore[no-untyped-def]
+        placed = real(tree)  # pending is taken out
+        calls[0] += 1
+        if calls[0] == 2:
+            raise MemoryError("a pack that fails")
+        return placed
+
+    monkeypatch.setattr(word_index._Tree, "_pending_by_word", failing)
+    with as_warm_worker() as run_idle_work:
+        checks.search()  # rg answers, and asks for the build once idle
+        assert run_idle_work(time.monotonic() + 60) == 0  # it raised
+    assert calls[0] == 2
+    assert not word_index.indexed(root) and "MemoryError" in word_index.summary()
+    for terms in (["set", "many"], ["imag1"], ["real"]):
+        checks.same(terms, answered=False)
+
+
 def test_rebuilding_one_tree_keeps_the_other(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                              later: None) -> None:
     # a tree whose replaced words outweigh its live ones is built afresh: that is not a
