@@ -162,7 +162,8 @@ def _python_defs_of_part(part: str, line: int,
     piece from such a cut on is parsed under an ``if 1:``, and its statements go on with
     the statement the piece before ended with (a definition's end, a class's
     definitions; nothing of an ``if``). A piece that does not parse is joined to the next
-    (twice at most); None when the part cannot be parsed so. Only what one parse of the
+    (twice at most); None when the part cannot be parsed so (the caller parses it
+    whole). Only what one parse of the
     part would give is given: an ``else`` after a piece's body belongs to the ``if 1:``
     and nowhere in the part, so such a piece gives None."""
     cuts = _body_cuts(part) if len(part) >= 2 * SEGMENT_CHARS else []
@@ -228,8 +229,14 @@ def _python_defs_in_parts(text: str) -> tuple[list[_Def], dict[int, list[str]]] 
     for start, end in zip(cuts, [*cuts[1:], len(text)], strict=True):
         part = text[start:end]
         parsed = _python_defs_of_part(part, line)
-        if parsed is None:
-            return None
+        if parsed is None:  # parsed whole, as it would be without cuts inside it
+            try:
+                body = ast.parse(part).body
+            except _PARSE_ERRORS:
+                return None
+            found, names = _python_defs(body)
+            del body
+            parsed = (_shifted(found, line), {at + line: named for at, named in names.items()})
         defs.extend(parsed[0])
         assigned.update(parsed[1])
         # as ``ast`` counts lines: a lone "\r" ends one too

@@ -418,10 +418,28 @@ def test_a_cut_inside_a_bracket_of_a_long_body_is_joined_to_the_next_piece(
     rows = "\n".join(f"    {i}," for i in range(chunking.SEGMENT_CHARS // 4))
     text = ("def table():\n    return [\n" + rows + "\n    ]\n\n\ndef after():\n    return 1\n"
             + "def more():\n" + "    value = 2\n" * (chunking.SEGMENT_CHARS // 3))
-    assert len(chunking._body_cuts(text)) > 2
+    table = text[:text.index("def after")]
+    assert len(chunking._body_cuts(table)) == chunking._JOINS
     whole = chunking._python_defs(ast.parse(text).body)
     assert chunking._python_defs_in_parts(text) == whole
     assert [d.name for d in whole[0]] == ["table", "after", "more"]
+    assert chunking._python_defs_of_part(table, 0) == chunking._python_defs(
+        ast.parse(table).body)  # in pieces, joined: not given up on
+
+
+def test_a_long_body_whose_cuts_do_not_parse_is_parsed_whole_not_its_file(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a dict whose values sit at the indentation a body cut takes: every cut in it fails,
+    # the part is parsed whole (as before cuts inside bodies), the other parts in parts
+    rows = "\n".join(f"    'k{i}':\n        {i}," for i in range(chunking.SEGMENT_CHARS // 6))
+    text = ("CONFIG = {\n" + rows + "\n}\n\n"
+            + "".join(f"def f{i}():\n    return {i}\n" for i in range(3000)))
+    first = text[:text.index("def f")]
+    assert len(chunking._body_cuts(first)) > chunking._JOINS + 1
+    assert chunking._python_defs_of_part(first, 0) is None
+    parsed = chunking._python_defs_in_parts(text)
+    assert parsed is not None and parsed == chunking._python_defs(ast.parse(text).body)
+    assert len(chunking._cuts(text)) > 2  # the functions were parsed in parts
 
 
 def test_a_long_body_with_a_lone_carriage_return_gives_the_lines_of_one_parse() -> None:
