@@ -292,11 +292,9 @@ def test_a_cut_inside_a_statement_sends_the_file_to_one_parse(
     assert any(c.symbol == "real" for c in in_parts) is ("SUM" not in trap)
 
 
-def test_a_long_python_file_is_never_held_as_one_syntax_tree(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def chunking_peaks(text: str, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
+    """The peak memory (tracemalloc) of chunking ``text`` in parts, and in one parse."""
     import tracemalloc
-
-    text = long_module(traps=False)
 
     def peak() -> int:
         tracemalloc.start()
@@ -308,7 +306,12 @@ def test_a_long_python_file_is_never_held_as_one_syntax_tree(
 
     in_parts = peak()
     monkeypatch.setattr(chunking, "SEGMENTS_FROM", 1 << 40)
-    whole = peak()
+    return in_parts, peak()
+
+
+def test_a_long_python_file_is_never_held_as_one_syntax_tree(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    in_parts, whole = chunking_peaks(long_module(traps=False), monkeypatch)
     assert in_parts < whole / 2, (in_parts, whole)
 
 
@@ -377,21 +380,7 @@ def test_a_long_statement_gives_the_chunks_of_one_parse_of_its_file(
 
 def test_a_long_statement_is_never_held_as_one_syntax_tree(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    import tracemalloc
-
-    text = long_bodies(traps=False)
-
-    def peak() -> int:
-        tracemalloc.start()
-        try:
-            chunks_of("long.py", text)
-            return tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
-
-    in_parts = peak()
-    monkeypatch.setattr(chunking, "SEGMENTS_FROM", 1 << 40)
-    whole = peak()
+    in_parts, whole = chunking_peaks(long_bodies(traps=False), monkeypatch)
     assert in_parts < whole / 3, (in_parts, whole)
 
 
