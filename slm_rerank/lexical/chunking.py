@@ -113,9 +113,11 @@ def _cuts(text: str) -> list[int]:
 def _body_cuts(part: str) -> list[int]:
     """Offsets in ``part`` (a part of ``_cuts``, starting at the margin) where it may be
     cut inside the body of a statement that starts at the margin (a definition, an
-    ``if``): lines indented as that body's first line, not right after a decorator, about
-    ``SEGMENT_CHARS`` apart. A cut inside a string, a bracket or a continued line leaves
-    the text before it unparseable, as in ``_cuts``."""
+    ``if``): lines indented as the first indented line after that statement's first line,
+    not right after a decorator, about ``SEGMENT_CHARS`` apart. What is cut here is
+    checked by ``_python_defs_of_part``: a cut inside a string, a bracket or a continued
+    line leaves the text before it unparseable, as in ``_cuts``, and a cut whose line is
+    not indented as the statement's last block is not taken."""
     cuts: list[int] = []
     last = 0
     #: 0: not after a line at the margin; 1: after one; 2: in the body it began
@@ -132,9 +134,8 @@ def _body_cuts(part: str) -> list[int]:
             if line[0] not in " \t\f":
                 state = 1
             elif state == 1:
-                if previous.rstrip().endswith(":"):
-                    indent = line[:len(line) - len(line.lstrip(" \t"))]
-                    state = 2
+                indent = line[:len(line) - len(line.lstrip(" \t"))]
+                state = 2
             elif (state == 2 and at - last >= SEGMENT_CHARS and line.startswith(indent)
                   and line[len(indent)] not in " \t\f"
                   and not previous.lstrip().startswith("@")):
@@ -146,13 +147,45 @@ def _body_cuts(part: str) -> list[int]:
 
 
 _DEF_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-
-
-#: statements with a body, which a piece under ``if 1:`` may go on with
-_BODY_NODES = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try,
-               *((ast.TryStar,) if hasattr(ast, "TryStar") else ()), ast.Match)
+#: statements with a body, which a piece under ``if 1:`` may go on with (not ``match``: a
+#: piece of its body under ``if 1:`` would take statements that are not ``case``)
+_TRY_NODES = (ast.Try, *((ast.TryStar,) if hasattr(ast, "TryStar") else ()))
+_LOOP_NODES = (ast.If, ast.For, ast.AsyncFor, ast.While)  # with an ``else`` of their own
+_BODY_NODES = (*_LOOP_NODES, ast.With, ast.AsyncWith, *_TRY_NODES)
 #: pieces that do not parse joined to the next one before the part is given up on
 _JOINS = 2
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+def _line_of(text: str, number: int) -> str:
+    """Line ``number`` (from 1) of ``text``, as ``ast`` numbers them."""
+    at = 0
+    for _ in range(number - 1):
+        found = _LINE_END.search(text, at)
+        if found is None:
+            return ""
+        at = found.end()
+    found = _LINE_END.search(text, at)
+    return text[at:found.start() if found is not None else len(text)]
+
+
+def _last_block(node: ast.stmt) -> list[ast.stmt]:
+    """The statements of ``node``'s block that ends it (an ``else``, a ``finally``...)."""
+    if isinstance(node, _TRY_NODES):
+        return node.finalbody or node.orelse or node.handlers[-1].body
+    if isinstance(node, _LOOP_NODES):
+        return node.orelse or node.body
+    body: list[ast.stmt] = node.body  # type: ignore[attr-defined]  # a definition, a with
+    return body
+
+
+def _block_indent(text: str, block: list[ast.stmt], first: int) -> str | None:
+    """The indentation of the lines of ``block`` (parsed from ``text`` with its first line
+    numbered ``first``): that of its last statement's line, if that statement begins it."""
+    stmt = block[-1]
+    line = _line_of(text, stmt.lineno - first + 1)
+    indent = line[:len(line) - len(line.lstrip(" \t\f"))]
+    return indent if indent and len(indent) == stmt.col_offset else None
 
 
 def _python_defs_of_part(part: str, line: int,
@@ -162,21 +195,29 @@ def _python_defs_of_part(part: str, line: int,
     piece from such a cut on is parsed under an ``if 1:``, and its statements go on with
     the statement the piece before ended with (a definition's end, a class's
     definitions; nothing of an ``if``). A piece that does not parse is joined to the next
-    (twice at most); None when the part cannot be parsed so (the caller parses it
-    whole). Only what one parse of the
-    part would give is given: an ``else`` after a piece's body belongs to the ``if 1:``
-    and nowhere in the part, so such a piece gives None."""
+    (twice at most); None when the part cannot be parsed so (the caller parses it whole).
+
+    Only what one parse of the part would give is given: a piece's first line must be
+    indented exactly as the last block of the statement it goes on with (else it would
+    go on with a block inside it, or be a wrong indentation one parse refuses), and an
+    ``else`` after a piece's body belongs to the ``if 1:`` and nowhere in the part: then
+    None too."""
     cuts = _body_cuts(part) if len(part) >= 2 * SEGMENT_CHARS else []
     bounds = [*cuts, len(part)]
     defs: list[_Def] = []
     assigned: dict[int, list[str]] = {}
     open_def: _Def | None = None  # the definition the piece before ended with
     open_kind = ""  # what it ended with: "def", "class", "body" (no definition), ""
+    open_indent: str | None = None  # the indentation of its last block's lines
     start, joins = 0, 0
     while bounds:
         end = bounds.pop(0)
         piece = part[start:end]
         inside = start > 0
+        if inside and (not open_kind or open_indent is None
+                       or not piece.startswith(open_indent)
+                       or piece[len(open_indent)] in " \t\f"):
+            return None
         try:
             body = ast.parse("if 1:\n" + piece if inside else piece).body
         except _PARSE_ERRORS:
@@ -186,14 +227,16 @@ def _python_defs_of_part(part: str, line: int,
             continue  # the same start, to the next cut
         joins = 0
         shift = line - 1 if inside else line
+        first = 2 if inside else 1  # the number of the piece's first line in its parse
         if inside:  # the first statement is the ``if``: the rest of the open body
             head = body[0]
-            if not open_kind or not isinstance(head, ast.If) or head.orelse:
+            if not isinstance(head, ast.If) or head.orelse:
                 return None
             if open_def is not None:
                 if open_kind == "class":
                     open_def.children.extend(_shifted(_python_defs(head.body)[0], shift))
                 open_def.end = (head.end_lineno or head.lineno) + shift
+            open_indent = _block_indent(piece, head.body, first)
             body = body[1:]
         found, names = _python_defs(body)
         defs.extend(_shifted(found, shift))
@@ -205,6 +248,7 @@ def _python_defs_of_part(part: str, line: int,
             open_kind = ("class" if isinstance(last, ast.ClassDef) else "def"
                          if open_def is not None else "body"
                          if isinstance(last, _BODY_NODES) else "")
+            open_indent = _block_indent(piece, _last_block(last), first) if open_kind else None
         del body
         # as ``ast`` counts lines: a lone "\r" ends one too
         line += piece.count("\n") + piece.count("\r") - piece.count("\r\n")

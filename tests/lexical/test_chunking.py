@@ -439,3 +439,44 @@ def test_a_long_body_with_a_lone_carriage_return_gives_the_lines_of_one_parse() 
     whole = chunking._python_defs(ast.parse(text).body)
     assert chunking._python_defs_in_parts(text) == whole
     assert whole[0][1].start == text.count("\n") + 1 - 1  # ``after`` as ast numbers it
+
+
+X8 = "        x = 1\n" * 6
+X4 = "    x = 1\n" * 10
+
+
+@pytest.mark.parametrize("text", [
+    # the first body line is not the body the cut is in: a header's comment, a string, a
+    # bracket or a backslash at the margin, a lone "\r", form feeds
+    "class A:  # c\n    def run(self):\n" + X8 + "        def helper():\n            pass\n"
+    + X8 + "y = 1\n",
+    "class T:\n    def a(self):\n        s = '''\nx'''\n    def b(self):\n" + X8
+    + "        def helper():\n            pass\n" + X8 + "y = 1\n",
+    "class A:\n    d = {\n'a':\n        1}\n    if c:\n" + X8
+    + "        def g():\n            pass\n" + X8 + "y = 1\n",
+    "class T:\n    x = 1\n\\\n    def b(self):\n" + X8 + "        def helper():\n"
+    "            pass\n" + X8 + "y = 1\n",
+    "class A:\r    if c:\n" + X8 + "        def g():\n            pass\n" + X8 + "y = 1\n",
+    "if a:\n    pass\n\fclass B:\n  if c:\n" + X4 + "    def g():\n      pass\n" + X4
+    + "y = 1\n",
+    "class A:\n    \f  if c:\n" + X4 + "    def g():\n      pass\n" + X4 + "y = 1\n",
+    # an indentation one parse refuses; a ``match`` whose body holds what is not a case
+    "def f():  # c\n  if c:\n    pass\n" + "  y = 1\n" * 20 + "    z = 1\ndef g():\n    pass\n",
+    "match v:\n    case 1:\n" + "        x = 1\n" * 10 + "    x = 1\n" * 11
+    + "def g():\n    pass\n",
+])
+def test_a_piece_goes_on_only_with_the_block_its_indentation_is_in(
+        monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    # found by an attack session: each gave a class a nested function as a method, or
+    # definitions where one parse fails
+    monkeypatch.setattr(chunking, "SEGMENT_CHARS", 64)
+    monkeypatch.setattr(chunking, "SEGMENTS_FROM", 128)
+    try:
+        whole = chunking._python_defs(ast.parse(text).body)
+    except SyntaxError:
+        whole = None
+    parts = chunking._python_defs_in_parts(text)
+    assert parts == whole or (whole is None and parts is None)
+    in_parts = chunks_of("cut.py", text)
+    monkeypatch.setattr(chunking, "SEGMENTS_FROM", 1 << 40)
+    assert in_parts == chunks_of("cut.py", text)
