@@ -157,6 +157,11 @@ _JOINS = 2
 _LINE_END = re.compile(r"\r\n|\r|\n")
 
 
+def _ast_lines(text: str) -> int:
+    """The line ends of ``text`` as ``ast`` counts them: a lone "\r" ends a line too."""
+    return text.count("\n") + text.count("\r") - text.count("\r\n")
+
+
 def _line_of(text: str, number: int) -> str:
     """Line ``number`` (from 1) of ``text``, as ``ast`` numbers them."""
     at = 0
@@ -188,21 +193,22 @@ def _block_indent(text: str, block: list[ast.stmt], first: int) -> str | None:
     return indent if indent and len(indent) == stmt.col_offset else None
 
 
-def _python_defs_of_part(part: str, line: int,
+def _python_defs_of_part(part: str, line: int, cut: bool = True,
                          ) -> tuple[list[_Def], dict[int, list[str]]] | None:
     """``_python_defs`` of ``part`` (after ``line`` lines of its file), parsed a few
     statements at a time where a long statement's body can be cut (``_body_cuts``): a
     piece from such a cut on is parsed under an ``if 1:``, and its statements go on with
     the statement the piece before ended with (a definition's end, a class's
     definitions; nothing of an ``if``). A piece that does not parse is joined to the next
-    (twice at most); None when the part cannot be parsed so (the caller parses it whole).
+    (twice at most); None when the part cannot be parsed so (the caller parses it whole:
+    ``cut`` False).
 
     Only what one parse of the part would give is given: a piece's first line must be
     indented exactly as the last block of the statement it goes on with (else it would
     go on with a block inside it, or be a wrong indentation one parse refuses), and an
     ``else`` after a piece's body belongs to the ``if 1:`` and nowhere in the part: then
     None too."""
-    cuts = _body_cuts(part) if len(part) >= 2 * SEGMENT_CHARS else []
+    cuts = _body_cuts(part) if cut and len(part) >= 2 * SEGMENT_CHARS else []
     bounds = [*cuts, len(part)]
     defs: list[_Def] = []
     assigned: dict[int, list[str]] = {}
@@ -236,7 +242,8 @@ def _python_defs_of_part(part: str, line: int,
                 if open_kind == "class":
                     open_def.children.extend(_shifted(_python_defs(head.body)[0], shift))
                 open_def.end = (head.end_lineno or head.lineno) + shift
-            open_indent = _block_indent(piece, head.body, first)
+            if bounds:  # a piece follows, which may go on with the same block
+                open_indent = _block_indent(piece, head.body, first)
             body = body[1:]
         found, names = _python_defs(body)
         defs.extend(_shifted(found, shift))
@@ -248,10 +255,10 @@ def _python_defs_of_part(part: str, line: int,
             open_kind = ("class" if isinstance(last, ast.ClassDef) else "def"
                          if open_def is not None else "body"
                          if isinstance(last, _BODY_NODES) else "")
-            open_indent = _block_indent(piece, _last_block(last), first) if open_kind else None
+            open_indent = (_block_indent(piece, _last_block(last), first)
+                           if open_kind and bounds else None)
         del body
-        # as ``ast`` counts lines: a lone "\r" ends one too
-        line += piece.count("\n") + piece.count("\r") - piece.count("\r\n")
+        line += _ast_lines(piece)
         start = end
     return defs, assigned
 
@@ -274,17 +281,12 @@ def _python_defs_in_parts(text: str) -> tuple[list[_Def], dict[int, list[str]]] 
         part = text[start:end]
         parsed = _python_defs_of_part(part, line)
         if parsed is None:  # parsed whole, as it would be without cuts inside it
-            try:
-                body = ast.parse(part).body
-            except _PARSE_ERRORS:
+            parsed = _python_defs_of_part(part, line, cut=False)
+            if parsed is None:
                 return None
-            found, names = _python_defs(body)
-            del body
-            parsed = (_shifted(found, line), {at + line: named for at, named in names.items()})
         defs.extend(parsed[0])
         assigned.update(parsed[1])
-        # as ``ast`` counts lines: a lone "\r" ends one too
-        line += part.count("\n") + part.count("\r") - part.count("\r\n")
+        line += _ast_lines(part)
     return defs, assigned
 
 
