@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import accumulate
 
+from slm_rerank_ripgrep.mapped import Numbers
+
 LETTERS = "abcdefghijklmnopqrstuvwxyz0123456789_"
 #: the number of any other character (none is in a spelling, or in a term looked up)
 _OTHER = len(LETTERS)
@@ -47,7 +49,8 @@ class Pieces:
     lines: int
     #: where each slot's lines start in ``ids`` (one past the last slot: their number)
     offsets: array[int]
-    ids: array[int]
+    #: an array, or a view of a mapped file once a build ended (``_Tree.map_out``)
+    ids: Numbers
 
     def nbytes(self) -> int:
         return 4 * (len(self.offsets) + len(self.ids))

@@ -70,7 +70,9 @@ from itertools import accumulate
 from pathlib import Path
 
 from slm_rerank.plugin_kit import Unfinished
+from slm_rerank_ripgrep import mapped
 from slm_rerank_ripgrep.listing import Listing
+from slm_rerank_ripgrep.mapped import Numbers
 from slm_rerank_ripgrep.pieces import PieceBuild, Pieces
 from slm_rerank_ripgrep.watch import Watch, folder_of
 from slm_rerank_ripgrep.word_ids import WordIds
@@ -229,8 +231,9 @@ class _Tree:
     #: the postings of ``more`` as they were when a build ended, moved into one array for
     #: each ``PACK_WORDS`` word ids (``pack``): block k holds those of ids k * PACK_WORDS
     #: on, the postings of the i-th of them at ``packs[k][pack_at[k][i]:pack_at[k][i + 1]]``
-    packs: list[array[int]] = field(default_factory=list)
-    pack_at: list[array[int]] = field(default_factory=list)
+    #: (an array, or once a build ended a view of a file the process maps: ``map_out``)
+    packs: list[Numbers] = field(default_factory=list)
+    pack_at: list[Numbers] = field(default_factory=list)
     #: the numbers in ``packs``
     packed: int = 0
     #: what a build posted since its last pack, in pairs: the word id (with ``_SECOND`` set
@@ -278,6 +281,8 @@ class _Tree:
     watch: Watch | None = None
     #: the last check of every file, while it found nothing changed and nothing has since
     clean: _Clean | None = None
+    #: why its packed postings or pieces are in memory rather than in a mapped file
+    unmapped: str = ""
 
     @property
     def words(self) -> int:
@@ -409,9 +414,11 @@ class _Tree:
             old, old_at = packs[k], pack_at[k]
             block, at = array("I"), array("I", [0])
             base = k * PACK_WORDS
+            # copied as bytes: a mapped block's items would be made objects one by one
+            old_bytes, width = memoryview(old).cast("B"), old.itemsize
             for i in range(min(PACK_WORDS, words - base)):
                 if i + 1 < len(old_at):
-                    block.extend(old[old_at[i]:old_at[i + 1]])
+                    block.frombytes(old_bytes[width * old_at[i]:width * old_at[i + 1]])
                 extra = more.pop(base + i, None)
                 if extra is not None:
                     block.extend(extra)
@@ -446,10 +453,35 @@ class _Tree:
             fill[wid] += 1
         return begins, placed
 
-    def postings(self, wid: int) -> tuple[array[int], ...]:
+    def map_out(self) -> None:
+        """Put the blocks of ``packs`` made since the last call, and the pieces, in a file
+        the process maps (``mapped.py``): what is read of them then takes resident memory,
+        not all of them. When they cannot be, they stay, and ``unmapped`` says why."""
+        fresh: list[tuple[int, array[int], array[int]]] = []
+        for k, (block, at) in enumerate(zip(self.packs, self.pack_at, strict=True)):
+            if isinstance(block, array) and isinstance(at, array):
+                fresh.append((k, block, at))
+        parts = [part for _, block, at in fresh for part in (block, at)]
+        pieces = self.pieces
+        if pieces is not None and isinstance(pieces.ids, array):
+            parts.append(pieces.ids)
+        if sum(map(len, parts)) * 4 < mapped.MAP_FROM:
+            return
+        views = mapped.map_out(parts)
+        if isinstance(views, str):
+            self.unmapped = views
+            return
+        self.unmapped = ""
+        for n, (k, _, _) in enumerate(fresh):
+            self.packs[k], self.pack_at[k] = views[2 * n], views[2 * n + 1]
+        if len(views) > 2 * len(fresh):
+            assert pieces is not None
+            self.pieces = Pieces(pieces.lines, pieces.offsets, views[-1])
+
+    def postings(self, wid: int) -> tuple[Numbers, ...]:
         """The postings of word ``wid`` but its first: in its block, in ``more``."""
         k, i = divmod(wid, PACK_WORDS)
-        found: tuple[array[int], ...] = ()
+        found: tuple[Numbers, ...] = ()
         if k < len(self.packs):
             at = self.pack_at[k]
             if i + 1 < len(at) and at[i + 1] > at[i]:
@@ -961,7 +993,9 @@ class Build:
 def summary() -> str:
     """The trees indexed and refused, for ``warm status``."""
     parts = [f"{tree.root} ({len(tree.files):,} files, {tree.words:,} words, "
-             f"about {tree.size() >> 20} MiB)" for tree in _TREES.values()]
+             f"about {tree.size() >> 20} MiB"
+             + (f"; kept in memory, not mapped: {tree.unmapped}" if tree.unmapped else "")
+             + ")" for tree in _TREES.values()]
     parts += [f"not {root}: {why}" for root, (why, _) in _REFUSED.items()]
     return "; ".join(parts) or "nothing"
 
@@ -1026,6 +1060,7 @@ def _build(root: Path, files: Sequence[str], by: float, before: _Tree | None = N
             return None, 0
         if not pieced:  # the next window goes on with them
             return tree, len(files)
+        tree.map_out()
     finally:
         os.close(fd)
     return None, 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import gc
 import os
 import random
@@ -9,12 +10,13 @@ import sys
 import threading
 import time
 import tracemalloc
+from array import array
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import slm_rerank_ripgrep
-from slm_rerank_ripgrep import word_index
+from slm_rerank_ripgrep import mapped, word_index
 
 from slm_rerank.plugin_kit import Unfinished
 from slm_rerank.registrations import SourceHits, SourceQuery
@@ -528,6 +530,7 @@ def test_the_index_takes_about_the_memory_it_counts_and_little_per_word(
         (tmp_path / f"m{n}.py").write_text(" ".join(words) + "\n")
     files = search(tmp_path, ["x"]).files
     later(monkeypatch, 3600)
+    monkeypatch.setattr(mapped, "MAP_FROM", 1 << 60)  # all in memory, as the estimate says
     gc.collect()
     tracemalloc.start()
     try:
@@ -599,6 +602,7 @@ def test_the_memory_estimate_is_not_low_whatever_the_words_and_paths(
     # (its listing, its last check)
     shape(tmp_path, random.Random(3))
     later(monkeypatch, 3600)
+    monkeypatch.setattr(mapped, "MAP_FROM", 1 << 60)  # all in memory, as the estimate says
     gc.collect()
     tracemalloc.start()
     try:
@@ -708,6 +712,7 @@ def test_pieces_that_would_take_a_tree_past_the_bound_are_not_made_and_it_does_w
     room = pieces_take * 3 // 4
     monkeypatch.setattr(word_index, "MAX_INDEX_BYTES", size + room)
     monkeypatch.setattr(word_index, "PIECES_FROM", 0)
+    monkeypatch.setattr(mapped, "MAP_FROM", 1 << 60)  # all in memory, as the estimate says
     gc.collect()
     tracemalloc.start()
     try:
@@ -833,3 +838,133 @@ def test_queries_from_several_threads_while_the_idle_thread_builds_answer_as_rg(
             same(search(root, terms), expected[(n, tuple(terms))])
     assert matching_runs == []
 
+
+# The packed postings and pieces in a file the process maps (``mapped.py``)
+
+@pytest.fixture
+def mapped_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every packed block and the pieces mapped, however small, into this folder."""
+    folder = tmp_path / "_mapped"
+    monkeypatch.setattr(mapped, "FOLDER", folder)
+    monkeypatch.setattr(mapped, "MAP_FROM", 0)
+    monkeypatch.setattr(word_index, "PACK_FROM", 0)
+    monkeypatch.setattr(word_index, "PACK_WORDS", 16)
+    monkeypatch.setattr(word_index, "PIECES_FROM", 0)
+    return folder
+
+
+def built(root: Path) -> word_index._Tree:
+    files = search(root, ["x"]).files
+    word_index.build(root, files, time.monotonic() + 60)
+    tree = word_index.tree_of(root)
+    assert tree is not None
+    return tree
+
+
+def every_term_as_rg(root: Path, extra: list[list[str]] = []) -> None:  # noqa: B006
+    for terms in TERM_SETS + extra + [["sets", "real"], ["ima", "ges"]]:
+        same(search(root, terms), by_rg(root, terms))
+
+
+def test_map_out_gives_each_array_back_as_a_view_of_one_file(mapped_folder: Path) -> None:
+    parts = [array("I", range(n, 3 * n)) for n in (0, 1, 5, 70_000)]
+    views = mapped.map_out(parts)
+    assert isinstance(views, list)
+    assert [list(view) for view in views] == [list(part) for part in parts]
+    assert all(view.readonly for view in views)
+    assert list(mapped_folder.iterdir()) == []  # the file has no name
+    with pytest.raises(ValueError, match="type code I"):
+        mapped.map_out([array("i", [1])])
+
+
+def test_a_built_index_reads_its_packed_postings_and_pieces_from_a_mapped_file_as_rg_counts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mapped_folder: Path) -> None:
+    root = generated_tree(tmp_path / "tree", 6)
+    later(monkeypatch, 3600)
+    tree = built(root)
+    assert tree.packs and all(isinstance(block, memoryview) for block in tree.packs)
+    assert all(isinstance(at, memoryview) for at in tree.pack_at)
+    assert tree.pieces is not None and isinstance(tree.pieces.ids, memoryview)
+    assert tree.unmapped == "" and "not mapped" not in word_index.summary()
+    every_term_as_rg(root)
+    # changed files post into ``more``; the next build packs the blocks they touch from
+    # the mapped ones into new arrays, and maps those
+    rng = random.Random(3)
+    for n, path in enumerate(sorted(root.rglob("f*.txt"))[:12]):
+        path.write_text(text(rng, 40) + f" brandnew{n} set real")
+    later(monkeypatch, 7200)
+    every_term_as_rg(root, [["brandnew"]])
+    assert tree.more
+    assert built(root) is tree and tree.more == {}
+    assert all(isinstance(block, memoryview) for block in tree.packs)
+    every_term_as_rg(root, [["brandnew"]])
+    assert list(mapped_folder.iterdir()) == []
+
+
+def test_without_o_tmpfile_the_mapped_file_is_named_only_until_it_is_open(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mapped_folder: Path) -> None:
+    monkeypatch.delattr(os, "O_TMPFILE", raising=False)
+    root = generated_tree(tmp_path / "tree", 7)
+    later(monkeypatch, 3600)
+    tree = built(root)
+    assert isinstance(tree.packs[0], memoryview)
+    assert list(mapped_folder.iterdir()) == []
+    every_term_as_rg(root)
+
+
+@pytest.mark.parametrize("fault", ["no folder", "disk full"])
+def test_an_index_that_cannot_be_mapped_stays_in_memory_and_says_why(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mapped_folder: Path,
+        fault: str) -> None:
+    if fault == "no folder":
+        (tmp_path / "a file").write_text("")
+        monkeypatch.setattr(mapped, "FOLDER", tmp_path / "a file" / "mapped")
+        said = "no file for it in"
+    else:
+        def full(fd: int, data: bytes) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(mapped.os, "write", full)
+        said = "No space left on device"
+    root = generated_tree(tmp_path / "tree", 8)
+    later(monkeypatch, 3600)
+    tree = built(root)
+    assert all(isinstance(block, array) for block in tree.packs)
+    assert tree.pieces is not None and isinstance(tree.pieces.ids, array)
+    assert said in tree.unmapped
+    assert f"kept in memory, not mapped: {tree.unmapped}" in word_index.summary()
+    every_term_as_rg(root)
+    if fault == "disk full":
+        assert list(mapped_folder.iterdir()) == []  # nothing left behind
+
+
+def test_mapped_pieces_and_postings_leave_the_process_memory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a tree of 20,000 words: its pieces and packed postings are most of its index
+    rng = random.Random(11)
+    vocabulary = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz_") for _ in
+                          range(rng.randint(6, 14))) for _ in range(20_000)]
+    for n in range(200):
+        (tmp_path / f"m{n}.py").write_text(" ".join(rng.sample(vocabulary, 300)) + "\n")
+    files = search(tmp_path, ["x"]).files
+    later(monkeypatch, 3600)
+    monkeypatch.setattr(mapped, "FOLDER", tmp_path / "_mapped")
+    taken: dict[bool, int] = {}
+    for in_file in (False, True):
+        monkeypatch.setattr(mapped, "MAP_FROM", 0 if in_file else 1 << 60)
+        word_index.forget()
+        gc.collect()
+        tracemalloc.start()
+        try:
+            word_index.build(tmp_path, files, time.monotonic() + 60)
+            gc.collect()
+            taken[in_file] = tracemalloc.get_traced_memory()[0]
+        finally:
+            tracemalloc.stop()
+        tree = word_index.tree_of(tmp_path)
+        assert tree is not None and tree.pieces is not None
+        assert isinstance(tree.pieces.ids, memoryview) is in_file
+        moved = 4 * (len(tree.pieces.ids) + sum(map(len, tree.packs)))
+        assert moved > 512 << 10
+        same(search(tmp_path, ["abc", "q_", "zz"]), by_rg(tmp_path, ["abc", "q_", "zz"]))
+    assert taken[True] <= taken[False] - 0.9 * moved, (taken, moved)

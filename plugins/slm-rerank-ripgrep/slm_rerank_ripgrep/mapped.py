@@ -1,0 +1,110 @@
+"""Numbers of the word index that do not change once made, kept in a file the process maps
+rather than in its own memory (issue 30: a worker within 64 MB).
+
+The three-letter pieces (``pieces.py``: 13 MiB for a sympy with its images) and the
+postings packed when a build ends (``word_index._Tree.packs``: 24 MiB for ten copies of
+sympy) are read a few kilobytes a query: the pieces of a term's rarest three letters, the
+postings of the words that hold it. ``map_out`` writes such arrays one after another into
+a file that has no name (``O_TMPFILE``, or a name removed at once), maps it read-only and
+gives each array back as a view of the mapping. The process's resident memory then holds
+only the pages its queries read; the rest is the kernel's page cache, which it may drop
+and read again from the disk when memory is short. Nothing else can open the file by a
+name, so no other process can cut it short under the mapping, and it is gone with the
+process.
+
+The file goes in the user's cache folder (``SLM_RERANK_CACHE_DIR``, else the platform's
+user cache folder; ``mapped/`` in it), not in the system's temporary folder, which is
+often memory itself (``tmpfs``). A repository's own config cannot name it. When the file
+cannot be made, written or mapped (no folder, a full disk, a file system without it), the
+arrays stay in memory, as before, and ``warm status`` says why (``word_index.summary``).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from array import array
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TypeAlias
+
+#: numbers as an array, or as a view of a mapped file (``map_out``)
+Numbers: TypeAlias = "array[int] | memoryview"
+#: an array smaller than this stays in memory (a page or two of it would be read anyway)
+MAP_FROM = 256 << 10
+#: where the files go; None: the user's cache folder (tests set it)
+FOLDER: Path | None = None
+_APP = "slm-rerank"
+
+
+def folder() -> Path:
+    """The folder the mapped files go in (``mapped/`` in the user's cache folder)."""
+    if FOLDER is not None:
+        return FOLDER
+    named = os.environ.get("SLM_RERANK_CACHE_DIR")
+    if named:
+        return Path(named).expanduser() / "mapped"
+    from platformdirs import user_cache_path
+
+    return user_cache_path(_APP) / "mapped"
+
+
+def _nameless(where: Path) -> int:
+    """A new file in ``where`` that no name leads to, open for reading and writing."""
+    where.mkdir(mode=0o700, parents=True, exist_ok=True)
+    flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
+    tmpfile = getattr(os, "O_TMPFILE", 0)
+    if tmpfile:
+        try:
+            return os.open(where, flags | tmpfile, 0o600)
+        except OSError:
+            pass  # a file system without it: a name of its own, removed at once
+    import tempfile
+
+    fd, name = tempfile.mkstemp(prefix=".words-", dir=where)
+    try:
+        os.unlink(name)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _write_all(fd: int, data: memoryview) -> None:
+    while data:
+        written = os.write(fd, data[:1 << 24])
+        data = data[written:]
+
+
+def map_out(parts: Sequence[array[int]]) -> list[memoryview] | str:
+    """``parts`` (arrays of type code ``I``) written one after another to a file with no
+    name, mapped read-only: each part as a view of the mapping, in order; or why they
+    could not be (they are then left as they are)."""
+    if not parts:
+        return []
+    if any(part.typecode != "I" for part in parts):
+        raise ValueError("map_out takes arrays of type code I")
+    size = sum(part.itemsize * len(part) for part in parts)
+    if size == 0:
+        return "nothing to map"
+    try:
+        fd = _nameless(folder())
+    except OSError as exc:
+        return f"no file for it in {folder()} ({exc.strerror or exc})"
+    try:
+        for part in parts:
+            _write_all(fd, memoryview(part).cast("B"))
+        if os.fstat(fd).st_size != size:
+            return "the file it was written to is not the size written"
+        mapping = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+    except (OSError, ValueError) as exc:
+        return f"could not write and map it in {folder()} ({getattr(exc, 'strerror', None) or exc})"
+    finally:
+        os.close(fd)
+    whole = memoryview(mapping).cast("I")
+    views = []
+    at = 0
+    for part in parts:
+        views.append(whole[at:at + len(part)])
+        at += len(part)
+    return views
