@@ -70,9 +70,15 @@ def _nameless(where: Path) -> int:
     return fd
 
 
+#: bytes a write: a larger one lets the kernel keep them in the page cache as one large
+#: folio (2 MiB on Linux 6 and ext4), which a read through the mapping then maps whole,
+#: counted in the process's resident memory; these are mapped 64 KiB around a read
+_WRITE_BYTES = 64 << 10
+
+
 def _write_all(fd: int, data: memoryview) -> None:
     while data:
-        written = os.write(fd, data[:1 << 24])
+        written = os.write(fd, data[:_WRITE_BYTES])
         data = data[written:]
 
 
@@ -97,6 +103,8 @@ def map_out(parts: Sequence[array[int]]) -> list[memoryview] | str:
         if os.fstat(fd).st_size != size:
             return "the file it was written to is not the size written"
         mapping = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+        if hasattr(mmap, "MADV_RANDOM"):  # a page read brings no others in from the disk
+            mapping.madvise(mmap.MADV_RANDOM)
     except (OSError, ValueError) as exc:
         return f"could not write and map it in {folder()} ({getattr(exc, 'strerror', None) or exc})"
     finally:
@@ -108,3 +116,18 @@ def map_out(parts: Sequence[array[int]]) -> list[memoryview] | str:
         views.append(whole[at:at + len(part)])
         at += len(part)
     return views
+
+
+def give_back() -> bool:
+    """Hand the C heap's free pages back to the system (glibc's ``malloc_trim``): the arrays
+    just mapped out were freed, but a freed array in the middle of the heap stays counted
+    in the process's memory until then. Whether it could be asked (not on other C
+    libraries)."""
+    import ctypes
+
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (AttributeError, OSError):
+        return False
+    trim(0)
+    return True

@@ -477,6 +477,8 @@ class _Tree:
         if len(views) > 2 * len(fresh):
             assert pieces is not None
             self.pieces = Pieces(pieces.lines, pieces.offsets, views[-1])
+        del parts, fresh, pieces
+        mapped.give_back()
 
     def postings(self, wid: int) -> tuple[Numbers, ...]:
         """The postings of word ``wid`` but its first: in its block, in ``more``."""
