@@ -968,3 +968,34 @@ def test_mapped_pieces_and_postings_leave_the_process_memory(
         assert moved > 512 << 10
         same(search(tmp_path, ["abc", "q_", "zz"]), by_rg(tmp_path, ["abc", "q_", "zz"]))
     assert taken[True] <= taken[False] - 0.9 * moved, (taken, moved)
+
+
+def _resident_kib_in(folder: Path) -> int | None:
+    """The resident KiB of what the process maps from files in ``folder`` (``smaps``)."""
+    try:
+        lines = Path("/proc/self/smaps").read_text().splitlines()
+    except OSError:
+        return None
+    inside, total = False, 0
+    for line in lines:
+        fields = line.split()
+        if fields and "-" in fields[0] and not fields[0].endswith(":"):
+            inside = len(fields) >= 6 and fields[5].startswith(str(folder) + "/")
+        elif inside and line.startswith("Rss:"):
+            total += int(fields[1])
+    return total
+
+
+def test_a_read_of_a_mapped_array_brings_little_of_it_into_the_process_memory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mapped, "FOLDER", tmp_path)
+    numbers = array("I", range(4 << 20))  # 16 MiB
+    views = mapped.map_out([numbers])
+    assert isinstance(views, list)
+    view = views[0]
+    if _resident_kib_in(tmp_path) is None:
+        pytest.skip("no /proc/self/smaps here")
+    assert _resident_kib_in(tmp_path) == 0
+    assert view[3 << 20] == 3 << 20 and view[5] == 5
+    taken = _resident_kib_in(tmp_path)
+    assert taken is not None and 0 < taken <= 512  # 64 KiB around each read, not 2 MiB
