@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import mmap
 import os
+import time
+import weakref
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeAlias
 
@@ -76,46 +78,78 @@ def _nameless(where: Path) -> int:
 _WRITE_BYTES = 64 << 10
 
 
-def _write_all(fd: int, data: memoryview) -> None:
-    while data:
-        written = os.write(fd, data[:_WRITE_BYTES])
-        data = data[written:]
+class MapOut:
+    """``parts`` (arrays of type code ``I``, which must not change meanwhile) written one
+    after another to a file with no name over as many ``step``s as it takes, then mapped
+    read-only (``step`` gives each part as a view of the mapping, in order), or why they
+    could not be (they are then left as they are). Its file is closed when it is done, or
+    when it is dropped unfinished."""
+
+    def __init__(self, parts: Sequence[array[int]]) -> None:
+        if any(part.typecode != "I" for part in parts):
+            raise ValueError("map_out takes arrays of type code I")
+        self.parts = list(parts)
+        self.size = sum(part.itemsize * len(part) for part in parts)
+        self.part = 0  # the part being written, and its bytes written
+        self.offset = 0
+        self.fd = -1
+        self._closer: weakref.finalize | None = None
+
+    def _close(self) -> None:
+        if self._closer is not None:
+            self._closer()
+
+    def step(self, by: float, clock: Callable[[], float] = time.monotonic
+             ) -> list[memoryview] | str | None:
+        """Write until ``by`` (on ``clock``; 64 KiB at least); the views once all is
+        written and mapped, why not when it failed, None while it goes on."""
+        if self.fd < 0:
+            if not self.size:
+                return "nothing to map"
+            try:
+                self.fd = _nameless(folder())
+            except OSError as exc:
+                return f"no file for it in {folder()} ({exc.strerror or exc})"
+            self._closer = weakref.finalize(self, os.close, self.fd)
+        try:
+            while self.part < len(self.parts):
+                data = memoryview(self.parts[self.part]).cast("B")
+                if self.offset < data.nbytes:
+                    written = os.write(self.fd, data[self.offset:self.offset + _WRITE_BYTES])
+                    if not written:
+                        raise OSError(0, "a write wrote nothing")
+                    self.offset += written
+                if self.offset >= data.nbytes:
+                    self.part, self.offset = self.part + 1, 0
+                if self.part < len(self.parts) and clock() > by:
+                    return None
+            if os.fstat(self.fd).st_size != self.size:
+                return "the file it was written to is not the size written"
+            mapping = mmap.mmap(self.fd, self.size, access=mmap.ACCESS_READ)
+            if hasattr(mmap, "MADV_RANDOM"):  # a page read brings no others in from the disk
+                mapping.madvise(mmap.MADV_RANDOM)
+        except (OSError, ValueError) as exc:
+            self._close()
+            why = getattr(exc, "strerror", None) or exc
+            return f"could not write and map it in {folder()} ({why})"
+        self._close()
+        whole = memoryview(mapping).cast("I")
+        views = []
+        at = 0
+        for part in self.parts:
+            views.append(whole[at:at + len(part)])
+            at += len(part)
+        self.parts = []
+        return views
 
 
 def map_out(parts: Sequence[array[int]]) -> list[memoryview] | str:
-    """``parts`` (arrays of type code ``I``) written one after another to a file with no
-    name, mapped read-only: each part as a view of the mapping, in order; or why they
-    could not be (they are then left as they are)."""
-    if not parts:
-        return []
-    if any(part.typecode != "I" for part in parts):
-        raise ValueError("map_out takes arrays of type code I")
-    size = sum(part.itemsize * len(part) for part in parts)
-    if size == 0:
-        return "nothing to map"
-    try:
-        fd = _nameless(folder())
-    except OSError as exc:
-        return f"no file for it in {folder()} ({exc.strerror or exc})"
-    try:
-        for part in parts:
-            _write_all(fd, memoryview(part).cast("B"))
-        if os.fstat(fd).st_size != size:
-            return "the file it was written to is not the size written"
-        mapping = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
-        if hasattr(mmap, "MADV_RANDOM"):  # a page read brings no others in from the disk
-            mapping.madvise(mmap.MADV_RANDOM)
-    except (OSError, ValueError) as exc:
-        return f"could not write and map it in {folder()} ({getattr(exc, 'strerror', None) or exc})"
-    finally:
-        os.close(fd)
-    whole = memoryview(mapping).cast("I")
-    views = []
-    at = 0
-    for part in parts:
-        views.append(whole[at:at + len(part)])
-        at += len(part)
-    return views
+    """``MapOut(parts)`` to its end, with no deadline (tests, and small parts)."""
+    job = MapOut(parts)
+    while True:
+        done = job.step(float("inf"))
+        if done is not None:
+            return done
 
 
 def give_back() -> bool:

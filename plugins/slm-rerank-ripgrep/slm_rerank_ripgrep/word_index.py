@@ -209,6 +209,16 @@ class Answer:
 
 
 @dataclass
+class _MapJob:
+    """Blocks and pieces being written to a file to be mapped (``_Tree.map_out``)."""
+
+    writing: mapped.MapOut
+    #: (block number, its postings, where its words' postings start)
+    blocks: list[tuple[int, array[int], array[int]]]
+    pieces: Pieces | None
+
+
+@dataclass
 class _Tree:
     """One tree's index, laid out for memory (issue 30: a worker within 64 MB): a word is
     one line of ``text`` (its spelling, which ``ids`` finds it by), two numbers of
@@ -283,6 +293,8 @@ class _Tree:
     clean: _Clean | None = None
     #: why its packed postings or pieces are in memory rather than in a mapped file
     unmapped: str = ""
+    #: their file being written (``map_out``)
+    map_job: _MapJob | None = None
 
     @property
     def words(self) -> int:
@@ -453,32 +465,42 @@ class _Tree:
             fill[wid] += 1
         return begins, placed
 
-    def map_out(self) -> None:
+    def map_out(self, by: float, clock: Callable[[], float]) -> bool:
         """Put the blocks of ``packs`` made since the last call, and the pieces, in a file
         the process maps (``mapped.py``): what is read of them then takes resident memory,
-        not all of them. When they cannot be, they stay, and ``unmapped`` says why."""
-        fresh: list[tuple[int, array[int], array[int]]] = []
-        for k, (block, at) in enumerate(zip(self.packs, self.pack_at, strict=True)):
-            if isinstance(block, array) and isinstance(at, array):
-                fresh.append((k, block, at))
-        parts = [part for _, block, at in fresh for part in (block, at)]
-        pieces = self.pieces
-        if pieces is not None and isinstance(pieces.ids, array):
-            parts.append(pieces.ids)
-        if sum(map(len, parts)) * 4 < mapped.MAP_FROM:
-            return
-        views = mapped.map_out(parts)
+        not all of them. Written until ``by`` (on ``clock``) and gone on with at the next
+        call; whether it is done. When they cannot be mapped, they stay, and ``unmapped``
+        says why. A block or pieces made again meanwhile (a query packs) are left to the
+        next call."""
+        job = self.map_job
+        if job is None:
+            fresh = [(k, block, at) for k, (block, at)
+                     in enumerate(zip(self.packs, self.pack_at, strict=True))
+                     if isinstance(block, array) and isinstance(at, array)]
+            parts = [part for _, block, at in fresh for part in (block, at)]
+            pieces = self.pieces
+            if pieces is not None and isinstance(pieces.ids, array):
+                parts.append(pieces.ids)
+            if sum(map(len, parts)) * 4 < mapped.MAP_FROM:
+                return True
+            job = self.map_job = _MapJob(mapped.MapOut(parts), fresh, pieces)
+        views = job.writing.step(by, clock)
+        if views is None:
+            return False
+        self.map_job = None
         if isinstance(views, str):
             self.unmapped = views
-            return
+            return True
         self.unmapped = ""
-        for n, (k, _, _) in enumerate(fresh):
-            self.packs[k], self.pack_at[k] = views[2 * n], views[2 * n + 1]
-        if len(views) > 2 * len(fresh):
-            assert pieces is not None
+        for n, (k, block, at) in enumerate(job.blocks):
+            if self.packs[k] is block and self.pack_at[k] is at:
+                self.packs[k], self.pack_at[k] = views[2 * n], views[2 * n + 1]
+        pieces = job.pieces
+        if len(views) > 2 * len(job.blocks) and pieces is not None and self.pieces is pieces:
             self.pieces = Pieces(pieces.lines, pieces.offsets, views[-1])
-        del parts, fresh, pieces
+        del job, views, pieces
         mapped.give_back()
+        return True
 
     def postings(self, wid: int) -> tuple[Numbers, ...]:
         """The postings of word ``wid`` but its first: in its block, in ``more``."""
@@ -1060,9 +1082,8 @@ def _build(root: Path, files: Sequence[str], by: float, before: _Tree | None = N
         pieced = tree.index_pieces(by, time.monotonic)
         if not _fits(key, tree):
             return None, 0
-        if not pieced:  # the next window goes on with them
+        if not pieced or not tree.map_out(by, time.monotonic):  # the next window goes on
             return tree, len(files)
-        tree.map_out()
     finally:
         os.close(fd)
     return None, 0
@@ -1093,6 +1114,7 @@ def _after_fork_in_child() -> None:
         if tree.watch is not None:
             tree.watch.close()
         tree.watch = tree.clean = None
+        tree.map_job = None  # its file is the parent's, at the parent's offset
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -999,3 +999,65 @@ def test_a_read_of_a_mapped_array_brings_little_of_it_into_the_process_memory(
     assert view[3 << 20] == 3 << 20 and view[5] == 5
     taken = _resident_kib_in(tmp_path)
     assert taken is not None and 0 < taken <= 512  # 64 KiB around each read, not 2 MiB
+
+
+def built_unmapped(root: Path, monkeypatch: pytest.MonkeyPatch) -> word_index._Tree:
+    """``root`` indexed with nothing mapped; from then on, all of it mapped a write (of 64
+    bytes) at a time."""
+    monkeypatch.setattr(mapped, "MAP_FROM", 1 << 60)
+    later(monkeypatch, 3600)
+    tree = built(root)
+    assert tree.pieces is not None and isinstance(tree.pieces.ids, array)
+    monkeypatch.setattr(mapped, "MAP_FROM", 0)
+    monkeypatch.setattr(mapped, "_WRITE_BYTES", 64)
+    return tree
+
+
+def test_the_mapped_file_is_written_a_window_at_a_time_and_a_block_packed_meanwhile_stays(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mapped_folder: Path) -> None:
+    root = generated_tree(tmp_path / "tree", 9)
+    tree = built_unmapped(root, monkeypatch)
+    windows = 0
+    replaced = None
+    while not tree.map_out(0.0, lambda: 1.0):  # every window over after its first write
+        windows += 1
+        assert tree.map_job is not None
+        every_term_as_rg(root)  # read from the arrays meanwhile
+        if replaced is None:
+            k = tree.map_job.blocks[0][0]
+            replaced = tree.packs[k] = array("I", tree.packs[k])  # as a query's pack would
+        assert windows < 100_000
+    assert windows * 64 >= 4 * sum(map(len, tree.packs)) and replaced is not None
+    assert tree.map_job is None and tree.unmapped == ""
+    assert sum(isinstance(block, memoryview) for block in tree.packs) == len(tree.packs) - 1
+    assert any(block is replaced for block in tree.packs)
+    assert tree.pieces is not None and isinstance(tree.pieces.ids, memoryview)
+    every_term_as_rg(root)
+    assert list(mapped_folder.iterdir()) == []
+    while not tree.map_out(0.0, lambda: 1.0):  # the one left: mapped by the next calls
+        assert tree.map_job is not None and len(tree.map_job.blocks) == 1
+    assert all(isinstance(block, memoryview) for block in tree.packs)
+    every_term_as_rg(root)
+
+
+def test_a_mapped_file_left_unfinished_is_closed_with_its_tree(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mapped_folder: Path) -> None:
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("no /proc/self/fd here")
+    root = generated_tree(tmp_path / "tree", 10)
+    tree = built_unmapped(root, monkeypatch)
+    assert not tree.map_out(0.0, lambda: 1.0)
+    assert tree.map_job is not None
+    fd = tree.map_job.writing.fd
+
+    def in_folder() -> bool:
+        try:
+            return os.readlink(f"/proc/self/fd/{fd}").startswith(str(mapped_folder))
+        except OSError:
+            return False
+
+    assert in_folder()
+    del tree
+    word_index.forget()
+    gc.collect()
+    assert not in_folder()
