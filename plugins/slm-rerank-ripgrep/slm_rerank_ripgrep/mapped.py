@@ -79,17 +79,18 @@ _WRITE_BYTES = 64 << 10
 
 
 class MapOut:
-    """``parts`` (arrays of type code ``I``, which must not change meanwhile) written one
-    after another to a file with no name over as many ``step``s as it takes, then mapped
+    """``parts`` (arrays or views of type code ``I``, which must not change meanwhile)
+    written one after another to a file with no name over as many ``step``s as it takes, then mapped
     read-only (``step`` gives each part as a view of the mapping, in order), or why they
     could not be (they are then left as they are). Its file is closed when it is done, or
     when it is dropped unfinished."""
 
-    def __init__(self, parts: Sequence[array[int]]) -> None:
-        if any(part.typecode != "I" for part in parts):
+    def __init__(self, parts: Sequence[Numbers]) -> None:
+        if any(getattr(part, "typecode", None) != "I" and getattr(part, "format", None) != "I"
+               for part in parts):
             raise ValueError("map_out takes arrays of type code I")
         self.parts = list(parts)
-        self.size = sum(part.itemsize * len(part) for part in parts)
+        self.size = sum(4 * len(part) for part in parts)
         self.part = 0  # the part being written, and its bytes written
         self.offset = 0
         self.fd = -1
@@ -143,7 +144,7 @@ class MapOut:
         return views
 
 
-def map_out(parts: Sequence[array[int]]) -> list[memoryview] | str:
+def map_out(parts: Sequence[Numbers]) -> list[memoryview] | str:
     """``MapOut(parts)`` to its end, with no deadline (tests, and small parts)."""
     job = MapOut(parts)
     while True:

@@ -214,7 +214,7 @@ class _MapJob:
 
     writing: mapped.MapOut
     #: (block number, its postings, where its words' postings start)
-    blocks: list[tuple[int, array[int], array[int]]]
+    blocks: list[tuple[int, Numbers, Numbers]]
     pieces: Pieces | None
 
 
@@ -295,6 +295,8 @@ class _Tree:
     unmapped: str = ""
     #: their file being written (``map_out``)
     map_job: _MapJob | None = None
+    #: arrays were mapped out and freed: the C heap's free pages are to be handed back
+    trim_due: bool = False
 
     @property
     def words(self) -> int:
@@ -474,16 +476,20 @@ class _Tree:
         next call."""
         job = self.map_job
         if job is None:
-            fresh = [(k, block, at) for k, (block, at)
-                     in enumerate(zip(self.packs, self.pack_at, strict=True))
-                     if isinstance(block, array) and isinstance(at, array)]
-            parts = [part for _, block, at in fresh for part in (block, at)]
             pieces = self.pieces
+            fresh = [part for part in (*self.packs, *self.pack_at) if isinstance(part, array)]
             if pieces is not None and isinstance(pieces.ids, array):
-                parts.append(pieces.ids)
-            if sum(map(len, parts)) * 4 < mapped.MAP_FROM:
+                fresh.append(pieces.ids)
+            if sum(map(len, fresh)) * 4 < mapped.MAP_FROM:
                 return True
-            job = self.map_job = _MapJob(mapped.MapOut(parts), fresh, pieces)
+            # every block and the pieces in one new file, those mapped before too: the
+            # files before it are then let go, rather than held for a block or two each
+            blocks = list(enumerate(zip(self.packs, self.pack_at, strict=True)))
+            parts = [part for _, pair in blocks for part in pair]
+            if pieces is not None:
+                parts.append(pieces.ids)
+            job = self.map_job = _MapJob(mapped.MapOut(parts),
+                                         [(k, block, at) for k, (block, at) in blocks], pieces)
         views = job.writing.step(by, clock)
         if views is None:
             return False
@@ -498,8 +504,7 @@ class _Tree:
         pieces = job.pieces
         if len(views) > 2 * len(job.blocks) and pieces is not None and self.pieces is pieces:
             self.pieces = Pieces(pieces.lines, pieces.offsets, views[-1])
-        del job, views, pieces
-        mapped.give_back()
+        self.trim_due = True
         return True
 
     def postings(self, wid: int) -> tuple[Numbers, ...]:
@@ -1084,6 +1089,11 @@ def _build(root: Path, files: Sequence[str], by: float, before: _Tree | None = N
             return None, 0
         if not pieced or not tree.map_out(by, time.monotonic):  # the next window goes on
             return tree, len(files)
+        if tree.trim_due:  # it may take a while after a large build: in time of its own
+            if time.monotonic() > by:
+                return tree, len(files)
+            tree.trim_due = False
+            mapped.give_back()
     finally:
         os.close(fd)
     return None, 0

@@ -1034,10 +1034,15 @@ def test_the_mapped_file_is_written_a_window_at_a_time_and_a_block_packed_meanwh
     assert tree.pieces is not None and isinstance(tree.pieces.ids, memoryview)
     every_term_as_rg(root)
     assert list(mapped_folder.iterdir()) == []
-    while not tree.map_out(0.0, lambda: 1.0):  # the one left: mapped by the next calls
-        assert tree.map_job is not None and len(tree.map_job.blocks) == 1
+    while not tree.map_out(0.0, lambda: 1.0):  # the one left: all mapped again, together
+        assert tree.map_job is not None
     assert all(isinstance(block, memoryview) for block in tree.packs)
+    assert len({id(view.obj) for view in (*tree.packs, *tree.pack_at, tree.pieces.ids)}) == 1
     every_term_as_rg(root)
+    gc.collect()
+    held = [fd for fd in (os.listdir("/proc/self/fd") if os.path.isdir("/proc/self/fd") else [])
+            if os.path.realpath(f"/proc/self/fd/{fd}").startswith(str(mapped_folder))]
+    assert len(held) <= 1  # the first file is let go (CPython's mmap keeps a copy of its fd)
 
 
 def test_a_mapped_file_left_unfinished_is_closed_with_its_tree(
