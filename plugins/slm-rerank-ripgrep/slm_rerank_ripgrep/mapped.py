@@ -80,10 +80,10 @@ _WRITE_BYTES = 64 << 10
 
 class MapOut:
     """``parts`` (arrays or views of type code ``I``, which must not change meanwhile)
-    written one after another to a file with no name over as many ``step``s as it takes, then mapped
-    read-only (``step`` gives each part as a view of the mapping, in order), or why they
-    could not be (they are then left as they are). Its file is closed when it is done, or
-    when it is dropped unfinished."""
+    written one after another to a file with no name over as many ``step``s as it takes,
+    then mapped read-only (``step`` gives each part as a view of the mapping, in order),
+    or why they could not be (they are then left as they are). Its file is closed when it
+    is done, or when it is dropped unfinished."""
 
     def __init__(self, parts: Sequence[Numbers]) -> None:
         if any(getattr(part, "typecode", None) != "I" and getattr(part, "format", None) != "I"
