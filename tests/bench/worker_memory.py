@@ -4,12 +4,13 @@ side: how its peak resident size grows, and what each call takes (issue 30).
 
     python tests/bench/worker_memory.py ROOT --before VENV --after VENV
                                         [--queries tests/bench/worker_memory_queries.txt]
-                                        [--passes 2]
+                                        [--passes 2] [--settle 3]
 
 ``fast_paired.py`` repeats one query, so its worker keeps that query's files and nothing
 more; an agent asks one thing after another. Here each side (its own temporary cache,
-config and socket folders, as ``fast_paired.py`` sets them) answers the first query twice
-and is left 8 s to build its word index; then every query of the file, ``--passes`` times
+config and socket folders, as ``fast_paired.py`` sets them) answers the first query twice,
+then ``--settle`` times more 3 s apart (the worker builds its word index after a command, 5 s
+at a time), and says its resident memory; then every query of the file, ``--passes`` times
 over, the two sides taking turns call by call. Printed after every five queries: each
 side's worker's peak resident size (``VmHWM``) and the median wall time of its calls so
 far; at the end, whether both sides printed the same answers. The default queries are
@@ -48,6 +49,22 @@ class CliSide:
         return None
 
 
+def resident(pid: int | None) -> str:
+    """A running process's resident size, its own (anonymous) memory and what it maps of
+    files, in MiB (``/proc/PID/status``)."""
+    found = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                name, _, value = line.partition(":")
+                if name in ("VmRSS", "RssAnon", "RssFile"):
+                    found[name] = f"{int(value.split()[0]) / 1024:.1f}"
+    except (OSError, ValueError):
+        return "?"
+    return (f"resident {found.get('VmRSS', '?')} MiB (own {found.get('RssAnon', '?')}, "
+            f"files {found.get('RssFile', '?')})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("root", type=Path)
@@ -56,6 +73,9 @@ def main() -> None:
     parser.add_argument("--queries", type=Path,
                         default=Path(__file__).with_name("worker_memory_queries.txt"))
     parser.add_argument("--passes", type=int, default=2)
+    parser.add_argument("--settle", type=int, default=3,
+                        help="the first query asked again this many times, 3 s apart, "
+                             "before the others: the worker's index is built meanwhile")
     args = parser.parse_args()
     queries = [q.strip() for q in args.queries.read_text().splitlines() if q.strip()]
     with tempfile.TemporaryDirectory(prefix="worker-memory-") as scratch:
@@ -65,7 +85,12 @@ def main() -> None:
             for side in sides:
                 side.ask(queries[0])
                 side.ask(queries[0])
-            time.sleep(8)
+            for _ in range(args.settle):  # the worker builds its index after a command,
+                time.sleep(3)  # 5 s at most at a time: each ask lets it go on
+                for side in sides:
+                    side.ask(queries[0])
+            print("once built: " + "; ".join(f"{s.name} {resident(s.worker_pid())}"
+                                             for s in sides) + "\n")
             times: dict[str, list[float]] = {s.name: [] for s in sides}
             answers: dict[str, list[bytes]] = {s.name: [] for s in sides}
             print("| queries | before: worker peak MiB | after: worker peak MiB "
@@ -86,6 +111,8 @@ def main() -> None:
                               flush=True)
             same = answers["before"] == answers["after"]
             print(f"\nsame answers both sides: {'yes' if same else 'no'}")
+            print("at the end: " + "; ".join(f"{s.name} {resident(s.worker_pid())}"
+                                            for s in sides))
         finally:
             for side in sides:
                 wall([side.bin, "warm", "stop", "--all"], side.root, side.env)

@@ -153,6 +153,8 @@ _HELD_PER_WORD = 2
 _TAIL_LINES = 4096
 #: the words a tree has before its spellings' three-letter pieces are kept (``pieces.py``)
 PIECES_FROM = 4096
+#: files of packed postings and pieces mapped at most (``_Tree.map_out``)
+MAX_MAPPED = 4
 
 #: (device, inode, mode, size, mtime ns, ctime ns)
 Stamp = tuple[int, int, int, int, int, int]
@@ -469,7 +471,8 @@ class _Tree:
 
     def map_out(self, by: float, clock: Callable[[], float]) -> bool:
         """Put the blocks of ``packs`` made since the last call, and the pieces, in a file
-        the process maps (``mapped.py``): what is read of them then takes resident memory,
+        the process maps (``mapped.py``; all of them once ``MAX_MAPPED`` files are, so
+        that those are let go): what is read of them then takes resident memory,
         not all of them. Written until ``by`` (on ``clock``) and gone on with at the next
         call; whether it is done. When they cannot be mapped, they stay, and ``unmapped``
         says why. A block or pieces made again meanwhile (a query packs) are left to the
@@ -477,19 +480,23 @@ class _Tree:
         job = self.map_job
         if job is None:
             pieces = self.pieces
-            fresh = [part for part in (*self.packs, *self.pack_at) if isinstance(part, array)]
-            if pieces is not None and isinstance(pieces.ids, array):
-                fresh.append(pieces.ids)
-            if sum(map(len, fresh)) * 4 < mapped.MAP_FROM:
+            numbers = [*self.packs, *self.pack_at, *([pieces.ids] if pieces is not None else [])]
+            if sum(len(part) for part in numbers if isinstance(part, array)) * 4 < mapped.MAP_FROM:
                 return True
-            # every block and the pieces in one new file, those mapped before too: the
-            # files before it are then let go, rather than held for a block or two each
-            blocks = list(enumerate(zip(self.packs, self.pack_at, strict=True)))
-            parts = [part for _, pair in blocks for part in pair]
-            if pieces is not None:
+            # the new ones in a file of their own; once ``MAX_MAPPED`` files are mapped,
+            # all of them in one new file, so that those before it, each held for a block
+            # or two still read from it (its space, a descriptor), are let go
+            again = len({id(part.obj) for part in numbers
+                         if isinstance(part, memoryview)}) >= MAX_MAPPED
+            blocks = [(k, block, at) for k, (block, at)
+                      in enumerate(zip(self.packs, self.pack_at, strict=True))
+                      if again or isinstance(block, array) or isinstance(at, array)]
+            parts = [part for _, block, at in blocks for part in (block, at)]
+            if pieces is not None and (again or isinstance(pieces.ids, array)):
                 parts.append(pieces.ids)
-            job = self.map_job = _MapJob(mapped.MapOut(parts),
-                                         [(k, block, at) for k, (block, at) in blocks], pieces)
+            else:
+                pieces = None
+            job = self.map_job = _MapJob(mapped.MapOut(parts), blocks, pieces)
         views = job.writing.step(by, clock)
         if views is None:
             return False

@@ -1034,15 +1034,51 @@ def test_the_mapped_file_is_written_a_window_at_a_time_and_a_block_packed_meanwh
     assert tree.pieces is not None and isinstance(tree.pieces.ids, memoryview)
     every_term_as_rg(root)
     assert list(mapped_folder.iterdir()) == []
-    while not tree.map_out(0.0, lambda: 1.0):  # the one left: all mapped again, together
-        assert tree.map_job is not None
+    while not tree.map_out(0.0, lambda: 1.0):  # the one left: mapped by the next calls
+        assert tree.map_job is not None and len(tree.map_job.blocks) == 1
     assert all(isinstance(block, memoryview) for block in tree.packs)
-    assert len({id(view.obj) for view in (*tree.packs, *tree.pack_at, tree.pieces.ids)}) == 1
+    assert len({id(view.obj) for view in (*tree.packs, *tree.pack_at, tree.pieces.ids)}) == 2
     every_term_as_rg(root)
+
+
+def mapped_files(tree: word_index._Tree) -> int:
+    assert tree.pieces is not None
+    return len({id(part.obj) for part in (*tree.packs, *tree.pack_at, tree.pieces.ids)
+                if isinstance(part, memoryview)})
+
+
+def test_files_mapped_build_after_build_are_put_in_one_once_there_are_max_mapped(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mapped_folder: Path) -> None:
+    # groups of files with words of their own, each group's words in blocks of their own:
+    # a change in one group packs its blocks again, and only those are mapped anew
+    monkeypatch.setattr(word_index, "PACK_WORDS", 64)
+    rng = random.Random(4)
+    root = tmp_path / "tree"
+    groups = 2 * word_index.MAX_MAPPED
+    for group in range(groups):
+        (root / f"g{group}").mkdir(parents=True)
+        words = [f"g{group}w{n}" for n in range(64)]
+        for n in range(6):
+            (root / f"g{group}" / f"f{n}.txt").write_text(" ".join(rng.sample(words, 40)))
+    later(monkeypatch, 3600)
+    tree = built(root)
+    assert mapped_files(tree) == 1
+    counts = []
+    for group in range(groups):
+        for n in range(3):
+            path = root / f"g{group}" / f"f{n}.txt"
+            path.write_text(path.read_text() + f" g{group}w{n} g{group}w{n + 1}")
+        later(monkeypatch, 3600 * (group + 2))
+        every_term_as_rg(root, [[f"g{group}w"], ["w1", "w2"]])
+        assert built(root) is tree
+        counts.append(mapped_files(tree))
+        every_term_as_rg(root, [[f"g{group}w"], ["w1", "w2"]])
+    assert max(counts) == word_index.MAX_MAPPED and min(counts[1:]) == 1, counts
     gc.collect()
-    held = [fd for fd in (os.listdir("/proc/self/fd") if os.path.isdir("/proc/self/fd") else [])
-            if os.path.realpath(f"/proc/self/fd/{fd}").startswith(str(mapped_folder))]
-    assert len(held) <= 1  # the first file is let go (CPython's mmap keeps a copy of its fd)
+    if os.path.isdir("/proc/self/fd"):  # the files let go are closed (CPython's mmap keeps
+        held = [fd for fd in os.listdir("/proc/self/fd")  # a copy of its descriptor)
+                if os.path.realpath(f"/proc/self/fd/{fd}").startswith(str(mapped_folder))]
+        assert len(held) <= mapped_files(tree)
 
 
 def test_a_mapped_file_left_unfinished_is_closed_with_its_tree(
