@@ -78,6 +78,47 @@ def _nameless(where: Path) -> int:
 _WRITE_BYTES = 64 << 10
 
 
+def _mapped(fd: int, size: int) -> memoryview:
+    """The file open as ``fd``, of ``size`` bytes, mapped read-only, as numbers."""
+    if os.fstat(fd).st_size != size:
+        raise ValueError("the file it was written to is not the size written")
+    mapping = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+    if hasattr(mmap, "MADV_RANDOM"):  # a page read brings no others in from the disk
+        mapping.madvise(mmap.MADV_RANDOM)
+    return memoryview(mapping).cast("I")
+
+
+class Appender:
+    """Numbers written to a file with no name as they are made, then mapped read-only
+    (``finish``): a build that makes them a part at a time never holds them all. Each
+    call raises ``OSError`` when the file cannot be made, written or mapped; its file is
+    closed once mapped, or when it is dropped."""
+
+    def __init__(self) -> None:
+        self.fd = _nameless(folder())
+        self._closer = weakref.finalize(self, os.close, self.fd)
+        self.size = 0
+
+    def append(self, numbers: array[int]) -> None:
+        data = memoryview(numbers).cast("B")
+        for at in range(0, data.nbytes, _WRITE_BYTES):
+            chunk = data[at:at + _WRITE_BYTES]
+            while chunk:
+                written = os.write(self.fd, chunk)
+                if not written:
+                    raise OSError(0, "a write wrote nothing")
+                chunk = chunk[written:]
+        self.size += data.nbytes
+
+    def finish(self) -> memoryview:
+        try:
+            return _mapped(self.fd, self.size)
+        except ValueError as exc:
+            raise OSError(0, str(exc)) from exc
+        finally:
+            self._closer()
+
+
 class MapOut:
     """``parts`` (arrays or views of type code ``I``, which must not change meanwhile)
     written one after another to a file with no name over as many ``step``s as it takes,
@@ -124,17 +165,12 @@ class MapOut:
                     self.part, self.offset = self.part + 1, 0
                 if self.part < len(self.parts) and clock() > by:
                     return None
-            if os.fstat(self.fd).st_size != self.size:
-                return "the file it was written to is not the size written"
-            mapping = mmap.mmap(self.fd, self.size, access=mmap.ACCESS_READ)
-            if hasattr(mmap, "MADV_RANDOM"):  # a page read brings no others in from the disk
-                mapping.madvise(mmap.MADV_RANDOM)
+            whole = _mapped(self.fd, self.size)
         except (OSError, ValueError) as exc:
             self._close()
             why = getattr(exc, "strerror", None) or exc
             return f"could not write and map it in {folder()} ({why})"
         self._close()
-        whole = memoryview(mapping).cast("I")
         views = []
         at = 0
         for part in self.parts:

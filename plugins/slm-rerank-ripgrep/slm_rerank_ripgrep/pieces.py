@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import time
 from array import array
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import accumulate
 
+from slm_rerank_ripgrep import mapped
 from slm_rerank_ripgrep.mapped import Numbers
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz0123456789_"
@@ -33,6 +35,8 @@ SLOTS = _BASE ** 3
 _CODES = bytes(LETTERS.index(chr(b)) if chr(b) in LETTERS else _OTHER for b in range(256))
 #: lines read between two looks at the clock (about 1 ms on sympy)
 _CHUNK_LINES = 256
+#: pieces put in place in one pass over the lines when they go to a file (4 bytes each)
+RANGE_PIECES = 1 << 20
 
 
 def _slot(term: str, at: int) -> int:
@@ -71,18 +75,31 @@ class PieceBuild:
     """``Pieces`` of the lines joined into ``text`` so far, built over as many ``step``s as
     it takes: each slot's lines counted, then put in their slots. Each line's three-letter
     pieces are worked out in both passes: keeping them between the two would save 0.15 s on
-    sympy and hold 3 MB more while they are built."""
+    sympy and hold 3 MB more while they are built.
 
-    def __init__(self, text: str, starts: array[int]) -> None:
+    With ``to_file``, pieces of ``mapped.MAP_FROM`` bytes or more go straight to a file the
+    process maps (``mapped.Appender``), ``RANGE_PIECES`` at a time: the slots are put in
+    ranges, each the lines of a pass over every line, so the build never holds more than
+    a range of them (sympy with its images: 4 MiB, not 13; its lines are read four times,
+    0.15 s a pass). When the file cannot be made, written or mapped, they are made in
+    memory in one pass, as without it, and ``unmapped`` says why."""
+
+    def __init__(self, text: str, starts: array[int], to_file: bool = False) -> None:
         self.lines = len(starts) - 1
         self.starts = starts  # read below ``lines`` only: later joins append past it
         self.raw = text[:starts[self.lines]].encode("ascii", "replace").translate(_CODES)
         self.counts = array("I", bytes(4 * (SLOTS + 1)))
         #: every line counted (``counts`` then holds where each slot's lines start)
         self.counted = False
+        #: the pieces of slots ``low`` .. ``high - 1`` (from the ``base``-th piece on)
         self.ids: array[int] | None = None
+        self.low = self.high = self.base = 0
         self.fill: array[int] | None = None
         self.at = 0
+        self.to_file = to_file
+        self.out: mapped.Appender | None = None
+        #: why the pieces were made in memory although asked to go to a file
+        self.unmapped = ""
 
     def nbytes(self) -> int:
         """What it holds; once counted, with the pieces it makes then (``sized``)."""
@@ -101,8 +118,7 @@ class PieceBuild:
         while True:
             if self.ids is None:
                 if self.counted:
-                    self.ids = array("I", [0]) * self.counts[SLOTS]
-                    self.fill = array("I", self.counts)
+                    self._range(0)
                 else:
                     self._count()
                     if self.counted:
@@ -110,10 +126,62 @@ class PieceBuild:
             elif self.at < self.lines:
                 self._place()
             if self.ids is not None and self.at >= self.lines:
-                self.raw, self.fill = b"", None
-                return Pieces(self.lines, self.counts, self.ids)
+                done = self._range_done()
+                if done is not None:
+                    return done
             if clock() > by:
                 return None
+
+    def _range(self, low: int) -> None:
+        """Start putting the pieces of the slots from ``low`` on in place: as many slots
+        as ``RANGE_PIECES`` hold when they go to a file, else all."""
+        counts = self.counts
+        if low == 0:
+            self.fill = array("I", counts)
+            if self.to_file and 4 * counts[SLOTS] >= mapped.MAP_FROM:
+                try:
+                    self.out = mapped.Appender()
+                except OSError as exc:
+                    self._in_memory(f"no file for it in {mapped.folder()} "
+                                    f"({exc.strerror or exc})")
+                    return
+        high = SLOTS
+        if self.out is not None:
+            high = max(low + 1, bisect_right(counts, counts[low] + RANGE_PIECES, low) - 1)
+            high = min(high, SLOTS)
+        self.low, self.high, self.base = low, high, counts[low]
+        self.ids = array("I", [0]) * (counts[high] - counts[low])
+        self.at = 0
+
+    def _in_memory(self, why: str) -> None:
+        """Make the pieces in memory from the start, in one pass: the file failed."""
+        self.unmapped = why
+        self.out = None
+        self.fill = array("I", self.counts)
+        self.low, self.high, self.base = 0, SLOTS, 0
+        self.ids = array("I", [0]) * self.counts[SLOTS]
+        self.at = 0
+
+    def _range_done(self) -> Pieces | None:
+        """The pieces, once the last range is placed; else the next range started."""
+        ids = self.ids
+        assert ids is not None
+        out = self.out
+        if out is None:
+            self.raw, self.fill = b"", None
+            return Pieces(self.lines, self.counts, ids)
+        try:
+            out.append(ids)
+            if self.high < SLOTS:
+                self._range(self.high)
+                return None
+            view = out.finish()
+        except OSError as exc:
+            self._in_memory(f"could not write and map it in {mapped.folder()} "
+                            f"({exc.strerror or exc})")
+            return None
+        self.raw, self.fill, self.out = b"", None, None
+        return Pieces(self.lines, self.counts, view)
 
     def _slots(self, line: int) -> set[int]:
         starts = self.starts
@@ -136,9 +204,17 @@ class PieceBuild:
     def _place(self) -> None:
         ids, fill, slots_of = self.ids, self.fill, self._slots
         assert ids is not None and fill is not None
+        low, high, base = self.low, self.high, self.base
         end = min(self.at + _CHUNK_LINES, self.lines)
-        for line in range(self.at, end):
-            for slot in slots_of(line):
-                ids[fill[slot]] = line
-                fill[slot] += 1
+        if low == 0 and high == SLOTS:
+            for line in range(self.at, end):
+                for slot in slots_of(line):
+                    ids[fill[slot]] = line
+                    fill[slot] += 1
+        else:
+            for line in range(self.at, end):
+                for slot in slots_of(line):
+                    if low <= slot < high:
+                        ids[fill[slot] - base] = line
+                        fill[slot] += 1
         self.at = end

@@ -330,7 +330,7 @@ class _Tree:
                     self.pieces is not None
                     and lines - self.pieces.lines <= max(_TAIL_LINES, lines // 8)):
                 return True
-            self.piece_build = PieceBuild(self.text, self.starts)
+            self.piece_build = PieceBuild(self.text, self.starts, to_file=True)
         built = self.piece_build.step(by, clock)
         if built is None and self.piece_build.sized():  # counted: what they would take
             if self.size() > MAX_INDEX_BYTES:
@@ -339,6 +339,8 @@ class _Tree:
             built = self.piece_build.step(by, clock)  # they fit: made
         if built is None:
             return False
+        if self.piece_build.unmapped:
+            self.unmapped = self.piece_build.unmapped
         self.pieces, self.piece_build = built, None
         return True
 
@@ -470,9 +472,9 @@ class _Tree:
         return begins, placed
 
     def map_out(self, by: float, clock: Callable[[], float]) -> bool:
-        """Put the blocks of ``packs`` made since the last call, and the pieces, in a file
-        the process maps (``mapped.py``; all of them once ``MAX_MAPPED`` files are, so
-        that those are let go): what is read of them then takes resident memory,
+        """Put the blocks of ``packs`` made since the last call, and pieces made in memory,
+        in a file the process maps (``mapped.py``; all the blocks once ``MAX_MAPPED`` files
+        of them are, so that those are let go): what is read of them then takes resident memory,
         not all of them. Written until ``by`` (on ``clock``) and gone on with at the next
         call; whether it is done. When they cannot be mapped, they stay, and ``unmapped``
         says why. A block or pieces made again meanwhile (a query packs) are left to the
@@ -486,14 +488,14 @@ class _Tree:
             # the new ones in a file of their own; once ``MAX_MAPPED`` files are mapped,
             # all of them in one new file, so that those before it, each held for a block
             # or two still read from it (its space, a descriptor), are let go
-            again = len({id(part.obj) for part in numbers
+            again = len({id(part.obj) for part in (*self.packs, *self.pack_at)
                          if isinstance(part, memoryview)}) >= MAX_MAPPED
             blocks = [(k, block, at) for k, (block, at)
                       in enumerate(zip(self.packs, self.pack_at, strict=True))
                       if again or isinstance(block, array) or isinstance(at, array)]
             parts = [part for _, block, at in blocks for part in (block, at)]
-            if pieces is not None and (again or isinstance(pieces.ids, array)):
-                parts.append(pieces.ids)
+            if pieces is not None and isinstance(pieces.ids, array):  # (pieces mapped
+                parts.append(pieces.ids)  # stay in their file: they are made anew whole)
             else:
                 pieces = None
             job = self.map_job = _MapJob(mapped.MapOut(parts), blocks, pieces)
