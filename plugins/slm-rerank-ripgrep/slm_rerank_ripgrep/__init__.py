@@ -192,6 +192,9 @@ def search(query: SourceQuery) -> SourceHits:
             hits.body_counts = found.body_counts
             hits.sizes = found.sizes
             hits.skipped.update(found.skipped)
+            tree = word_index.tree_of(query.root)
+            if tree is not None and tree.unfinished:  # its pieces or their file, once
+                _index_when_idle(query.root, hits.files)  # this command is answered
             return hits
         # declined (a file it does not model, too many changed files): rg answers, and the
         # index catches up once this command is answered

@@ -299,6 +299,9 @@ class _Tree:
     map_job: _MapJob | None = None
     #: arrays were mapped out and freed: the C heap's free pages are to be handed back
     trim_due: bool = False
+    #: its last build's window ended before the build did: what is left (pieces, their
+    #: file) is done by the next, which a search the tree answers asks for too
+    unfinished: bool = False
 
     @property
     def words(self) -> int:
@@ -1022,6 +1025,9 @@ class Build:
             return Unfinished(summary())
         try:
             self.tree, self.at = _build(self.root, self.files, by, self.tree, self.at)
+            kept = self.tree or tree_of(self.root)
+            if kept is not None:
+                kept.unfinished = self.tree is not None
             said = summary()
         finally:
             lock.release()

@@ -1102,3 +1102,30 @@ def test_a_mapped_file_left_unfinished_is_closed_with_its_tree(
     word_index.forget()
     gc.collect()
     assert not in_folder()
+
+
+def test_a_build_left_unfinished_is_finished_after_a_search_the_index_answers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mapped_folder: Path,
+        matching_runs: list[list[str]]) -> None:
+    # a window that ends while the pieces' file is written: the index answers searches
+    # already, and each of them asks for the rest to be done once it is answered
+    root = generated_tree(tmp_path / "tree", 13)
+    tree = built_unmapped(root, monkeypatch)
+    files = search(root, ["x"]).files
+    task = word_index.Build(root, files)
+    task.tree, task.at = tree, len(files)  # as a build whose window ended after its reads
+    assert isinstance(task(time.monotonic() - 1), Unfinished)
+    assert tree.map_job is not None and tree.unfinished
+    matching_runs.clear()
+    with as_warm_worker() as run_idle_work:
+        answered = search(root, ["set", "real"])
+        assert matching_runs == []  # the index answered
+        monkeypatch.setattr(mapped, "_WRITE_BYTES", 64 << 10)
+        assert run_idle_work(time.monotonic() + 30) == 1  # the build it asked for
+    same(answered, by_rg(root, ["set", "real"]))
+    assert not tree.unfinished and tree.map_job is None
+    assert all(isinstance(block, memoryview) for block in tree.packs)
+    every_term_as_rg(root)
+    with as_warm_worker() as run_idle_work:
+        search(root, ["set"])
+        assert run_idle_work(time.monotonic() + 30) == 0  # nothing left: nothing asked
