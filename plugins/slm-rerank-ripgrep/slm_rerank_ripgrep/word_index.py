@@ -1140,6 +1140,8 @@ def _after_fork_in_child() -> None:
             tree.watch.close()
         tree.watch = tree.clean = None
         tree.map_job = None  # its file is the parent's, at the parent's offset
+        if tree.piece_build is not None and tree.piece_build.out is not None:
+            tree.piece_build = None  # the same: made again from the start if asked for
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 import slm_rerank_ripgrep
-from slm_rerank_ripgrep import mapped, word_index
+from slm_rerank_ripgrep import mapped, pieces, word_index
+from slm_rerank_ripgrep.pieces import PieceBuild
 
 from slm_rerank.plugin_kit import Unfinished
 from slm_rerank.registrations import SourceHits, SourceQuery
@@ -1129,3 +1130,25 @@ def test_a_build_left_unfinished_is_finished_after_a_search_the_index_answers(
     with as_warm_worker() as run_idle_work:
         search(root, ["set"])
         assert run_idle_work(time.monotonic() + 30) == 0  # nothing left: nothing asked
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_fork_does_not_go_on_writing_the_files_its_parent_writes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mapped_folder: Path) -> None:
+    # the child shares the file and its offset: it starts those over, the parent goes on
+    monkeypatch.setattr(pieces, "RANGE_PIECES", 4)
+    root = generated_tree(tmp_path / "tree", 14)
+    tree = built_unmapped(root, monkeypatch)
+    tree.pieces = None  # its pieces made again, to a file, a step at a time
+    tree.piece_build = PieceBuild(tree.text, tree.starts, to_file=True)
+    while tree.piece_build.out is None:
+        assert tree.index_pieces(0.0, lambda: 1.0) is False
+    assert not tree.map_out(0.0, lambda: 1.0) or tree.map_job is None
+    pid = os.fork()
+    if pid == 0:  # the child: nothing of the parent's files is its to write
+        os._exit(0 if tree.piece_build is None and tree.map_job is None else 1)
+    assert os.waitpid(pid, 0)[1] == 0
+    while not tree.index_pieces(0.0, lambda: 1.0):
+        pass
+    assert tree.pieces is not None and isinstance(tree.pieces.ids, memoryview)
+    every_term_as_rg(root)
