@@ -21,6 +21,7 @@ arrays stay in memory, as before, and ``warm status`` says why (``word_index.sum
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import time
@@ -84,7 +85,8 @@ def _mapped(fd: int, size: int) -> memoryview:
         raise ValueError("the file it was written to is not the size written")
     mapping = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
     if hasattr(mmap, "MADV_RANDOM"):  # a page read brings no others in from the disk
-        mapping.madvise(mmap.MADV_RANDOM)
+        with contextlib.suppress(OSError):  # a hint: the mapping is as good without it
+            mapping.madvise(mmap.MADV_RANDOM)
     return memoryview(mapping).cast("I")
 
 

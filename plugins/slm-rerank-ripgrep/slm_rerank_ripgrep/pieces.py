@@ -138,7 +138,7 @@ class PieceBuild:
         counts = self.counts
         if low == 0:
             self.fill = array("I", counts)
-            if self.to_file and 4 * counts[SLOTS] >= mapped.MAP_FROM:
+            if self.to_file and counts[SLOTS] and 4 * counts[SLOTS] >= mapped.MAP_FROM:
                 try:
                     self.out = mapped.Appender()
                 except OSError as exc:

@@ -108,3 +108,27 @@ def test_pieces_whose_file_fails_are_made_in_memory_and_say_why(
     assert isinstance(built.ids, array) and list(built.ids) == list(in_memory.ids)
     assert "No space left on device" in build.unmapped
     assert not folder.exists() or list(folder.iterdir()) == []
+
+
+def test_no_pieces_make_no_file(folder: Path) -> None:
+    build = PieceBuild("ab\n_\n", array("I", [0, 3, 5]), to_file=True)
+    while (built := build.step(time.monotonic() + 60)) is None:
+        pass
+    assert len(built.ids) == 0 and build.unmapped == ""
+
+
+def test_a_mapping_without_its_hint_is_kept(monkeypatch: pytest.MonkeyPatch,
+                                             folder: Path) -> None:
+    import mmap
+    from types import SimpleNamespace
+
+    class Refusing(mmap.mmap):
+        def madvise(self, *args: int) -> None:
+            raise OSError(errno.EINVAL, "Invalid argument")
+
+    monkeypatch.setattr(mapped, "mmap", SimpleNamespace(
+        mmap=Refusing, ACCESS_READ=mmap.ACCESS_READ, MADV_RANDOM=1))
+    text, starts = spellings(500, 3)
+    built = made(text, starts, to_file=True)
+    assert isinstance(built.ids, memoryview)
+    assert list(built.ids) == list(made(text, starts, to_file=False).ids)
