@@ -4,9 +4,11 @@ rather than in its own memory (issue 30: a worker within 64 MB).
 The three-letter pieces (``pieces.py``: 13 MiB for a sympy with its images) and the
 postings packed when a build ends (``word_index._Tree.packs``: 24 MiB for ten copies of
 sympy) are read a few kilobytes a query: the pieces of a term's rarest three letters, the
-postings of the words that hold it. ``map_out`` writes such arrays one after another into
-a file that has no name (``O_TMPFILE``, or a name removed at once), maps it read-only and
-gives each array back as a view of the mapping. The process's resident memory then holds
+postings of the words that hold it. ``MapOut`` writes such arrays one after another into
+a file that has no name (``O_TMPFILE``, or a name removed at once), a step at a time within
+a build's windows, maps it read-only and gives each array back as a view of the mapping;
+``Appender`` writes numbers as they are made (the pieces, a range of slots at a time) and
+maps them once they are all written. The process's resident memory then holds
 only the pages its queries read; the rest is the kernel's page cache, which it may drop
 and read again from the disk when memory is short. Nothing else can open the file by a
 name, so no other process can cut it short under the mapping, and it is gone with the

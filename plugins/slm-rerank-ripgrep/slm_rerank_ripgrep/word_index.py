@@ -477,8 +477,8 @@ class _Tree:
     def map_out(self, by: float, clock: Callable[[], float]) -> bool:
         """Put the blocks of ``packs`` made since the last call, and pieces made in memory,
         in a file the process maps (``mapped.py``; all the blocks once ``MAX_MAPPED`` files
-        of them are, so that those are let go): what is read of them then takes resident memory,
-        not all of them. Written until ``by`` (on ``clock``) and gone on with at the next
+        of them are, so that those are let go): what is read of them then takes resident
+        memory, not all of them. Written until ``by`` (on ``clock``) and gone on with at the next
         call; whether it is done. When they cannot be mapped, they stay, and ``unmapped``
         says why. A block or pieces made again meanwhile (a query packs) are left to the
         next call."""
