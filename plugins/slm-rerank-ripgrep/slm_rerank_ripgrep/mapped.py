@@ -103,16 +103,18 @@ class Appender:
         self._closer = weakref.finalize(self, os.close, self.fd)
         self.size = 0
 
+    def write(self, data: memoryview) -> int:
+        """One write of the first bytes of ``data`` (``_WRITE_BYTES`` at most): how many."""
+        written = os.write(self.fd, data[:_WRITE_BYTES])
+        if not written:
+            raise OSError(0, "a write wrote nothing")
+        self.size += written
+        return written
+
     def append(self, numbers: array[int]) -> None:
         data = memoryview(numbers).cast("B")
-        for at in range(0, data.nbytes, _WRITE_BYTES):
-            chunk = data[at:at + _WRITE_BYTES]
-            while chunk:
-                written = os.write(self.fd, chunk)
-                if not written:
-                    raise OSError(0, "a write wrote nothing")
-                chunk = chunk[written:]
-        self.size += data.nbytes
+        while data:
+            data = data[self.write(data):]
 
     def finish(self) -> memoryview:
         try:
@@ -122,59 +124,52 @@ class Appender:
         finally:
             self._closer()
 
+    def close(self) -> None:
+        """Close its file, unmapped (a write failed); ``finish`` closes it too."""
+        self._closer()
+
 
 class MapOut:
     """``parts`` (arrays or views of type code ``I``, which must not change meanwhile)
-    written one after another to a file with no name over as many ``step``s as it takes,
-    then mapped read-only (``step`` gives each part as a view of the mapping, in order),
-    or why they could not be (they are then left as they are). Its file is closed when it
-    is done, or when it is dropped unfinished."""
+    written one after another to a file with no name (an ``Appender``) over as many
+    ``step``s as it takes, then mapped read-only (``step`` gives each part as a view of
+    the mapping, in order), or why they could not be (they are then left as they are).
+    Its file is closed when it is done, or when it is dropped unfinished."""
 
     def __init__(self, parts: Sequence[Numbers]) -> None:
         if any(getattr(part, "typecode", None) != "I" and getattr(part, "format", None) != "I"
                for part in parts):
             raise ValueError("map_out takes arrays of type code I")
         self.parts = list(parts)
-        self.size = sum(4 * len(part) for part in parts)
         self.part = 0  # the part being written, and its bytes written
         self.offset = 0
-        self.fd = -1
-        self._closer: weakref.finalize | None = None
-
-    def _close(self) -> None:
-        if self._closer is not None:
-            self._closer()
+        self.out: Appender | None = None
 
     def step(self, by: float, clock: Callable[[], float] = time.monotonic
              ) -> list[memoryview] | str | None:
         """Write until ``by`` (on ``clock``; 64 KiB at least); the views once all is
         written and mapped, why not when it failed, None while it goes on."""
-        if self.fd < 0:
-            if not self.size:
+        out = self.out
+        if out is None:
+            if not any(self.parts):
                 return "nothing to map"
             try:
-                self.fd = _nameless(folder())
+                out = self.out = Appender()
             except OSError as exc:
                 return f"no file for it in {folder()} ({exc.strerror or exc})"
-            self._closer = weakref.finalize(self, os.close, self.fd)
         try:
             while self.part < len(self.parts):
                 data = memoryview(self.parts[self.part]).cast("B")
                 if self.offset < data.nbytes:
-                    written = os.write(self.fd, data[self.offset:self.offset + _WRITE_BYTES])
-                    if not written:
-                        raise OSError(0, "a write wrote nothing")
-                    self.offset += written
+                    self.offset += out.write(data[self.offset:])
                 if self.offset >= data.nbytes:
                     self.part, self.offset = self.part + 1, 0
                 if self.part < len(self.parts) and clock() > by:
                     return None
-            whole = _mapped(self.fd, self.size)
-        except (OSError, ValueError) as exc:
-            self._close()
-            why = getattr(exc, "strerror", None) or exc
-            return f"could not write and map it in {folder()} ({why})"
-        self._close()
+            whole = out.finish()
+        except OSError as exc:
+            out.close()
+            return f"could not write and map it in {folder()} ({exc.strerror or exc})"
         views = []
         at = 0
         for part in self.parts:

@@ -156,11 +156,8 @@ class PieceBuild:
     def _in_memory(self, why: str) -> None:
         """Make the pieces in memory from the start, in one pass: the file failed."""
         self.unmapped = why
-        self.out = None
-        self.fill = array("I", self.counts)
-        self.low, self.high, self.base = 0, SLOTS, 0
-        self.ids = array("I", [0]) * self.counts[SLOTS]
-        self.at = 0
+        self.out, self.to_file = None, False
+        self._range(0)
 
     def _range_done(self) -> Pieces | None:
         """The pieces, once the last range is placed; else the next range started."""

@@ -153,7 +153,7 @@ _HELD_PER_WORD = 2
 _TAIL_LINES = 4096
 #: the words a tree has before its spellings' three-letter pieces are kept (``pieces.py``)
 PIECES_FROM = 4096
-#: files of packed postings and pieces mapped at most (``_Tree.map_out``)
+#: files of packed postings mapped at most (``_Tree.map_out``; the pieces have their own)
 MAX_MAPPED = 4
 
 #: (device, inode, mode, size, mtime ns, ctime ns)
@@ -478,8 +478,8 @@ class _Tree:
         """Put the blocks of ``packs`` made since the last call, and pieces made in memory,
         in a file the process maps (``mapped.py``; all the blocks once ``MAX_MAPPED`` files
         of them are, so that those are let go): what is read of them then takes resident
-        memory, not all of them. Written until ``by`` (on ``clock``) and gone on with at the next
-        call; whether it is done. When they cannot be mapped, they stay, and ``unmapped``
+        memory, not all of them. Written until ``by`` (on ``clock``) and gone on with at the
+        next call; whether it is done. When they cannot be mapped, they stay, and ``unmapped``
         says why. A block or pieces made again meanwhile (a query packs) are left to the
         next call."""
         job = self.map_job

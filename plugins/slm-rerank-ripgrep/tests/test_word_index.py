@@ -1090,7 +1090,8 @@ def test_a_mapped_file_left_unfinished_is_closed_with_its_tree(
     tree = built_unmapped(root, monkeypatch)
     assert not tree.map_out(0.0, lambda: 1.0)
     assert tree.map_job is not None
-    fd = tree.map_job.writing.fd
+    assert tree.map_job.writing.out is not None
+    fd = tree.map_job.writing.out.fd
 
     def in_folder() -> bool:
         try:
