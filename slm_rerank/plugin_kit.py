@@ -39,6 +39,9 @@ from slm_rerank.lexical.matches import (
 # --- words, as the lexical stage reads them (for an expander whose terms must match) -------
 from slm_rerank.lexical.terms import STOP_WORDS, light, split_identifier, stem
 
+# --- what a long-lived process lets go of when over its memory budget (mapped pages) -------
+from slm_rerank.memory_budget import give_back, on_over_budget
+
 # --- talking to a model server (for a scorer or an expander) --------------------------------
 from slm_rerank.model.answers import NextToken, TokenChoice, endpoint_url, excerpt
 from slm_rerank.model.fusion import sigmoid
@@ -67,7 +70,7 @@ __all__ = [
     # reading a file a repository holds, within a cap
     "read_at_most",
     # work for a long-lived process once the command was answered
-    "Unfinished", "when_idle",
+    "Unfinished", "give_back", "on_over_budget", "when_idle",
 ]
 
 

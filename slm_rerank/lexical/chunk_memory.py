@@ -257,6 +257,17 @@ class ChunkMemory:
             if old is not None:
                 self._bytes -= old.size
 
+    def shed(self, nbytes: int, keep: int) -> int:
+        """Drop the files used longest ago until ``nbytes`` (estimated) are let go, or only
+        ``keep`` are left (``memory_budget``); the bytes let go."""
+        with self._lock:
+            before = self._bytes
+            floor = max(keep, before - nbytes)
+            while self._entries and self._bytes > floor:
+                _, dropped = self._entries.popitem(last=False)
+                self._bytes -= dropped.size
+            return before - self._bytes
+
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
@@ -345,6 +356,22 @@ class SlicedMemo:
                 _, dropped = self._entries.popitem(last=False)
                 self._bytes -= dropped[2]
         return value
+
+    def shed(self, nbytes: int, keep: int) -> int:
+        """Drop the entries of files no longer held, then those used longest ago, until
+        ``nbytes`` (estimated) are let go, or only ``keep`` are left (``memory_budget``);
+        the bytes let go."""
+        with self._lock:
+            before = self._bytes
+            floor = max(keep, before - nbytes)
+            for key in [key for key, entry in self._entries.items() if entry[0]() is None]:
+                if self._bytes <= floor:
+                    break
+                self._bytes -= self._entries.pop(key)[2]
+            while self._entries and self._bytes > floor:
+                _, dropped = self._entries.popitem(last=False)
+                self._bytes -= dropped[2]
+            return before - self._bytes
 
     def clear(self) -> None:
         with self._lock:

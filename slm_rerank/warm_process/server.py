@@ -32,6 +32,7 @@ import sys
 import time
 from typing import Any
 
+from slm_rerank import memory_budget
 from slm_rerank.warm_process import client, command_fork, isolation, wire, worker
 
 #: concurrent commands; a request past them runs in the caller's process
@@ -325,6 +326,7 @@ def main() -> None:
     server.lock = lock
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
+        memory_budget.fix_heap_thresholds()  # before anything is loaded; the worker inherits it
         _preload()
         server.stamp = _code_stamp()
         server.listen()

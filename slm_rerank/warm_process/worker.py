@@ -31,7 +31,7 @@ import sys
 import time
 from typing import Any, NoReturn
 
-from slm_rerank import idle_work
+from slm_rerank import idle_work, memory_budget
 from slm_rerank.lexical.chunk_memory import CHUNK_MEMORY
 from slm_rerank.warm_process import client, command_fork, isolation, wire
 
@@ -283,8 +283,8 @@ def _one(conn: socket.socket, status: dict[str, Any], ctl: socket.socket, out_fd
         gc.enable()  # once answered; what its garbage held (files) is released first
         gc.collect(2 if next(_commands) % FULL_COLLECTION_EVERY == 0 else 1)
     keep = isolation.settle(snapshot, ran[0] if ran else None) and keep
-    idle_work.note_kept("the chunk memory", CHUNK_MEMORY.summary() if len(CHUNK_MEMORY) else "")
     _idle_work(keep, deadline)
+    idle_work.note_kept("the chunk memory", CHUNK_MEMORY.summary() if len(CHUNK_MEMORY) else "")
     return keep
 
 
@@ -304,6 +304,18 @@ def _idle_work(keep: bool, deadline: list[float]) -> None:
         gc.collect()
         gc.freeze()
         isolation.note_frozen()
+    kept = memory_budget.keep_within(by)
+    idle_work.note_kept("its memory within a budget", _budget_line(kept) if kept.found else "")
+
+
+def _budget_line(kept: memory_budget.Kept) -> str:
+    """What ``warm status`` says of the last command's budget check."""
+    mib = 1 << 20
+    line = (f"{kept.left / mib:.1f} MiB resident after the last command (at most "
+            f"{memory_budget.BUDGET_BYTES // mib} MiB between commands)")
+    if kept.steps:
+        line += f"; it was {kept.found / mib:.1f} MiB and let go of " + ", ".join(kept.steps)
+    return line
 
 
 def _command(conn: socket.socket, head: dict[str, Any], stdin: bytes, ctl: socket.socket,

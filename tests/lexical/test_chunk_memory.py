@@ -258,6 +258,48 @@ def test_the_memory_keeps_at_most_its_entries_and_bytes_oldest_out_first(
     assert small.held_bytes == sum(e.size for e in small._entries.values())
 
 
+def test_shedding_drops_the_files_used_longest_ago_down_to_what_it_keeps(
+        tmp_path: Path) -> None:
+    for i in range(6):
+        (tmp_path / f"m{i}.py").write_text(f"def f{i}():\n    return {i}\n" * (i + 1))
+    memory = ChunkMemory()
+    for i in range(6):
+        sliced(memory, tmp_path, f"m{i}.py")
+    sliced(memory, tmp_path, "m0.py")  # used again: the last to go
+    sizes = {k.rsplit(b"/", 1)[1]: e.size for k, e in memory._entries.items()}
+    held = memory.held_bytes
+
+    assert memory.shed(sizes[b"m1.py"], keep=0) == sizes[b"m1.py"]
+    assert b"m1.py" not in {k.rsplit(b"/", 1)[1] for k in memory._entries}
+    # asked for more than it holds above ``keep``: it stops where what is left reaches it
+    keep = sizes[b"m0.py"] + sizes[b"m5.py"]
+    let_go = memory.shed(10 * held, keep=keep)
+    assert [k.rsplit(b"/", 1)[1] for k in memory._entries] == [b"m5.py", b"m0.py"]
+    assert memory.held_bytes == keep == held - sizes[b"m1.py"] - let_go
+    assert memory.shed(10 * held, keep=keep) == 0
+    found, _ = sliced(memory, tmp_path, "m0.py")
+    assert found is not None and found.text.startswith("def f0")
+
+
+def test_shedding_the_memo_drops_the_entries_of_files_gone_first(tmp_path: Path) -> None:
+    counts = SlicedMemo()
+    gone = slice_data("gone.py", b"x = 'retry'\n", None)
+    held = slice_data("held.py", b"x = 'retry'\n", None)
+    counts.get(held, "old", lambda: {0: 1})  # used longest ago, but of a file still held
+    counts.get(gone, "retry", lambda: {0: 1})
+    counts.get(held, "new", lambda: {0: 2})
+    size = {k[1]: e[2] for k, e in counts._entries.items()}
+    del gone
+    gc.collect()
+
+    assert counts.shed(1, keep=0) == size["retry"]
+    assert [k[1] for k in counts._entries] == ["old", "new"]
+    assert counts.shed(1, keep=0) == size["old"]  # then the one used longest ago
+    assert [k[1] for k in counts._entries] == ["new"]
+    assert counts.shed(10 * size["new"], keep=size["new"]) == 0
+    assert counts.get(held, "new", lambda: {}) == {0: 2}
+
+
 def test_a_file_too_big_for_memory_is_sliced_each_time_and_not_kept(tmp_path: Path) -> None:
     (tmp_path / "big.py").write_text("x = 1\n" * 5000)
     memory = ChunkMemory(max_entry_bytes=16 * 1024)

@@ -33,6 +33,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeAlias
 
+from slm_rerank.plugin_kit import on_over_budget
+
 #: numbers as an array, or as a view of a mapped file (``map_out``)
 Numbers: TypeAlias = "array[int] | memoryview"
 #: an array smaller than this stays in memory (a page or two of it would be read anyway)
@@ -79,6 +81,18 @@ def _nameless(where: Path) -> int:
 #: folio (2 MiB on Linux 6 and ext4), which a read through the mapping then maps whole,
 #: counted in the process's resident memory; these are mapped 64 KiB around a read
 _WRITE_BYTES = 64 << 10
+#: bytes a read of ``Appender.read_back``
+_READ_BYTES = 1 << 20
+
+
+def no_file(exc: OSError) -> str:
+    """Why numbers stay in memory: no file could be made for them."""
+    return f"no file for it in {folder()} ({exc.strerror or exc})"
+
+
+def unwritten(exc: OSError) -> str:
+    """Why numbers stay in memory: their file could not be written or mapped."""
+    return f"could not write and map it in {folder()} ({exc.strerror or exc})"
 
 
 def _mapped(fd: int, size: int) -> memoryview:
@@ -89,7 +103,27 @@ def _mapped(fd: int, size: int) -> memoryview:
     if hasattr(mmap, "MADV_RANDOM"):  # a page read brings no others in from the disk
         with contextlib.suppress(OSError):  # a hint: the mapping is as good without it
             mapping.madvise(mmap.MADV_RANDOM)
+    _MAPPINGS.add(mapping)
     return memoryview(mapping).cast("I")
+
+
+#: every mapping made, while it is in use
+_MAPPINGS: weakref.WeakSet[mmap.mmap] = weakref.WeakSet()
+
+
+def let_go_of_pages() -> int:
+    """Take the pages of every mapped file out of this process's resident memory
+    (``MADV_DONTNEED``; the worker over its memory budget, ``plugin_kit.on_over_budget``):
+    they stay in the kernel's page cache, and a later read maps its page again. The bytes
+    of the mappings it was done for."""
+    done = 0
+    if not hasattr(mmap, "MADV_DONTNEED"):
+        return 0
+    for mapping in list(_MAPPINGS):
+        with contextlib.suppress(OSError, ValueError):  # closed meanwhile, or refused
+            mapping.madvise(mmap.MADV_DONTNEED)
+            done += len(mapping)
+    return done
 
 
 class Appender:
@@ -117,12 +151,28 @@ class Appender:
             data = data[self.write(data):]
 
     def finish(self) -> memoryview:
+        """The numbers written, mapped; its file closed (left open when the map fails, for
+        ``read_back``: ``close`` it, or drop it)."""
         try:
-            return _mapped(self.fd, self.size)
+            view = _mapped(self.fd, self.size)
         except ValueError as exc:
             raise OSError(0, str(exc)) from exc
-        finally:
-            self._closer()
+        self._closer()
+        return view
+
+    def read_back(self) -> array[int]:
+        """The numbers written whole so far, read back into memory (a later write, or the
+        map, failed, and what was written is not to be lost)."""
+        data = bytearray()
+        whole = self.size - self.size % 4
+        while len(data) < whole:
+            got = os.pread(self.fd, min(whole - len(data), _READ_BYTES), len(data))
+            if not got:
+                raise OSError(0, "the file it was written to is shorter than what was written")
+            data += got
+        numbers = array("I")
+        numbers.frombytes(data)
+        return numbers
 
     def close(self) -> None:
         """Close its file, unmapped (a write failed); ``finish`` closes it too."""
@@ -156,7 +206,7 @@ class MapOut:
             try:
                 out = self.out = Appender()
             except OSError as exc:
-                return f"no file for it in {folder()} ({exc.strerror or exc})"
+                return no_file(exc)
         try:
             while self.part < len(self.parts):
                 data = memoryview(self.parts[self.part]).cast("B")
@@ -169,7 +219,7 @@ class MapOut:
             whole = out.finish()
         except OSError as exc:
             out.close()
-            return f"could not write and map it in {folder()} ({exc.strerror or exc})"
+            return unwritten(exc)
         views = []
         at = 0
         for part in self.parts:
@@ -188,16 +238,4 @@ def map_out(parts: Sequence[Numbers]) -> list[memoryview] | str:
             return done
 
 
-def give_back() -> bool:
-    """Hand the C heap's free pages back to the system (glibc's ``malloc_trim``): the arrays
-    just mapped out were freed, but a freed array in the middle of the heap stays counted
-    in the process's memory until then. Whether it could be asked (not on other C
-    libraries)."""
-    import ctypes
-
-    try:
-        trim = ctypes.CDLL(None).malloc_trim
-    except (AttributeError, OSError):
-        return False
-    trim(0)
-    return True
+on_over_budget(let_go_of_pages)

@@ -142,8 +142,7 @@ class PieceBuild:
                 try:
                     self.out = mapped.Appender()
                 except OSError as exc:
-                    self._in_memory(f"no file for it in {mapped.folder()} "
-                                    f"({exc.strerror or exc})")
+                    self._in_memory(mapped.no_file(exc))
                     return
         high = SLOTS
         if self.out is not None:
@@ -174,8 +173,7 @@ class PieceBuild:
                 return None
             view = out.finish()
         except OSError as exc:
-            self._in_memory(f"could not write and map it in {mapped.folder()} "
-                            f"({exc.strerror or exc})")
+            self._in_memory(mapped.unwritten(exc))
             return None
         self.raw, self.fill, self.out = b"", None, None
         return Pieces(self.lines, self.counts, view)

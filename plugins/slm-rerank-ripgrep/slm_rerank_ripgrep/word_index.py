@@ -69,7 +69,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from pathlib import Path
 
-from slm_rerank.plugin_kit import Unfinished
+from slm_rerank.plugin_kit import Unfinished, give_back
 from slm_rerank_ripgrep import mapped
 from slm_rerank_ripgrep.listing import Listing
 from slm_rerank_ripgrep.mapped import Numbers
@@ -145,6 +145,9 @@ PACK_FROM = 256
 #: it holds this many postings and half as many as the blocks do (so a pack, which copies
 #: every posting of the blocks it remakes, is not made once a file: three copies at most)
 PENDING_FROM = 1 << 16
+#: ...and at this many postings at most (8 MiB of ``pending``): the blocks are in a file
+#: the process maps (``_pack``), so ``pending`` is most of what a build holds
+PENDING_MAX = 1 << 20
 #: set on a ``pending`` number that is a posting's second (its occurrences), not a word id
 _SECOND = 1 << 31
 #: the ids ``holding`` keeps, at most this many a word (4 bytes each; counted in a word's)
@@ -158,6 +161,8 @@ MAX_MAPPED = 4
 
 #: (device, inode, mode, size, mtime ns, ctime ns)
 Stamp = tuple[int, int, int, int, int, int]
+#: a block (or its word starts) while a pack writes it to a file, until that is mapped
+_NOTHING: Numbers = array("I")
 
 
 def now_ns() -> int:
@@ -403,24 +408,33 @@ class _Tree:
         self.postings_count += len(counts)
         return fid
 
-    def pack(self) -> None:
+    def pack(self, to_file: bool = False) -> None:
         """``_pack``; a tree it fails in (a ``MemoryError``) is dropped, not kept with
         postings it had taken out and not put back (``_drop``: rg answers its queries)."""
         try:
-            self._pack()
+            self._pack(to_file)
         except BaseException as exc:
             _drop(self.root, f"its index failed ({type(exc).__name__}: {exc})")
             raise
 
-    def _pack(self) -> None:
+    def _pack(self, to_file: bool) -> None:
         """Move the postings of ``more`` and ``pending`` into the blocks of ``packs``: an
         array in ``more`` costs about 150 bytes (the array, its key, its slot) before its
         first posting, 11 MiB for the 76,000 words of ten copies of sympy. A block is made
         again only when it has postings there, one block at a time, each array of ``more``
         dropped as it is copied, ``pending`` dropped once its postings are put in word
-        order (a counting sort: 8 bytes a word and 4 a posting while it runs)."""
+        order (a counting sort: 8 bytes a word and 4 a posting while it runs).
+
+        ``to_file`` (a build's packs): each block made is written to a new file the process
+        maps (``mapped.Appender``) and let go, so a build never holds the blocks it makes
+        in its own memory (24 MiB of them for ten copies of sympy, and as much again while
+        a pack made them anew). When no file can be made, or one fails, they stay in
+        memory (those written already read back) and ``unmapped`` says why."""
         more, packs, pack_at = self.more, self.packs, self.pack_at
         words = self.words
+        out = self._pack_file() if to_file else None
+        #: the blocks written to ``out``: (block number, where it starts there, its length)
+        written: list[tuple[int, int, int]] = []
         blocks = {wid // PACK_WORDS for wid in more}
         waiting = self._pending_by_word()
         if waiting is not None:
@@ -448,7 +462,63 @@ class _Tree:
                 at.append(len(block))
             self.packed += len(block) - len(old)
             packs[k], pack_at[k] = block, at
+            if out is not None:
+                start = out.size // 4
+                try:
+                    out.append(block)
+                    out.append(at)
+                except OSError as exc:
+                    self._pack_back(out, written, exc)
+                    out = None
+                else:
+                    written.append((k, start, len(block)))
+                    packs[k], pack_at[k] = _NOTHING, _NOTHING  # in the file, until mapped
         self.more = {}  # emptied: a dict keeps the room it once took, 1 MiB for sympy
+        if out is None:
+            return
+        if not written:
+            out.close()
+            return
+        try:
+            whole: Numbers = out.finish()
+        except OSError as exc:
+            self._pack_back(out, written, exc)
+            return
+        self._put_back(whole, written)
+        self.unmapped = ""
+        self.trim_due = True
+
+    def _pack_file(self) -> mapped.Appender | None:
+        """A file for the blocks a build's pack makes; None when they would be too few to
+        be worth one, or none can be made (``unmapped`` then says why)."""
+        numbers = self.packed + len(self.pending) // 2 + sum(map(len, self.more.values()))
+        if 4 * numbers < mapped.MAP_FROM:
+            return None
+        try:
+            return mapped.Appender()
+        except OSError as exc:
+            self.unmapped = mapped.no_file(exc)
+            return None
+
+    def _pack_back(self, out: mapped.Appender, written: list[tuple[int, int, int]],
+                   exc: OSError) -> None:
+        """The blocks ``written`` to ``out`` read back into memory: writing or mapping it
+        failed (``exc``). A failure to read them back ends the pack (``pack``)."""
+        self.unmapped = mapped.unwritten(exc)
+        try:
+            numbers = out.read_back()
+        finally:
+            out.close()
+        self._put_back(numbers, written)
+
+    def _put_back(self, numbers: Numbers, written: list[tuple[int, int, int]]) -> None:
+        """Each block ``written`` (and its word starts, right after it) as a part of
+        ``numbers``, what was written."""
+        words = self.words
+        for k, start, length in written:
+            end = start + length + min(PACK_WORDS, words - k * PACK_WORDS) + 1
+            self.packs[k] = numbers[start:start + length]
+            self.pack_at[k] = numbers[start + length:end]
 
     def _pending_by_word(self) -> tuple[array[int], array[int]] | None:
         """``pending``'s numbers in word order, the order they came in within a word (a
@@ -501,6 +571,8 @@ class _Tree:
                 parts.append(pieces.ids)  # stay in their file: they are made anew whole)
             else:
                 pieces = None
+            if not any(parts):  # the build's packs mapped theirs (``_pack``)
+                return True
             job = self.map_job = _MapJob(mapped.MapOut(parts), blocks, pieces)
         views = job.writing.step(by, clock)
         if views is None:
@@ -1090,13 +1162,13 @@ def _build(root: Path, files: Sequence[str], by: float, before: _Tree | None = N
                 tree.files[rel] = tree.read(rel, fd, entry)
             finally:
                 tree.building = False
-            if len(tree.pending) >= 2 * max(PENDING_FROM, tree.packed // 2):
-                tree.pack()  # on the way too: pending takes twice what a block does
+            if len(tree.pending) >= 2 * min(max(PENDING_FROM, tree.packed // 2), PENDING_MAX):
+                tree.pack(to_file=True)  # on the way too: pending takes twice what a block does
             if not _fits(key, tree):
                 return None, 0
         tree.join()
         if tree.pending or len(tree.more) >= PACK_FROM:
-            tree.pack()
+            tree.pack(to_file=True)
         if tree.watch is None:  # built: from now on the kernel may say nothing changed
             tree.watch = Watch.open(fd)
         pieced = tree.index_pieces(by, time.monotonic)
@@ -1108,7 +1180,7 @@ def _build(root: Path, files: Sequence[str], by: float, before: _Tree | None = N
             if time.monotonic() > by:
                 return tree, len(files)
             tree.trim_due = False
-            mapped.give_back()
+            give_back()
     finally:
         os.close(fd)
     return None, 0

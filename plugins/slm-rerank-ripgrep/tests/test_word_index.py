@@ -271,9 +271,9 @@ def test_a_build_of_files_sharing_their_words_packs_a_few_times_not_once_a_file(
     packs: list[int] = []
     real = word_index._Tree.pack
 
-    def counted(tree: word_index._Tree) -> None:
+    def counted(tree: word_index._Tree, to_file: bool = False) -> None:
         packs.append(tree.postings_count)
-        real(tree)
+        real(tree, to_file)
 
     monkeypatch.setattr(word_index._Tree, "pack", counted)
     later(monkeypatch, 3600)
@@ -297,9 +297,9 @@ def test_postings_packed_in_a_build_of_many_windows_count_as_rg_counts_them(
     packs: list[int] = []
     real = word_index._Tree.pack
 
-    def counted(tree: word_index._Tree) -> None:
+    def counted(tree: word_index._Tree, to_file: bool = False) -> None:
         packs.append(len(tree.pending))
-        real(tree)
+        real(tree, to_file)
         assert not tree.pending and tree.more == {}
 
     monkeypatch.setattr(word_index._Tree, "pack", counted)
@@ -1002,6 +1002,128 @@ def test_a_read_of_a_mapped_array_brings_little_of_it_into_the_process_memory(
     assert taken is not None and 0 < taken <= 512  # 64 KiB around each read, not 2 MiB
 
 
+def test_pages_of_mapped_files_let_go_leave_the_process_and_read_back_the_same(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mapped, "FOLDER", tmp_path)
+    numbers = array("I", range(1 << 20))  # 4 MiB
+    views = mapped.map_out([numbers])
+    assert isinstance(views, list)
+    view = views[0]
+    if _resident_kib_in(tmp_path) is None:
+        pytest.skip("no /proc/self/smaps here")
+    assert sum(view[::1024]) == sum(numbers[::1024])  # a number a page: all of it read
+    assert (_resident_kib_in(tmp_path) or 0) >= 3 << 10
+    assert mapped.let_go_of_pages() >= 4 << 20
+    assert _resident_kib_in(tmp_path) == 0
+    assert view[123_457] == 123_457 and view[-1] == (1 << 20) - 1
+    del views, view
+    gc.collect()
+    assert mapped.let_go_of_pages() == 0  # a mapping no longer used is not kept for it
+
+
+def test_the_worker_over_its_budget_lets_go_of_the_pages_of_the_index_it_maps(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mapped_folder: Path) -> None:
+    from slm_rerank import memory_budget
+
+    root = generated_tree(tmp_path / "tree", 12)
+    later(monkeypatch, 3600)
+    built(root)
+    every_term_as_rg(root)
+    if _resident_kib_in(mapped_folder) is None:
+        pytest.skip("no /proc/self/smaps here")
+    assert (_resident_kib_in(mapped_folder) or 0) > 0
+    assert mapped.let_go_of_pages in memory_budget._releasers  # registered by the plugin
+    kept = memory_budget.keep_within(time.monotonic() + 5, budget=0,
+                                     resident=lambda: 1 << 40)
+    assert kept.steps and kept.steps[0].endswith("mapped files' pages")
+    assert _resident_kib_in(mapped_folder) == 0
+    every_term_as_rg(root)
+
+
+def test_a_builds_packs_on_its_way_put_their_blocks_in_a_mapped_file_not_in_memory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mapped_folder: Path) -> None:
+    monkeypatch.setattr(word_index, "PENDING_FROM", 0)
+    monkeypatch.setattr(word_index, "PENDING_MAX", 64)
+    root = generated_tree(tmp_path / "tree", 13)
+    seen: list[bool] = []
+    real = word_index._Tree._pack
+
+    def watched(tree: word_index._Tree, to_file: bool) -> None:
+        real(tree, to_file)
+        seen.append(all(isinstance(block, memoryview) for block in tree.packs))
+
+    monkeypatch.setattr(word_index._Tree, "_pack", watched)
+    later(monkeypatch, 3600)
+    tree = built(root)
+    assert len(seen) > 3 and all(seen), seen  # every pack of the build, not only its end
+    assert tree.unmapped == ""
+    every_term_as_rg(root)
+    # a query's pack (files changed since) stays in memory, until the next build
+    rng = random.Random(13)
+    for n, path in enumerate(sorted(root.rglob("f*.txt"))[:6]):
+        path.write_text(text(rng, 30) + f" fresh{n} set real")
+    later(monkeypatch, 7200)
+    every_term_as_rg(root, [["fresh"]])
+    assert built(root) is tree
+    assert all(isinstance(block, memoryview) for block in tree.packs)
+    every_term_as_rg(root, [["fresh"]])
+    assert list(mapped_folder.iterdir()) == []
+
+
+@pytest.mark.parametrize("fault", ["write", "map", "read back"])
+def test_a_pack_whose_file_fails_keeps_every_posting_in_memory_and_says_why(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mapped_folder: Path,
+        fault: str) -> None:
+    monkeypatch.setattr(word_index, "PACK_WORDS", 2)
+    root = generated_tree(tmp_path / "tree", 14)
+    real_append, real_pack = mapped.Appender.append, word_index._Tree._pack
+    appends = [0]
+
+    def append(out: mapped.Appender, numbers: array[int]) -> None:
+        appends[0] += 1  # a pack appends each block, then its word starts
+        if fault != "map" and appends[0] == 5:  # part way through the first pack's blocks
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_append(out, numbers)
+
+    def refused(*args: object, **kwargs: object) -> object:
+        raise OSError(errno.ENODEV, "No such device")
+
+    packs: list[tuple[int, str]] = []  # after each pack: blocks in memory, and why
+
+    def watched(tree: word_index._Tree, to_file: bool) -> None:
+        real_pack(tree, to_file)
+        packs.append((sum(isinstance(block, array) for block in tree.packs), tree.unmapped))
+
+    monkeypatch.setattr(mapped.Appender, "append", append)
+    monkeypatch.setattr(word_index._Tree, "_pack", watched)
+    if fault == "map":
+        monkeypatch.setattr(mapped.mmap, "mmap", refused)
+    if fault == "read back":
+        monkeypatch.setattr(mapped.os, "pread", lambda *a: b"")
+    later(monkeypatch, 3600)
+    files = search(root, ["x"]).files
+    if fault == "read back":  # what was written is lost: the tree is let go, rg answers
+        with pytest.raises(OSError, match="shorter than what was written"):
+            word_index.build(root, files, time.monotonic() + 60)
+        assert word_index.tree_of(root) is None
+        assert "its index failed (OSError" in word_index.summary()
+        every_term_as_rg(root)
+        return
+    word_index.build(root, files, time.monotonic() + 60)
+    tree = word_index.tree_of(root)
+    assert tree is not None and appends[0] >= 5 and len(tree.packs) > 3
+    in_memory, why = packs[0]  # the blocks written before the fault were read back
+    assert in_memory == len(tree.packs), packs
+    said = "No space left on device" if fault == "write" else "No such device"
+    assert said in why and "could not write and map it" in why
+    if fault == "map":  # and so it stays
+        assert all(isinstance(block, array) for block in tree.packs)
+        assert said in tree.unmapped
+        assert f"kept in memory, not mapped: {tree.unmapped}" in word_index.summary()
+    every_term_as_rg(root)
+    assert list(mapped_folder.iterdir()) == []
+
+
 def built_unmapped(root: Path, monkeypatch: pytest.MonkeyPatch) -> word_index._Tree:
     """``root`` indexed with nothing mapped; from then on, all of it mapped a write (of 64
     bytes) at a time."""
@@ -1074,7 +1196,9 @@ def test_files_mapped_build_after_build_are_put_in_one_once_there_are_max_mapped
         assert built(root) is tree
         counts.append(mapped_files(tree))
         every_term_as_rg(root, [[f"g{group}w"], ["w1", "w2"]])
-    assert max(counts) == word_index.MAX_MAPPED and min(counts[1:]) == 1, counts
+    # a build's pack maps its blocks in a file of its own: the build's end puts them all
+    # in one when that makes ``MAX_MAPPED``, so fewer are left mapped after a build
+    assert max(counts) == word_index.MAX_MAPPED - 1 and min(counts[1:]) == 1, counts
     gc.collect()
     if os.path.isdir("/proc/self/fd"):  # the files let go are closed (CPython's mmap keeps
         held = [fd for fd in os.listdir("/proc/self/fd")  # a copy of its descriptor)
