@@ -492,6 +492,7 @@ class _Tree:
         self._put_back(whole, written)
         self.unmapped = ""
         self.trim_due = True
+        mapped.let_go_of_pages()  # the old blocks' pages it read, still mapped for others
 
     def _pack_file(self) -> mapped.Appender | None:
         """A file for the blocks a build's pack makes; None when they would be too few to
