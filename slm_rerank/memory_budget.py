@@ -99,10 +99,19 @@ def give_back() -> bool:
 
 def fix_heap_thresholds() -> bool:
     """Give every C block over ``MMAP_THRESHOLD`` a mapping of its own, for the rest of this
-    process and its forks (the warm process, the MCP server: never a process that only
-    calls the Python API, whose heap is its own); whether glibc took it."""
+    process and its forks (the warm process: never a process that calls the Python API,
+    whose heap is its own); whether glibc took it."""
     libc = _libc()
     return libc is not None and bool(libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
+
+
+def _released(release: Releaser) -> int:
+    """What ``release()`` let go of; a plugin's releaser that fails lets go of nothing (the
+    worker goes on as it was)."""
+    try:
+        return max(0, int(release()))
+    except Exception:  # noqa: BLE001 - memory it could not give back is simply still held
+        return 0
 
 
 def keep_within(by: float, budget: int = BUDGET_BYTES,
@@ -120,7 +129,7 @@ def keep_within(by: float, budget: int = BUDGET_BYTES,
         kept.left = resident()
         return kept.left - budget if time.monotonic() < by else 0
 
-    let_go = sum(release() for release in list(_releasers))
+    let_go = sum(map(_released, list(_releasers)))
     if let_go:
         kept.steps.append(f"{let_go >> 10:,} KiB of mapped files' pages")
     excess = over()

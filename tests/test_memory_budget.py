@@ -42,11 +42,6 @@ def held(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]
     yield order
 
 
-def resident_then(*values: int) -> list[int]:
-    """What the resident size reads, one value a reading (the last one from then on)."""
-    return list(values)
-
-
 def reader(values: list[int]):  # type: ignore[no-untyped-def]
     def read() -> int:
         return values.pop(0) if len(values) > 1 else values[0]
@@ -88,6 +83,18 @@ def test_still_over_it_lets_go_of_the_oldest_files_down_to_what_it_keeps_then_th
     assert kept.left == 80 * MIB and kept.found == 90 * MIB
     assert kept.steps[0].endswith("mapped files' pages")
     assert "chunk memory" in kept.steps[1] and kept.steps[2] == "the C heap's free pages"
+
+
+def test_a_releaser_that_fails_lets_go_of_nothing_and_the_rest_goes_on(
+        held: list[str]) -> None:
+    def broken() -> int:
+        raise OSError("madvise refused")
+
+    memory_budget.on_over_budget(broken)
+    kept = memory_budget.keep_within(time.monotonic() + 5, budget=50 * MIB,
+                                     resident=reader([52 * MIB, 49 * MIB]))
+    assert held == ["pages"] and kept.left == 49 * MIB
+    assert kept.steps == ["4 KiB of mapped files' pages"]
 
 
 def test_past_its_time_it_lets_go_only_of_mapped_pages(held: list[str]) -> None:

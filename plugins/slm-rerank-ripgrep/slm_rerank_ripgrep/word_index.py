@@ -414,8 +414,9 @@ class _Tree:
         return fid
 
     def pack(self, to_file: bool = False) -> None:
-        """``_pack``; a tree it fails in (a ``MemoryError``) is dropped, not kept with
-        postings it had taken out and not put back (``_drop``: rg answers its queries)."""
+        """``_pack``; a tree it fails in (a ``MemoryError``, a file it wrote blocks to that
+        cannot be read back) is dropped, not kept with postings it had taken out and not
+        put back (``_drop``: rg answers its queries)."""
         try:
             self._pack(to_file)
         except BaseException as exc:
