@@ -35,6 +35,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from slm_rerank.lexical import chunk_memory
+
 #: resident bytes the worker keeps to once a command is answered: 64 MB (61 MiB) less the
 #: room a query takes while it runs (about 6 MiB on sympy)
 BUDGET_BYTES = 54 << 20
@@ -118,8 +120,6 @@ def keep_within(by: float, budget: int = BUDGET_BYTES,
                 resident: Callable[[], int] = resident_bytes) -> Kept:
     """Let go of what the worker keeps until its resident size is within ``budget``, one step
     at a time (the module's docstring), none started after ``by`` (``time.monotonic``)."""
-    from slm_rerank.lexical.chunk_memory import CHUNK_MEMORY, SLICED_MEMO
-
     found = resident()
     kept = Kept(found, found, [])
     if not found or found <= budget:
@@ -134,8 +134,8 @@ def keep_within(by: float, budget: int = BUDGET_BYTES,
         kept.steps.append(f"{let_go >> 10:,} KiB of mapped files' pages")
     excess = over()
     if excess > 0:
-        files = CHUNK_MEMORY.shed(excess, KEEP_CHUNK_BYTES)
-        memo = SLICED_MEMO.shed(excess, KEEP_MEMO_BYTES)
+        files = chunk_memory.CHUNK_MEMORY.shed(excess, KEEP_CHUNK_BYTES)
+        memo = chunk_memory.SLICED_MEMO.shed(excess, KEEP_MEMO_BYTES)
         if files or memo:
             gc.collect(0)  # a file's text is freed with its entry; this frees what cycles hold
             kept.steps.append(f"{files >> 10:,} KiB of chunk memory, {memo >> 10:,} KiB of "

@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("managed server", ("slm_rerank.llama.*",)),
     ("plugin host", ("slm_rerank.hookspecs", "slm_rerank.plugin_listing", "slm_rerank.plugins",
                      "slm_rerank.host", "slm_rerank.warm")),
-    ("lexical", ("slm_rerank.lexical.*", "slm_rerank.git_runner")),
+    ("lexical", ("slm_rerank.lexical.*", "slm_rerank.git_runner", "slm_rerank.memory_budget")),
     ("model", ("slm_rerank.model.*",)),
     ("context", ("slm_rerank.context.*",)),
     ("composer", ("slm_rerank.overrides", "slm_rerank.pipeline")),

@@ -97,6 +97,43 @@ def test_a_releaser_that_fails_lets_go_of_nothing_and_the_rest_goes_on(
     assert kept.steps == ["4 KiB of mapped files' pages"]
 
 
+def test_over_its_budget_the_worker_lets_go_of_the_pages_the_ripgrep_index_maps(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from array import array
+
+    from slm_rerank_ripgrep import mapped
+
+    monkeypatch.setattr(mapped, "FOLDER", tmp_path)
+    views = mapped.map_out([array("I", range(1 << 20))])  # 4 MiB
+    assert isinstance(views, list)
+    assert sum(views[0][::1024]) == sum(range(0, 1 << 20, 1024))  # every page read
+    before = mapped_resident_kib(tmp_path)
+    if before is None:
+        pytest.skip("no /proc/self/smaps here")
+    assert before >= 3 << 10
+    kept = memory_budget.keep_within(time.monotonic() + 5, budget=1 << 40,
+                                     resident=lambda: 1 << 41)  # over even once let go
+    assert kept.steps[0].endswith("mapped files' pages")
+    assert mapped_resident_kib(tmp_path) == 0
+    assert views[0][12_345] == 12_345
+
+
+def mapped_resident_kib(folder: Path) -> int | None:
+    """The resident KiB of what this process maps from files in ``folder``."""
+    try:
+        lines = Path("/proc/self/smaps").read_text().splitlines()
+    except OSError:
+        return None
+    inside, total = False, 0
+    for line in lines:
+        fields = line.split()
+        if fields and "-" in fields[0] and not fields[0].endswith(":"):
+            inside = len(fields) >= 6 and fields[5].startswith(str(folder) + "/")
+        elif inside and line.startswith("Rss:"):
+            total += int(fields[1])
+    return total
+
+
 def test_past_its_time_it_lets_go_only_of_mapped_pages(held: list[str]) -> None:
     files = len(chunk_memory.CHUNK_MEMORY)
     kept = memory_budget.keep_within(time.monotonic() - 1, budget=50 * MIB,
@@ -126,10 +163,10 @@ first = bytearray(8 << 20)  # freed: glibc's own threshold rises past 3 MiB bloc
 del first
 before = resident_bytes()
 blocks, kept = [], []
-for _ in range(8):  # each block with a small one kept after it, as a build's arrays are
-    blocks.append(bytearray(3 << 20))
+for _ in range(24):  # each block with a small one kept after it, as a build's arrays are
+    blocks.append(bytearray(1 << 20))
     blocks[-1][::4096] = b"x" * len(blocks[-1][::4096])
-    kept.append(bytearray(2048))
+    kept.append(bytearray(64 << 10))
 del blocks
 print((resident_bytes() - before) >> 20)
 """

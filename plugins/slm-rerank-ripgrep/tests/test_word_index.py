@@ -1021,25 +1021,6 @@ def test_pages_of_mapped_files_let_go_leave_the_process_and_read_back_the_same(
     assert mapped.let_go_of_pages() == 0  # a mapping no longer used is not kept for it
 
 
-def test_the_worker_over_its_budget_lets_go_of_the_pages_of_the_index_it_maps(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mapped_folder: Path) -> None:
-    from slm_rerank import memory_budget
-
-    root = generated_tree(tmp_path / "tree", 12)
-    later(monkeypatch, 3600)
-    built(root)
-    every_term_as_rg(root)
-    if _resident_kib_in(mapped_folder) is None:
-        pytest.skip("no /proc/self/smaps here")
-    assert (_resident_kib_in(mapped_folder) or 0) > 0
-    assert mapped.let_go_of_pages in memory_budget._releasers  # registered by the plugin
-    kept = memory_budget.keep_within(time.monotonic() + 5, budget=0,
-                                     resident=lambda: 1 << 40)
-    assert kept.steps and kept.steps[0].endswith("mapped files' pages")
-    assert _resident_kib_in(mapped_folder) == 0
-    every_term_as_rg(root)
-
-
 def test_a_builds_packs_on_its_way_put_their_blocks_in_a_mapped_file_not_in_memory(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mapped_folder: Path) -> None:
     monkeypatch.setattr(word_index, "PENDING_FROM", 0)
