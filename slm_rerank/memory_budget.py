@@ -49,7 +49,8 @@ MMAP_THRESHOLD = 128 << 10
 #: mallopt's parameter number for it (malloc.h)
 _M_MMAP_THRESHOLD = -3
 
-#: what a plugin lets go of when the worker is over budget: the bytes it let go
+#: what a plugin lets go of when the worker is over budget: the bytes it let go of (for
+#: pages of mapped files, the bytes of the mappings whose pages it took out)
 Releaser = Callable[[], int]
 _releasers: list[Releaser] = []
 
@@ -122,16 +123,16 @@ def keep_within(by: float, budget: int = BUDGET_BYTES,
     at a time (the module's docstring), none started after ``by`` (``time.monotonic``)."""
     found = resident()
     kept = Kept(found, found, [])
-    if not found or found <= budget:
+    if not found or found <= budget or time.monotonic() >= by:
         return kept
 
     def over() -> int:
         kept.left = resident()
         return kept.left - budget if time.monotonic() < by else 0
 
-    let_go = sum(map(_released, list(_releasers)))
-    if let_go:
-        kept.steps.append(f"{let_go >> 10:,} KiB of mapped files' pages")
+    mapped = sum(map(_released, list(_releasers)))
+    if mapped:
+        kept.steps.append(f"the pages of {mapped >> 10:,} KiB of mapped files")
     excess = over()
     if excess > 0:
         files = chunk_memory.CHUNK_MEMORY.shed(excess, KEEP_CHUNK_BYTES)
@@ -140,8 +141,7 @@ def keep_within(by: float, budget: int = BUDGET_BYTES,
             gc.collect(0)  # a file's text is freed with its entry; this frees what cycles hold
             kept.steps.append(f"{files >> 10:,} KiB of chunk memory, {memo >> 10:,} KiB of "
                               f"memo (estimated)")
-        if over() > 0 or files or memo:
-            if give_back():
-                kept.steps.append("the C heap's free pages")
-            over()
+        if time.monotonic() < by and give_back():
+            kept.steps.append("the C heap's free pages")
+        over()
     return kept

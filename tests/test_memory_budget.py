@@ -63,7 +63,7 @@ def test_over_its_budget_it_lets_go_of_mapped_pages_first_and_stops_once_within(
     kept = memory_budget.keep_within(time.monotonic() + 5, budget=50 * MIB,
                                      resident=reader([52 * MIB, 49 * MIB]))
     assert held == ["pages"]
-    assert kept.steps == ["4 KiB of mapped files' pages"] and kept.left == 49 * MIB
+    assert kept.steps == ["the pages of 4 KiB of mapped files"] and kept.left == 49 * MIB
     assert len(chunk_memory.CHUNK_MEMORY) == files
 
 
@@ -81,7 +81,7 @@ def test_still_over_it_lets_go_of_the_oldest_files_down_to_what_it_keeps_then_th
     assert list(memory._entries)[-len(memory):] == newest[-len(memory):]
     assert len(memo) == 0  # no file it counted for is held but these, and it keeps none
     assert kept.left == 80 * MIB and kept.found == 90 * MIB
-    assert kept.steps[0].endswith("mapped files' pages")
+    assert kept.steps[0].endswith("KiB of mapped files")
     assert "chunk memory" in kept.steps[1] and kept.steps[2] == "the C heap's free pages"
 
 
@@ -94,7 +94,7 @@ def test_a_releaser_that_fails_lets_go_of_nothing_and_the_rest_goes_on(
     kept = memory_budget.keep_within(time.monotonic() + 5, budget=50 * MIB,
                                      resident=reader([52 * MIB, 49 * MIB]))
     assert held == ["pages"] and kept.left == 49 * MIB
-    assert kept.steps == ["4 KiB of mapped files' pages"]
+    assert kept.steps == ["the pages of 4 KiB of mapped files"]
 
 
 def test_over_its_budget_the_worker_lets_go_of_the_pages_the_ripgrep_index_maps(
@@ -113,7 +113,7 @@ def test_over_its_budget_the_worker_lets_go_of_the_pages_the_ripgrep_index_maps(
     assert before >= 3 << 10
     kept = memory_budget.keep_within(time.monotonic() + 5, budget=1 << 40,
                                      resident=lambda: 1 << 41)  # over even once let go
-    assert kept.steps[0].endswith("mapped files' pages")
+    assert kept.steps[0].endswith("KiB of mapped files")
     assert mapped_resident_kib(tmp_path) == 0
     assert views[0][12_345] == 12_345
 
@@ -134,11 +134,11 @@ def mapped_resident_kib(folder: Path) -> int | None:
     return total
 
 
-def test_past_its_time_it_lets_go_only_of_mapped_pages(held: list[str]) -> None:
+def test_past_its_time_it_lets_go_of_nothing(held: list[str]) -> None:
     files = len(chunk_memory.CHUNK_MEMORY)
     kept = memory_budget.keep_within(time.monotonic() - 1, budget=50 * MIB,
                                      resident=reader([90 * MIB]))
-    assert held == ["pages"] and len(chunk_memory.CHUNK_MEMORY) == files
+    assert held == [] and kept.steps == [] and len(chunk_memory.CHUNK_MEMORY) == files
     assert kept.left == 90 * MIB
 
 

@@ -311,10 +311,13 @@ def _idle_work(keep: bool, deadline: list[float]) -> None:
 def _budget_line(kept: memory_budget.Kept) -> str:
     """What ``warm status`` says of the last command's budget check."""
     mib = 1 << 20
-    line = (f"{kept.left / mib:.1f} MiB resident after the last command (at most "
-            f"{memory_budget.BUDGET_BYTES // mib} MiB between commands)")
+    budget = memory_budget.BUDGET_BYTES
+    line = (f"{kept.left / mib:.1f} MiB resident after the last command (budget "
+            f"{budget // mib} MiB between commands)")
     if kept.steps:
         line += f"; it was {kept.found / mib:.1f} MiB and let go of " + ", ".join(kept.steps)
+    if kept.left > budget:
+        line += "; still over it: what else it keeps (a word index) is not let go"
     return line
 
 

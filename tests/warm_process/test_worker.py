@@ -79,7 +79,7 @@ def test_warm_status_says_how_much_the_worker_keeps_of_the_files_it_sliced(
     assert float(kept[2]) <= int(kept[3]) == MAX_BYTES >> 20, status
     # and how its resident size stood against its budget after the last command
     budget = re.search(r"its worker keeps its memory within a budget: ([\d.]+) MiB resident "
-                       r"after the last command \(at most (\d+) MiB between commands\)",
+                       r"after the last command \(budget (\d+) MiB between commands\)",
                        status)
     assert budget is not None, status
     assert 10 < float(budget[1]) < 1024 and int(budget[2]) == BUDGET_BYTES >> 20, status

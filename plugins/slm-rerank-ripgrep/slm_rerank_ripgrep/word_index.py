@@ -160,11 +160,13 @@ PIECES_FROM = 4096
 #: files of packed postings mapped at most (``_Tree.map_out``; the pieces have their own)
 MAX_MAPPED = 4
 
-#: a file's version as ``fstat`` gives it (device, inode, mode, size, mtime ns, ctime ns),
-#: packed: 80 bytes a file where a tuple of six ints takes 290 (4 MiB for 20,000 files)
+#: a file's version as ``fstat`` gives it (device, inode, mode, size, and the modification
+#: and change times, each as seconds and nanoseconds: a time in ns passes 64 bits after
+#: 2262), packed: 88 bytes a file where a tuple of six ints takes 290 (4 MiB for 20,000)
 Stamp = bytes
-_STAMP = struct.Struct("<QQIQqq")
-#: where a stamp holds the size
+_STAMP = struct.Struct("<QQIQqIqI")
+_NS = 1_000_000_000
+#: where a packed stamp holds the size
 _SIZE = slice(20, 28)
 #: a block (or its word starts) while a pack writes it to a file, until that is mapped
 _NOTHING: Numbers = array("I")
@@ -562,14 +564,16 @@ class _Tree:
         job = self.map_job
         if job is None:
             pieces = self.pieces
-            numbers = [*self.packs, *self.pack_at, *([pieces.ids] if pieces is not None else [])]
-            if sum(len(part) for part in numbers if isinstance(part, array)) * 4 < mapped.MAP_FROM:
-                return True
-            # the new ones in a file of their own; once ``MAX_MAPPED`` files are mapped,
-            # all of them in one new file, so that those before it, each held for a block
-            # or two still read from it (its space, a descriptor), are let go
+            # the new ones in a file of their own; once ``MAX_MAPPED`` files are mapped
+            # (a build's packs map theirs too), all of them in one new file, so that those
+            # before it, each held for a block or two still read from it (its space, a
+            # descriptor), are let go
             again = len({id(part.obj) for part in (*self.packs, *self.pack_at)
                          if isinstance(part, memoryview)}) >= MAX_MAPPED
+            numbers = [*self.packs, *self.pack_at, *([pieces.ids] if pieces is not None else [])]
+            if not again and sum(len(part) for part in numbers
+                                 if isinstance(part, array)) * 4 < mapped.MAP_FROM:
+                return True
             blocks = [(k, block, at) for k, (block, at)
                       in enumerate(zip(self.packs, self.pack_at, strict=True))
                       if again or isinstance(block, array) or isinstance(at, array)]
@@ -718,19 +722,29 @@ class _Tree:
 
 
 def _stamp(st: os.stat_result) -> Stamp:
-    return _STAMP.pack(st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns,
-                       st.st_ctime_ns)
+    fields = (st.st_dev, st.st_ino, st.st_mode, st.st_size, *divmod(st.st_mtime_ns, _NS),
+              *divmod(st.st_ctime_ns, _NS))
+    try:
+        return _STAMP.pack(*fields)
+    except struct.error:  # a number past its field (a file id of 128 bits): spelt out,
+        return _SPELT + repr(fields).encode()  # longer than any stamp packed
+
+
+#: what a stamp spelt out starts with
+_SPELT = b"\xff" * _STAMP.size
 
 
 def _stamp_of(rel: str, root_fd: int) -> Stamp:
     try:
         return _stamp(os.lstat(rel, dir_fd=root_fd))
     except OSError:
-        return _STAMP.pack(0, 0, 0, 0, -1, -1)
+        return _STAMP.pack(0, 0, 0, 0, -1, 0, -1, 0)
 
 
 def _size_of(stamp: Stamp) -> int:
-    return int.from_bytes(stamp[_SIZE], "little")
+    if len(stamp) == _STAMP.size:
+        return int.from_bytes(stamp[_SIZE], "little")
+    return int(stamp[len(_SPELT) + 1:].split(b",")[3])  # (device, inode, mode, size, ...
 
 
 def _read_all(fd: int, size: int) -> bytes:
@@ -824,7 +838,7 @@ def prepare(root: Path, terms: Sequence[str], max_filesize: int) -> Prepared | N
         return None
     seen = prepared.seen
     texts: list[int] = []  # the file ids of the text files seen
-    lstat, pack = os.lstat, _STAMP.pack
+    lstat = os.lstat
     armed = False
     try:
         watch, clean = tree.watch, tree.clean
@@ -867,8 +881,7 @@ def prepare(root: Path, terms: Sequence[str], max_filesize: int) -> Prepared | N
                 seen[rel] = _TOO_BIG  # rg lists it and never searches it
                 continue
             changed = max(st.st_mtime_ns, st.st_ctime_ns)
-            if (changed >= entry.checked - _RACY_NS or entry.stamp != pack(
-                    st.st_dev, st.st_ino, st.st_mode, size, st.st_mtime_ns, st.st_ctime_ns)):
+            if changed >= entry.checked - _RACY_NS or entry.stamp != _stamp(st):
                 if not prepared.spend(size):
                     return None
                 changed_any = True

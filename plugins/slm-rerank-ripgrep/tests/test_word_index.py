@@ -13,6 +13,7 @@ import tracemalloc
 from array import array
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import slm_rerank_ripgrep
@@ -1021,6 +1022,32 @@ def test_pages_of_mapped_files_let_go_leave_the_process_and_read_back_the_same(
     assert mapped.let_go_of_pages() == 0  # a mapping no longer used is not kept for it
 
 
+def test_a_file_dated_past_2262_or_with_a_file_id_past_64_bits_is_stamped_and_indexed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = generated_tree(tmp_path / "tree", 15)
+    victim = sorted(root.rglob("f*.txt"))[0]
+    far = 10_413_792_000 * 1_000_000_000  # 2300-01-01: past a signed 64-bit count of ns
+    os.utime(victim, ns=(far, far))
+    later(monkeypatch, 3600)
+    tree = built(root)
+    assert len(tree.files) == len(search(root, ["x"]).files)
+    assert tree.files[str(victim.relative_to(root))].state == "text"
+    every_term_as_rg(root)
+    victim.write_text("brandnew set real\n")
+    os.utime(victim, ns=(far + 1, far + 1))
+    later(monkeypatch, 7200)
+    every_term_as_rg(root, [["brandnew"]])
+
+    st = victim.stat()
+    wide = SimpleNamespace(st_dev=st.st_dev, st_ino=1 << 100, st_mode=st.st_mode,
+                           st_size=321, st_mtime_ns=far, st_ctime_ns=far)
+    stamp = word_index._stamp(wide)  # type: ignore[arg-type]
+    assert len(stamp) > word_index._STAMP.size and word_index._size_of(stamp) == 321
+    assert stamp == word_index._stamp(wide)  # type: ignore[arg-type]
+    assert stamp != word_index._stamp(st)
+    assert word_index._size_of(word_index._stamp(st)) == st.st_size
+
+
 def test_a_builds_packs_on_its_way_put_their_blocks_in_a_mapped_file_not_in_memory(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mapped_folder: Path) -> None:
     monkeypatch.setattr(word_index, "PENDING_FROM", 0)
@@ -1151,11 +1178,16 @@ def mapped_files(tree: word_index._Tree) -> int:
                 if isinstance(part, memoryview)})
 
 
+@pytest.mark.parametrize("map_from", [0, 1])
 def test_files_mapped_build_after_build_are_put_in_one_once_there_are_max_mapped(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mapped_folder: Path) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mapped_folder: Path,
+        map_from: int) -> None:
     # groups of files with words of their own, each group's words in blocks of their own:
-    # a change in one group packs its blocks again, and only those are mapped anew
+    # a change in one group packs its blocks again, and only those are mapped anew (by
+    # the build's pack: with ``MAP_FROM`` above 0, nothing is left for the build's end to
+    # map, which must still put the files in one)
     monkeypatch.setattr(word_index, "PACK_WORDS", 64)
+    monkeypatch.setattr(mapped, "MAP_FROM", map_from)
     rng = random.Random(4)
     root = tmp_path / "tree"
     groups = 2 * word_index.MAX_MAPPED
