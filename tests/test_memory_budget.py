@@ -16,6 +16,7 @@ from slm_rerank import memory_budget
 from slm_rerank.lexical import chunk_memory
 from slm_rerank.lexical.chunk_memory import ChunkMemory, SlicedMemo
 from slm_rerank.lexical.rank import slice_candidate
+from slm_rerank.testing import mapped_resident_kib
 
 MIB = 1 << 20
 
@@ -116,22 +117,6 @@ def test_over_its_budget_the_worker_lets_go_of_the_pages_the_ripgrep_index_maps(
     assert kept.steps[0].endswith("KiB of mapped files")
     assert mapped_resident_kib(tmp_path) == 0
     assert views[0][12_345] == 12_345
-
-
-def mapped_resident_kib(folder: Path) -> int | None:
-    """The resident KiB of what this process maps from files in ``folder``."""
-    try:
-        lines = Path("/proc/self/smaps").read_text().splitlines()
-    except OSError:
-        return None
-    inside, total = False, 0
-    for line in lines:
-        fields = line.split()
-        if fields and "-" in fields[0] and not fields[0].endswith(":"):
-            inside = len(fields) >= 6 and fields[5].startswith(str(folder) + "/")
-        elif inside and line.startswith("Rss:"):
-            total += int(fields[1])
-    return total
 
 
 def test_past_its_time_it_lets_go_of_nothing(held: list[str]) -> None:

@@ -66,7 +66,26 @@ __all__ = [
     # a test run as in the warm process's worker (plugin_kit.when_idle accepts work), or
     # as in the MCP server and the Python API (idle work in a thread between calls)
     "as_warm_worker", "with_idle_thread",
+    # what a process maps from files, resident (a plugin that maps files of its own)
+    "mapped_resident_kib",
 ]
+
+
+def mapped_resident_kib(folder: Path) -> int | None:
+    """The resident KiB of what this process maps from files in ``folder``
+    (``/proc/self/smaps``; None where it cannot be read)."""
+    try:
+        lines = Path("/proc/self/smaps").read_text().splitlines()
+    except OSError:
+        return None
+    inside, total = False, 0
+    for line in lines:
+        fields = line.split()
+        if fields and "-" in fields[0] and not fields[0].endswith(":"):
+            inside = len(fields) >= 6 and fields[5].startswith(str(folder) + "/")
+        elif inside and line.startswith("Rss:"):
+            total += int(fields[1])
+    return total
 
 # --- the warm process's worker, as a plugin's idle work sees it ----------------------------
 

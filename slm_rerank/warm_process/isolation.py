@@ -35,6 +35,7 @@ import warnings
 from types import ModuleType
 from typing import Any
 
+from slm_rerank.memory_budget import resident_bytes
 from slm_rerank.warm_process import wire
 
 #: a worker over this resident size after a command ends once it has answered
@@ -110,14 +111,6 @@ def _is_open(fd: int) -> bool:
     except OSError:
         return False
     return True
-
-
-def _rss_bytes() -> int:
-    try:
-        with open("/proc/self/statm", "rb") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
 
 
 def set_environ(env: dict[str, str]) -> None:
@@ -404,7 +397,7 @@ def settle(snapshot: Snapshot, ran: Ran | None) -> bool:
     descriptor open, the frozen objects as they were, and the worker's resident size under
     KEEP_RSS_BYTES."""
     left = snapshot.leaked_fds() + snapshot.frozen()
-    if _rss_bytes() > KEEP_RSS_BYTES:
+    if resident_bytes() > KEEP_RSS_BYTES:
         left.append(f"resident size over {KEEP_RSS_BYTES >> 20} MiB")
     if ran is not None:
         ran.why_not += left

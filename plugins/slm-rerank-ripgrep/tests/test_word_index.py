@@ -22,7 +22,7 @@ from slm_rerank_ripgrep.pieces import PieceBuild
 
 from slm_rerank.plugin_kit import Unfinished
 from slm_rerank.registrations import SourceHits, SourceQuery
-from slm_rerank.testing import as_warm_worker, with_idle_thread
+from slm_rerank.testing import as_warm_worker, mapped_resident_kib, with_idle_thread
 
 #: what a word may be made of in the generated files: cases, the long s and the Kelvin sign
 #: (which rg -i matches as s and k), digits, underscores, other letters
@@ -972,52 +972,35 @@ def test_mapped_pieces_and_postings_leave_the_process_memory(
     assert taken[True] <= taken[False] - 0.9 * moved, (taken, moved)
 
 
-def _resident_kib_in(folder: Path) -> int | None:
-    """The resident KiB of what the process maps from files in ``folder`` (``smaps``)."""
-    try:
-        lines = Path("/proc/self/smaps").read_text().splitlines()
-    except OSError:
-        return None
-    inside, total = False, 0
-    for line in lines:
-        fields = line.split()
-        if fields and "-" in fields[0] and not fields[0].endswith(":"):
-            inside = len(fields) >= 6 and fields[5].startswith(str(folder) + "/")
-        elif inside and line.startswith("Rss:"):
-            total += int(fields[1])
-    return total
+def mapped_count(folder: Path, monkeypatch: pytest.MonkeyPatch, count: int) -> memoryview:
+    """The numbers 0 to ``count`` mapped from a file in ``folder``, none of them read yet
+    (skipped where the process's mapped memory cannot be read)."""
+    monkeypatch.setattr(mapped, "FOLDER", folder)
+    views = mapped.map_out([array("I", range(count))])
+    assert isinstance(views, list)
+    if mapped_resident_kib(folder) is None:
+        pytest.skip("no /proc/self/smaps here")
+    assert mapped_resident_kib(folder) == 0
+    return views[0]
 
 
 def test_a_read_of_a_mapped_array_brings_little_of_it_into_the_process_memory(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(mapped, "FOLDER", tmp_path)
-    numbers = array("I", range(4 << 20))  # 16 MiB
-    views = mapped.map_out([numbers])
-    assert isinstance(views, list)
-    view = views[0]
-    if _resident_kib_in(tmp_path) is None:
-        pytest.skip("no /proc/self/smaps here")
-    assert _resident_kib_in(tmp_path) == 0
+    view = mapped_count(tmp_path, monkeypatch, 4 << 20)  # 16 MiB
     assert view[3 << 20] == 3 << 20 and view[5] == 5
-    taken = _resident_kib_in(tmp_path)
+    taken = mapped_resident_kib(tmp_path)
     assert taken is not None and 0 < taken <= 512  # 64 KiB around each read, not 2 MiB
 
 
 def test_pages_of_mapped_files_let_go_leave_the_process_and_read_back_the_same(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(mapped, "FOLDER", tmp_path)
-    numbers = array("I", range(1 << 20))  # 4 MiB
-    views = mapped.map_out([numbers])
-    assert isinstance(views, list)
-    view = views[0]
-    if _resident_kib_in(tmp_path) is None:
-        pytest.skip("no /proc/self/smaps here")
-    assert sum(view[::1024]) == sum(numbers[::1024])  # a number a page: all of it read
-    assert (_resident_kib_in(tmp_path) or 0) >= 3 << 10
+    view = mapped_count(tmp_path, monkeypatch, 1 << 20)  # 4 MiB
+    assert sum(view[::1024]) == sum(range(0, 1 << 20, 1024))  # a number a page: all read
+    assert (mapped_resident_kib(tmp_path) or 0) >= 3 << 10
     assert mapped.let_go_of_pages() >= 4 << 20
-    assert _resident_kib_in(tmp_path) == 0
+    assert mapped_resident_kib(tmp_path) == 0
     assert view[123_457] == 123_457 and view[-1] == (1 << 20) - 1
-    del views, view
+    del view
     gc.collect()
     assert mapped.let_go_of_pages() == 0  # a mapping no longer used is not kept for it
 
@@ -1066,15 +1049,6 @@ def test_a_builds_packs_on_its_way_put_their_blocks_in_a_mapped_file_not_in_memo
     assert len(seen) > 3 and all(seen), seen  # every pack of the build, not only its end
     assert tree.unmapped == ""
     every_term_as_rg(root)
-    # a query's pack (files changed since) stays in memory, until the next build
-    rng = random.Random(13)
-    for n, path in enumerate(sorted(root.rglob("f*.txt"))[:6]):
-        path.write_text(text(rng, 30) + f" fresh{n} set real")
-    later(monkeypatch, 7200)
-    every_term_as_rg(root, [["fresh"]])
-    assert built(root) is tree
-    assert all(isinstance(block, memoryview) for block in tree.packs)
-    every_term_as_rg(root, [["fresh"]])
     assert list(mapped_folder.iterdir()) == []
 
 
