@@ -29,6 +29,7 @@ again and again, are carved out of the heap and leave it full of holes it keeps.
 from __future__ import annotations
 
 import ctypes
+import functools
 import gc
 import os
 import time
@@ -71,15 +72,17 @@ def on_over_budget(release: Releaser) -> None:
         _releasers.append(release)
 
 
-def resident_bytes() -> int:
-    """This process's resident size (``/proc/self/statm``); 0 where it cannot be read."""
+def resident_bytes(pid: int | str = "self") -> int:
+    """A process's resident size (``/proc/PID/statm``; this process's by default); 0 where
+    it cannot be read."""
     try:
-        with open("/proc/self/statm", "rb") as statm:
+        with open(f"/proc/{pid}/statm", "rb") as statm:
             return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return 0
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL | None:
     try:
         libc = ctypes.CDLL(None)

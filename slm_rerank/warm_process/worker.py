@@ -129,7 +129,7 @@ class Worker:
             return None
         if time.monotonic() > self.deadline:
             return "the command did not finish by its deadline"
-        if _rss(self.pid) > MAX_RSS_BYTES:
+        if memory_budget.resident_bytes(self.pid) > MAX_RSS_BYTES:
             return f"the command used more than {MAX_RSS_BYTES >> 20} MiB"
         return None
 
@@ -151,14 +151,6 @@ class Worker:
                 _answer_for(self.conn, self.fds, self.acked, self.deadline, status, why)
             os._exit(0)
         self.release()
-
-
-def _rss(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/statm", "rb") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
 
 
 def _answer_for(conn: socket.socket, fds: tuple[int, int], acked: bool, deadline: float,
