@@ -88,7 +88,7 @@ class PieceBuild:
         self.lines = len(starts) - 1
         self.starts = starts  # read below ``lines`` only: later joins append past it
         self.raw = text[:starts[self.lines]].encode("ascii", "replace").translate(_CODES)
-        self.counts = array("I", bytes(4 * (SLOTS + 1)))
+        self.counts = array("I", [0]) * (SLOTS + 1)
         #: every line counted (``counts`` then holds where each slot's lines start)
         self.counted = False
         #: the pieces of slots ``low`` .. ``high - 1`` (from the ``base``-th piece on)

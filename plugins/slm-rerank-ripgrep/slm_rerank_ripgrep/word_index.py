@@ -109,6 +109,10 @@ _FOLDING_BYTES = (b"\xc5\xbf", b"\xe2\x84\xaa")
 _WORD = re.compile(rb"(?:[A-Za-z0-9_]|\xc5\xbf|\xe2\x84\xaa)+")
 _NOT_WORD = bytes(b if (48 <= b <= 57 or 65 <= b <= 90 or 97 <= b <= 122 or b == 95) else 32
                   for b in range(256))
+#: an ASCII byte that no word holds (a multi-byte letter's bytes are all past ASCII)
+_WORD_EDGE = re.compile(rb"[\x00-\x2f\x3a-\x40\x5b-\x5e\x60\x7b-\x7f]")
+#: the bytes of a file whose words are split and counted at once (``words_of``)
+WORDS_SLICE = 64 << 10
 _UTF16_MARKS = (b"\xff\xfe", b"\xfe\xff")
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 #: what ``Prepared.seen`` holds for a file over the query's max_filesize
@@ -149,6 +153,8 @@ PENDING_FROM = 1 << 16
 #: ...and at this many postings at most (8 MiB of ``pending``): the blocks are in a file
 #: the process maps (``_pack``), so ``pending`` is most of what a build holds
 PENDING_MAX = 1 << 20
+#: the bytes of mapped blocks a pack reads before it lets go of their pages
+READ_PAGES_MAX = 2 << 20
 #: set on a ``pending`` number that is a posting's second (its occurrences), not a word id
 _SECOND = 1 << 31
 #: the ids ``holding`` keeps, at most this many a word (4 bytes each; counted in a word's)
@@ -183,14 +189,24 @@ def plain_terms(terms: Iterable[str]) -> bool:
 
 
 def words_of(data: bytes) -> dict[bytes, int]:
-    """word -> occurrences, a word being a maximal run of what a term's letters match."""
-    if any(mark in data for mark in _FOLDING_BYTES):
-        found = _WORD.findall(data)
-    else:
-        found = data.translate(_NOT_WORD).split()
+    """word -> occurrences, a word being a maximal run of what a term's letters match,
+    its ASCII letters lower-cased. The text is read ``WORDS_SLICE`` bytes at a time, each
+    slice ending before an ASCII byte no word holds, so a file of a few MB never has all
+    its words as objects at once (2 MiB of short words took 22 MiB so, issue 30)."""
     counts: dict[bytes, int] = {}
-    for word in found:
-        counts[word] = counts.get(word, 0) + 1
+    start, end = 0, len(data)
+    while start < end:
+        cut = _WORD_EDGE.search(data, start + WORDS_SLICE) if end - start > WORDS_SLICE else None
+        stop = cut.start() if cut is not None else end
+        part = data[start:stop].lower() if start or stop < end else data.lower()
+        if any(mark in part for mark in _FOLDING_BYTES):
+            found = _WORD.findall(part)
+        else:
+            found = part.translate(_NOT_WORD).split()
+        del part
+        for word in found:
+            counts[word] = counts.get(word, 0) + 1
+        start = stop
     return counts
 
 
@@ -453,8 +469,14 @@ class _Tree:
             packs.append(array("I"))
             pack_at.append(array("I", [0]))
             blocks.add(len(packs) - 1)
+        read = 0  # bytes read of mapped blocks since their pages were last let go
         for k in sorted(blocks):
             old, old_at = packs[k], pack_at[k]
+            if isinstance(old, memoryview):
+                read += old.nbytes
+                if read > READ_PAGES_MAX:  # a pack reads every block it makes again:
+                    mapped.let_go_of_pages()  # their pages, all at once, are the worker's peak
+                    read = old.nbytes
             block, at = array("I"), array("I", [0])
             base = k * PACK_WORDS
             # copied as bytes: a mapped block's items would be made objects one by one
@@ -537,20 +559,23 @@ class _Tree:
         if not pending:
             return None
         words = self.words
-        wids, numbers = pending[0::2], pending[1::2]
         self.pending = array("I")
-        del pending
-        begins = array("I", bytes(4 * (words + 1)))
+        # views, not copies: with the postings put in order, pending is held once (issue 30)
+        view = memoryview(pending)
+        wids, numbers = view[0::2], view[1::2]
+        begins = array("I", [0]) * (words + 1)
         low = _SECOND - 1
         for wid in wids:
             begins[(wid & low) + 1] += 1
         begins = array("I", accumulate(begins))
         fill = array("I", begins)
-        placed = array("I", bytes(4 * len(numbers)))
+        placed = array("I", [0]) * len(numbers)  # not from a bytes of as many: made once
         for wid, number in zip(wids, numbers, strict=True):
             wid &= low
             placed[fill[wid]] = number
             fill[wid] += 1
+        del wids, numbers
+        view.release()
         return begins, placed
 
     def map_out(self, by: float, clock: Callable[[], float]) -> bool:
@@ -687,7 +712,7 @@ class _Tree:
                 return _File(stamp, checked, "binary", digest=digest)
         if len(self.live) >= MAX_FILE_IDS:  # no id left to post it under: rg reads it,
             return _File(stamp, checked, "unknown", digest=digest)  # until a fresh build
-        words = words_of(data.lower())  # a word is its spelling (``_Tree``)
+        words = words_of(data)  # a word is its spelling (``_Tree``)
         if words_out is not None:
             words_out.append(words)
         return _File(stamp, checked, "text", self.post(words), len(words), digest)

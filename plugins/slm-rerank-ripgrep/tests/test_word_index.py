@@ -165,6 +165,34 @@ def test_case_variants_are_one_word_and_count_as_rg_counts_them(
     assert search(tmp_path, ["path"]).body_counts["a.py"] == {"path": 6}
 
 
+@pytest.mark.parametrize("piece", [1, 2, 3, 7, 64])
+def test_a_text_counted_a_slice_at_a_time_counts_every_word_as_counted_whole(
+        monkeypatch: pytest.MonkeyPatch, piece: int) -> None:
+    # a slice ends before an ASCII byte no word holds: never inside a word, nor inside the
+    # long s, the Kelvin sign or another letter's UTF-8 bytes, whatever the slice's size
+    rng = random.Random(piece)
+    texts = [text(rng, rng.randint(0, 300)).encode("utf-8") for _ in range(30)]
+    texts += [b"\xffset\xfe Real\xc3" * 9, b"x" * 500, b"a_b" * 40 + b"\n" + b"C" * 99,
+              "\u017fet\u017f\u017f \u212a\u212aind".encode() * 5, b"", b"!?-" * 10]
+    whole = [word_index.words_of(t) for t in texts]
+    monkeypatch.setattr(word_index, "WORDS_SLICE", piece)
+    assert [word_index.words_of(t) for t in texts] == whole
+    assert whole[-4] == {b"a_b" * 40: 1, b"c" * 99: 1}  # lower-cased, joined across slices
+
+
+def test_a_large_file_is_counted_without_an_object_for_each_of_its_words() -> None:
+    # 2 MiB of short words: split whole they were 22 MiB of objects at once (issue 30)
+    data = b"Alpha beta(gamma)\n" * (2 << 20 >> 4)
+    tracemalloc.start()
+    try:
+        counts = word_index.words_of(data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert counts == {b"alpha": 1 << 17, b"beta": 1 << 17, b"gamma": 1 << 17}
+    assert peak < 3 << 20, f"{peak >> 20} MiB to count the words of a 2 MiB file"
+
+
 @pytest.mark.parametrize("times", [1, 254, 255, 256, 70_000])
 def test_a_word_said_many_times_in_many_files_counts_as_rg_counts_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, matching_runs: list[list[str]],
@@ -1050,6 +1078,78 @@ def test_a_builds_packs_on_its_way_put_their_blocks_in_a_mapped_file_not_in_memo
     assert tree.unmapped == ""
     every_term_as_rg(root)
     assert list(mapped_folder.iterdir()) == []
+
+
+def test_a_pack_lets_go_of_the_pages_of_the_blocks_it_reads_as_it_goes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mapped_folder: Path,
+        matching_runs: list[list[str]]) -> None:
+    # a pack reads every mapped block it makes again: their pages stay in the process
+    # only up to READ_PAGES_MAX, not all at once (the ten copies' build peaked so)
+    monkeypatch.setattr(word_index, "PENDING_FROM", 0)
+    monkeypatch.setattr(word_index, "PENDING_MAX", 1 << 16)
+    monkeypatch.setattr(word_index, "READ_PAGES_MAX", 128 << 10)
+    root = tmp_path / "tree"
+    root.mkdir()
+    (root / ".git").mkdir()
+    for n in range(300):
+        (root / f"f{n}.txt").write_text(" ".join(f"w{i}x{n % 3}" for i in range(2000)))
+    if mapped_resident_kib(mapped_folder) is None:
+        pytest.skip("no /proc/self/smaps here")
+    resident: list[int] = []
+    read: list[int] = []
+    real_append, real_pack = mapped.Appender.append, word_index._Tree._pack
+
+    def append(out: mapped.Appender, numbers: array[int]) -> None:
+        if len(resident) % 4 == 0 or len(resident) < 4:
+            resident.append(mapped_resident_kib(mapped_folder) or 0)
+        else:
+            resident.append(0)
+        real_append(out, numbers)
+
+    def pack(tree: word_index._Tree, to_file: bool) -> None:
+        read.append(sum(len(b) for b in tree.packs if isinstance(b, memoryview)) * 4)
+        real_pack(tree, to_file)
+
+    monkeypatch.setattr(mapped.Appender, "append", append)
+    monkeypatch.setattr(word_index._Tree, "_pack", pack)
+    later(monkeypatch, 3600)
+    built(root)
+    assert max(read) > 1 << 20, read  # packs that read more than a MiB of mapped blocks
+    assert max(resident) <= 512, f"{max(resident)} KiB of mapped pages held during a pack"
+    answered_by_the_index_as_rg(root, [["w17x1"], ["w1999", "x2"]], matching_runs)
+
+
+def test_a_pack_puts_the_pending_postings_in_order_holding_them_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        matching_runs: list[list[str]]) -> None:
+    # the counting sort reads the pending pairs where they are: a copy of their word ids
+    # and one of their numbers took as much again as pending while it ran (issue 30)
+    monkeypatch.setattr(word_index, "PENDING_FROM", 1 << 30)
+    root = tmp_path / "tree"
+    root.mkdir()
+    (root / ".git").mkdir()
+    for n in range(100):
+        (root / f"f{n}.txt").write_text(" ".join(f"w{i}x{n % 3}" for i in range(2000)))
+    sizes: list[tuple[int, int]] = []
+    real = word_index._Tree._pending_by_word
+
+    def measured(tree: word_index._Tree) -> tuple[array[int], array[int]] | None:
+        held = len(tree.pending) * tree.pending.itemsize
+        tracemalloc.start()
+        try:
+            result = real(tree)
+            sizes.append((held, tracemalloc.get_traced_memory()[1]))
+        finally:
+            tracemalloc.stop()
+        return result
+
+    monkeypatch.setattr(word_index._Tree, "_pending_by_word", measured)
+    later(monkeypatch, 3600)
+    built(root)
+    held, peak = max(sizes)
+    assert held > 1 << 20, sizes
+    assert peak < 0.6 * held, f"{peak} bytes to put {held} bytes of postings in order"
+    answered_by_the_index_as_rg(root, [["w17x1"], ["w1999", "x2"]], matching_runs)
 
 
 @pytest.mark.parametrize("fault", ["write", "map", "read back"])
