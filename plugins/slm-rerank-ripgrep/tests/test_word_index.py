@@ -1033,6 +1033,50 @@ def test_pages_of_mapped_files_let_go_leave_the_process_and_read_back_the_same(
     assert mapped.let_go_of_pages() == 0  # a mapping no longer used is not kept for it
 
 
+def test_a_query_lets_go_of_the_mapped_pages_it_read_once_it_has_counted(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mapped_folder: Path,
+        matching_runs: list[list[str]]) -> None:
+    # the ranking that follows holds its own memory: the postings and pieces the count
+    # read are not held with it (on ten copies of sympy, 5-13 MiB of pages a query)
+    root = generated_tree(tmp_path / "tree", 16)
+    later(monkeypatch, 3600)
+    tree = built(root)
+    assert any(isinstance(block, memoryview) for block in tree.packs)
+    if mapped_resident_kib(mapped_folder) is None:
+        pytest.skip("no /proc/self/smaps here")
+    touched: list[int] = []
+    real = word_index._count
+
+    def count(*args):  # type: ignore[no-untyped-def]
+        found = real(*args)
+        touched.append(mapped_resident_kib(mapped_folder) or 0)
+        return found
+
+    monkeypatch.setattr(word_index, "_count", count)
+    answered_by_the_index_as_rg(root, TERM_SETS, matching_runs)
+    assert max(touched) > 0  # the count read mapped pages...
+    assert mapped_resident_kib(mapped_folder) == 0  # ...and the query let go of them
+
+
+def test_a_long_read_of_mapped_arrays_lets_go_of_their_pages_as_it_goes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    view = mapped_count(tmp_path, monkeypatch, 4 << 20)  # 16 MiB
+    held: dict[bool, int] = {}
+    for watched in (False, True):
+        pages = mapped.PagesRead(1 << 20, every=4)
+        most = 0
+        for at in range(0, 4 << 20, 1 << 14):  # a number every 64 KiB, as a count reads
+            assert view[at] == at
+            if watched:
+                pages.step()
+            if at % (1 << 18) == 0:
+                most = max(most, mapped_resident_kib(tmp_path) or 0)
+        held[watched] = most
+        mapped.let_go_of_pages()
+    assert held[False] >= 12 << 10, held  # all of it, unwatched
+    assert held[True] <= 2 << 10, held  # the limit and one look's worth of pages
+
+
 def test_a_file_dated_past_2262_or_with_a_file_id_past_64_bits_is_stamped_and_indexed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = generated_tree(tmp_path / "tree", 15)
@@ -1117,6 +1161,20 @@ def test_a_pack_lets_go_of_the_pages_of_the_blocks_it_reads_as_it_goes(
     assert max(read) > 1 << 20, read  # packs that read more than a MiB of mapped blocks
     assert max(resident) <= 512, f"{max(resident)} KiB of mapped pages held during a pack"
     answered_by_the_index_as_rg(root, [["w17x1"], ["w1999", "x2"]], matching_runs)
+
+    # a query whose words' postings are all over the file: "w1" is in 3,333 words
+    mapped.let_go_of_pages()
+    counted: list[int] = []
+    real_step = mapped.PagesRead.step
+
+    def step(pages: mapped.PagesRead) -> None:
+        if pages.steps % 64 == 0:
+            counted.append(mapped_resident_kib(mapped_folder) or 0)
+        real_step(pages)
+
+    monkeypatch.setattr(mapped.PagesRead, "step", step)
+    answered_by_the_index_as_rg(root, [["w1"]], matching_runs)
+    assert len(counted) > 40 and max(counted) <= 768, counted
 
 
 def test_a_pack_puts_the_pending_postings_in_order_holding_them_once(
