@@ -86,6 +86,35 @@ def test_still_over_it_lets_go_of_the_oldest_files_down_to_what_it_keeps_then_th
     assert "chunk memory" in kept.steps[1] and kept.steps[2] == "the C heap's free pages"
 
 
+def test_once_over_its_budget_a_query_s_new_files_push_the_old_ones_out_as_it_reads(
+        held: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    memory, memo = chunk_memory.CHUNK_MEMORY, chunk_memory.SLICED_MEMO
+    one = max(entry.size for entry in memory._entries.values())
+    monkeypatch.setattr(memory_budget, "KEEP_CHUNK_BYTES", 3 * one)
+    counted = chunk_memory.memo_bytes("retry", dict.fromkeys(range(100), 1))
+    monkeypatch.setattr(memory_budget, "KEEP_MEMO_BYTES", 2 * counted + 100)
+    memory_budget.keep_within(time.monotonic() + 5, budget=50 * MIB,
+                              resident=reader([52 * MIB, 51 * MIB, 49 * MIB]))
+    before = list(memory._entries)
+    most = 0
+    for i in range(8):  # the next query reads eight files the memory does not hold
+        (tmp_path / f"n{i}.py").write_text(f"def g{i}(x):\n    return x * {i}\n" * 200)
+        sliced, _ = slice_candidate(tmp_path, f"n{i}.py", 1 << 20, None, memory)
+        assert sliced is not None
+        memo.get(sliced, "retry", lambda: dict.fromkeys(range(100), 1))
+        most = max(most, memory.held_bytes)
+    assert most <= 3 * one  # never the old files and the new ones together
+    assert not set(before) & set(memory._entries)  # the old ones went first
+    assert len(memory) == 3 and 0 < memo.held_bytes <= 2 * counted + 100
+
+
+def test_within_its_budget_its_memory_keeps_what_it_may(held: list[str]) -> None:
+    memory_budget.keep_within(time.monotonic() + 5, budget=50 * MIB,
+                              resident=reader([52 * MIB, 49 * MIB]))  # the pages sufficed
+    assert chunk_memory.CHUNK_MEMORY.max_bytes == chunk_memory.MAX_BYTES
+    assert chunk_memory.SLICED_MEMO.max_bytes == chunk_memory.MAX_MEMO_BYTES
+
+
 def test_a_releaser_that_fails_lets_go_of_nothing_and_the_rest_goes_on(
         held: list[str]) -> None:
     def broken() -> int:

@@ -257,6 +257,13 @@ class ChunkMemory:
             if old is not None:
                 self._bytes -= old.size
 
+    def cap(self, max_bytes: int) -> None:
+        """Keep no more than ``max_bytes`` (estimated) from now on, never more than before
+        (``memory_budget``: a worker over its budget)."""
+        with self._lock:
+            self.max_bytes = min(self.max_bytes, max_bytes)
+            self.max_entry_bytes = min(self.max_entry_bytes, self.max_bytes)
+
     def shed(self, nbytes: int, keep: int) -> int:
         """Drop the files used longest ago until ``nbytes`` (estimated) are let go, or only
         ``keep`` are left (``memory_budget``); the bytes let go."""
@@ -356,6 +363,11 @@ class SlicedMemo:
                 _, dropped = self._entries.popitem(last=False)
                 self._bytes -= dropped[2]
         return value
+
+    def cap(self, max_bytes: int) -> None:
+        """Keep no more than ``max_bytes`` (estimated) from now on, never more than before."""
+        with self._lock:
+            self.max_bytes = min(self.max_bytes, max_bytes)
 
     def shed(self, nbytes: int, keep: int) -> int:
         """Drop the entries of files no longer held, then those used longest ago, until
