@@ -59,16 +59,17 @@ class Pieces:
     def nbytes(self) -> int:
         return 4 * (len(self.offsets) + len(self.ids))
 
-    def holding(self, term: str, text: str, starts: array[int]) -> array[int]:
+    def holding(self, term: str, text: bytes | bytearray, starts: array[int]) -> array[int]:
         """The lines (under ``lines``, in order) whose spelling holds ``term``, a term of
         three letters or more; ``text`` and ``starts`` as ``word_index._Tree`` keeps them."""
         if any(ord(ch) > 255 or _CODES[ord(ch)] == _OTHER for ch in term):
             return array("I")  # a character no spelling has
+        needle = term.encode("latin-1")
         offsets = self.offsets
         slots = [_slot(term, at) for at in range(len(term) - 2)]
         rarest = min(slots, key=lambda slot: offsets[slot + 1] - offsets[slot])
         return array("I", (line for line in self.ids[offsets[rarest]:offsets[rarest + 1]]
-                           if term in text[starts[line]:starts[line + 1] - 1]))
+                           if needle in text[starts[line]:starts[line + 1] - 1]))
 
 
 class PieceBuild:
@@ -84,10 +85,11 @@ class PieceBuild:
     0.15 s a pass). When the file cannot be made, written or mapped, they are made in
     memory in one pass, as without it, and ``unmapped`` says why."""
 
-    def __init__(self, text: str, starts: array[int], to_file: bool = False) -> None:
+    def __init__(self, text: bytes | bytearray, starts: array[int],
+                 to_file: bool = False) -> None:
         self.lines = len(starts) - 1
         self.starts = starts  # read below ``lines`` only: later joins append past it
-        self.raw = text[:starts[self.lines]].encode("ascii", "replace").translate(_CODES)
+        self.raw = bytes(text[:starts[self.lines]].translate(_CODES))
         self.counts = array("I", [0]) * (SLOTS + 1)
         #: every line counted (``counts`` then holds where each slot's lines start)
         self.counted = False

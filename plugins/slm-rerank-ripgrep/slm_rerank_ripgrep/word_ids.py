@@ -41,7 +41,8 @@ class WordIds:
         """The bytes its slots take."""
         return len(self._slots) * self._slots.itemsize
 
-    def get(self, spelling: str, text: str, starts: array[int], tail: list[str]) -> int:
+    def get(self, spelling: bytes, text: bytearray, starts: array[int],
+            tail: list[bytes]) -> int:
         """The id of ``spelling``, or -1; an id's spelling is the line of ``text`` that
         ``starts`` says (without its newline), or past them, its place in ``tail`` (as
         ``word_index._Tree`` keeps them: this is the loop of every word a build posts)."""
@@ -59,7 +60,7 @@ class WordIds:
                 return wid
             at = (at + 1) & mask
 
-    def add(self, spelling: str, wid: int, spelling_of: Callable[[int], str]) -> None:
+    def add(self, spelling: bytes, wid: int, spelling_of: Callable[[int], bytes]) -> None:
         """Record ``wid`` as the id of ``spelling``, which the table does not hold and
         ``spelling_of(wid)`` already gives."""
         slots, mask = self._slots, self._mask
@@ -71,7 +72,7 @@ class WordIds:
         if 2 * self._count > mask:
             self._grow(spelling_of)
 
-    def _grow(self, spelling_of: Callable[[int], str]) -> None:
+    def _grow(self, spelling_of: Callable[[int], bytes]) -> None:
         old = self._slots
         size = 2 * len(old)
         slots, mask = _empty(size), size - 1

@@ -282,11 +282,14 @@ class _Tree:
     #: while a build reads files (a query's reads post into ``more``, which it reads)
     pending: array[int] = field(default_factory=lambda: array("I"))
     building: bool = False
-    #: each word's case-folded spelling, a line each in id order: those of ``text`` start
-    #: at ``starts`` (and one past the last line), those met since are in ``tail``
-    text: str = ""
+    #: each word's case-folded spelling (ASCII: the long s and the Kelvin sign fold to
+    #: s and k), a line each in id order: those of ``text`` start at ``starts`` (and one
+    #: past the last line), those met since are in ``tail``. ``text`` grows in place
+    #: (glibc moves a large block's pages rather than copy them): a ``str`` made anew at
+    #: each join held the whole text twice, a build's peak (issue 30)
+    text: bytearray = field(default_factory=bytearray)
     starts: array[int] = field(default_factory=lambda: array("I", [0]))
-    tail: list[str] = field(default_factory=list)
+    tail: list[bytes] = field(default_factory=list)
     #: the three-letter pieces of the spellings joined by the last build (``pieces.py``),
     #: and those being built
     pieces: Pieces | None = None
@@ -381,14 +384,14 @@ class _Tree:
         fid = len(self.live)
         self.live.append(1)
         ids, odd_ids, first, more, tail = self.ids, self.odd_ids, self.first, self.more, self.tail
-        spelling_of, text, starts = self.spelling, self.text, self.starts
+        spelling_of, text, starts = self.spelled, self.text, self.starts
         pending = self.pending if self.building else None
         lines = len(starts) - 1  # neither changes before the loop ends: join() comes after
         added = False
         for word, n in counts.items():
             ascii_word = word.isascii()
             if ascii_word:
-                spelling = word.decode("ascii").lower()
+                spelling = word  # lower-cased by ``words_of``: its key is its spelling
                 wid = ids.get(spelling, text, starts, tail)
             else:
                 wid = odd_ids.get(word, -1)
@@ -401,7 +404,7 @@ class _Tree:
                     tail.append(spelling)
                     ids.add(spelling, wid, spelling_of)
                 else:
-                    tail.append(word.decode("utf-8").casefold())
+                    tail.append(word.decode("utf-8").casefold().encode("ascii"))
                     self.letters += len(word)  # its bytes, kept as well as its line
                     self.odd[wid] = word
                     odd_ids[word] = wid
@@ -649,15 +652,21 @@ class _Tree:
         for spelling in tail:
             at += len(spelling) + 1
             starts.append(at)
-        self.text = "".join((self.text, "\n".join(tail), "\n"))
+        text = self.text
+        text += b"\n".join(tail)
+        text.append(10)  # a newline
         self.tail = []
+
+    def spelled(self, wid: int) -> bytes:
+        """The word's case-folded spelling, as ``text`` holds it."""
+        starts = self.starts
+        if wid + 1 < len(starts):
+            return bytes(self.text[starts[wid]:starts[wid + 1] - 1])
+        return self.tail[wid + 1 - len(starts)]
 
     def spelling(self, wid: int) -> str:
         """The word's case-folded spelling."""
-        starts = self.starts
-        if wid + 1 < len(starts):
-            return self.text[starts[wid]:starts[wid + 1] - 1]
-        return self.tail[wid + 1 - len(starts)]
+        return self.spelled(wid).decode("ascii")
 
     def retire(self, entry: _File) -> None:
         self.clean = None
@@ -724,18 +733,19 @@ class _Tree:
         if found is not None:
             return found
         text, starts, pieces = self.text, self.starts, self.pieces
+        needle = term.encode("ascii")  # a plain term (``prepare``): every spelling is ASCII
         if pieces is not None and len(term) >= 3:  # by its rarest three letters, then the
             found = pieces.holding(term, text, starts)  # lines joined since, as below
-            at = text.find(term, starts[pieces.lines])
+            at = text.find(needle, starts[pieces.lines])
         else:
             found = array("I")
-            at = text.find(term)
+            at = text.find(needle)
         while at >= 0:  # one find a word that holds it: it goes on from the next line
             wid = bisect_right(starts, at) - 1
             found.append(wid)
-            at = text.find(term, starts[wid + 1])
+            at = text.find(needle, starts[wid + 1])
         base = len(starts) - 1
-        found.extend(base + i for i, spelling in enumerate(self.tail) if term in spelling)
+        found.extend(base + i for i, spelling in enumerate(self.tail) if needle in spelling)
         # a term of three letters is in thousands of words: what is kept is bounded by the
         # words as well as by the terms (the estimate counts it in each word's bytes)
         if (len(self.holding) >= MAX_HELD_TERMS

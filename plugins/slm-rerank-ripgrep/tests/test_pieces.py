@@ -18,16 +18,16 @@ from slm_rerank_ripgrep.pieces import PieceBuild, Pieces
 LETTERS = "abcdefghijklmnopqrstuvwxyz0123456789_"
 
 
-def spellings(n: int, seed: int, longest: int = 30) -> tuple[str, array[int]]:
+def spellings(n: int, seed: int, longest: int = 30) -> tuple[bytes, array[int]]:
     rng = random.Random(seed)
     words = ["".join(rng.choice(LETTERS) for _ in range(rng.randint(1, longest)))
              for _ in range(n)]
     words += ["aaa", "aaaa" * 20, "abcabc", "_" * 5]  # one slot many times in a line
-    text = "".join(word + "\n" for word in words)
+    text = "".join(word + "\n" for word in words).encode("ascii")
     return text, array("I", accumulate([0] + [len(word) + 1 for word in words]))
 
 
-def made(text: str, starts: array[int], to_file: bool, window: float = 60.0) -> Pieces:
+def made(text: bytes, starts: array[int], to_file: bool, window: float = 60.0) -> Pieces:
     build = PieceBuild(text, starts, to_file=to_file)
     steps = 0
     while True:
@@ -111,7 +111,7 @@ def test_pieces_whose_file_fails_are_made_in_memory_and_say_why(
 
 
 def test_no_pieces_make_no_file(folder: Path) -> None:
-    build = PieceBuild("ab\n_\n", array("I", [0, 3, 5]), to_file=True)
+    build = PieceBuild(b"ab\n_\n", array("I", [0, 3, 5]), to_file=True)
     while (built := build.step(time.monotonic() + 60)) is None:
         pass
     assert len(built.ids) == 0 and build.unmapped == ""

@@ -180,6 +180,34 @@ def test_a_text_counted_a_slice_at_a_time_counts_every_word_as_counted_whole(
     assert whole[-4] == {b"a_b" * 40: 1, b"c" * 99: 1}  # lower-cased, joined across slices
 
 
+def test_a_file_of_many_new_words_is_posted_holding_each_word_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        matching_runs: list[list[str]]) -> None:
+    # encoded data (a 2 MB picture in an SVG: 82,233 words) was sympy's build peak: each
+    # word's spelling was made again beside its key, and the text made anew at each join
+    monkeypatch.setattr(word_index, "_TAIL_LINES", 1 << 30)  # joined below, not by post
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "a.txt").write_text(" ".join(f"W{i}abc" for i in range(5000)) + " w1abc")
+    later(monkeypatch, 3600)
+    tree = built(tmp_path)
+    tree.join()
+    text = tree.text
+    fd = os.open(tmp_path, os.O_RDONLY)
+    try:
+        counted: list[dict[bytes, int]] = []
+        (tmp_path / "b.txt").write_text("w1abc w2abc new1 New2 NEW3")
+        tree.files["b.txt"] = tree.read("b.txt", fd, None, counted)
+    finally:
+        os.close(fd)
+    keys = list(counted[0])
+    assert tree.tail == [b"new1", b"new2", b"new3"]
+    assert all(kept is key for kept, key in zip(tree.tail, keys[2:], strict=True))
+    tree.join()
+    assert tree.text is text  # grown where it is, not made anew
+    assert bytes(text).split(b"\n")[-4:] == [b"new1", b"new2", b"new3", b""]
+    answered_by_the_index_as_rg(tmp_path, [["new2", "w1abc"], ["abc"]], matching_runs)
+
+
 def test_a_large_file_is_counted_without_an_object_for_each_of_its_words() -> None:
     # 2 MiB of short words: split whole they were 22 MiB of objects at once (issue 30)
     data = b"Alpha beta(gamma)\n" * (2 << 20 >> 4)
