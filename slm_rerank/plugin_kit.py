@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+# --- what a long-lived process lets go of when over its memory budget (mapped pages) -------
+from slm_rerank.digests import blake2b, sha256
+
 # --- running git on the user's repository: a total deadline and a cap on its output, and
 # nothing the repository's git configuration names may run (git_output; start_git streams) -
 from slm_rerank.git_runner import GitError, git_output, start_git
@@ -38,8 +41,6 @@ from slm_rerank.lexical.matches import (
 
 # --- words, as the lexical stage reads them (for an expander whose terms must match) -------
 from slm_rerank.lexical.terms import STOP_WORDS, light, split_identifier, stem
-
-# --- what a long-lived process lets go of when over its memory budget (mapped pages) -------
 from slm_rerank.memory_budget import give_back, on_over_budget
 
 # --- talking to a model server (for a scorer or an expander) --------------------------------
@@ -67,8 +68,8 @@ __all__ = [
     "sigmoid",
     # a plugin's own command (register_commands) that talks to a model server
     "ModelServer", "command_host", "find_model_server",
-    # reading a file a repository holds, within a cap
-    "read_at_most",
+    # reading a file a repository holds, within a cap; digests without loading OpenSSL
+    "read_at_most", "blake2b", "sha256",
     # work for a long-lived process once the command was answered
     "Unfinished", "give_back", "on_over_budget", "when_idle",
 ]

@@ -16,7 +16,6 @@ repository's; the API and tests read the metadata each time (``cache_listing``).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib
 import json
 import os
@@ -27,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from slm_rerank import digests
 from slm_rerank.safefile import open_regular, read_at_most, replace_file
 
 ENTRY_POINT_GROUP = "slm_rerank"
@@ -117,13 +117,13 @@ def installed_key() -> str:
             continue
         parts.append((entry, [(name, _stamp(path), _stamp(os.path.join(path, "entry_points.txt")))
                               for name, path in names]))
-    return hashlib.sha256(repr(parts).encode("utf-8", "surrogateescape")).hexdigest()
+    return digests.sha256(repr(parts).encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def _cache_file(folder: Path) -> Path:
     """One file per interpreter: two virtual environments do not take turns, and starting
     in another folder (``python -c`` puts it on ``sys.path``) adds no file."""
-    where = hashlib.sha256(sys.executable.encode("utf-8", "surrogateescape"))
+    where = digests.sha256(sys.executable.encode("utf-8", "surrogateescape"))
     return folder / "plugins" / f"entry-points-{where.hexdigest()[:16]}.json"
 
 

@@ -7,12 +7,13 @@ dataclasses, tuples and callables, no host internals.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import re
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
+
+from slm_rerank import digests
 
 # --- settings a plugin owns ---------------------------------------------------------------
 
@@ -272,7 +273,7 @@ class ModelProfile:
                  *(f"{t.role}\0{t.content}" for t in self.chat),
                  "\0".join(self.yes_words), "\0".join(self.no_words), "\0".join(self.stop),
                  repr(self.length_exponent)]
-        return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
+        return digests.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
 
     def claim_length(self, model_id: str) -> int:
         """Length of the longest text of ``model_id`` this profile claims (0: no claim)."""
@@ -306,7 +307,7 @@ class Document:
     def of(cls, id: str, text: str, **metadata: Any) -> Document:
         # surrogatepass: a lone surrogate of any kind (from a file name, a JSON client)
         # hashes instead of raising; this is a digest, never decoded again
-        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        digest = digests.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
         return cls(id=id, text=text, content_hash=digest, metadata=metadata)
 
 

@@ -18,7 +18,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation", ("slm_rerank.errors", "slm_rerank.report", "slm_rerank.usage",
                     "slm_rerank.safefile", "slm_rerank.query_limit", "slm_rerank.piped",
                     "slm_rerank.registrations", "slm_rerank.event_loop",
-                    "slm_rerank.plain_json", "slm_rerank.idle_work")),
+                    "slm_rerank.plain_json", "slm_rerank.idle_work", "slm_rerank.digests")),
     ("settings", ("slm_rerank.config_keys", "slm_rerank.config_file", "slm_rerank.config",
                   "slm_rerank.cache_folder")),
     ("managed server", ("slm_rerank.llama.*",)),

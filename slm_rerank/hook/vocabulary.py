@@ -16,7 +16,6 @@ and written by rename, like the chunk cache.
 from __future__ import annotations
 
 import functools
-import hashlib
 import itertools
 import json
 import os
@@ -26,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from slm_rerank import safefile
+from slm_rerank import digests, safefile
 from slm_rerank.cache_folder import prune_entries
 from slm_rerank.lexical.filetypes import SOURCE_SUFFIXES
 from slm_rerank.lexical.terms import split_identifier
@@ -121,7 +120,7 @@ class _Listing:
 
 def _list(root: Path, stop_at: float) -> _Listing:
     """The files under ``root`` (sorted walk, bounded), and the key of that listing."""
-    digest = hashlib.sha256(f"vocabulary {VOCABULARY_VERSION}\0".encode())
+    digest = digests.sha256(f"vocabulary {VOCABULARY_VERSION}\0".encode())
     paths: list[tuple[str, int, int]] = []
     seen = 0
     complete = True
@@ -285,7 +284,7 @@ def build(root: Path, listing: _Listing, stop_at: float,
 
 
 def _entry_paths(folder: Path, root: Path) -> tuple[Path, Path]:
-    name = hashlib.sha256(os.fsencode(root.resolve())).hexdigest()[:32]
+    name = digests.sha256(os.fsencode(root.resolve())).hexdigest()[:32]
     return (folder / "vocabulary" / f"{name}.json",
             folder / "vocabulary" / f"{name}.files.json")
 

@@ -8,12 +8,13 @@ parse, in overlapping line windows.
 from __future__ import annotations
 
 import ast
-import hashlib
 import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import accumulate
+
+from slm_rerank import digests
 
 #: Bump when chunking changes, so that cached chunk boundaries are not reused.
 SLICER_VERSION = "3"
@@ -453,6 +454,6 @@ def chunk_text(name: str, data: bytes, text: str) -> list[Chunk]:
 
 def content_key(name: str, data: bytes) -> str:
     """Cache key: the content hash, the slicer version, and the file's kind."""
-    digest = hashlib.blake2b(data, digest_size=16)
+    digest = digests.blake2b(data, digest_size=16)
     digest.update(f"\0{SLICER_VERSION}\0{os.path.splitext(name)[1].lower()}".encode())
     return digest.hexdigest()

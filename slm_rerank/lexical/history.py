@@ -43,7 +43,6 @@ nothing git reads to say it changed (``git_head``): a warm read then runs no git
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -52,7 +51,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from slm_rerank import safefile
+from slm_rerank import digests, safefile
 from slm_rerank.cache_folder import prune_entries
 from slm_rerank.git_runner import GitError, GitTimeout, git_stream
 from slm_rerank.lexical import git_head
@@ -226,7 +225,7 @@ def _under(changed: list[list[str]], prefix: str) -> tuple[frozenset[str], ...]:
 # --- the cache -----------------------------------------------------------------------------
 def _entry_path(folder: Path, top: str, head: str, commits: int) -> Path:
     key = f"{HISTORY_VERSION}\0{top}\0{head}\0{commits}"
-    name = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    name = digests.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:32]
     return folder / "history" / f"{name}.json"
 
 

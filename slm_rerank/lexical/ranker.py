@@ -277,10 +277,10 @@ def work_tree(root: Path) -> Path:
 def repository_digest(root: Path) -> str:
     """The name of what the user's cache keeps for the repository holding ``root``: a hash
     of its work tree's real path."""
-    import hashlib
+    from slm_rerank import digests
 
     top = str(work_tree(root.resolve()))
-    return hashlib.sha256(top.encode("utf-8", "surrogateescape")).hexdigest()[:20]
+    return digests.sha256(top.encode("utf-8", "surrogateescape")).hexdigest()[:20]
 
 
 def repository_model_path(cache_dir: Path, root: Path) -> Path:

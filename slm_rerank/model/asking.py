@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
 import json
 import math
 import time
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from slm_rerank import digests
 from slm_rerank.config import Settings
 from slm_rerank.errors import ContractError, TransientError
 from slm_rerank.model.judge_budget import Budget, TokenUse, count_verdict, judge_in_rounds
@@ -101,7 +101,7 @@ def from_cache(asking: Asking, judgement: Judgement, settings: Settings,
     # A scorer's settings ([plugins.graded] max_grade, a localised instruction) change
     # its verdicts: they are part of what a cached verdict was made with.
     scorer_key = asking.scorer.name + (
-        "@" + hashlib.sha256(json.dumps(asking.options, sort_keys=True, default=str).encode()
+        "@" + digests.sha256(json.dumps(asking.options, sort_keys=True, default=str).encode()
                              ).hexdigest()[:16] if asking.options else "")
     keys = {i: ScoreKey(endpoint.model_id or endpoint.base_url if endpoint else "-",
                         profile.name if profile else "-",

@@ -8,7 +8,6 @@ bounded score (one answer missing from the server's top-K) or a failure is never
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import sqlite3
 import time
@@ -16,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from slm_rerank import safefile
+from slm_rerank import digests, safefile
 from slm_rerank.errors import ConfigError
 
 FILE_NAME = "scores.sqlite3"
@@ -44,7 +43,7 @@ def normalise_query(query: str) -> str:
 
 
 def query_key(query: str) -> str:
-    return hashlib.sha256(normalise_query(query).encode("utf-8", "surrogateescape")).hexdigest()
+    return digests.sha256(normalise_query(query).encode("utf-8", "surrogateescape")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -62,7 +61,7 @@ class ScoreKey:
     def digest(self) -> str:
         parts = (self.model_id, self.profile, self.prompt_version, self.scorer,
                  normalise_query(self.query), self.content_hash)
-        return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
+        return digests.sha256("\x1f".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -28,20 +28,13 @@ import sys
 import time
 
 from slm_rerank import plain_json
+from slm_rerank.digests import sha256  # not hashlib: it loads OpenSSL, 8 ms of a command
 from slm_rerank.warm_process import wire
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-# The digest without ``hashlib`` (which loads OpenSSL: 8 ms of a 60 ms command here).
-try:
-    from _sha2 import sha256  # type: ignore[import-not-found,unused-ignore]  # 3.12+
-except ImportError:
-    try:
-        from _sha256 import sha256  # type: ignore[import-not-found,no-redef,unused-ignore]
-    except ImportError:
-        from hashlib import sha256  # type: ignore[assignment,unused-ignore]
 
 #: ``0``, ``false``, ``no`` or ``off``: never use or start the warm process (also the
 #: ``warm_process`` setting of the user's config file; never a repository's)

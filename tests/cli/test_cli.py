@@ -284,12 +284,13 @@ def test_expand_without_a_model_server_searches_the_typed_words_and_says_why(
 
 
 def test_a_fast_search_imports_no_model_stage_machinery(repo: Path) -> None:
-    # --fast must stay cheap to start: no HTTP client, event loop or score-cache database
+    # --fast must stay cheap to start: no HTTP client, event loop or score-cache database,
+    # nor OpenSSL's library for a digest (``digests.py``)
     probe = ("import sys; from slm_rerank.cli import main; sys.argv = ['slm-rerank', '-q', "
              "'retry', '--fast', '--root', sys.argv[1]]\n"
              "try:\n    main()\nexcept SystemExit:\n    pass\n"
-             "print(sorted(m for m in ('httpx', 'asyncio', 'sqlite3') if m in sys.modules),"
-             " file=sys.stderr)")
+             "print(sorted(m for m in ('httpx', 'asyncio', 'sqlite3', '_hashlib')"
+             " if m in sys.modules), file=sys.stderr)")
     done = subprocess.run([sys.executable, "-c", probe, str(repo)], capture_output=True,
                           text=True, timeout=60)
     assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr

@@ -15,14 +15,13 @@ the host notes either under ``-v`` and searches with the typed words.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import time
 from collections.abc import Callable
 
 import slm_rerank
 from slm_rerank.errors import ContractError, TransientError
-from slm_rerank.plugin_kit import STOP_WORDS, light, split_identifier, stem
+from slm_rerank.plugin_kit import STOP_WORDS, light, sha256, split_identifier, stem
 from slm_rerank.registrations import ExpandRequest, PluginOption, QueryExpander, WeightedTerm
 from slm_rerank_expand.cache import ExpansionCache, cache_key
 
@@ -48,7 +47,7 @@ MAX_TERMS = 8
 MAX_WORD = 32
 #: bumped when the reading rules below change: the cache keeps words, not answers
 RULES_VERSION = 2
-PROMPT_VERSION = hashlib.sha256(
+PROMPT_VERSION = sha256(
     f"{PROMPT}\0{MAX_TOKENS}\0{QUERY_CHARS}\0{RULES_VERSION}".encode()).hexdigest()[:16]
 
 #: Words every codebase has: searching for them adds noise, not recall.

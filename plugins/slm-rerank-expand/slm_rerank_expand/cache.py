@@ -9,12 +9,13 @@ never sees half a file.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import tempfile
 import time
 from pathlib import Path
+
+from slm_rerank.plugin_kit import sha256
 
 FILE_NAME = "expansions.json"
 #: how long an answer is kept: a model's vocabulary for a query does not go stale quickly
@@ -25,7 +26,7 @@ def cache_key(model: str, prompt_version: str, query: str) -> str:
     """The entry of one question: model id, prompt version and the query, case and spacing
     normalised (``Where  are RETRIES`` asks what ``where are retries`` asks)."""
     normalised = " ".join(query.lower().split())
-    return hashlib.sha256("\0".join((model, prompt_version, normalised)).encode()).hexdigest()
+    return sha256("\0".join((model, prompt_version, normalised)).encode()).hexdigest()
 
 
 class ExpansionCache:

@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import os
 import re
 import stat
@@ -70,7 +69,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from pathlib import Path
 
-from slm_rerank.plugin_kit import Unfinished, give_back
+from slm_rerank.plugin_kit import Unfinished, blake2b, give_back
 from slm_rerank_ripgrep import mapped
 from slm_rerank_ripgrep.listing import Listing
 from slm_rerank_ripgrep.mapped import Numbers
@@ -708,7 +707,7 @@ class _Tree:
                          why=exc.strerror or str(exc))
         finally:
             os.close(fd)
-        digest = hashlib.blake2b(data, digest_size=16).digest()
+        digest = blake2b(data, digest_size=16).digest()
         if old is not None and old.digest == digest and old.state != "unreadable":
             return _File(stamp, checked, old.state, old.fid, old.posted, digest)
         if old is not None:
