@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-# --- what a long-lived process lets go of when over its memory budget (mapped pages) -------
+# --- digests, without the OpenSSL library that importing hashlib loads (sha256, blake2b) ----
 from slm_rerank.digests import blake2b, sha256
 
 # --- running git on the user's repository: a total deadline and a cap on its output, and
@@ -41,6 +41,8 @@ from slm_rerank.lexical.matches import (
 
 # --- words, as the lexical stage reads them (for an expander whose terms must match) -------
 from slm_rerank.lexical.terms import STOP_WORDS, light, split_identifier, stem
+
+# --- what a long-lived process lets go of when over its memory budget (mapped pages) -------
 from slm_rerank.memory_budget import give_back, on_over_budget
 
 # --- talking to a model server (for a scorer or an expander) --------------------------------

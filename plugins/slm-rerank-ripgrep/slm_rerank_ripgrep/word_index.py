@@ -108,8 +108,9 @@ _FOLDING_BYTES = (b"\xc5\xbf", b"\xe2\x84\xaa")
 _WORD = re.compile(rb"(?:[A-Za-z0-9_]|\xc5\xbf|\xe2\x84\xaa)+")
 _NOT_WORD = bytes(b if (48 <= b <= 57 or 65 <= b <= 90 or 97 <= b <= 122 or b == 95) else 32
                   for b in range(256))
-#: an ASCII byte that no word holds (a multi-byte letter's bytes are all past ASCII)
-_WORD_EDGE = re.compile(rb"[\x00-\x2f\x3a-\x40\x5b-\x5e\x60\x7b-\x7f]")
+#: a byte that no word holds, so no word goes on past it: any but a word's letters and the
+#: bytes of the long s and the Kelvin sign (a non-breaking space or CJK text is one)
+_WORD_EDGE = re.compile(rb"[^A-Za-z0-9_\xc5\xbf\xe2\x84\xaa]")
 #: the bytes of a file whose words are split and counted at once (``words_of``)
 WORDS_SLICE = 64 << 10
 _UTF16_MARKS = (b"\xff\xfe", b"\xfe\xff")
@@ -191,7 +192,7 @@ def plain_terms(terms: Iterable[str]) -> bool:
 def words_of(data: bytes) -> dict[bytes, int]:
     """word -> occurrences, a word being a maximal run of what a term's letters match,
     its ASCII letters lower-cased. The text is read ``WORDS_SLICE`` bytes at a time, each
-    slice ending before an ASCII byte no word holds, so a file of a few MB never has all
+    slice ending before a byte no word holds (``_WORD_EDGE``), so a file of a few MB never has all
     its words as objects at once (2 MiB of short words took 22 MiB so, issue 30)."""
     counts: dict[bytes, int] = {}
     start, end = 0, len(data)
@@ -342,6 +343,7 @@ class _Tree:
     def size(self) -> int:
         """Its estimated bytes: what the bounds are on, so not below what it takes."""
         return (self.words * _WORD_BYTES + self.ids.nbytes() + self.letters
+                + self.text.__alloc__() - len(self.text)  # the room it grows into
                 + len(self.odd) * _ODD_BYTES
                 + self.postings_count * _POSTING_BYTES + len(self.more) * _MORE_BYTES
                 + 4 * len(self.pending)

@@ -208,9 +208,11 @@ def test_a_file_of_many_new_words_is_posted_holding_each_word_once(
     answered_by_the_index_as_rg(tmp_path, [["new2", "w1abc"], ["abc"]], matching_runs)
 
 
-def test_a_large_file_is_counted_without_an_object_for_each_of_its_words() -> None:
-    # 2 MiB of short words: split whole they were 22 MiB of objects at once (issue 30)
-    data = b"Alpha beta(gamma)\n" * (2 << 20 >> 4)
+@pytest.mark.parametrize("between", [" ", "(", "\u00a0", "\u3001"])  # a no-break space, CJK
+def test_a_large_file_is_counted_without_an_object_for_each_of_its_words(between: str) -> None:
+    # 2 MiB of short words: split whole they were 22 MiB of objects at once (issue 30),
+    # whatever separates them
+    data = f"Alpha{between}beta{between}gamma{between}".encode() * (2 << 20 >> 4)
     tracemalloc.start()
     try:
         counts = word_index.words_of(data)
@@ -677,6 +679,36 @@ def test_the_memory_estimate_is_not_low_whatever_the_words_and_paths(
     assert tree.listing is not None and tree.clean is not None  # kept as a worker keeps it
     assert taken <= tree.size() * 1.1, (taken, tree.size())
     assert tree.size() <= taken * 1.6, (taken, tree.size())
+
+
+def test_the_memory_estimate_counts_the_room_the_words_text_grows_into(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the text grows in place, with room for more: a join of one word after 8 MB of long
+    # ones left 1 MB more than the words' letters, which the estimate did not count
+    rng = random.Random(3)
+    (tmp_path / ".git").mkdir()
+    for n in range(39):  # 3,900 words of 2,048 letters: too few lines for pieces
+        (tmp_path / f"h{n}.txt").write_text(
+            "\n".join(f"{rng.getrandbits(8192):x}" for _ in range(100)))
+    later(monkeypatch, 3600)
+    monkeypatch.setattr(mapped, "MAP_FROM", 1 << 60)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        files = search(tmp_path, ["x"]).files
+        word_index.build(tmp_path, files, time.monotonic() + 60)
+        (tmp_path / "new.txt").write_text("brandnewword")
+        files = search(tmp_path, ["x"]).files  # the query reads it: one word in the tail
+        word_index.build(tmp_path, files, time.monotonic() + 60)  # which ends in a join
+        del files
+        search(tmp_path, ["ab", "c"])
+        gc.collect()
+        taken = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    tree = word_index._TREES[word_index._key(tmp_path)]
+    assert tree.text.__alloc__() > len(tree.text) + (500 << 10)  # the room is there...
+    assert taken <= tree.size() * 1.1, (taken, tree.size())  # ...and counted
 
 
 class Clock:
