@@ -89,7 +89,8 @@ class PieceBuild:
                  to_file: bool = False) -> None:
         self.lines = len(starts) - 1
         self.starts = starts  # read below ``lines`` only: later joins append past it
-        self.raw = bytes(text[:starts[self.lines]].translate(_CODES))
+        self.raw: bytes | bytearray = text[:starts[self.lines]]  # a copy, then translated:
+        self.raw = self.raw.translate(_CODES)  # the text held twice at most, not three times
         self.counts = array("I", [0]) * (SLOTS + 1)
         #: every line counted (``counts`` then holds where each slot's lines start)
         self.counted = False
