@@ -1184,6 +1184,16 @@ def test_a_builds_packs_on_its_way_put_their_blocks_in_a_mapped_file_not_in_memo
     assert list(mapped_folder.iterdir()) == []
 
 
+def many_words(root: Path, files: int) -> Path:
+    """``files`` files of 2,000 words each, every word in a third of them: megabytes of
+    postings, packed many times over with a small ``PENDING_MAX``."""
+    root.mkdir()
+    (root / ".git").mkdir()
+    for n in range(files):
+        (root / f"f{n}.txt").write_text(" ".join(f"w{i}x{n % 3}" for i in range(2000)))
+    return root
+
+
 def test_a_pack_lets_go_of_the_pages_of_the_blocks_it_reads_as_it_goes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mapped_folder: Path,
         matching_runs: list[list[str]]) -> None:
@@ -1192,11 +1202,7 @@ def test_a_pack_lets_go_of_the_pages_of_the_blocks_it_reads_as_it_goes(
     monkeypatch.setattr(word_index, "PENDING_FROM", 0)
     monkeypatch.setattr(word_index, "PENDING_MAX", 1 << 16)
     monkeypatch.setattr(word_index, "READ_PAGES_MAX", 128 << 10)
-    root = tmp_path / "tree"
-    root.mkdir()
-    (root / ".git").mkdir()
-    for n in range(300):
-        (root / f"f{n}.txt").write_text(" ".join(f"w{i}x{n % 3}" for i in range(2000)))
+    root = many_words(tmp_path / "tree", 300)
     if mapped_resident_kib(mapped_folder) is None:
         pytest.skip("no /proc/self/smaps here")
     resident: list[int] = []
@@ -1243,11 +1249,7 @@ def test_a_pack_puts_the_pending_postings_in_order_holding_them_once(
     # the counting sort reads the pending pairs where they are: a copy of their word ids
     # and one of their numbers took as much again as pending while it ran (issue 30)
     monkeypatch.setattr(word_index, "PENDING_FROM", 1 << 30)
-    root = tmp_path / "tree"
-    root.mkdir()
-    (root / ".git").mkdir()
-    for n in range(100):
-        (root / f"f{n}.txt").write_text(" ".join(f"w{i}x{n % 3}" for i in range(2000)))
+    root = many_words(tmp_path / "tree", 100)
     sizes: list[tuple[int, int]] = []
     real = word_index._Tree._pending_by_word
 
