@@ -74,14 +74,25 @@ def on_over_budget(release: Releaser) -> None:
         _releasers.append(release)
 
 
+def _statm(pid: int | str, field: int) -> int | None:
+    """Bytes of one field of ``/proc/PID/statm``; None where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as statm:
+            return int(statm.read().split()[field]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def resident_bytes(pid: int | str = "self") -> int:
     """A process's resident size (``/proc/PID/statm``; this process's by default); 0 where
     it cannot be read."""
-    try:
-        with open(f"/proc/{pid}/statm", "rb") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
+    return _statm(pid, 1) or 0
+
+
+def resident_file_bytes() -> int | None:
+    """The bytes of the files this process maps that are in its resident memory, with its
+    shared memory (``statm``'s third field); None where it cannot be read."""
+    return _statm("self", 2)
 
 
 @functools.cache

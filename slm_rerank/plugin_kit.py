@@ -43,7 +43,7 @@ from slm_rerank.lexical.matches import (
 from slm_rerank.lexical.terms import STOP_WORDS, light, split_identifier, stem
 
 # --- what a long-lived process lets go of when over its memory budget (mapped pages) -------
-from slm_rerank.memory_budget import give_back, on_over_budget
+from slm_rerank.memory_budget import give_back, on_over_budget, resident_file_bytes
 
 # --- talking to a model server (for a scorer or an expander) --------------------------------
 from slm_rerank.model.answers import NextToken, TokenChoice, endpoint_url, excerpt
@@ -73,7 +73,7 @@ __all__ = [
     # reading a file a repository holds, within a cap; digests without loading OpenSSL
     "read_at_most", "blake2b", "sha256",
     # work for a long-lived process once the command was answered
-    "Unfinished", "give_back", "on_over_budget", "when_idle",
+    "Unfinished", "give_back", "on_over_budget", "resident_file_bytes", "when_idle",
 ]
 
 

@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeAlias
 
-from slm_rerank.plugin_kit import on_over_budget
+from slm_rerank.plugin_kit import on_over_budget, resident_file_bytes
 
 #: numbers as an array, or as a view of a mapped file (``map_out``)
 Numbers: TypeAlias = "array[int] | memoryview"
@@ -126,36 +126,26 @@ def let_go_of_pages() -> int:
     return done
 
 
-def _file_pages() -> int | None:
-    """The bytes of files this process has mapped that are in its resident memory, with
-    its shared memory (``/proc/self/statm``'s third field); None where it cannot be read."""
-    try:
-        with open("/proc/self/statm", "rb") as statm:
-            return int(statm.read().split()[2]) * mmap.PAGESIZE
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 class PagesRead:
     """A long read of mapped arrays (a query's count over the postings of a thousand words)
     that lets go of their pages (``let_go_of_pages``) each time it has brought ``limit``
     bytes of them into the process: the kernel maps a page and those around it for each
     array read, so the bytes read say little of the pages taken. ``step`` once per array
-    or so; the pages are looked at (a read of ``/proc/self/statm``) every ``every`` steps."""
+    or so; the pages are looked at (``resident_file_bytes``) every ``every`` steps."""
 
     def __init__(self, limit: int, every: int = 64) -> None:
         self.limit, self.every = limit, every
         self.steps = 0
-        self.start = _file_pages()
+        self.start = resident_file_bytes()
 
     def step(self) -> None:
         self.steps += 1
         if self.steps % self.every or self.start is None:
             return
-        now = _file_pages()
+        now = resident_file_bytes()
         if now is not None and now - self.start > self.limit:
             let_go_of_pages()
-            self.start = _file_pages()
+            self.start = resident_file_bytes()
 
 
 class Appender:

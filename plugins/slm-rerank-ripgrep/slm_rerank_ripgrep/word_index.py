@@ -199,7 +199,7 @@ def words_of(data: bytes) -> dict[bytes, int]:
     while start < end:
         cut = _WORD_EDGE.search(data, start + WORDS_SLICE) if end - start > WORDS_SLICE else None
         stop = cut.start() if cut is not None else end
-        part = data[start:stop].lower() if start or stop < end else data.lower()
+        part = data[start:stop].lower()  # a whole file's slice is the file, not a copy
         if any(mark in part for mark in _FOLDING_BYTES):
             found = _WORD.findall(part)
         else:
@@ -474,14 +474,13 @@ class _Tree:
             packs.append(array("I"))
             pack_at.append(array("I", [0]))
             blocks.add(len(packs) - 1)
-        read = 0  # bytes read of mapped blocks since their pages were last let go
+        # a pack reads every mapped block it makes again: their pages, all at once, were
+        # the worker's peak
+        pages = mapped.PagesRead(READ_PAGES_MAX, every=1)
         for k in sorted(blocks):
             old, old_at = packs[k], pack_at[k]
             if isinstance(old, memoryview):
-                read += old.nbytes
-                if read > READ_PAGES_MAX:  # a pack reads every block it makes again:
-                    mapped.let_go_of_pages()  # their pages, all at once, are the worker's peak
-                    read = old.nbytes
+                pages.step()  # before the block is read: none is let go under it
             block, at = array("I"), array("I", [0])
             base = k * PACK_WORDS
             # copied as bytes: a mapped block's items would be made objects one by one
