@@ -104,27 +104,37 @@ def _is_doc(folders: Sequence[str], name: str, suffix: str) -> bool:
     return suffix in DOC_SUFFIXES or any(part in DOC_DIRS for part in folders)
 
 
-@lru_cache(maxsize=1 << 16)
 def path_kind(path: str) -> str:
     """"test", "changelog", "doc", "source" or "other": the first of the tests above that
     holds, in that order, from one split of the path (a long query finds evidence in
     nearly every file of a tree, and each is asked). What a path's folders say is worked
-    out once per folder: a tree's files share a few. A function of the path string alone
-    (the module's constants), so remembered: a warm process asks of the same files query
-    after query."""
+    out once per folder, and what its name says once per name: a tree's files share a few
+    of each, so a warm process remembers them, and not one entry a path (ten copies of
+    sympy: 19,570 paths, and their strings, kept from query to query; issue 30)."""
     folder, _, name = path.lower().rpartition("/")
+    test_folder, doc_folder = _folder_kinds(folder)
+    if test_folder:
+        return "test"
+    kind, in_docs_too = _name_kind(name)
+    if doc_folder and in_docs_too and kind != "test" and kind != "changelog":
+        return "doc"
+    return kind
+
+
+@lru_cache(maxsize=1 << 16)
+def _name_kind(name: str) -> tuple[str, bool]:
+    """A lower-cased file name's kind by the name alone, and whether a docs folder makes
+    it a doc page (a ``CMakeLists.txt`` or a ``requirements`` file there is not one)."""
     dot = name.rfind(".")
     suffix = name[dot:] if dot > 0 else ""
-    test_folder, doc_folder = _folder_kinds(folder)
-    if test_folder or _is_test((), name, suffix):
-        return "test"
+    in_docs_too = not (name == "cmakelists.txt" or name.startswith("requirements"))
+    if _is_test((), name, suffix):
+        return "test", in_docs_too
     if CHANGELOG_NAMES.match(name):
-        return "changelog"
-    if doc_folder and not (name == "cmakelists.txt" or name.startswith("requirements")):
-        return "doc"
+        return "changelog", in_docs_too
     if _is_doc((), name, suffix):
-        return "doc"
-    return "source" if _is_source((), name, suffix) else "other"
+        return "doc", in_docs_too
+    return ("source" if _is_source((), name, suffix) else "other"), in_docs_too
 
 
 @lru_cache(maxsize=16384)

@@ -58,27 +58,90 @@ def _key(word: str) -> str:
 _PATH_PART = {NAMES_FILE: "names_file", NAME_TOKEN: "name_token", DIRECTORY: "directory"}
 
 
-@dataclass(slots=True)
 class FileEvidence:
     """Why a file is a candidate: path and body evidence, before chunks are looked at.
 
     One for every file with any evidence: on a large tree and a long query, most of its
-    files; slots keep each a few hundred bytes smaller.
+    files (ten copies of sympy: 12,000 a query). ``score_files`` gives each its scores
+    and what it needs to say where they came from; ``matched``, ``path_terms`` and
+    ``parts`` are worked out when first asked for, which the few files a query chunks
+    are: a dict or two a file for all of them took 9 MiB a query there (issue 30).
     """
 
-    path: str
-    path_score: float = 0.0
-    body_score: float = 0.0
-    factor: float = 1.0
-    matched: dict[str, float] = field(default_factory=dict)
-    #: the terms (as written in the query) that the path itself matches
-    path_terms: list[str] = field(default_factory=list)
-    #: the score by where it came from (``PARTS``): the learned ranker's features
-    parts: dict[str, float] = field(default_factory=dict)
+    __slots__ = ("path", "path_score", "body_score", "factor", "_matched", "_path_terms",
+                 "_parts", "_source")
+
+    def __init__(self, path: str, path_score: float = 0.0, body_score: float = 0.0,
+                 factor: float = 1.0, matched: dict[str, float] | None = None,
+                 path_terms: list[str] | None = None, parts: dict[str, float] | None = None,
+                 ) -> None:
+        self.path = path
+        self.path_score = path_score
+        self.body_score = body_score
+        self.factor = factor
+        self._matched = matched if matched is not None else {}
+        self._path_terms = path_terms if path_terms is not None else []
+        self._parts = parts if parts is not None else {}
+        self._source: _Sums | None = None
 
     @property
     def score(self) -> float:
         return (self.path_score + self.body_score) * self.factor
+
+    @property
+    def matched(self) -> dict[str, float]:
+        """term root -> what it added to the file's score (path and body)"""
+        self._work_out()
+        return self._matched
+
+    @matched.setter
+    def matched(self, value: dict[str, float]) -> None:
+        self._work_out()
+        self._matched = value
+
+    @property
+    def path_terms(self) -> list[str]:
+        """the terms (as written in the query) that the path itself matches"""
+        self._work_out()
+        return self._path_terms
+
+    @path_terms.setter
+    def path_terms(self, value: list[str]) -> None:
+        self._work_out()
+        self._path_terms = value
+
+    @property
+    def parts(self) -> dict[str, float]:
+        """the score by where it came from (``PARTS``): the learned ranker's features"""
+        self._work_out()
+        return self._parts
+
+    @parts.setter
+    def parts(self, value: dict[str, float]) -> None:
+        self._work_out()
+        self._parts = value
+
+    def _work_out(self) -> None:
+        source = self._source
+        if source is not None:
+            self._source = None
+            self._matched, self._path_terms, self._parts = source.work_out()
+
+    def __repr__(self) -> str:
+        return (f"FileEvidence(path={self.path!r}, path_score={self.path_score!r}, "
+                f"body_score={self.body_score!r}, factor={self.factor!r}, "
+                f"matched={self.matched!r}, path_terms={self.path_terms!r}, "
+                f"parts={self.parts!r})")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FileEvidence):
+            return NotImplemented
+        return (self.path, self.path_score, self.body_score, self.factor, self.matched,
+                self.path_terms, self.parts) == (
+                    other.path, other.path_score, other.body_score, other.factor,
+                    other.matched, other.path_terms, other.parts)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass it was
 
 
 @dataclass(slots=True)
@@ -174,12 +237,12 @@ def _folder_tokens(folder: str) -> frozenset[str]:
 
 
 @lru_cache(maxsize=65536)
-def _path_parts(path: str) -> tuple[str, frozenset[str], frozenset[str]]:
-    """A path's name key, name tokens and folder tokens (each query asks of every path in
-    scope: a long-lived process keeps them)."""
-    folder, _, name = path.rpartition("/")
+def _name_parts(name: str) -> tuple[str, frozenset[str]]:
+    """A file name's key and tokens. Each query asks of every path in scope: a long-lived
+    process keeps them by name (and ``_folder_tokens`` by folder), not by path, as a tree
+    holds far fewer names and folders than paths (issue 30)."""
     stem_name = name.split(".")[0] if not name.startswith(".") else name
-    return _key(stem_name), _tokens(stem_name), _folder_tokens(folder)
+    return _key(stem_name), _tokens(stem_name)
 
 
 def _names_path(path: str, named: list[tuple[str, ...]]) -> int | None:
@@ -190,6 +253,10 @@ def _names_path(path: str, named: list[tuple[str, ...]]) -> int | None:
         if k and tuple(parts[-k:]) == wanted[-k:] and (k >= 2 or len(wanted) == 1):
             return index
     return None
+
+
+#: a path no term matches
+_NO_MATCH: list[tuple[Term, float]] = []
 
 
 class _PathMatcher:
@@ -204,10 +271,12 @@ class _PathMatcher:
         self.lights = {term.light for term in terms.terms}
 
     def __call__(self, path: str) -> list[tuple[Term, float]]:
-        name_key, name_tokens, dir_tokens = _path_parts(path)
+        folder, _, name = path.rpartition("/")
+        name_key, name_tokens = _name_parts(name)
+        dir_tokens = _folder_tokens(folder)
         if name_key not in self.keys and self.lights.isdisjoint(name_tokens) \
                 and self.lights.isdisjoint(dir_tokens):
-            return []
+            return _NO_MATCH
         found = []
         for term, key, token in self.terms:
             if key == name_key:
@@ -217,6 +286,78 @@ class _PathMatcher:
             elif token in dir_tokens:
                 found.append((term, DIRECTORY))
         return found
+
+
+#: one planned term of a file's body sum: (literal, root, weight, rarity or None)
+_Planned = tuple[str, str, float, "float | None"]
+
+
+class _Sums:
+    """What one file's evidence is summed from: the terms its path matches (each with its
+    bonus), the gain of the query's path it is (None: none), its body counts with the
+    query's terms they hold (``_body_plan``), and its length over the average. The
+    weights by literal and the path gains by root are the query's, shared by every file."""
+
+    __slots__ = ("on_path", "named", "counts", "plan", "ratio", "weights", "path_gain")
+
+    def __init__(self, on_path: list[tuple[Term, float]], named: float | None,
+                 counts: dict[str, int] | None, plan: list[_Planned], ratio: float,
+                 weights: dict[str, float], path_gain: dict[str, float]) -> None:
+        self.on_path, self.named, self.counts, self.plan = on_path, named, counts, plan
+        self.ratio, self.weights, self.path_gain = ratio, weights, path_gain
+
+    def scores(self) -> tuple[float, float, bool]:
+        """The path score, the body score, and whether any term matched (path or body)."""
+        weights, path_gain = self.weights, self.path_gain
+        path_score = body_score = 0.0
+        for term, bonus in self.on_path:
+            path_score += weights[term.literal] * bonus * path_gain[term.root]
+        if self.named is not None:
+            path_score += self.named
+        found = bool(self.on_path)
+        counts = self.counts
+        if counts:
+            sat = SATURATION * (1.0 - LENGTH_B + LENGTH_B * self.ratio)
+            for literal, _, weight, _ in self.plan:
+                tf = counts[literal]
+                if tf:
+                    body_score += weight * (tf / (tf + sat))
+                    found = True
+        return path_score, body_score, found
+
+    def work_out(self) -> tuple[dict[str, float], list[str], dict[str, float]]:
+        """``matched``, ``path_terms`` and ``parts``, summed as ``scores`` sums (the same
+        floats, in the same order)."""
+        weights, path_gain = self.weights, self.path_gain
+        matched: dict[str, float] = {}
+        path_terms: list[str] = []
+        parts: dict[str, float] = {}
+        for term, bonus in self.on_path:
+            root = term.root
+            gain = weights[term.literal] * bonus * path_gain[root]
+            matched[root] = matched.get(root, 0.0) + gain
+            path_terms.append(root)
+            part = _PATH_PART[bonus]
+            parts[part] = parts.get(part, 0.0) + gain
+        if self.named is not None:
+            parts["named_path"] = self.named
+        counts = self.counts
+        if counts:
+            # saturate's and file_bm25_k's constants for this file's length
+            sat = SATURATION * (1.0 - LENGTH_B + LENGTH_B * self.ratio)
+            k = FILE_K1 * (1.0 - FILE_B + FILE_B * self.ratio)
+            body_score = mass = 0.0
+            for literal, root, weight, rare in self.plan:
+                tf = counts[literal]
+                if tf:
+                    gain = weight * (tf / (tf + sat))
+                    body_score += gain
+                    matched[root] = matched.get(root, 0.0) + gain
+                    if rare is not None:  # file_bm25, summed here: each literal once
+                        mass += rare * tf * (FILE_K1 + 1.0) / (tf + k)
+            parts["body"] = body_score
+            parts["file_bm25"] = mass
+        return matched, path_terms, parts
 
 
 def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats,
@@ -230,22 +371,24 @@ def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats,
     What depends on the query alone (a term's gain for a path match, the order a file's
     found terms are summed in, each kind's factor) is worked out once, not per file; the
     sums are made as ``saturate``, ``path_rarity`` and ``file_bm25_term`` make them.
+    A file's ``parts`` and ``matched`` are summed only when asked for (``_Sums``).
     """
     sizes = sizes or {}
     average = (sum(sizes.values()) / len(sizes)) if sizes else 1.0
     named = [tuple(p for p in m.replace("\\", "/").split("/") if p) for m in terms.paths]
     n_files = max(1, len(hits.files))
     path_matches = _PathMatcher(terms)
-    path_evidence = {path: path_matches(path) for path in hits.files}
-    mention = {path: _names_path(path, named) for path in hits.files} if named else {}
+    # the files whose path matches a term, and those a path in the query names: few
+    path_evidence = {path: found for path in hits.files if (found := path_matches(path))}
+    mention = {path: index for path in hits.files
+               if (index := _names_path(path, named)) is not None} if named else {}
     path_df: dict[str, int] = {}
     for found in path_evidence.values():
         for term, _ in found:
             path_df[term.root] = path_df.get(term.root, 0) + 1
     mention_df: dict[int, int] = {}
     for index in mention.values():
-        if index is not None:
-            mention_df[index] = mention_df.get(index, 0) + 1
+        mention_df[index] = mention_df.get(index, 0) + 1
     strongest = max(stats.weights.values(), default=1.0)
     weights = stats.weights
     # a path match's gain depends on the term and the bonus, not on the file
@@ -254,55 +397,34 @@ def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats,
                for kind in ("test", "changelog", "doc", "other", "source")}
     # the terms a file's counts hold, in query order (the order the sums are made in), each
     # with what its sums need; files share a few sets of found literals
-    plans: dict[tuple[str, ...], list[tuple[str, str, float, float | None]]] = {}
+    plans: dict[tuple[str, ...], list[_Planned]] = {}
     by_literal = _terms_by_literal(terms)
+    no_plan: list[_Planned] = []
     out: list[FileEvidence] = []
     for path in hits.files:
         counts = hits.body_counts.get(path)
         index = mention.get(path)
-        on_path = path_evidence[path]
+        on_path = path_evidence.get(path, _NO_MATCH)
         if not (counts or on_path or index is not None):
             continue  # no evidence of any kind: most of a large tree
-        path_score = body_score = 0.0
-        matched: dict[str, float] = {}
-        path_terms: list[str] = []
-        parts: dict[str, float] = {}
-        for term, bonus in on_path:
-            root = term.root
-            gain = weights[term.literal] * bonus * path_gain[root]
-            path_score += gain
-            matched[root] = matched.get(root, 0.0) + gain
-            path_terms.append(root)
-            part = _PATH_PART[bonus]
-            parts[part] = parts.get(part, 0.0) + gain
-        if index is not None:
-            path_score += NAMED_PATH * strongest / mention_df[index]
-            parts["named_path"] = NAMED_PATH * strongest / mention_df[index]
+        plan = no_plan
+        ratio = 1.0
         if counts:
             ratio = sizes.get(path, average) / average if average else 1.0
             literals = tuple(counts)
-            plan = plans.get(literals)
+            plan = plans.get(literals)  # type: ignore[assignment]
             if plan is None:
                 plan = plans[literals] = _body_plan(literals, terms, by_literal, weights,
                                                  stats.rarity)
-            # saturate's and file_bm25_k's constants for this file's length
-            sat = SATURATION * (1.0 - LENGTH_B + LENGTH_B * ratio)
-            k = FILE_K1 * (1.0 - FILE_B + FILE_B * ratio)
-            mass = 0.0
-            for literal, root, weight, rare in plan:
-                tf = counts[literal]
-                if tf:
-                    gain = weight * (tf / (tf + sat) if tf > 0 else 0.0)
-                    body_score += gain
-                    matched[root] = matched.get(root, 0.0) + gain
-                    if rare is not None:  # file_bm25, summed here: each literal once
-                        mass += rare * tf * (FILE_K1 + 1.0) / (tf + k)
-            parts["body"] = body_score
-            parts["file_bm25"] = mass
-        if not matched and path_score == 0:
+        sums = _Sums(on_path, None if index is None
+                     else NAMED_PATH * strongest / mention_df[index],
+                     counts, plan, ratio, weights, path_gain)
+        path_score, body_score, any_term = sums.scores()
+        if not any_term and path_score == 0:
             continue
-        out.append(FileEvidence(path, path_score, body_score, factors[path_kind(path)],
-                                matched, path_terms, parts))
+        evidence = FileEvidence(path, path_score, body_score, factors[path_kind(path)])
+        evidence._source = sums
+        out.append(evidence)
     out.sort(key=lambda e: (-e.score, e.path))
     return out
 

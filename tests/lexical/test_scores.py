@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from slm_rerank.lexical import chunking
+from slm_rerank.lexical import chunking, filetypes, scores
 from slm_rerank.lexical.chunk_cache import ChunkCache
 from slm_rerank.lexical.chunk_counts import LoweredText, counts_per_chunk
 from slm_rerank.lexical.chunking import Chunk, split_lines
@@ -22,7 +22,9 @@ from slm_rerank.lexical.filetypes import (
 )
 from slm_rerank.lexical.rank import lexical_order
 from slm_rerank.lexical.ranker import by_score_first
-from slm_rerank.lexical.scores import ScoredChunk
+from slm_rerank.lexical.scores import ScoredChunk, TermStats, score_files
+from slm_rerank.lexical.terms import extract
+from slm_rerank.registrations import SourceHits
 
 WORDS = ["retry", "aba", "abab", "ab", "x", "réessai", "重试", "🔁", "That", "thathat", " "]
 BREAKS = ["\n", "\r\n", "\r", "\x85", "\u2028", "\x0c", "\x1e"]
@@ -72,15 +74,38 @@ def test_a_paths_kind_is_the_first_test_that_holds(path: str) -> None:
     assert path_kind(path) == expected
 
 
-def test_a_paths_kind_is_remembered_and_the_memory_is_bounded() -> None:
+def test_a_paths_kind_is_remembered_by_name_and_folder_not_by_path() -> None:
     # a pure function of the path string: asked again (the next query of a warm process),
-    # the same answer from memory, and the memory does not grow with a huge tree
-    path_kind.cache_clear()
-    first = [path_kind(p) for p in ("src/app.py", "tests/test_app.py", "docs/x.md")]
-    assert [path_kind(p) for p in ("src/app.py", "tests/test_app.py", "docs/x.md")] == first
-    info = path_kind.cache_info()
-    assert (info.hits, info.misses) == (3, 3)
-    assert info.maxsize is not None and info.maxsize <= 1 << 16
+    # the same answer from memory, kept by name and by folder, so that a tree of many
+    # folders holding the same names keeps an entry a name, not one a path (issue 30), and
+    # the memory is bounded
+    filetypes._name_kind.cache_clear()
+    filetypes._folder_kinds.cache_clear()
+    paths = [f"copy{i}/{sub}/{name}" for i in range(40) for sub in ("src", "tests", "docs")
+             for name in ("app.py", "test_app.py", "x.md", "requirements.txt")]
+    first = [path_kind(p) for p in paths]
+    assert first[:12] == ["source", "test", "doc", "other", "test", "test", "test", "test",
+                          "doc", "test", "doc", "other"]
+    assert [path_kind(p) for p in paths] == first
+    names, folders = filetypes._name_kind.cache_info(), filetypes._folder_kinds.cache_info()
+    assert (names.currsize, names.misses) == (4, 4)  # a tests folder decides alone
+    assert folders.currsize == 120
+    assert names.maxsize is not None and names.maxsize <= 1 << 16
+    assert folders.maxsize is not None and folders.maxsize <= 1 << 16
+
+
+def test_path_evidence_is_remembered_by_name_and_folder_not_by_path() -> None:
+    # what the query's terms are matched against in a path: its name's key and tokens
+    # (by name) and its folders' tokens (by folder); ten copies of sympy kept every path
+    # and its parts from query to query when they were remembered by path (issue 30)
+    scores._name_parts.cache_clear()
+    paths = [f"copy{i}/pkg/{name}" for i in range(30) for name in ("app.py", "cli.py")]
+    hits = SourceHits(files=paths, body_counts={})
+    terms = extract("app")
+    evidence = score_files(terms, hits, TermStats.from_hits(terms, hits))
+    assert sorted(e.path for e in evidence) == sorted(p for p in paths if p.endswith("app.py"))
+    assert all(e.path_terms == ["app"] for e in evidence)
+    assert scores._name_parts.cache_info().currsize == 2
 
 
 def test_the_slice_cache_checks_an_entry_against_the_line_count_it_is_given(
