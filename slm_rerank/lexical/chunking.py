@@ -74,10 +74,11 @@ def _python_defs(nodes: Iterable[ast.stmt]) -> tuple[list[_Def], dict[int, list[
 _PARSE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError)
 #: a line that may start a top-level statement: where a long file may be cut to be parsed
 _TOP_LINE = re.compile(r"^(?:def |class |async def |@)", re.MULTILINE)
-#: a file this long (characters) is parsed a few top-level statements at a time
-SEGMENTS_FROM = 32 * 1024
+#: a file this long (characters) is parsed a few top-level statements at a time: a
+#: syntax tree takes 60-200 times its text (sympy's rubi rules: 6 MiB for a part of 16K)
+SEGMENTS_FROM = 8 * 1024
 #: the characters one parse is given at least (the statements of a cut, joined)
-SEGMENT_CHARS = 16 * 1024
+SEGMENT_CHARS = 4 * 1024
 
 
 def _shifted(defs: list[_Def], by: int) -> list[_Def]:
@@ -268,26 +269,35 @@ def _python_defs_in_parts(text: str) -> tuple[list[_Def], dict[int, list[str]]] 
     """What ``_python_defs`` finds in the whole of ``text``, parsed a part at a time, so a
     long file's syntax tree is never held whole (a test file of large literals: sympy's
     ``test_spin.py`` is 43 MiB of nodes for 312 KB of text); None when a part does not
-    parse on its own (a cut inside a string or a bracket: the caller parses the whole).
+    parse even joined to the next two (the caller parses the whole).
 
     A cut at a line that starts at the margin with ``def``, ``class`` or ``@`` is between
     two statements unless it is inside an unclosed string, bracket or continued line, and
     then the part before it does not parse: so when every part parses, the parts are the
-    file's own top-level statements, as one parse of it would give them."""
-    cuts = _cuts(text)
+    file's own top-level statements, as one parse of it would give them. A part that
+    does not parse is joined to the next (twice at most) before the file is given up on:
+    the cut it ends at is in a string, most often a docstring that holds code."""
+    bounds = [*_cuts(text)[1:], len(text)]
     defs: list[_Def] = []
     assigned: dict[int, list[str]] = {}
     line = 0  # lines before the part
-    for start, end in zip(cuts, [*cuts[1:], len(text)], strict=True):
+    start, joins = 0, 0
+    while bounds:
+        end = bounds.pop(0)
         part = text[start:end]
         parsed = _python_defs_of_part(part, line)
         if parsed is None:  # parsed whole, as it would be without cuts inside it
             parsed = _python_defs_of_part(part, line, cut=False)
-            if parsed is None:
+        if parsed is None:  # a cut inside a string: the part goes on to the next cut
+            if not bounds or joins >= _JOINS:
                 return None
+            joins += 1
+            continue
+        joins = 0
         defs.extend(parsed[0])
         assigned.update(parsed[1])
         line += _ast_lines(part)
+        start = end
     return defs, assigned
 
 

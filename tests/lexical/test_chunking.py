@@ -279,17 +279,36 @@ def test_a_long_python_file_gives_the_chunks_of_one_parse_of_it(
     "TOTAL = (LIMIT\n@ LIMIT)\n",  # inside a bracket
     "SUM = 1 + \\\n@ LIMIT\n",  # a continued line (not valid: no parse at all)
 ])
-def test_a_cut_inside_a_statement_sends_the_file_to_one_parse(
+def test_a_cut_inside_a_statement_joins_its_part_to_the_next(
         monkeypatch: pytest.MonkeyPatch, trap: str) -> None:
-    # the first line a cut may be made at, past SEGMENT_CHARS, is inside a statement
+    # the first line a cut may be made at, past SEGMENT_CHARS, is inside a statement: the
+    # part before it does not parse, and joined to the next it does; what is found is what
+    # one parse finds (the continued line parses in no way: one parse, and no chunks)
     text = ("LIMIT = 1\n" * (chunking.SEGMENT_CHARS // 10 + 1) + trap
             + "def real():\n    return 1\n" + "VALUE = 2\n" * 3000)
     assert len(text) > chunking.SEGMENTS_FROM
-    assert chunking._python_defs_in_parts(text) is None
+    assert (chunking._python_defs_in_parts(text) is None) is ("SUM" in trap)
     in_parts = chunks_of("long.py", text)
     monkeypatch.setattr(chunking, "SEGMENTS_FROM", 1 << 40)
     assert in_parts == chunks_of("long.py", text)
     assert any(c.symbol == "real" for c in in_parts) is ("SUM" not in trap)
+
+
+def test_a_string_over_many_cuts_sends_the_file_to_one_parse(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a docstring holding a margin ``def`` every SEGMENT_CHARS: the parts it ends are
+    # joined to the next twice at most, then the whole file is parsed at once
+    filler = "x = 1\n" * (chunking.SEGMENT_CHARS // 6 + 1)
+    fake = "".join(f"def fake{i}():\n{filler}" for i in range(4))
+    text = f"{filler}DOC = \"\"\"\n{fake}\"\"\"\ndef real():\n    return 1\n{filler}"
+    assert chunking._python_defs_in_parts(text) is None
+    monkeypatch.setattr(chunking, "_JOINS", 4)
+    assert chunking._python_defs_in_parts(text) is not None  # joined four times, it parses
+    in_parts = chunks_of("long.py", text)
+    monkeypatch.setattr(chunking, "SEGMENTS_FROM", 1 << 40)
+    assert in_parts == chunks_of("long.py", text)
+    assert any(c.symbol == "real" for c in in_parts)
+    assert not any(c.symbol == "fake1" for c in in_parts)
 
 
 def chunking_peaks(text: str, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
