@@ -544,10 +544,13 @@ def score_chunks(terms: QueryTerms, stats: TermStats, ev: FileEvidence, chunks: 
     wanted = {key for _, key, _, _ in present}
     # what a chunk that neither names nor mentions a term scores: its file's evidence
     bare = ev.score + 0.0 * ev.factor
+    # and the terms it matched: its path's, one list for all such chunks (no caller
+    # changes a chunk's list; a file of generated rules has thousands of them)
+    bare_terms = list(ev.path_terms)
     for i, (chunk, (declared, enclosing)) in enumerate(zip(chunks, names, strict=True)):
         if i not in said and wanted.isdisjoint(declared) and wanted.isdisjoint(enclosing):
             # the loop below would add nothing: most chunks of a long file
-            scored.append(ScoredChunk(ev.path, chunk, bare, list(ev.path_terms)))
+            scored.append(ScoredChunk(ev.path, chunk, bare, bare_terms))
             continue
         local = declares = enclosed = mentions = 0.0
         matched: list[str] = []
