@@ -79,10 +79,19 @@ class FileEvidence:
         self.path_score = path_score
         self.body_score = body_score
         self.factor = factor
-        self._matched = matched if matched is not None else {}
-        self._path_terms = path_terms if path_terms is not None else []
-        self._parts = parts if parts is not None else {}
+        self._matched = matched
+        self._path_terms = path_terms
+        self._parts = parts
         self._source: _Sums | None = None
+
+    @classmethod
+    def summed(cls, path: str, path_score: float, body_score: float, factor: float,
+               sums: _Sums) -> FileEvidence:
+        """A file's evidence whose ``matched``, ``path_terms`` and ``parts`` ``sums`` works
+        out when first asked for."""
+        evidence = cls(path, path_score, body_score, factor)
+        evidence._source = sums
+        return evidence
 
     @property
     def score(self) -> float:
@@ -91,41 +100,38 @@ class FileEvidence:
     @property
     def matched(self) -> dict[str, float]:
         """term root -> what it added to the file's score (path and body)"""
-        self._work_out()
-        return self._matched
-
-    @matched.setter
-    def matched(self, value: dict[str, float]) -> None:
-        self._work_out()
-        self._matched = value
+        if self._matched is None:
+            self._work_out()
+        return self._matched  # type: ignore[return-value]  # worked out
 
     @property
     def path_terms(self) -> list[str]:
         """the terms (as written in the query) that the path itself matches"""
-        self._work_out()
-        return self._path_terms
-
-    @path_terms.setter
-    def path_terms(self, value: list[str]) -> None:
-        self._work_out()
-        self._path_terms = value
+        if self._path_terms is None:
+            self._work_out()
+        return self._path_terms  # type: ignore[return-value]  # worked out
 
     @property
     def parts(self) -> dict[str, float]:
         """the score by where it came from (``PARTS``): the learned ranker's features"""
-        self._work_out()
-        return self._parts
-
-    @parts.setter
-    def parts(self, value: dict[str, float]) -> None:
-        self._work_out()
-        self._parts = value
+        if self._parts is None:
+            self._work_out()
+        return self._parts  # type: ignore[return-value]  # worked out
 
     def _work_out(self) -> None:
+        """Sums what was left to be summed when asked for (``summed``), or makes empty
+        what the caller gave none of."""
         source = self._source
         if source is not None:
             self._source = None
             self._matched, self._path_terms, self._parts = source.work_out()
+            return
+        if self._matched is None:
+            self._matched = {}
+        if self._path_terms is None:
+            self._path_terms = []
+        if self._parts is None:
+            self._parts = {}
 
     def __repr__(self) -> str:
         return (f"FileEvidence(path={self.path!r}, path_score={self.path_score!r}, "
@@ -422,9 +428,8 @@ def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats,
         path_score, body_score, any_term = sums.scores()
         if not any_term and path_score == 0:
             continue
-        evidence = FileEvidence(path, path_score, body_score, factors[path_kind(path)])
-        evidence._source = sums
-        out.append(evidence)
+        out.append(FileEvidence.summed(path, path_score, body_score,
+                                       factors[path_kind(path)], sums))
     out.sort(key=lambda e: (-e.score, e.path))
     return out
 

@@ -184,3 +184,37 @@ def test_by_score_first_keeps_ties_in_order(seed: int) -> None:
     by_score_first(items)
 
     assert [id(c) for c in items] == [id(c) for c in expected]
+
+
+def test_a_files_evidence_is_small_until_its_parts_are_asked_for() -> None:
+    # a long query on a large tree has evidence in most of its files, and the few it
+    # chunks are asked where their scores came from: each file's sums are held as what
+    # they are made of until then (ten copies of sympy: 9 MiB a query as dicts, issue 30),
+    # and then are the sums the file's scores were made of
+    import tracemalloc
+
+    terms = extract("retry the connection backoff")
+    files = [f"pkg{i % 50}/mod{i % 400}.py" for i in range(20_000)]
+    hits = SourceHits(files=files, body_counts={
+        f: {"retry": 1 + i % 7, "backoff": 3} for i, f in enumerate(files)},
+        sizes={f: 1000 + i for i, f in enumerate(files)})
+    stats = TermStats.from_hits(terms, hits)
+    sizes = dict(hits.sizes)
+    score_files(terms, hits, stats, sizes)  # the names' and folders' parts remembered
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        evidence = score_files(terms, hits, stats, sizes)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(evidence) == len(files)
+    assert held < 400 * len(files)  # 620 bytes a file as dicts
+    average = sum(sizes.values()) / len(sizes)
+    for e in evidence[:3] + evidence[-3:]:
+        ratio = sizes[e.path] / average
+        assert e.parts["body"] == e.body_score > 0
+        assert e.parts["file_bm25"] == pytest.approx(
+            scores.file_bm25(hits.body_counts[e.path], stats.rarity, ratio))
+        assert set(e.matched) == {"retry", "backoff"} and e.path_terms == []
+        assert sum(e.matched.values()) == pytest.approx(e.body_score)
