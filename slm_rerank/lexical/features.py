@@ -241,7 +241,7 @@ def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidenc
     stems = {t.stem: stats.weights.get(t.literal, 0.0) for t in terms.terms
              if len(t.stem) >= MIN_STEM}
     # the whole-file scores of every file with evidence, for each candidate's share and rank
-    masses = sorted(ev.parts.get("file_bm25", 0.0) for ev in evidence.values())
+    masses = sorted(ev.file_bm25 for ev in evidence.values())
     most = masses[-1] if masses else 0.0
     with_digits = [t.root for t in terms.terms if _DIGIT.search(t.root) and not t.root.isdigit()]
     told = _messages(history, list(best), terms)

@@ -118,6 +118,14 @@ class FileEvidence:
             self._work_out()
         return self._parts  # type: ignore[return-value]  # worked out
 
+    @property
+    def file_bm25(self) -> float:
+        """``parts["file_bm25"]`` (0 without one), summed alone while the parts are not
+        worked out: the learned ranker asks every file's, to rank each candidate's."""
+        if self._parts is None and self._source is not None:
+            return self._source.file_bm25()
+        return self.parts.get("file_bm25", 0.0)
+
     def _work_out(self) -> None:
         """Sums what was left to be summed when asked for (``summed``), or makes empty
         what the caller gave none of."""
@@ -349,21 +357,32 @@ class _Sums:
             parts["named_path"] = self.named
         counts = self.counts
         if counts:
-            # saturate's and file_bm25_k's constants for this file's length
+            # saturate's constant for this file's length
             sat = SATURATION * (1.0 - LENGTH_B + LENGTH_B * self.ratio)
-            k = FILE_K1 * (1.0 - FILE_B + FILE_B * self.ratio)
-            body_score = mass = 0.0
-            for literal, root, weight, rare in self.plan:
+            body_score = 0.0
+            for literal, root, weight, _ in self.plan:
                 tf = counts[literal]
                 if tf:
                     gain = weight * (tf / (tf + sat))
                     body_score += gain
                     matched[root] = matched.get(root, 0.0) + gain
-                    if rare is not None:  # file_bm25, summed here: each literal once
-                        mass += rare * tf * (FILE_K1 + 1.0) / (tf + k)
             parts["body"] = body_score
-            parts["file_bm25"] = mass
+            parts["file_bm25"] = self.file_bm25()
         return matched, path_terms, parts
+
+    def file_bm25(self) -> float:
+        """The file's whole-file BM25 (``parts["file_bm25"]``), summed as ``file_bm25_term``
+        sums it: each literal once, in query order."""
+        counts = self.counts
+        if not counts:
+            return 0.0
+        k = FILE_K1 * (1.0 - FILE_B + FILE_B * self.ratio)  # file_bm25_k for its length
+        mass = 0.0
+        for literal, _, _, rare in self.plan:
+            tf = counts[literal]
+            if tf and rare is not None:  # a literal's later terms add none
+                mass += rare * tf * (FILE_K1 + 1.0) / (tf + k)
+        return mass
 
 
 def score_files(terms: QueryTerms, hits: SourceHits, stats: TermStats,

@@ -206,15 +206,19 @@ def test_a_files_evidence_is_small_until_its_parts_are_asked_for() -> None:
         before = tracemalloc.get_traced_memory()[0]
         evidence = score_files(terms, hits, stats, sizes)
         held = tracemalloc.get_traced_memory()[0] - before
+        masses = [e.file_bm25 for e in evidence]  # the learned ranker asks every file's
+        asked = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
     assert len(evidence) == len(files)
     assert held < 400 * len(files)  # 620 bytes a file as dicts
+    assert asked - held < 50 * len(files)  # and its mass alone makes no dict
     average = sum(sizes.values()) / len(sizes)
     for e in evidence[:3] + evidence[-3:]:
         ratio = sizes[e.path] / average
         assert e.parts["body"] == e.body_score > 0
         assert e.parts["file_bm25"] == pytest.approx(
             scores.file_bm25(hits.body_counts[e.path], stats.rarity, ratio))
+        assert e.parts["file_bm25"] == e.file_bm25 == masses[evidence.index(e)] > 0
         assert set(e.matched) == {"retry", "backoff"} and e.path_terms == []
         assert sum(e.matched.values()) == pytest.approx(e.body_score)
