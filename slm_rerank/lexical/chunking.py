@@ -81,6 +81,13 @@ SEGMENTS_FROM = 8 * 1024
 SEGMENT_CHARS = 4 * 1024
 
 
+def _continued(text: str) -> bool:
+    """Whether the last line of ``text`` (a part or a piece, up to a cut) is continued by a
+    backslash: the cut is then inside a statement, although the text before it may parse
+    (``ast`` takes a backslash and a CRLF at the end of its text as a line's end)."""
+    return text.endswith(("\\\n", "\\\r\n", "\\\r"))
+
+
 def _shifted(defs: list[_Def], by: int) -> list[_Def]:
     for d in defs:
         d.start += by
@@ -227,6 +234,8 @@ def _python_defs_of_part(part: str, line: int, cut: bool = True,
                        or piece[len(open_indent)] in " \t\f"):
             return None
         try:
+            if bounds and _continued(piece):
+                raise SyntaxError("a cut after a continued line")
             body = ast.parse("if 1:\n" + piece if inside else piece).body
         except _PARSE_ERRORS:
             if not bounds or joins >= _JOINS:
@@ -285,10 +294,12 @@ def _python_defs_in_parts(text: str) -> tuple[list[_Def], dict[int, list[str]]] 
     while bounds:
         end = bounds.pop(0)
         part = text[start:end]
-        parsed = _python_defs_of_part(part, line)
-        if parsed is None:  # parsed whole, as it would be without cuts inside it
-            parsed = _python_defs_of_part(part, line, cut=False)
-        if parsed is None:  # a cut inside a string: the part goes on to the next cut
+        parsed = None
+        if not (bounds and _continued(part)):  # else the cut is inside a statement
+            parsed = _python_defs_of_part(part, line)
+            if parsed is None:  # parsed whole, as it would be without cuts inside it
+                parsed = _python_defs_of_part(part, line, cut=False)
+        if parsed is None:  # a cut inside a string or a statement: on to the next cut
             if not bounds or joins >= _JOINS:
                 return None
             joins += 1

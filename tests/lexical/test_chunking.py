@@ -499,3 +499,27 @@ def test_a_piece_goes_on_only_with_the_block_its_indentation_is_in(
     in_parts = chunks_of("cut.py", text)
     monkeypatch.setattr(chunking, "SEGMENTS_FROM", 1 << 40)
     assert in_parts == chunks_of("cut.py", text)
+
+
+@pytest.mark.parametrize("body", [False, True])
+def test_a_cut_after_a_continued_line_is_not_taken(body: bool) -> None:
+    # ``ast`` parses a text that ends in a backslash and a CRLF (a helper session's attack):
+    # a cut at a decorator line right after a continued one would then make the
+    # decorator's expression the next definition's, a line too early; the part (or a
+    # body's piece) goes on to the next cut instead, and one parse's answer is given
+    indent = "    " if body else ""
+    head = "class Big:\r\n" if body else ""
+    line = f"{indent}x = 1\r\n"
+    # the continued line starts before SEGMENT_CHARS, the decorator's after: the first cut
+    lines = (chunking.SEGMENT_CHARS - len(head) - 1) // len(line)
+    before = head + line * lines + f"{indent}w = a \\\r\n"
+    text = (before + f"{indent}@ b\r\n{indent}def f(): pass\r\n"
+            + line * (chunking.SEGMENT_CHARS // len(line) + 1)  # the next cut: joined to it
+            + f"{indent}def g(): pass\r\n" + line * (chunking.SEGMENT_CHARS // len(line)))
+    assert len(before) - len(indent) - 9 < chunking.SEGMENT_CHARS <= len(before)
+    assert len(text) > max(chunking.SEGMENTS_FROM, 2 * chunking.SEGMENT_CHARS)
+    whole = chunking._python_defs(ast.parse(text).body)
+    parsed = chunking._python_defs_in_parts(text)
+    assert parsed is not None and parsed == whole
+    found = whole[0][0].children[0] if body else whole[0][0]
+    assert (found.name, found.start) == ("f", text.count("\n", 0, text.index("def f")) + 1)
