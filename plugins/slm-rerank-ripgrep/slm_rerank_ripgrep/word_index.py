@@ -847,8 +847,10 @@ class _Clean:
     whose watch reported nothing since takes it instead of checking again."""
 
     max_filesize: int
+    #: each file as checked (``Prepared.settled``: read, never changed)
     seen: dict[str, _File | str]
-    texts: list[int]
+    #: the ids of the text files among them
+    texts: array[int]
     #: files checked at every query all the same (``Watch``: more than one link, or on
     #: another device than the root)
     exposed: list[str]
@@ -874,6 +876,7 @@ def prepare(root: Path, terms: Sequence[str], max_filesize: int) -> Prepared | N
         return None
     seen = prepared.seen
     texts: list[int] = []  # the file ids of the text files seen
+    settled_texts: array[int] = array("I")  # and of those the clean check saw
     lstat = os.lstat
     armed = False
     try:
@@ -882,8 +885,8 @@ def prepare(root: Path, terms: Sequence[str], max_filesize: int) -> Prepared | N
                                   or _root_id(fd) != watch.root_id or not watch.quiet()):
             clean = None
         if clean is not None:  # the kernel saw no change since a check that found none
-            seen.update(clean.seen)
-            texts.extend(clean.texts)
+            prepared.settled = clean.seen  # taken as it is: 19,570 files' dict, per query
+            settled_texts = clean.texts
             files = tree.files
             todo = [(rel, files[rel]) for rel in clean.exposed if rel in files]
         else:
@@ -930,6 +933,8 @@ def prepare(root: Path, terms: Sequence[str], max_filesize: int) -> Prepared | N
     finally:
         os.close(fd)
     allowed = bytearray(len(tree.live))
+    for fid in settled_texts:
+        allowed[fid] = 1
     for fid in texts:
         allowed[fid] = 1
     prepared.by_fid = _count(tree, prepared, allowed)
@@ -949,13 +954,14 @@ def _settled(max_filesize: int, seen: dict[str, _File | str], texts: list[int],
              exposed: list[str]) -> _Clean:
     """A full check's result to take while nothing changes, less the exposed files (each
     query checks those again, and adds what it finds)."""
-    if not exposed:
-        return _Clean(max_filesize, dict(seen), list(texts), [])
+    if not exposed:  # the query's own, kept as they are: it changes them no more
+        return _Clean(max_filesize, seen, array("I", texts), [])
     out = set(exposed)
     kept = {rel: entry for rel, entry in seen.items() if rel not in out}
     fids = {entry.fid for rel, entry in seen.items()
             if rel in out and not isinstance(entry, str) and entry.state == "text"}
-    return _Clean(max_filesize, kept, [fid for fid in texts if fid not in fids], exposed)
+    return _Clean(max_filesize, kept, array("I", (fid for fid in texts if fid not in fids)),
+                  exposed)
 
 
 class Prepared:
@@ -969,8 +975,10 @@ class Prepared:
         self.matcher = re.compile("|".join(re.escape(term) for term in terms), re.IGNORECASE)
         #: matched text -> the terms it holds
         self.contained: dict[str, tuple[str, ...]] = {}
-        #: rel -> its entry, why it could not be checked, or _TOO_BIG
+        #: rel -> its entry, why it could not be checked, or _TOO_BIG: as this query
+        #: checked it, else as the clean check it took did (``settled``, shared with it)
         self.seen: dict[str, _File | str] = {}
+        self.settled: dict[str, _File | str] = {}
         self.by_fid: dict[int, dict[str, int]] = {}
         self.reread = 0
         self.reread_bytes = 0
@@ -999,7 +1007,9 @@ class Prepared:
         # more listed files not indexed than a query may read (a tree half built between a
         # long-lived process's calls, many files added): rg answers without reading any
         # of them first (each such query read 64 files, in vain, in the MCP server)
-        if self.reread + sum(rel not in self.seen for rel in files) > REREAD_FILES:
+        seen_now, settled = self.seen, self.settled
+        if self.reread + sum(rel not in seen_now and rel not in settled
+                             for rel in files) > REREAD_FILES:
             return None
         counts: dict[str, dict[str, int]] = {}
         skipped: dict[str, str] = {}
@@ -1007,7 +1017,9 @@ class Prepared:
         fd = -1
         try:
             for rel in files:
-                seen = self.seen.get(rel)
+                seen = seen_now.get(rel)
+                if seen is None:
+                    seen = settled.get(rel)
                 if seen is None:  # listed, not indexed: a new file
                     if fd < 0:
                         fd = os.open(self.key, _DIR_FLAGS)

@@ -94,6 +94,24 @@ def test_while_nothing_changes_a_query_looks_at_no_indexed_file(
     assert hits.body_counts["src/deep/f10.py"] == {"set": 33, "real": 11, "imageset": 11}
 
 
+def test_while_nothing_changes_a_query_takes_the_last_check_as_it_is(
+        tmp_path: Path) -> None:
+    # what the check found of each file is read where it is kept, not copied for each
+    # query (ten copies of sympy: a dict of 19,570 files and a list of their ids, each
+    # query; issue 30), and a query then answers as rg does
+    root = make_tree(tmp_path / "t")
+    tree = built(root)
+    assert tree.clean is not None
+    kept = tree.clean.seen
+    prepared = word_index.prepare(root, TERMS, 1 << 20)
+    assert prepared is not None
+    assert prepared.settled is kept and prepared.seen == {}
+    answer = prepared.finish(by_rg(root).files)
+    assert answer is not None and answer.body_counts == by_rg(root).body_counts
+    assert tree.clean is not None and tree.clean.seen is kept  # and it is kept as it was
+    assert len(kept) == 12
+
+
 def _rewrite_same_size_and_time(path: Path) -> None:
     """Other words in the same bytes and the same modification time: only the change time
     (or the kernel's event) tells."""
