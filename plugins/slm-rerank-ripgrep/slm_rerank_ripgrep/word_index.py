@@ -1121,7 +1121,8 @@ def _count(tree: _Tree, prepared: Prepared, allowed: bytearray) -> dict[int, dic
                     if allowed[fid]:
                         found[fid] = get(fid, 0) + n * k
     counts: dict[int, dict[str, int]] = {}
-    for term, found in by_term.items():
+    for term in list(by_term):  # each term's counts let go of once they are the files'
+        found = by_term.pop(term)  # (a MiB for a word in 10,000 files), in the same order
         for fid, n in found.items():
             per_file = counts.get(fid)
             if per_file is None:
