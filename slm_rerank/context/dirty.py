@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from slm_rerank.git_runner import GitError, GitTimeout, git_output
 
 if TYPE_CHECKING:
-    from slm_rerank.lexical.scores import FileEvidence
+    from slm_rerank.lexical.file_scores import FileEvidence
 
 #: How long git may take to answer, in total (every call in the repository and in each
 #: submodule looked into); a wedged repository must not hang the search.

@@ -282,8 +282,9 @@ def _python_defs_in_parts(text: str) -> tuple[list[_Def], dict[int, list[str]]] 
 
     A cut at a line that starts at the margin with ``def``, ``class`` or ``@`` is between
     two statements unless it is inside an unclosed string, bracket or continued line, and
-    then the part before it does not parse: so when every part parses, the parts are the
-    file's own top-level statements, as one parse of it would give them. A part that
+    then the part before it does not parse (a continued line is looked for: ``ast`` may
+    take it as ended): so when every part parses, the parts are the file's own top-level
+    statements, as one parse of it would give them. A part that
     does not parse is joined to the next (twice at most) before the file is given up on:
     the cut it ends at is in a string, most often a docstring that holds code."""
     bounds = [*_cuts(text)[1:], len(text)]

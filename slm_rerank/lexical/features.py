@@ -27,8 +27,9 @@ from functools import lru_cache, partial
 from typing import Protocol
 
 from slm_rerank.lexical.chunk_memory import SLICED_MEMO, SlicedFile
+from slm_rerank.lexical.file_scores import FileEvidence
 from slm_rerank.lexical.filetypes import path_kind
-from slm_rerank.lexical.scores import FileEvidence, ScoredChunk, TermStats, name_tokens
+from slm_rerank.lexical.scores import ScoredChunk, TermStats, name_tokens
 from slm_rerank.lexical.terms import QueryTerms, split_identifier
 
 #: every feature this version computes, in a fixed order, with what it means (for ``-v``)

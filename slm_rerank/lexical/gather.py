@@ -10,8 +10,9 @@ from pathlib import Path, PurePosixPath
 
 from slm_rerank.errors import SearchError, SlmRerankError
 from slm_rerank.host import Host
+from slm_rerank.lexical.file_scores import FileEvidence, score_files
 from slm_rerank.lexical.scope import globs_matching_nothing
-from slm_rerank.lexical.scores import FileEvidence, TermStats, score_files
+from slm_rerank.lexical.scores import TermStats
 from slm_rerank.lexical.terms import QueryTerms
 from slm_rerank.registrations import CandidateSource, SourceHits, SourceQuery
 from slm_rerank.report import display_path

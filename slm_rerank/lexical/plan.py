@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from slm_rerank.lexical.scores import FileEvidence
+from slm_rerank.lexical.file_scores import FileEvidence
 from slm_rerank.lexical.terms import QueryTerms, Term
 
 #: Of a capped candidate list, the share given to the best files by evidence; the rest go

@@ -17,10 +17,11 @@ from slm_rerank.lexical.chunk_memory import (
     SlicedFile,
     slice_data,
 )
+from slm_rerank.lexical.file_scores import FileEvidence
 from slm_rerank.lexical.gather import Gathered
 from slm_rerank.lexical.ranker import Placed, RankerModel
 from slm_rerank.lexical.reading import read_candidate
-from slm_rerank.lexical.scores import FileEvidence, ScoredChunk, score_chunks
+from slm_rerank.lexical.scores import ScoredChunk, score_chunks
 from slm_rerank.report import display_path
 
 #: Files chunked and scored per query: the best by file evidence (at least this many, more

@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 from slm_rerank.errors import SlmRerankError
 from slm_rerank.lexical import features
 from slm_rerank.lexical.features import FEATURES, Candidate, History
-from slm_rerank.lexical.scores import FileEvidence, ScoredChunk, TermStats
+from slm_rerank.lexical.file_scores import FileEvidence
+from slm_rerank.lexical.scores import ScoredChunk, TermStats
 from slm_rerank.lexical.terms import QueryTerms
 
 if TYPE_CHECKING:

@@ -14,10 +14,11 @@ import math
 from collections.abc import Callable
 
 from slm_rerank.lexical.features import FEATURES, MIN_STEM, digit_words
+from slm_rerank.lexical.file_scores import FileEvidence
 from slm_rerank.lexical.gather import Gathered
 from slm_rerank.lexical.rank import Ranked
 from slm_rerank.lexical.ranker import Placed
-from slm_rerank.lexical.scores import FileEvidence, ScoredChunk, TermStats, name_tokens
+from slm_rerank.lexical.scores import ScoredChunk, TermStats, name_tokens
 from slm_rerank.lexical.terms import QueryTerms
 from slm_rerank.report import Citation, OrderInfo, Reason, display_path
 

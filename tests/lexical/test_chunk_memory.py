@@ -364,7 +364,8 @@ def test_answers_are_the_same_with_memory_cold_warm_and_without(
 def chunk_mentions(root: Path, memory: ChunkMemory, query: str) -> dict[int, float]:
     """Each chunk's own mentions of the query's words in ``m.py`` (by start line), as a
     warm process's ranking scores them."""
-    from slm_rerank.lexical.scores import FileEvidence, TermStats, score_chunks
+    from slm_rerank.lexical.file_scores import FileEvidence
+    from slm_rerank.lexical.scores import TermStats, score_chunks
     from slm_rerank.lexical.terms import extract
 
     terms = extract(query)
@@ -492,8 +493,8 @@ def test_scores_are_right_where_lower_casing_makes_a_letter_two(tmp_path: Path) 
     path = tmp_path / "m.py"
     path.write_text("X = 'İİİİİİİİ'\n" * 40 + "\n\ndef a():\n    return 'backoff'\n"
                     "\n\ndef b():\n    return 'backoff backoff xx'\n")
+    from slm_rerank.lexical.file_scores import FileEvidence
     from slm_rerank.lexical.scores import (
-        FileEvidence,
         LoweredText,
         TermStats,
         score_chunks,
@@ -523,7 +524,8 @@ def test_kept_scores_are_fresh_scores_whatever_lower_casing_does_to_a_line(
     # other, scores as a file sliced afresh does, its counts memo and all
     import random
 
-    from slm_rerank.lexical.scores import FileEvidence, LoweredText, TermStats, score_chunks
+    from slm_rerank.lexical.file_scores import FileEvidence
+    from slm_rerank.lexical.scores import LoweredText, TermStats, score_chunks
     from slm_rerank.lexical.terms import extract
 
     rng = random.Random(seed)

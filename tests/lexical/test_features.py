@@ -13,9 +13,10 @@ from slm_rerank.calibration.learning import Group, extract, fit
 from slm_rerank.host import Host
 from slm_rerank.lexical.chunking import Chunk
 from slm_rerank.lexical.features import FEATURES, Candidate, comment_share, digit_words
+from slm_rerank.lexical.file_scores import file_bm25, score_files
 from slm_rerank.lexical.history import read_history
 from slm_rerank.lexical.ranker import RankerModel, place, reorder
-from slm_rerank.lexical.scores import ScoredChunk, TermStats, file_bm25, score_files
+from slm_rerank.lexical.scores import ScoredChunk, TermStats
 from slm_rerank.lexical.terms import extract as extract_terms
 from slm_rerank.registrations import SourceHits
 from slm_rerank.testing.helpers import make_repo

@@ -8,8 +8,8 @@ import pytest
 from search_fixtures import make_repo, search
 
 from slm_rerank.lexical import rank
+from slm_rerank.lexical.file_scores import FileEvidence
 from slm_rerank.lexical.plan import SearchPlan, choose_terms, planned_files, planned_terms
-from slm_rerank.lexical.scores import FileEvidence
 from slm_rerank.lexical.terms import extract
 
 

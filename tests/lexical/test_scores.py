@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from slm_rerank.lexical import chunking, filetypes, scores
+from slm_rerank.lexical import chunking, file_scores, filetypes
 from slm_rerank.lexical.chunk_cache import ChunkCache
 from slm_rerank.lexical.chunk_counts import LoweredText, counts_per_chunk
 from slm_rerank.lexical.chunking import Chunk, split_lines
+from slm_rerank.lexical.file_scores import score_files
 from slm_rerank.lexical.filetypes import (
     is_changelog_path,
     is_doc_path,
@@ -22,7 +23,7 @@ from slm_rerank.lexical.filetypes import (
 )
 from slm_rerank.lexical.rank import lexical_order
 from slm_rerank.lexical.ranker import by_score_first
-from slm_rerank.lexical.scores import ScoredChunk, TermStats, score_files
+from slm_rerank.lexical.scores import ScoredChunk, TermStats
 from slm_rerank.lexical.terms import extract
 from slm_rerank.registrations import SourceHits
 
@@ -98,14 +99,14 @@ def test_path_evidence_is_remembered_by_name_and_folder_not_by_path() -> None:
     # what the query's terms are matched against in a path: its name's key and tokens
     # (by name) and its folders' tokens (by folder); ten copies of sympy kept every path
     # and its parts from query to query when they were remembered by path (issue 30)
-    scores._name_parts.cache_clear()
+    file_scores._name_parts.cache_clear()
     paths = [f"copy{i}/pkg/{name}" for i in range(30) for name in ("app.py", "cli.py")]
     hits = SourceHits(files=paths, body_counts={})
     terms = extract("app")
     evidence = score_files(terms, hits, TermStats.from_hits(terms, hits))
     assert sorted(e.path for e in evidence) == sorted(p for p in paths if p.endswith("app.py"))
     assert all(e.path_terms == ["app"] for e in evidence)
-    assert scores._name_parts.cache_info().currsize == 2
+    assert file_scores._name_parts.cache_info().currsize == 2
 
 
 def test_the_slice_cache_checks_an_entry_against_the_line_count_it_is_given(
@@ -126,7 +127,8 @@ def test_the_slice_cache_checks_an_entry_against_the_line_count_it_is_given(
 def test_a_folders_words_count_for_every_file_under_it_however_deep() -> None:
     """The folder tokens are worked out once per folder (issue 30): every file under a
     folder named like a term gets the directory bonus, at any depth, and only those."""
-    from slm_rerank.lexical.scores import DIRECTORY, TermStats, score_files
+    from slm_rerank.lexical.file_scores import score_files
+    from slm_rerank.lexical.scores import DIRECTORY, TermStats
     from slm_rerank.lexical.terms import extract
     from slm_rerank.registrations import SourceHits
 
@@ -218,7 +220,7 @@ def test_a_files_evidence_is_small_until_its_parts_are_asked_for() -> None:
         ratio = sizes[e.path] / average
         assert e.parts["body"] == e.body_score > 0
         assert e.parts["file_bm25"] == pytest.approx(
-            scores.file_bm25(hits.body_counts[e.path], stats.rarity, ratio))
+            file_scores.file_bm25(hits.body_counts[e.path], stats.rarity, ratio))
         assert e.parts["file_bm25"] == e.file_bm25 == masses[evidence.index(e)] > 0
         assert set(e.matched) == {"retry", "backoff"} and e.path_terms == []
         assert sum(e.matched.values()) == pytest.approx(e.body_score)

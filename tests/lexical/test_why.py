@@ -9,8 +9,9 @@ import pytest
 
 from slm_rerank.lexical.chunking import Chunk
 from slm_rerank.lexical.features import FEATURES
+from slm_rerank.lexical.file_scores import FileEvidence
 from slm_rerank.lexical.ranker import Placed
-from slm_rerank.lexical.scores import FileEvidence, ScoredChunk, TermStats
+from slm_rerank.lexical.scores import ScoredChunk, TermStats
 from slm_rerank.lexical.terms import extract
 from slm_rerank.lexical.why import reasons, why_line
 
