@@ -12,8 +12,9 @@ out and its idle work ran, the worker reads its resident size (``keep_within``).
    that plugins register with ``on_over_budget``): the kernel keeps them in its page cache,
    so the next query that reads one maps it again at the cost of a minor fault;
 2. the files of the chunk memory used longest ago, and the memo's entries likewise, down to
-   ``KEEP_CHUNK_BYTES`` and ``KEEP_MEMO_BYTES`` (estimated): about one query's files, so a
-   query asked again stays warm; the memo's entries for files no longer kept go first.
+   ``KEEP_CHUNK_BYTES`` and ``KEEP_MEMO_BYTES`` (estimated) however little the worker is
+   still over: about one query's files, so a query asked again stays warm; the memo's
+   entries for files no longer kept go first.
    From then on they keep no more than that: while a query reads new files, those it
    read before are let go as it goes, not held until it ends (a query's peak);
 3. the free pages of the C heap (glibc's ``malloc_trim``), which is what turns what was let
@@ -151,12 +152,10 @@ def keep_within(by: float, budget: int = BUDGET_BYTES,
         kept.steps.append(f"the pages of {mapped >> 10:,} KiB of mapped files")
     excess = over()
     if excess > 0:
-        files = chunk_memory.CHUNK_MEMORY.shed(excess, KEEP_CHUNK_BYTES)
-        memo = chunk_memory.SLICED_MEMO.shed(excess, KEEP_MEMO_BYTES)
-        # and keep no more from now on: a query's new files then push the old ones out
-        # as it reads them, rather than adding to them at its peak
-        chunk_memory.CHUNK_MEMORY.cap(KEEP_CHUNK_BYTES)
-        chunk_memory.SLICED_MEMO.cap(KEEP_MEMO_BYTES)
+        # down to their floors, and no more from now on: a query's new files then push the
+        # old ones out as it reads them, rather than adding to them at its peak
+        files = chunk_memory.CHUNK_MEMORY.cap(KEEP_CHUNK_BYTES)
+        memo = chunk_memory.SLICED_MEMO.cap(KEEP_MEMO_BYTES)
         if files or memo:
             gc.collect(0)  # a file's text is freed with its entry; this frees what cycles hold
             kept.steps.append(f"{files >> 10:,} KiB of chunk memory, {memo >> 10:,} KiB of "

@@ -36,9 +36,9 @@ def held(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]
     order: list[str] = []
     monkeypatch.setattr(memory_budget, "_releasers", [])
     memory_budget.on_over_budget(lambda: order.append("pages") or 4096)
-    real_shed, real_memo_shed = memory.shed, memo.shed
-    monkeypatch.setattr(memory, "shed", lambda *a: order.append("files") or real_shed(*a))
-    monkeypatch.setattr(memo, "shed", lambda *a: order.append("memo") or real_memo_shed(*a))
+    real_cap, real_memo_cap = memory.cap, memo.cap
+    monkeypatch.setattr(memory, "cap", lambda *a: order.append("files") or real_cap(*a))
+    monkeypatch.setattr(memo, "cap", lambda *a: order.append("memo") or real_memo_cap(*a))
     monkeypatch.setattr(memory_budget, "give_back", lambda: order.append("heap") or True)
     yield order
 
@@ -106,6 +106,22 @@ def test_once_over_its_budget_a_query_s_new_files_push_the_old_ones_out_as_it_re
     assert most <= 3 * one  # never the old files and the new ones together
     assert not set(before) & set(memory._entries)  # the old ones went first
     assert len(memory) == 3 and 0 < memo.held_bytes <= 2 * counted + 100
+
+
+def test_a_cap_lowered_holds_at_once_however_little_it_was_over(
+        held: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # a byte over after the pages: the chunk memory and the memo go down to their floors
+    # now, so `warm status` never says a memory holds more than its cap (a worker a little
+    # over its budget held 15 MiB under a cap of 6)
+    memory, memo = chunk_memory.CHUNK_MEMORY, chunk_memory.SLICED_MEMO
+    one = max(entry.size for entry in memory._entries.values())
+    monkeypatch.setattr(memory_budget, "KEEP_CHUNK_BYTES", 3 * one)
+    monkeypatch.setattr(memory_budget, "KEEP_MEMO_BYTES", 0)
+    kept = memory_budget.keep_within(time.monotonic() + 5, budget=50 * MIB,
+                                     resident=reader([52 * MIB, 50 * MIB + 1, 49 * MIB]))
+    assert memory.max_bytes == 3 * one and 0 < memory.held_bytes <= memory.max_bytes
+    assert memo.max_bytes == 0 and len(memo) == 0
+    assert "chunk memory" in kept.steps[1]
 
 
 def test_within_its_budget_its_memory_keeps_what_it_may(held: list[str]) -> None:

@@ -257,23 +257,28 @@ class ChunkMemory:
             if old is not None:
                 self._bytes -= old.size
 
-    def cap(self, max_bytes: int) -> None:
-        """Keep no more than ``max_bytes`` (estimated) from now on, never more than before
-        (``memory_budget``: a worker over its budget)."""
+    def cap(self, max_bytes: int) -> int:
+        """Keep no more than ``max_bytes`` (estimated) from now on, never more than before,
+        and no more now: the files used longest ago are let go down to it (``memory_budget``:
+        a worker over its budget); the bytes let go."""
         with self._lock:
             self.max_bytes = min(self.max_bytes, max_bytes)
             self.max_entry_bytes = min(self.max_entry_bytes, self.max_bytes)
+            return self._shed(self._bytes - self.max_bytes, self.max_bytes)
 
     def shed(self, nbytes: int, keep: int) -> int:
         """Drop the files used longest ago until ``nbytes`` (estimated) are let go, or only
         ``keep`` are left (``memory_budget``); the bytes let go."""
         with self._lock:
-            before = self._bytes
-            floor = max(keep, before - nbytes)
-            while self._entries and self._bytes > floor:
-                _, dropped = self._entries.popitem(last=False)
-                self._bytes -= dropped.size
-            return before - self._bytes
+            return self._shed(nbytes, keep)
+
+    def _shed(self, nbytes: int, keep: int) -> int:
+        before = self._bytes
+        floor = max(keep, before - nbytes)
+        while self._entries and self._bytes > floor:
+            _, dropped = self._entries.popitem(last=False)
+            self._bytes -= dropped.size
+        return before - self._bytes
 
     def clear(self) -> None:
         with self._lock:
@@ -364,26 +369,31 @@ class SlicedMemo:
                 self._bytes -= dropped[2]
         return value
 
-    def cap(self, max_bytes: int) -> None:
-        """Keep no more than ``max_bytes`` (estimated) from now on, never more than before."""
+    def cap(self, max_bytes: int) -> int:
+        """Keep no more than ``max_bytes`` (estimated) from now on, never more than before,
+        and no more now (as ``shed`` lets go); the bytes let go."""
         with self._lock:
             self.max_bytes = min(self.max_bytes, max_bytes)
+            return self._shed(self._bytes - self.max_bytes, self.max_bytes)
 
     def shed(self, nbytes: int, keep: int) -> int:
         """Drop the entries of files no longer held, then those used longest ago, until
         ``nbytes`` (estimated) are let go, or only ``keep`` are left (``memory_budget``);
         the bytes let go."""
         with self._lock:
-            before = self._bytes
-            floor = max(keep, before - nbytes)
-            for key in [key for key, entry in self._entries.items() if entry[0]() is None]:
-                if self._bytes <= floor:
-                    break
-                self._bytes -= self._entries.pop(key)[2]
-            while self._entries and self._bytes > floor:
-                _, dropped = self._entries.popitem(last=False)
-                self._bytes -= dropped[2]
-            return before - self._bytes
+            return self._shed(nbytes, keep)
+
+    def _shed(self, nbytes: int, keep: int) -> int:
+        before = self._bytes
+        floor = max(keep, before - nbytes)
+        for key in [key for key, entry in self._entries.items() if entry[0]() is None]:
+            if self._bytes <= floor:
+                break
+            self._bytes -= self._entries.pop(key)[2]
+        while self._entries and self._bytes > floor:
+            _, dropped = self._entries.popitem(last=False)
+            self._bytes -= dropped[2]
+        return before - self._bytes
 
     def clear(self) -> None:
         with self._lock:
