@@ -245,10 +245,7 @@ class ChunkMemory:
                 self._bytes -= old.size
             self._entries[look.key] = _Entry(sliced, look.stamp, look.checked_ns, size)
             self._bytes += size
-            while self._entries and (len(self._entries) > self.max_entries
-                                     or self._bytes > self.max_bytes):
-                _, dropped = self._entries.popitem(last=False)
-                self._bytes -= dropped.size
+            self._fit()
 
     def forget(self, look: Look) -> None:
         """Drop what is kept for the file ``look`` names (it vanished, or is skipped)."""
@@ -264,21 +261,16 @@ class ChunkMemory:
         with self._lock:
             self.max_bytes = min(self.max_bytes, max_bytes)
             self.max_entry_bytes = min(self.max_entry_bytes, self.max_bytes)
-            return self._shed(self._bytes - self.max_bytes, self.max_bytes)
+            before = self._bytes
+            self._fit()
+            return before - self._bytes
 
-    def shed(self, nbytes: int, keep: int) -> int:
-        """Drop the files used longest ago until ``nbytes`` (estimated) are let go, or only
-        ``keep`` are left (``memory_budget``); the bytes let go."""
-        with self._lock:
-            return self._shed(nbytes, keep)
-
-    def _shed(self, nbytes: int, keep: int) -> int:
-        before = self._bytes
-        floor = max(keep, before - nbytes)
-        while self._entries and self._bytes > floor:
+    def _fit(self) -> None:
+        """Drop the files used longest ago while it holds more than it may (lock held)."""
+        while self._entries and (len(self._entries) > self.max_entries
+                                 or self._bytes > self.max_bytes):
             _, dropped = self._entries.popitem(last=False)
             self._bytes -= dropped.size
-        return before - self._bytes
 
     def clear(self) -> None:
         with self._lock:
@@ -363,37 +355,29 @@ class SlicedMemo:
             if size <= self.max_bytes:
                 self._entries[key] = (weakref.ref(sliced), value, size)
                 self._bytes += size
-            while self._entries and (len(self._entries) > self.max_entries
-                                     or self._bytes > self.max_bytes):
-                _, dropped = self._entries.popitem(last=False)
-                self._bytes -= dropped[2]
+            self._fit()
         return value
 
     def cap(self, max_bytes: int) -> int:
         """Keep no more than ``max_bytes`` (estimated) from now on, never more than before,
-        and no more now (as ``shed`` lets go); the bytes let go."""
+        and no more now: the entries of files no longer held are let go first, then those
+        used longest ago (``memory_budget``); the bytes let go."""
         with self._lock:
             self.max_bytes = min(self.max_bytes, max_bytes)
-            return self._shed(self._bytes - self.max_bytes, self.max_bytes)
+            before = self._bytes
+            for key in [key for key, entry in self._entries.items() if entry[0]() is None]:
+                if self._bytes <= self.max_bytes:
+                    break
+                self._bytes -= self._entries.pop(key)[2]
+            self._fit()
+            return before - self._bytes
 
-    def shed(self, nbytes: int, keep: int) -> int:
-        """Drop the entries of files no longer held, then those used longest ago, until
-        ``nbytes`` (estimated) are let go, or only ``keep`` are left (``memory_budget``);
-        the bytes let go."""
-        with self._lock:
-            return self._shed(nbytes, keep)
-
-    def _shed(self, nbytes: int, keep: int) -> int:
-        before = self._bytes
-        floor = max(keep, before - nbytes)
-        for key in [key for key, entry in self._entries.items() if entry[0]() is None]:
-            if self._bytes <= floor:
-                break
-            self._bytes -= self._entries.pop(key)[2]
-        while self._entries and self._bytes > floor:
+    def _fit(self) -> None:
+        """Drop the entries used longest ago while it holds more than it may (lock held)."""
+        while self._entries and (len(self._entries) > self.max_entries
+                                 or self._bytes > self.max_bytes):
             _, dropped = self._entries.popitem(last=False)
             self._bytes -= dropped[2]
-        return before - self._bytes
 
     def clear(self) -> None:
         with self._lock:

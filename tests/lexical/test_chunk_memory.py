@@ -258,7 +258,7 @@ def test_the_memory_keeps_at_most_its_entries_and_bytes_oldest_out_first(
     assert small.held_bytes == sum(e.size for e in small._entries.values())
 
 
-def test_shedding_drops_the_files_used_longest_ago_down_to_what_it_keeps(
+def test_a_cap_drops_the_files_used_longest_ago_down_to_it(
         tmp_path: Path) -> None:
     for i in range(6):
         (tmp_path / f"m{i}.py").write_text(f"def f{i}():\n    return {i}\n" * (i + 1))
@@ -269,19 +269,20 @@ def test_shedding_drops_the_files_used_longest_ago_down_to_what_it_keeps(
     sizes = {k.rsplit(b"/", 1)[1]: e.size for k, e in memory._entries.items()}
     held = memory.held_bytes
 
-    assert memory.shed(sizes[b"m1.py"], keep=0) == sizes[b"m1.py"]
+    assert memory.cap(held - sizes[b"m1.py"]) == sizes[b"m1.py"]
     assert b"m1.py" not in {k.rsplit(b"/", 1)[1] for k in memory._entries}
-    # asked for more than it holds above ``keep``: it stops where what is left reaches it
+    # a lower cap: it stops where what is left reaches it
     keep = sizes[b"m0.py"] + sizes[b"m5.py"]
-    let_go = memory.shed(10 * held, keep=keep)
+    let_go = memory.cap(keep)
     assert [k.rsplit(b"/", 1)[1] for k in memory._entries] == [b"m5.py", b"m0.py"]
     assert memory.held_bytes == keep == held - sizes[b"m1.py"] - let_go
-    assert memory.shed(10 * held, keep=keep) == 0
+    assert memory.cap(keep) == 0
+    assert memory.cap(10 * held) == 0 and memory.max_bytes == keep  # never raised
     found, _ = sliced(memory, tmp_path, "m0.py")
     assert found is not None and found.text.startswith("def f0")
 
 
-def test_shedding_the_memo_drops_the_entries_of_files_gone_first(tmp_path: Path) -> None:
+def test_a_cap_on_the_memo_drops_the_entries_of_files_gone_first(tmp_path: Path) -> None:
     counts = SlicedMemo()
     gone = slice_data("gone.py", b"x = 'retry'\n", None)
     held = slice_data("held.py", b"x = 'retry'\n", None)
@@ -292,11 +293,11 @@ def test_shedding_the_memo_drops_the_entries_of_files_gone_first(tmp_path: Path)
     del gone
     gc.collect()
 
-    assert counts.shed(1, keep=0) == size["retry"]
+    assert counts.cap(counts.held_bytes - 1) == size["retry"]
     assert [k[1] for k in counts._entries] == ["old", "new"]
-    assert counts.shed(1, keep=0) == size["old"]  # then the one used longest ago
+    assert counts.cap(counts.held_bytes - 1) == size["old"]  # then the one used longest ago
     assert [k[1] for k in counts._entries] == ["new"]
-    assert counts.shed(10 * size["new"], keep=size["new"]) == 0
+    assert counts.cap(size["new"]) == 0
     assert counts.get(held, "new", lambda: {}) == {0: 2}
 
 
