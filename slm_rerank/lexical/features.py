@@ -284,7 +284,7 @@ def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidenc
         tokens = facts.tokens
         stemmed = max((w for stem, w in stems.items()
                        if any(tok.startswith(stem) for tok in tokens)), default=0.0)
-        mass = parts.get("file_bm25", 0.0)
+        mass = ev.file_bm25  # as ``masses`` read it
         digits = digit_words(path) if with_digits else frozenset()
         values: dict[str, float] = {
             "lexical": _share(item.score, top),
