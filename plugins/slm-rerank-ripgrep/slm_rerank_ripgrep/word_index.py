@@ -111,8 +111,10 @@ _NOT_WORD = bytes(b if (48 <= b <= 57 or 65 <= b <= 90 or 97 <= b <= 122 or b ==
 #: a byte that no word holds, so no word goes on past it: any but a word's letters and the
 #: bytes of the long s and the Kelvin sign (a non-breaking space or CJK text is one)
 _WORD_EDGE = re.compile(rb"[^A-Za-z0-9_\xc5\xbf\xe2\x84\xaa]")
-#: the bytes of a file whose words are split and counted at once (``words_of``)
+#: the bytes of a file whose words are split and counted at once (``word_parts``)
 WORDS_SLICE = 64 << 10
+#: different words a part of a file holds before it is posted (``word_parts``): about 2 MiB
+PART_WORDS = 16_384
 _UTF16_MARKS = (b"\xff\xfe", b"\xfe\xff")
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 #: what ``Prepared.seen`` holds for a file over the query's max_filesize
@@ -150,9 +152,14 @@ PACK_FROM = 256
 #: it holds this many postings and half as many as the blocks do (so a pack, which copies
 #: every posting of the blocks it remakes, is not made once a file: three copies at most)
 PENDING_FROM = 1 << 16
-#: ...and at this many postings at most (8 MiB of ``pending``): the blocks are in a file
-#: the process maps (``_pack``), so ``pending`` is most of what a build holds
-PENDING_MAX = 1 << 20
+#: ...and at this many postings at most (4 MiB of ``pending``, and 2 more while a pack
+#: puts them in order): the blocks are in a file the process maps (``_pack``), so
+#: ``pending`` is most of what a build holds. Half of what it was (issue 30: ten copies of
+#: sympy took 17 packs, not 13, and 0.5 s more in a build of 16 s)
+PENDING_MAX = 1 << 19
+#: numbers a build's pack gathers of a block before it writes them to the block's file
+#: (``_Tree._merged``): a block is not held whole (256 KiB)
+WRITE_NUMBERS = 1 << 16
 #: the bytes of mapped blocks a pack reads, or of mapped pages a query's count brings in,
 #: before they let go of those pages
 READ_PAGES_MAX = 2 << 20
@@ -191,9 +198,23 @@ def plain_terms(terms: Iterable[str]) -> bool:
 
 def words_of(data: bytes) -> dict[bytes, int]:
     """word -> occurrences, a word being a maximal run of what a term's letters match,
-    its ASCII letters lower-cased. The text is read ``WORDS_SLICE`` bytes at a time, each
-    slice ending before a byte no word holds (``_WORD_EDGE``), so a file of a few MB never has all
-    its words as objects at once (2 MiB of short words took 22 MiB so, issue 30)."""
+    its ASCII letters lower-cased (``word_parts``, all of them in one part)."""
+    return next(word_parts(data, most=0))
+
+
+def word_parts(data: bytes, most: int | None = None) -> Iterator[dict[bytes, int]]:
+    """The words of ``data`` and their occurrences (``words_of``), as one part, or several
+    when it holds more than ``most`` different words (``PART_WORDS`` unless given; 0: no
+    bound): each part holds those of
+    its slices, counted until ``most`` or more are held, so a word may be in more than one
+    part and its occurrences are the sum of its counts there. Encoded data (a 2 MB picture
+    in an SVG: 82,233 different words) took 8 MiB as one dict (issue 30). The text is read
+    ``WORDS_SLICE`` bytes at a time, each slice ending before a byte no word holds
+    (``_WORD_EDGE``), so a file of a few MB never has all its words as objects at once (2
+    MiB of short words took 22 MiB so). A part is given up (``del``) before the next is
+    counted."""
+    if most is None:
+        most = PART_WORDS
     counts: dict[bytes, int] = {}
     start, end = 0, len(data)
     while start < end:
@@ -207,8 +228,12 @@ def words_of(data: bytes) -> dict[bytes, int]:
         del part
         for word in found:
             counts[word] = counts.get(word, 0) + 1
+        del found
         start = stop
-    return counts
+        if most and len(counts) >= most and start < end:
+            yield counts
+            counts = {}
+    yield counts
 
 
 @dataclass(slots=True)
@@ -222,7 +247,8 @@ class _File:
     #: "unknown" (rg's answer for it is not modelled), "unreadable"
     state: str
     fid: int = -1
-    #: how many words it posted (what its postings hold once it is replaced)
+    #: how many postings it made (what they hold once it is replaced): one a word, or
+    #: more for a word in more than one of its parts (``word_parts``)
     posted: int = 0
     digest: bytes = b""
     #: why it could not be read
@@ -380,10 +406,14 @@ class _Tree:
         self.pieces, self.piece_build = built, None
         return True
 
-    def post(self, counts: dict[bytes, int]) -> int:
+    def post(self, counts: dict[bytes, int], fid: int = -1) -> int:
+        """Post ``counts`` under file id ``fid``, or a new one (-1): the file id. A file
+        posted in parts (``word_parts``) has more than one posting of a word that more
+        than one part holds: a query adds their counts up."""
         self.clean = None
-        fid = len(self.live)
-        self.live.append(1)
+        if fid < 0:
+            fid = len(self.live)
+            self.live.append(1)
         ids, odd_ids, first, more, tail = self.ids, self.odd_ids, self.first, self.more, self.tail
         spelling_of, text, starts = self.spelled, self.text, self.starts
         pending = self.pending if self.building else None
@@ -454,11 +484,13 @@ class _Tree:
         dropped as it is copied, ``pending`` dropped once its postings are put in word
         order (a counting sort: 8 bytes a word and 4 a posting while it runs).
 
-        ``to_file`` (a build's packs): each block made is written to a new file the process
-        maps (``mapped.Appender``) and let go, so a build never holds the blocks it makes
-        in its own memory (24 MiB of them for ten copies of sympy, and as much again while
-        a pack made them anew). When no file can be made, or one fails, they stay in
-        memory (those written already read back) and ``unmapped`` says why."""
+        ``to_file`` (a build's packs): each block is written to a new file the process
+        maps (``mapped.Appender``) as it is made, ``WRITE_NUMBERS`` at a time, so a build
+        never holds the blocks it makes in its own memory (24 MiB of them for ten copies of
+        sympy, and as much again while a pack made them anew), nor one whole block (the
+        first, of the commonest words, is 7.4 MiB there). When no file can be made, or one
+        fails, they stay in memory (those written already read back, the one being written
+        made again) and ``unmapped`` says why."""
         more, packs, pack_at = self.more, self.packs, self.pack_at
         words = self.words
         out = self._pack_file() if to_file else None
@@ -478,35 +510,24 @@ class _Tree:
         # the worker's peak
         pages = mapped.PagesRead(READ_PAGES_MAX, every=1)
         for k in sorted(blocks):
-            old, old_at = packs[k], pack_at[k]
+            old = packs[k]
             if isinstance(old, memoryview):
                 pages.step()  # before the block is read: none is let go under it
-            block, at = array("I"), array("I", [0])
-            base = k * PACK_WORDS
-            # copied as bytes: a mapped block's items would be made objects one by one
-            old_bytes, width = memoryview(old).cast("B"), old.itemsize
-            for i in range(min(PACK_WORDS, words - base)):
-                if i + 1 < len(old_at):
-                    block.frombytes(old_bytes[width * old_at[i]:width * old_at[i + 1]])
-                extra = more.pop(base + i, None)
-                if extra is not None:
-                    block.extend(extra)
-                if waiting is not None:
-                    block.extend(placed[begins[base + i]:begins[base + i + 1]])
-                at.append(len(block))
-            self.packed += len(block) - len(old)
-            packs[k], pack_at[k] = block, at
             if out is not None:
                 start = out.size // 4
                 try:
-                    out.append(block)
+                    tail, at, flushed = self._merged(k, waiting, out, pages)
+                    out.append(tail)
                     out.append(at)
                 except OSError as exc:
                     self._pack_back(out, written, exc)
-                    out = None
+                    out = None  # and the block made again, in memory
                 else:
-                    written.append((k, start, len(block)))
-                    packs[k], pack_at[k] = _NOTHING, _NOTHING  # in the file, until mapped
+                    written.append((k, start, flushed + len(tail)))
+                    self._packed(k, flushed + len(tail), _NOTHING, _NOTHING)
+                    continue  # in the file, until mapped
+            block, at, _ = self._merged(k, waiting, None, pages)
+            self._packed(k, len(block), block, at)
         self.more = {}  # emptied: a dict keeps the room it once took, 1 MiB for sympy
         if out is None:
             return
@@ -522,6 +543,49 @@ class _Tree:
         self.unmapped = ""
         self.trim_due = True
         mapped.let_go_of_pages()  # the old blocks' pages it read, still mapped for others
+
+    def _merged(self, k: int, waiting: tuple[array[int], array[int]] | None,
+                out: mapped.Appender | None, pages: mapped.PagesRead
+                ) -> tuple[array[int], array[int], int]:
+        """Block ``k`` made again: each of its words' postings in the block, then in
+        ``more``, then ``waiting`` (``_pending_by_word``). With ``out``, they are written
+        there ``WRITE_NUMBERS`` at a time (``OSError`` when that fails); what is left to
+        write, where each word's postings start (counted from the block's first number) and
+        how many numbers were written."""
+        old, old_at = self.packs[k], self.pack_at[k]
+        # copied as bytes: a mapped block's items would be made objects one by one
+        old_bytes, width = memoryview(old).cast("B"), old.itemsize
+        more = self.more
+        base = k * PACK_WORDS
+        begins, placed = waiting if waiting is not None else (_NOTHING, _NOTHING)
+        block, at = array("I"), array("I", [0])
+        flushed = 0
+        for i in range(min(PACK_WORDS, self.words - base)):
+            if i + 1 < len(old_at):
+                block.frombytes(old_bytes[width * old_at[i]:width * old_at[i + 1]])
+            extra = more.get(base + i)
+            if extra is not None:
+                block.extend(extra)
+            if placed:
+                block.extend(placed[begins[base + i]:begins[base + i + 1]])
+            at.append(flushed + len(block))
+            if out is not None and len(block) >= WRITE_NUMBERS:
+                out.append(block)
+                flushed += len(block)
+                block = array("I")
+                pages.step()  # the old block's pages read so far
+        return block, at, flushed
+
+    def _packed(self, k: int, numbers: int, block: Numbers, at: Numbers) -> None:
+        """Block ``k`` made again, of ``numbers`` numbers: ``block`` and ``at`` (or
+        ``_NOTHING`` while they are in a file, until it is mapped); its words' arrays in
+        ``more`` dropped."""
+        self.packed += numbers - len(self.packs[k])
+        self.packs[k], self.pack_at[k] = block, at
+        if self.more:  # (a build posts into ``pending``: none there)
+            base = k * PACK_WORDS
+            for wid in range(base, base + PACK_WORDS):
+                self.more.pop(wid, None)
 
     def _pack_file(self) -> mapped.Appender | None:
         """A file for the blocks a build's pack makes; None when they would be too few to
@@ -653,8 +717,9 @@ class _Tree:
             at += len(spelling) + 1
             starts.append(at)
         text = self.text
-        text += b"\n".join(tail)
-        text.append(10)  # a newline
+        for at in range(0, len(tail), _TAIL_LINES):  # a join takes 80 bytes a line while
+            text += b"\n".join(tail[at:at + _TAIL_LINES])  # it runs: a file of 82,000 new
+            text.append(10)  # words (an image in an SVG) took 6.5 MiB at once so
         self.tail = []
 
     def spelled(self, wid: int) -> bytes:
@@ -722,10 +787,15 @@ class _Tree:
                 return _File(stamp, checked, "binary", digest=digest)
         if len(self.live) >= MAX_FILE_IDS:  # no id left to post it under: rg reads it,
             return _File(stamp, checked, "unknown", digest=digest)  # until a fresh build
-        words = words_of(data)  # a word is its spelling (``_Tree``)
-        if words_out is not None:
-            words_out.append(words)
-        return _File(stamp, checked, "text", self.post(words), len(words), digest)
+        fid = -1
+        posted = 0
+        for words in word_parts(data):  # a word is its spelling (``_Tree``)
+            fid = self.post(words, fid)
+            posted += len(words)
+            if words_out is not None:
+                words_out.append(words)
+            del words
+        return _File(stamp, checked, "text", fid, posted, digest)
 
     def spellings(self, term: str) -> array[int]:
         """The ids of the words whose case-folded spelling holds ``term``."""
@@ -1061,9 +1131,10 @@ class Prepared:
         entry = self.tree.files[rel] = self.tree.read(rel, fd, None, words)
         if entry.state == "text" and words:
             per_file: dict[str, int] = {}
-            for word, n in words[0].items():
-                for term, k in self.found_in(word):
-                    per_file[term] = per_file.get(term, 0) + n * k
+            for part in words:  # (a part each, ``word_parts``)
+                for word, n in part.items():
+                    for term, k in self.found_in(word):
+                        per_file[term] = per_file.get(term, 0) + n * k
             if per_file:
                 self.by_fid[entry.fid] = per_file
         return entry

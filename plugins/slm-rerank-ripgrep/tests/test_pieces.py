@@ -79,6 +79,23 @@ def test_pieces_going_to_a_file_hold_a_range_at_a_time_not_all(
     assert peaks[True] < peaks[False] - total * 0.4, (peaks, total)
 
 
+def test_pieces_are_made_without_a_copy_of_the_text(
+        monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
+    # a translated copy of the text was held through the build: 4 MiB for ten copies of
+    # sympy, and twice that while it was made
+    monkeypatch.setattr(pieces, "RANGE_PIECES", 500)
+    text, starts = spellings(3000, 9)
+    build = PieceBuild(text, starts, to_file=True)
+    copies: list[int] = []
+    steps = 0
+    while (built := build.step(-1.0)) is None:  # a chunk of lines a step
+        steps += 1
+        copies += [len(held) for held in vars(build).values()
+                   if isinstance(held, bytes | bytearray) and held is not text]
+    assert steps > 20 and copies == []
+    assert list(built.ids) == list(made(text, starts, to_file=False).ids)
+
+
 @pytest.mark.parametrize("fails_at", ["create", "append 0", "append 3", "finish"])
 def test_pieces_whose_file_fails_are_made_in_memory_and_say_why(
         monkeypatch: pytest.MonkeyPatch, folder: Path, fails_at: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import errno
 import gc
 import os
@@ -84,23 +85,25 @@ def generated_tree(root: Path, seed: int) -> Path:
     return root
 
 
-def search(root: Path, terms: list[str]) -> SourceHits:
-    return slm_rerank_ripgrep.search(SourceQuery(root=root, terms=terms, max_filesize=1000))
+def search(root: Path, terms: list[str], max_filesize: int = 1000) -> SourceHits:
+    return slm_rerank_ripgrep.search(SourceQuery(root=root, terms=terms,
+                                                 max_filesize=max_filesize))
 
 
-def by_rg(root: Path, terms: list[str]) -> SourceHits:
+def by_rg(root: Path, terms: list[str], max_filesize: int = 1000) -> SourceHits:
     with word_index.set_aside():
-        return search(root, terms)
+        return search(root, terms, max_filesize)
 
 
 def answered_by_the_index_as_rg(root: Path, term_sets: list[list[str]],
-                                matching_runs: list[list[str]]) -> None:
+                                matching_runs: list[list[str]],
+                                max_filesize: int = 1000) -> None:
     """Each set of terms answered from the index (no matching pass of rg), as rg answers it."""
     matching_runs.clear()
     for terms in term_sets:
-        from_index = search(root, terms)
+        from_index = search(root, terms, max_filesize)
         assert matching_runs == [], "rg's matching pass ran although the index could answer"
-        same(from_index, by_rg(root, terms))
+        same(from_index, by_rg(root, terms, max_filesize))
         matching_runs.clear()
 
 
@@ -221,6 +224,83 @@ def test_a_large_file_is_counted_without_an_object_for_each_of_its_words(between
         tracemalloc.stop()
     assert counts == {b"alpha": 1 << 17, b"beta": 1 << 17, b"gamma": 1 << 17}
     assert peak < 3 << 20, f"{peak >> 20} MiB to count the words of a 2 MiB file"
+
+
+def encoded(size: int, seed: int) -> bytes:
+    """Encoded data, as an SVG's picture or a lock file's hashes hold it: most of its words
+    are different."""
+    return base64.b64encode(random.Random(seed).randbytes(size))
+
+
+def traced_peak(run: Callable[[], object]) -> int:
+    tracemalloc.start()
+    try:
+        run()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_text_of_many_different_words_is_counted_in_parts_of_a_bounded_size() -> None:
+    data = encoded(1_500_000, 1) + b" " + b"Common " * 300
+    whole = word_index.words_of(data)
+    parts = list(word_index.word_parts(data, most=4096))
+    assert len(whole) > 50_000 and len(parts) > 10
+    assert all(len(part) >= 4096 for part in parts[:-1])
+    summed: dict[bytes, int] = {}
+    for part in parts:
+        for word, n in part.items():
+            summed[word] = summed.get(word, 0) + n
+    assert summed == whole
+    del parts, summed
+
+    def counted_part_by_part() -> None:
+        for part in word_index.word_parts(data, most=4096):
+            del part
+
+    # one dict of every word took 6.5 MiB here (8 MiB for sympy's SVG of 82,233 words)
+    in_parts = traced_peak(counted_part_by_part)
+    at_once = traced_peak(lambda: word_index.words_of(data))
+    assert in_parts < 1 << 20 < 4 << 20 < at_once, (in_parts, at_once)
+
+
+@pytest.mark.parametrize("part_words", [1, 50, 1 << 30])
+def test_a_file_posted_in_parts_counts_as_rg_counts_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, matching_runs: list[list[str]],
+        part_words: int) -> None:
+    # a word in more than one part of a file has a posting in each: a query adds them up,
+    # whether built, packed, or read by the query itself
+    monkeypatch.setattr(word_index, "PART_WORDS", part_words)
+    monkeypatch.setattr(word_index, "WORDS_SLICE", 128)
+    monkeypatch.setattr(word_index, "PACK_WORDS", 7)
+    (tmp_path / ".git").mkdir()
+    rng = random.Random(part_words)
+    many = " ".join(f"w{i}" for i in range(1500))
+    (tmp_path / "a.txt").write_text(text(rng, 2000) + many + " Set" * 300 + text(rng, 50))
+    (tmp_path / "b.txt").write_text(text(rng, 300))
+    later(monkeypatch, 3600)
+    tree = built(tmp_path)
+    distinct = len(word_index.words_of((tmp_path / "a.txt").read_bytes()))
+    posted = tree.files["a.txt"].posted
+    assert (posted > distinct if part_words < distinct else posted == distinct), (
+        posted, distinct, tree.files["a.txt"])
+    term_sets = [["set"], ["w1", "w149"], ["imag", "real"], ["k", "s"], ["_"]]
+    answered_by_the_index_as_rg(tmp_path, term_sets, matching_runs, 1 << 20)
+    (tmp_path / "c.txt").write_text(many + " SET" * 260)  # read by the query
+    answered_by_the_index_as_rg(tmp_path, term_sets, matching_runs, 1 << 20)
+    assert "c.txt" in search(tmp_path, ["set"], 1 << 20).body_counts
+
+
+def test_spellings_are_joined_a_few_thousand_at_a_time(tmp_path: Path) -> None:
+    # bytes.join takes 80 bytes a line while it runs: 82,233 new words (an SVG's picture)
+    # took 6.5 MiB at once
+    tree = word_index._Tree(str(tmp_path))
+    tree.tail = [f"w{i}x".encode() for i in range(50_000)]
+    peak = traced_peak(tree.join)
+    assert bytes(tree.text).split(b"\n") == [f"w{i}x".encode() for i in range(50_000)] + [b""]
+    assert [tree.spelled(i) for i in (0, 4095, 4096, 49_999)] == [
+        b"w0x", b"w4095x", b"w4096x", b"w49999x"]
+    assert peak < 2 << 20, f"{peak >> 10} KiB to join 50,000 spellings"
 
 
 @pytest.mark.parametrize("times", [1, 254, 255, 256, 70_000])
@@ -1241,6 +1321,69 @@ def test_a_pack_lets_go_of_the_pages_of_the_blocks_it_reads_as_it_goes(
     monkeypatch.setattr(mapped.PagesRead, "step", step)
     answered_by_the_index_as_rg(root, [["w1"]], matching_runs)
     assert len(counted) > 40 and max(counted) <= 768, counted
+
+
+def test_a_pack_writes_a_block_to_its_file_as_it_makes_it_not_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mapped_folder: Path,
+        matching_runs: list[list[str]]) -> None:
+    # the first block holds the commonest words: 7.4 MiB of ten copies of sympy's 24, made
+    # whole in memory (and its old pages read) while a pack wrote it
+    monkeypatch.setattr(word_index, "PACK_WORDS", 4096)
+    monkeypatch.setattr(word_index, "PENDING_FROM", 0)
+    monkeypatch.setattr(word_index, "PENDING_MAX", 1 << 12)
+    monkeypatch.setattr(word_index, "WRITE_NUMBERS", 1 << 12)
+    root = many_words(tmp_path / "tree", 120)
+    made: list[tuple[int, int]] = []  # the largest block after a pack, the pack's peak
+    real = word_index._Tree._pack
+
+    def measured(tree: word_index._Tree, to_file: bool) -> None:
+        peak = traced_peak(lambda: real(tree, to_file))
+        made.append((4 * max(map(len, tree.packs)), peak))
+
+    monkeypatch.setattr(word_index._Tree, "_pack", measured)
+    later(monkeypatch, 3600)
+    tree = built(root)
+    assert all(isinstance(block, memoryview) for block in tree.packs)
+    block, peak = made[-1]
+    assert block > 512 << 10, made
+    assert max(peak for _, peak in made) < block // 4, made
+    answered_by_the_index_as_rg(root, [["w17x1"], ["w1999", "x2"], ["w1"]], matching_runs,
+                                1 << 20)
+
+
+@pytest.mark.parametrize("fails_at", [1, 3, 12])
+def test_a_pack_whose_file_fails_while_it_writes_a_block_keeps_every_posting(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mapped_folder: Path,
+        matching_runs: list[list[str]], fails_at: int) -> None:
+    # the block being written when the file fails is made again in memory, whole
+    monkeypatch.setattr(word_index, "PACK_WORDS", 4096)
+    monkeypatch.setattr(word_index, "PENDING_FROM", 1 << 30)  # one pack, at the build's end
+    monkeypatch.setattr(word_index, "WRITE_NUMBERS", 1 << 10)
+    root = many_words(tmp_path / "tree", 12)
+    real = mapped.Appender.append
+    appends = [0]
+
+    def append(out: mapped.Appender, numbers: array[int]) -> None:
+        appends[0] += 1
+        if appends[0] == fails_at:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(out, numbers)
+
+    said: list[str] = []
+    real_pack = word_index._Tree._pack
+
+    def pack(tree: word_index._Tree, to_file: bool) -> None:
+        real_pack(tree, to_file)
+        said.append(tree.unmapped)
+
+    monkeypatch.setattr(mapped.Appender, "append", append)
+    monkeypatch.setattr(word_index._Tree, "_pack", pack)
+    later(monkeypatch, 3600)
+    built(root)
+    assert appends[0] > fails_at and len(said) == 1
+    assert "No space left on device" in said[0]
+    answered_by_the_index_as_rg(root, [["w17x1"], ["w1999", "x2"], ["w1"]], matching_runs,
+                                1 << 20)
 
 
 def test_a_pack_puts_the_pending_postings_in_order_holding_them_once(
