@@ -1139,6 +1139,7 @@ class Prepared:
         counts: dict[str, dict[str, int]] = {}
         skipped: dict[str, str] = {}
         sizes: dict[str, int] = {}
+        by_fid = self.by_fid
         fd = -1
         try:
             for rel in files:
@@ -1154,8 +1155,10 @@ class Prepared:
                 if isinstance(seen, str):
                     if seen is not _TOO_BIG:
                         skipped[rel] = seen
-                elif seen.state == "text":
-                    found = self.by_fid.get(seen.fid)
+                    continue
+                raw = seen.raw  # its state and file id read inline, as the check does: a
+                if not raw[16]:  # property each took 8 ms more for ten copies of sympy
+                    found = by_fid.get(int.from_bytes(raw[8:12], "little", signed=True))
                     if found is not None:
                         counts[rel] = found
                         sizes[rel] = _size_of(seen.stamp)
