@@ -205,9 +205,9 @@ def words_of(data: bytes) -> dict[bytes, int]:
 def word_parts(data: bytes, most: int | None = None) -> Iterator[dict[bytes, int]]:
     """The words of ``data`` and their occurrences (``words_of``), as one part, or several
     when it holds more than ``most`` different words (``PART_WORDS`` unless given; 0: no
-    bound): each part holds those of
-    its slices, counted until ``most`` or more are held, so a word may be in more than one
-    part and its occurrences are the sum of its counts there. Encoded data (a 2 MB picture
+    bound): each part holds those of its slices, counted until ``most`` or more are held,
+    so a word may be in more than one part and its occurrences are the sum of its counts
+    there. Encoded data (a 2 MB picture
     in an SVG: 82,233 different words) took 8 MiB as one dict (issue 30). The text is read
     ``WORDS_SLICE`` bytes at a time, each slice ending before a byte no word holds
     (``_WORD_EDGE``), so a file of a few MB never has all its words as objects at once (2
@@ -248,7 +248,7 @@ _STATE, _DIGESTED, _RACY = 3, 4, 8
 
 class _File:
     """One listed file as last read: its version, what it holds for the index. All of it
-    but its file id in one ``bytes``: 210 bytes a file, where a dataclass of the same
+    but its file id in one ``bytes``: 205 bytes a file, where a dataclass of the same
     fields took 330 (6.2 MiB for ten copies of sympy's 19,570 files). What a query's check
     reads of it are a byte, the stamp and the id (``_RACY``: the stamp's later time was
     within ``RACY_SECONDS`` of ``checked``, which stays so while the stamp is the same)."""
@@ -775,9 +775,9 @@ class _Tree:
             at += len(spelling) + 1
             starts.append(at)
         text = self.text
-        for at in range(0, len(tail), _TAIL_LINES):  # a join takes 80 bytes a line while
-            text += b"\n".join(tail[at:at + _TAIL_LINES])  # it runs: a file of 82,000 new
-            text.append(10)  # words (an image in an SVG) took 6.5 MiB at once so
+        for first in range(0, len(tail), _TAIL_LINES):  # a join takes 80 bytes a line
+            text += b"\n".join(tail[first:first + _TAIL_LINES])  # while it runs: a file of
+            text.append(10)  # 82,000 new words (an image in an SVG) took 6.5 MiB at once so
         self.tail = []
 
     def spelled(self, wid: int) -> bytes:
