@@ -269,14 +269,16 @@ class _File:
                     + why.encode("utf-8", "replace"))
         self.fid = fid
 
-    def _tail(self) -> tuple[int, int, bytes]:
+    def _stamp_end(self) -> int:
         raw = self.raw
-        return _TAIL.unpack_from(raw, _HEAD.size + raw[1] + (raw[2] << 8))
+        return _HEAD.size + raw[1] + (raw[2] << 8)
+
+    def _tail(self) -> tuple[int, int, bytes]:
+        return _TAIL.unpack_from(self.raw, self._stamp_end())
 
     @property
     def stamp(self) -> Stamp:
-        raw = self.raw
-        return raw[_HEAD.size:_HEAD.size + raw[1] + (raw[2] << 8)]
+        return self.raw[_HEAD.size:self._stamp_end()]
 
     @property
     def checked(self) -> int:
@@ -296,8 +298,7 @@ class _File:
 
     @property
     def why(self) -> str:
-        raw = self.raw
-        return raw[_HEAD.size + raw[1] + (raw[2] << 8) + _TAIL.size:].decode("utf-8")
+        return self.raw[self._stamp_end() + _TAIL.size:].decode("utf-8")
 
     def unchanged(self, stamp: Stamp) -> bool:
         """Whether the file, now stamped ``stamp``, may be taken as it was read: the same
@@ -905,18 +906,21 @@ def _stamp_of(rel: str, root_fd: int) -> Stamp:
         return _STAMP.pack(0, 0, 0, 0, -1, 0, -1, 0)
 
 
+def _spelt_fields(stamp: Stamp) -> tuple[int, ...]:
+    """The numbers of a stamp spelt out: (device, inode, mode, size, seconds, ns, seconds,
+    ns)."""
+    return tuple(int(n) for n in stamp[len(_SPELT) + 1:-1].split(b","))
+
+
 def _size_of(stamp: Stamp) -> int:
     if len(stamp) == _STAMP.size:
         return int.from_bytes(stamp[_SIZE], "little")
-    return int(stamp[len(_SPELT) + 1:].split(b",")[3])  # (device, inode, mode, size, ...
+    return _spelt_fields(stamp)[3]
 
 
 def _changed_of(stamp: Stamp) -> int:
     """The later of the modification and change times a stamp holds (ns)."""
-    if len(stamp) == _STAMP.size:
-        fields = _STAMP.unpack(stamp)
-    else:  # spelt out: (device, inode, mode, size, seconds, ns, seconds, ns)
-        fields = tuple(int(n) for n in stamp[len(_SPELT) + 1:-1].split(b","))
+    fields = _STAMP.unpack(stamp) if len(stamp) == _STAMP.size else _spelt_fields(stamp)
     return max(fields[4] * _NS + fields[5], fields[6] * _NS + fields[7])
 
 
