@@ -45,8 +45,10 @@ from slm_rerank.lexical import chunk_memory
 #: room a query takes while it runs (about 6 MiB on sympy)
 BUDGET_BYTES = 54 << 20
 #: what the chunk memory and the memo keep at least (estimated; a query on sympy keeps 3-5
-#: MiB of files in the chunk memory and a third of a MiB in the memo)
-KEEP_CHUNK_BYTES = 6 << 20
+#: MiB of files in the chunk memory and a third of a MiB in the memo). They matter on a
+#: large tree only, whose index takes most of the budget: there each MiB kept is a MiB of
+#: every query's peak, and 3 MiB still holds most of a query's files
+KEEP_CHUNK_BYTES = 3 << 20
 KEEP_MEMO_BYTES = 1 << 20
 #: a block of this many bytes or more gets a mapping of its own (``fix_heap_thresholds``)
 MMAP_THRESHOLD = 128 << 10

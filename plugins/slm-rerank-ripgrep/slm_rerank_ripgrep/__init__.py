@@ -238,7 +238,8 @@ def _from_index(rg: str, scope: list[str], terms: list[str], query: SourceQuery
     if tree is not None and kept is not None:
         if kept.key == key and listing.unchanged(kept):
             hits = SourceHits(files=list(kept.files))
-            return hits, kept.output, _answer(query, terms, hits)
+            answer = _answer(query, terms, hits)
+            return hits, kept.output() if answer is None else b"", answer
         tree.listing = None
     began = word_index.now_ns()
     lister = _start([rg, "--files", "--null", *scope], query.root)
@@ -263,7 +264,7 @@ def _from_index(rg: str, scope: list[str], terms: list[str], query: SourceQuery
         racy = word_index.RACY_SECONDS * 1_000_000_000
         newest = listing.newest(stamps)
         if newest < began - racy:
-            tree.listing = listing.Listing(key, files_out, list(hits.files), stamps, began)
+            tree.listing = listing.Listing.kept(key, tree.shared(hits.files), stamps, began)
         else:  # a walk before then would find the same stamp too recent: none till then
             tree.walk_after = newest + racy
     return hits, files_out, found

@@ -66,7 +66,7 @@ from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate
+from itertools import accumulate, compress
 from pathlib import Path
 
 from slm_rerank.plugin_kit import Unfinished, blake2b, give_back
@@ -129,9 +129,9 @@ _OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOL
 #: posting in ``more`` (one unsigned int with the array's slack; the second of 255
 #: occurrences or more is counted apart, ``big_counts``) and a word's own array there
 #: (with its slot, and its id, an int object only ``more`` keeps), a file (its record and
-#: stamp, its entries in the last check and listing; and each byte of its path three
-#: times, as it is in ``files``, the listing's files and its output: deep trees have
-#: paths of 200 bytes)
+#: stamp, its entries in the last check and listing; and each byte of its path once: the
+#: kept listing and the last check hold the strings of ``files``, and rg's output is not
+#: kept; deep trees have paths of 200 bytes)
 _WORD_BYTES = 32
 _ODD_BYTES = 200
 _POSTING_BYTES = 5
@@ -434,9 +434,16 @@ class _Tree:
                 + 4 * len(self.pending)
                 + 4 * self.big_counts
                 + 4 * sum(map(len, self.pack_at))
-                + len(self.files) * _FILE_BYTES + 3 * self.named
+                + len(self.files) * _FILE_BYTES + self.named
                 + (self.pieces.nbytes() if self.pieces is not None else 0)
                 + (self.piece_build.nbytes() if self.piece_build is not None else 0))
+
+    def shared(self, paths: Sequence[str]) -> list[str]:
+        """``paths``, each as the index's own string where it holds that path: a listing
+        kept beside the index then holds no second copy of them (1.7 MiB for ten copies
+        of sympy)."""
+        own = {rel: rel for rel in self.files}
+        return [own.get(rel, rel) for rel in paths]
 
     def index_pieces(self, by: float, clock: Callable[[], float]) -> bool:
         """Build the three-letter pieces of the spellings joined so far, or go on with
@@ -1216,20 +1223,23 @@ class Prepared:
 
 
 def _count(tree: _Tree, prepared: Prepared, allowed: bytearray) -> dict[int, dict[str, int]]:
-    """file id -> term -> occurrences, for the allowed files."""
+    """file id -> term -> occurrences, for the allowed files.
+
+    One term at a time, in one array of a count per file id, which then goes into the
+    files' counts: a dict of the files a term is in took a MiB for a word in 10,000 files,
+    and every term's at once were most of a query's peak on ten copies of sympy (issue 30).
+    A word holding two terms is read once for each."""
     if not prepared.terms:
         return {}
     held: dict[int, list[str]] = {}  # word id -> the query's terms its spelling holds
     for term in prepared.terms:
         for wid in tree.spellings(term):
             held.setdefault(wid, []).append(term)
-    by_term: dict[str, dict[int, int]] = {}
+    by_term: dict[str, list[tuple[int, int]]] = {}  # term -> (word id, occurrences in it)
     #: a spelling -> what rg finds in an ASCII word spelled so (case variants share it)
     shared: dict[str, list[tuple[str, int]]] = {}
-    first, odd = tree.first, tree.odd
-    pages = mapped.PagesRead(READ_PAGES_MAX)
+    odd = tree.odd
     for wid, terms in held.items():
-        pages.step()  # between two words: none is read from a page let go under it
         word = odd.get(wid)
         if word is not None:
             # the long s and the Kelvin sign fold to ASCII letters, but their lower case
@@ -1248,33 +1258,32 @@ def _count(tree: _Tree, prepared: Prepared, allowed: bytearray) -> dict[int, dic
                     found_items = prepared.found_in(spelling.encode())
                 shared[spelling] = found_items
             items = found_items
-        fid0, n0 = first[2 * wid], first[2 * wid + 1]
-        others = tree.postings(wid)
         for term, k in items:
-            found = by_term.get(term)
-            if found is None:
-                found = by_term[term] = {}
-            if allowed[fid0]:
-                found[fid0] = found.get(fid0, 0) + n0 * k
-            get = found.get
-            for extra in others:
+            by_term.setdefault(term, []).append((wid, k))
+    del held, shared
+    first = tree.first
+    pages = mapped.PagesRead(READ_PAGES_MAX)
+    counts: dict[int, dict[str, int]] = {}
+    every = range(len(allowed))
+    for term, words in by_term.items():
+        found = array("q", bytes(8 * len(allowed)))
+        for wid, k in words:
+            pages.step()  # between two words: none is read from a page let go under it
+            found[first[2 * wid]] += first[2 * wid + 1] * k
+            for extra in tree.postings(wid):
                 postings = iter(extra)
                 for posting in postings:
                     n = posting & _BIG_COUNT
                     if n == _BIG_COUNT:
                         n = next(postings)
-                    fid = posting >> _COUNT_BITS
-                    if allowed[fid]:
-                        found[fid] = get(fid, 0) + n * k
-    counts: dict[int, dict[str, int]] = {}
-    for term in list(by_term):  # each term's counts let go of once they are the files'
-        found = by_term.pop(term)  # (a MiB for a word in 10,000 files), in the same order
-        for fid, n in found.items():
-            per_file = counts.get(fid)
-            if per_file is None:
-                counts[fid] = {term: n}
-            else:
-                per_file[term] = n
+                    found[posting >> _COUNT_BITS] += n * k
+        for fid in compress(every, found):
+            if allowed[fid]:
+                per_file = counts.get(fid)
+                if per_file is None:
+                    counts[fid] = {term: found[fid]}
+                else:
+                    per_file[term] = found[fid]
     return counts
 
 
