@@ -73,8 +73,8 @@ def _stamp(path: str) -> Stamp:
 
 
 def _packed(stamp: Stamp) -> bytes:
-    """``stamp`` in ``_PACKED``; one that does not fit is kept as nothing a stamp packs to,
-    so the listing is never taken as unchanged."""
+    """``stamp`` in ``_PACKED``; one that does not fit is kept as ``b""``, which
+    ``unchanged`` never takes as unchanged."""
     try:
         return _PACKED.pack(*stamp)
     except struct.error:
@@ -222,7 +222,7 @@ def newest(stamps: dict[str, Stamp]) -> int:
 
 def unchanged(listing: Listing) -> bool:
     """Whether every stamp of ``listing`` is as it was."""
-    return all(_packed(_stamp(path)) == was for path, was in listing.stamps.items())
+    return all(was and _packed(_stamp(path)) == was for path, was in listing.stamps.items())
 
 
 def keepable(files: Sequence[str], errors: bytes) -> bool:

@@ -3,6 +3,9 @@ changed: an edited, added, removed or newly ignored file is seen by the next que
 
 from __future__ import annotations
 
+import os
+import stat
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -229,3 +232,58 @@ def test_a_hidden_path_rg_was_let_into_keeps_no_listing(
     (root / ".config" / "y.py").write_text("solve\n")  # no folder the walk stamps changed
     hits = answers_as_rg(root, ["solve"], listings)
     assert ".config/y.py" in hits.files
+
+
+def test_a_kept_listing_holds_the_index_s_own_paths(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tree(tmp_path)
+    later(monkeypatch)
+    indexed(root)
+    kept_tree = word_index.tree_of(root)
+    assert kept_tree is not None and kept_tree.listing is not None
+    own = {id(rel) for rel in kept_tree.files}
+    assert sorted(kept_tree.listing.files) == sorted(kept_tree.files)
+    assert all(id(rel) in own for rel in kept_tree.listing.files)  # not a copy of each
+
+
+def test_a_query_the_index_leaves_to_rg_is_matched_over_the_kept_listing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, listings: list[str]) -> None:
+    # rg's output is not kept: what rg printed is made again from the kept paths, byte for
+    # byte, a file name that is not UTF-8 and one with a space and a newline too
+    root = tree(tmp_path)
+    odd = [os.fsdecode(b"src/caf\xe9.py"), "src/two words\n.py"]
+    for name in odd:
+        (root / name).write_text("solve the roots\n")
+    later(monkeypatch)
+    indexed(root)
+    kept = word_index.tree_of(root).listing
+    assert kept is not None
+    rg = slm_rerank_ripgrep.find_rg()
+    assert rg is not None
+    printed = subprocess.run([rg, "--files", "--null"], cwd=root, capture_output=True,
+                             check=True).stdout
+    assert sorted(kept.output().split(b"\0")) == sorted(printed.split(b"\0"))
+    monkeypatch.setattr(word_index, "REREAD_FILES", 0)  # a changed file: the index declines
+    (root / "src" / "a.py").write_text("def solve(): return roots + roots\n")
+    hits = answers_as_rg(root, ["solve", "roots"], listings)
+    assert listings == []  # the kept listing, not a new rg --files
+    assert all(hits.body_counts[name] == {"solve": 1, "roots": 1} for name in odd)
+    assert hits.body_counts["src/a.py"] == {"solve": 1, "roots": 2}
+
+
+def test_a_stamp_too_large_to_pack_never_passes_for_unchanged(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, listings: list[str]) -> None:
+    root = tree(tmp_path)
+    later(monkeypatch)
+    real = listing._stamp
+
+    def past_64_bits(path: str) -> listing.Stamp:  # a device number, for every folder
+        was = real(path)
+        return (1 << 64, *was[1:]) if stat.S_ISDIR(was[2]) else was
+
+    monkeypatch.setattr(listing, "_stamp", past_64_bits)
+    indexed(root)
+    assert word_index.tree_of(root).listing is not None
+    for _ in range(2):  # each query lists the tree again, as a changed stamp makes it
+        answers_as_rg(root, ["solve"], listings)
+        assert listings == [str(root)]

@@ -319,6 +319,32 @@ def test_a_word_said_many_times_in_many_files_counts_as_rg_counts_it(
                                 matching_runs)
 
 
+def test_a_query_counts_its_terms_without_a_dict_of_files_for_each(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, matching_runs: list[list[str]]) -> None:
+    # eight words, each in 3,000 files (and two in one word): what a query's count takes
+    # beyond the counts it gives is about one array of a count per file, not a dict of the
+    # files for each term (a MiB for a word in 10,000 files: most of a query's peak)
+    (tmp_path / ".git").mkdir()
+    words = [f"word{letter}" for letter in "abcdefgh"]
+    for n in range(3000):
+        (tmp_path / f"f{n}.py").write_text(" ".join(words) + f" worda_wordb{n % 3}\n")
+    later(monkeypatch, 3600)
+    build(tmp_path)
+    monkeypatch.setattr(mapped, "MAP_FROM", 1 << 60)  # no pages mapped: objects only
+    word_index.prepare(tmp_path, words, 1000)  # its clean check, kept from then on
+    gc.collect()
+    tracemalloc.start()
+    try:
+        prepared = word_index.prepare(tmp_path, words, 1000)
+        held, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert prepared is not None and len(prepared.by_fid) == 3000
+    assert prepared.by_fid[0] == {word: 1 for word in words} | {"worda": 2, "wordb": 2}
+    assert peak - held < 400 << 10, f"{(peak - held) >> 10} KiB beyond the counts"
+    answered_by_the_index_as_rg(tmp_path, [words, ["worda", "wordb"]], matching_runs)
+
+
 def test_a_tree_out_of_file_ids_leaves_the_search_to_rg_and_is_built_again(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / ".git").mkdir()
