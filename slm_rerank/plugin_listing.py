@@ -42,6 +42,10 @@ MAX_BYTES = 1 << 20
 
 #: Whether ``listed`` may keep the listing in a cache folder: the command line turns it on.
 _cached = False
+#: the last listing ``listed`` gave while ``_cached`` is on, under its key: a long-lived
+#: process (the warm server, its worker) reads it once while nothing is installed or
+#: removed, whichever cache folder it is then asked for
+_last: tuple[str, list[Listed]] | None = None
 
 
 def cache_listing(on: bool = True) -> None:
@@ -167,14 +171,19 @@ def _write(path: Path, key: str, found: list[Listed]) -> None:
 def listed(bundled: Callable[[], frozenset[str]], cache_folder: Path | None = None) -> list[Listed]:
     """The group's entry points: from ``cache_folder`` when ``cache_listing`` is on and the
     cache there was written for what is installed now, else from the metadata (and then
-    kept there). ``bundled`` is a callable giving ``host_requirements()``, asked only when
-    the metadata is read."""
+    kept there); kept in the process too, so asked again while the same is installed, it
+    reads neither. ``bundled`` is a callable giving ``host_requirements()``, asked only
+    when the metadata is read."""
+    global _last
     if not _cached or cache_folder is None:
         return _from_metadata(bundled())
     key = installed_key()
+    if _last is not None and _last[0] == key:
+        return list(_last[1])
     path = _cache_file(cache_folder)
     found = _read(path, key)
     if found is None:
         found = _from_metadata(bundled())
         _write(path, key, found)
-    return found
+    _last = (key, found)
+    return list(found)

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 from search_fixtures import REPO_FILES, cli, make_repo, user_config
 
+from slm_rerank import plugin_listing
 from slm_rerank.plugin_listing import FORMAT
-from slm_rerank.plugins import LOAD_PLUGINS_ENV
+from slm_rerank.plugins import LOAD_PLUGINS_ENV, host_requirements
 
 PLUGIN = '''\
 import slm_rerank
@@ -97,6 +98,47 @@ def test_the_kept_list_is_what_a_start_loads(site: Path, tmp_path: Path,
     kept.write_text(json.dumps(data))
 
     assert listed_names(tmp_path) == ["fakeplug"]
+
+
+def test_a_process_lists_once_while_nothing_is_installed_or_removed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_home: Path) -> None:
+    # a long-lived process (the warm server and its worker) asks again for each host: it
+    # reads neither the metadata nor the cache file then, whichever cache folder it names
+    monkeypatch.setattr(plugin_listing, "_cached", True)
+    monkeypatch.setattr(plugin_listing, "_last", None)
+    first = plugin_listing.listed(host_requirements, isolated_home)
+    assert cache_files(isolated_home)
+    read: list[str] = []
+    real_read, real_metadata = plugin_listing._read, plugin_listing._from_metadata
+    monkeypatch.setattr(plugin_listing, "_read", lambda *a: read.append("cache") or real_read(*a))
+    monkeypatch.setattr(plugin_listing, "_from_metadata",
+                        lambda *a: read.append("metadata") or real_metadata(*a))
+    assert plugin_listing.listed(host_requirements, tmp_path / "elsewhere") == first
+    assert read == []
+    site = tmp_path / "site"  # a distribution installed: its entry point is seen
+    site.mkdir()
+    install_fake(site)
+    monkeypatch.syspath_prepend(str(site))
+    again = plugin_listing.listed(host_requirements, isolated_home)
+    assert read == ["cache", "metadata"]
+    assert [ep.name for ep in again if ep.name == "fakeplug"] == ["fakeplug"]
+
+
+def test_the_warm_process_reads_no_metadata_once_the_list_is_kept(
+        tmp_path: Path, isolated_home: Path) -> None:
+    # the metadata's modules (importlib.metadata, the email parser) took 1.9 MiB of every
+    # worker forked from it
+    code = ("import sys; from slm_rerank.warm_process import server; server._preload(); "
+            "print(sorted(m for m in ('importlib.metadata', 'email.parser') "
+            "if m in sys.modules))")
+    said = []
+    for _ in range(2):  # the first start keeps the list, in the user's cache folder
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              cwd=tmp_path, timeout=120, check=False)
+        assert done.returncode == 0, done.stderr
+        said.append(done.stdout.strip())
+    assert said == ["['email.parser', 'importlib.metadata']", "[]"]
+    assert cache_files(isolated_home)
 
 
 @pytest.mark.parametrize("content", [
