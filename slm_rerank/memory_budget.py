@@ -13,8 +13,8 @@ out and its idle work ran, the worker reads its resident size (``keep_within``).
    so the next query that reads one maps it again at the cost of a minor fault;
 2. the files of the chunk memory used longest ago, and the memo's entries likewise, down to
    ``KEEP_CHUNK_BYTES`` and ``KEEP_MEMO_BYTES`` (estimated) however little the worker is
-   still over: about one query's files, so a query asked again stays warm; the memo's
-   entries for files no longer kept go first.
+   still over: most of one query's files, so a query asked again stays mostly warm; the
+   memo's entries for files no longer kept go first.
    From then on they keep no more than that: while a query reads new files, those it
    read before are let go as it goes, not held until it ends (a query's peak);
 3. the free pages of the C heap (glibc's ``malloc_trim``), which is what turns what was let

@@ -3,11 +3,13 @@
 Listing the entry points reads every installed distribution's metadata (``importlib.metadata``
 and the email parser it brings: a sixth of a search's start-up). The command line, a process
 per query, keeps the listing in the user's cache folder, under a key made of what is
-installed: the interpreter, ``sys.path``, and for each folder on it the names and times of
-its ``*.dist-info``, ``*.egg-info``, ``*.egg-link`` and ``*.pth`` entries (and of each
-``entry_points.txt``). Installing, upgrading or removing a distribution changes the key, and
-the next start reads the metadata again. A cache file that cannot be read, is not this
-module's, or was written for another key is ignored and written anew.
+installed: the interpreter, and each folder of ``sys.path`` that holds ``*.dist-info``,
+``*.egg-info``, ``*.egg-link`` or ``*.pth`` entries, in its order, with their names and
+times (and each ``entry_points.txt``'s). Installing, upgrading or removing a distribution
+changes the key, and the next start reads the metadata again. The warm process keeps it in
+memory as well, and its server reads the same file as the command line does. A cache file
+that cannot be read, is not this module's, or was written for another key is ignored and
+written anew.
 
 The cache folder is the user's (``cache_dir``, ``SLM_RERANK_CACHE_DIR``), never a
 repository's; the API and tests read the metadata each time (``cache_listing``).
@@ -104,9 +106,12 @@ def _stamp(path: str) -> int | None:
 
 
 def installed_key() -> str:
-    """A digest of what decides the listing: the interpreter, ``sys.path``, and the names
-    and modification times of the metadata on it."""
-    parts: list[Any] = [FORMAT, sys.executable, sys.version, list(sys.path)]
+    """A digest of what decides the listing: the interpreter, and the folders of
+    ``sys.path`` that hold metadata, in their order, with the names and modification times
+    of it. A folder with none (the command line's script folder, the warm server's ``/``,
+    the folder ``python -c`` starts in) adds no entry point and is left out, so those
+    processes share one key and one listing."""
+    parts: list[Any] = [FORMAT, sys.executable, sys.version]
     for entry in sys.path:
         folder = entry or "."
         try:
@@ -117,10 +122,11 @@ def installed_key() -> str:
             parts.append((entry, _stamp(folder)))
             continue
         except OSError:
-            parts.append((entry, None))
-            continue
-        parts.append((entry, [(name, _stamp(path), _stamp(os.path.join(path, "entry_points.txt")))
-                              for name, path in names]))
+            continue  # none to read: once there is, its names change the key
+        if names:
+            parts.append((entry, [(name, _stamp(path),
+                                   _stamp(os.path.join(path, "entry_points.txt")))
+                                  for name, path in names]))
     return digests.sha256(repr(parts).encode("utf-8", "surrogateescape")).hexdigest()
 
 

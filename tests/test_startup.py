@@ -128,17 +128,24 @@ def test_the_warm_process_reads_no_metadata_once_the_list_is_kept(
         tmp_path: Path, isolated_home: Path) -> None:
     # the metadata's modules (importlib.metadata, the email parser) took 1.9 MiB of every
     # worker forked from it
+    listed_names(tmp_path)  # the command line keeps the list; the server, started in
+    # another folder (so with another first folder on sys.path), reads the same
     code = ("import sys; from slm_rerank.warm_process import server; server._preload(); "
             "print(sorted(m for m in ('importlib.metadata', 'email.parser') "
             "if m in sys.modules))")
-    said = []
-    for _ in range(2):  # the first start keeps the list, in the user's cache folder
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              cwd=tmp_path, timeout=120, check=False)
-        assert done.returncode == 0, done.stderr
-        said.append(done.stdout.strip())
-    assert said == ["['email.parser', 'importlib.metadata']", "[]"]
-    assert cache_files(isolated_home)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd="/", timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stderr
+
+
+def test_a_folder_on_sys_path_with_no_metadata_leaves_the_key_as_it_is(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    key = plugin_listing.installed_key()
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert plugin_listing.installed_key() == key
+    install_fake(tmp_path)
+    assert plugin_listing.installed_key() != key
 
 
 @pytest.mark.parametrize("content", [

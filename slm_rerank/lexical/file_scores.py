@@ -133,9 +133,12 @@ class FileEvidence:
 
 
 @lru_cache(maxsize=65536)
-def _folder_tokens(folder: str) -> frozenset[str]:
-    """The tokens of every component of ``folder`` (a tree's files share a few folders)."""
-    return frozenset().union(*(_tokens(part) for part in folder.split("/") if part))
+def _folder_tokens(folder: str) -> tuple[str, ...]:
+    """The tokens of every component of ``folder``, each once (a tree's files share a few
+    folders). A tuple: a frozenset took 225 bytes a folder, 0.9 MiB kept for the 4,200
+    folders of ten copies of sympy, and a folder has a few tokens only."""
+    return tuple(dict.fromkeys(token for part in folder.split("/") if part
+                               for token in _tokens(part)))
 
 
 @lru_cache(maxsize=65536)

@@ -3,8 +3,10 @@ counts per chunk from one scan of the file, a path's kind from one split."""
 
 from __future__ import annotations
 
+import gc
 import math
 import random
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -107,6 +109,29 @@ def test_path_evidence_is_remembered_by_name_and_folder_not_by_path() -> None:
     assert sorted(e.path for e in evidence) == sorted(p for p in paths if p.endswith("app.py"))
     assert all(e.path_terms == ["app"] for e in evidence)
     assert file_scores._name_parts.cache_info().currsize == 2
+
+
+def test_what_a_process_keeps_of_a_folder_is_a_few_hundred_bytes() -> None:
+    # a folder's tokens as a tuple, and its kinds as one of four tuples kept once (about
+    # 400 bytes a folder here, with the caches' own entries): a frozenset and a new pair
+    # took 840 (4,200 folders for ten copies of sympy, kept from query to query; issue 30)
+    paths = [f"pkg{i}/sub_module{i % 7}/tests/check_{i % 13}.py" for i in range(4000)]
+    for cache in (file_scores._folder_tokens, file_scores._name_parts, filetypes._folder_kinds,
+                  filetypes._name_kind):
+        cache.cache_clear()
+    tokens_of_parts = [file_scores._tokens(part) for p in paths for part in p.split("/")]
+    gc.collect()
+    tracemalloc.start()
+    try:
+        for path in paths:
+            folder, _, _name = path.rpartition("/")
+            assert {"test", "sub", "module"} <= set(file_scores._folder_tokens(folder))
+            assert path_kind(path) == "test"
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert tokens_of_parts and kept / len(paths) < 600, f"{kept / len(paths):.0f} B a folder"
 
 
 def test_the_slice_cache_checks_an_entry_against_the_line_count_it_is_given(
