@@ -161,8 +161,8 @@ PENDING_MAX = 1 << 19
 #: (``_Tree._merged``): a block is not held whole (256 KiB)
 WRITE_NUMBERS = 1 << 16
 #: the bytes of mapped blocks a pack reads, or of mapped pages a query's count brings in,
-#: before they let go of those pages
-READ_PAGES_MAX = 2 << 20
+#: before they let go of those pages (each such MiB is a MiB of a query's peak)
+READ_PAGES_MAX = 1 << 20
 #: set on a ``pending`` number that is a posting's second (its occurrences), not a word id
 _SECOND = 1 << 31
 #: the ids ``holding`` keeps, at most this many a word (4 bytes each; counted in a word's)
