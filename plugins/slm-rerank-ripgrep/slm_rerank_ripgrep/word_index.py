@@ -1022,7 +1022,7 @@ def prepare(root: Path, terms: Sequence[str], max_filesize: int) -> Prepared | N
     except OSError:
         return None
     seen = prepared.seen
-    texts: list[int] = []  # the file ids of the text files seen
+    texts = array("I")  # the file ids of the text files seen
     settled_texts: array[int] = array("I")  # and of those the clean check saw
     lstat = os.lstat
     armed = False
@@ -1034,8 +1034,7 @@ def prepare(root: Path, terms: Sequence[str], max_filesize: int) -> Prepared | N
         if clean is not None:  # the kernel saw no change since a check that found none
             prepared.settled = clean.seen  # read where it is kept, not copied each query
             settled_texts = clean.texts
-            files = tree.files
-            todo = [(rel, files[rel]) for rel in clean.exposed if rel in files]
+            todo: Sequence[str] = clean.exposed
         else:
             tree.clean = None
             if watch is not None:
@@ -1044,12 +1043,18 @@ def prepare(root: Path, terms: Sequence[str], max_filesize: int) -> Prepared | N
                 if not armed:  # too many folders, or watches refused: its watches let go
                     watch.close()
                     tree.watch = watch = None
-            todo = list(tree.files.items())
+            todo = list(tree.files)  # paths only: a list of (path, record) pairs took 1.1
+            # MiB for ten copies of sympy, whose files are all exposed (hard links)
         root_dev = watch.root_id[0] if watch is not None else -1
-        exposed: list[str] = []
+        # the exposed files, for a check that may be kept (``_settled``)
+        exposed: list[str] | None = [] if clean is None and armed else None
         changed_any = False
+        files = tree.files
         # _fresh, inline: one lstat a file is most of a warm query's own time
-        for rel, entry in todo:
+        for rel in todo:
+            entry = files.get(rel)
+            if entry is None:  # an exposed file of the clean check, gone since
+                continue
             try:
                 st = lstat(rel, dir_fd=fd)
             except OSError as exc:
@@ -1060,7 +1065,7 @@ def prepare(root: Path, terms: Sequence[str], max_filesize: int) -> Prepared | N
                 else:
                     seen[rel] = f"unreadable ({exc.strerror or exc})"
                 continue
-            if st.st_nlink != 1 or st.st_dev != root_dev:
+            if exposed is not None and (st.st_nlink != 1 or st.st_dev != root_dev):
                 exposed.append(rel)
             size = st.st_size
             if size > max_filesize:
@@ -1078,7 +1083,7 @@ def prepare(root: Path, terms: Sequence[str], max_filesize: int) -> Prepared | N
             seen[rel] = entry
             if not raw[0] & _STATE:  # "text": its words are posted, under its file id
                 texts.append(entry.fid)
-        if clean is None and armed and not changed_any:
+        if exposed is not None and not changed_any:
             tree.clean = _settled(max_filesize, seen, texts, exposed)
     finally:
         os.close(fd)
@@ -1100,12 +1105,12 @@ def _root_id(fd: int) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
-def _settled(max_filesize: int, seen: dict[str, _File | str], texts: list[int],
+def _settled(max_filesize: int, seen: dict[str, _File | str], texts: array[int],
              exposed: list[str]) -> _Clean:
     """A full check's result to take while nothing changes, less the exposed files (each
     query checks those again, and adds what it finds)."""
     if not exposed:  # the query's own, kept as they are: it changes them no more
-        return _Clean(max_filesize, seen, array("I", texts), [])
+        return _Clean(max_filesize, seen, texts, [])
     out = set(exposed)
     kept = {rel: entry for rel, entry in seen.items() if rel not in out}
     fids = {entry.fid for rel, entry in seen.items()

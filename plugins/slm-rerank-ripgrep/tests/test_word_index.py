@@ -345,6 +345,28 @@ def test_a_query_counts_its_terms_without_a_dict_of_files_for_each(
     answered_by_the_index_as_rg(tmp_path, [words, ["worda", "wordb"]], matching_runs)
 
 
+def test_a_check_of_hard_linked_files_holds_no_list_of_their_records(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, matching_runs: list[list[str]]) -> None:
+    # each file also linked from outside the tree: every query checks each of them (the
+    # kernel's watch cannot see a write through the other link), and that check held a
+    # list of (path, record) pairs and one of the exposed paths on top of what it keeps
+    root, outside = tmp_path / "tree", tmp_path / "outside"
+    (root / ".git").mkdir(parents=True)
+    outside.mkdir()
+    for n in range(6000):
+        (root / f"f{n}.py").write_text(f"alpha beta{n}\n")
+        os.link(root / f"f{n}.py", outside / f"f{n}.py")
+    later(monkeypatch, 3600)
+    build(root)
+    word_index.prepare(root, ["alpha"], 1000)  # the check kept, the exposed files in it
+    tree = word_index._TREES[word_index._key(root)]
+    assert tree.clean is not None and len(tree.clean.exposed) == 6000
+    gc.collect()
+    peak = traced_peak(lambda: word_index.prepare(root, ["nowhere"], 1000))
+    assert peak < 550 << 10, f"{peak >> 10} KiB to check 6,000 exposed files"
+    answered_by_the_index_as_rg(root, [["alpha"], ["beta1", "alpha"]], matching_runs)
+
+
 def test_a_tree_out_of_file_ids_leaves_the_search_to_rg_and_is_built_again(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / ".git").mkdir()
