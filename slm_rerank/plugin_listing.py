@@ -4,12 +4,12 @@ Listing the entry points reads every installed distribution's metadata (``import
 and the email parser it brings: a sixth of a search's start-up). The command line, a process
 per query, keeps the listing in the user's cache folder, under a key made of what is
 installed: the interpreter, and each folder of ``sys.path`` that holds ``*.dist-info``,
-``*.egg-info``, ``*.egg-link`` or ``*.pth`` entries, in its order, with their names and
-times (and each ``entry_points.txt``'s). Installing, upgrading or removing a distribution
-changes the key, and the next start reads the metadata again. The warm process keeps it in
-memory as well, and its server reads the same file as the command line does. A cache file
-that cannot be read, is not this module's, or was written for another key is ignored and
-written anew.
+``*.egg-info``, ``*.egg-link`` or ``*.pth`` entries (or is an egg, with an ``EGG-INFO``
+folder), in its order, with their names and times (and each ``entry_points.txt``'s).
+Installing, upgrading or removing a distribution changes the key, and the next start reads
+the metadata again. The warm process keeps it in memory as well, and its server reads the
+same file as the command line does. A cache file that cannot be read, is not this module's,
+or was written for another key is ignored and written anew.
 
 The cache folder is the user's (``cache_dir``, ``SLM_RERANK_CACHE_DIR``), never a
 repository's; the API and tests read the metadata each time (``cache_listing``).
@@ -116,8 +116,10 @@ def installed_key() -> str:
         folder = entry or "."
         try:
             with os.scandir(folder) as found:
+                # an unzipped egg on sys.path is a distribution by its EGG-INFO folder
                 names = sorted((e.name, e.path) for e in found
-                               if e.name.endswith(_METADATA_SUFFIXES))
+                               if e.name.endswith(_METADATA_SUFFIXES)
+                               or e.name.lower() == "egg-info")
         except NotADirectoryError:  # a zip or an egg: its own time says it changed
             parts.append((entry, _stamp(folder)))
             continue

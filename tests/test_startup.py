@@ -148,6 +148,25 @@ def test_a_folder_on_sys_path_with_no_metadata_leaves_the_key_as_it_is(
     assert plugin_listing.installed_key() != key
 
 
+def test_an_unzipped_egg_put_on_sys_path_is_listed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_home: Path) -> None:
+    # an egg is a distribution by its EGG-INFO folder: no *.dist-info names it
+    monkeypatch.setattr(plugin_listing, "_cached", True)
+    monkeypatch.setattr(plugin_listing, "_last", None)
+    key = plugin_listing.installed_key()
+    plugin_listing.listed(host_requirements, isolated_home)
+    egg = tmp_path / "fakeegg-1.0-py3.11.egg"
+    (egg / "EGG-INFO").mkdir(parents=True)
+    (egg / "EGG-INFO" / "PKG-INFO").write_text("Metadata-Version: 1.1\nName: fakeegg\n"
+                                              "Version: 1.0\n", encoding="utf-8")
+    (egg / "EGG-INFO" / "entry_points.txt").write_text("[slm_rerank]\neggplug = eggmod\n",
+                                                       encoding="utf-8")
+    monkeypatch.syspath_prepend(str(egg))
+    assert plugin_listing.installed_key() != key
+    listed = plugin_listing.listed(host_requirements, isolated_home)
+    assert [ep.name for ep in listed if ep.name == "eggplug"] == ["eggplug"]
+
+
 @pytest.mark.parametrize("content", [
     b"\x00\xffnot json", b"[1, 2]", b'{"format": "something else", "key": "k"}',
     b"{}", b"entry_points with rows of the wrong shape",
