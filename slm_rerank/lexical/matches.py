@@ -43,12 +43,23 @@ def match_records(output: bytes) -> Iterator[tuple[bytes, bytes]]:
     next newline. The text never holds a newline itself, because every term is a literal
     on one line.
     """
-    pieces = output.split(b"\0")
-    path = _without_notices(pieces[0])
-    for piece in pieces[1:]:
+    pieces = _nul_pieces(output)
+    path = _without_notices(next(pieces))
+    for piece in pieces:
         text, _, rest = piece.partition(b"\n")
         yield path, text
         path = _without_notices(rest)
+
+
+def _nul_pieces(output: bytes) -> Iterator[bytes]:
+    """``output.split(b"\\0")``, one piece at a time: a query's matches printed by rg run to
+    megabytes (3.7 MB for three common words in a tree of 20,000 files), and all their
+    pieces at once took as much again."""
+    start = 0
+    while (end := output.find(b"\0", start)) >= 0:
+        yield output[start:end]
+        start = end + 1
+    yield output[start:]
 
 
 def _without_notices(segment: bytes) -> bytes:
@@ -136,9 +147,9 @@ def count_grouped_terms(output: bytes, terms: Iterable[str],
     """
     contained = _Contained(order_for_search(terms), notices=True)
     counts: dict[str, dict[str, int]] = {}
-    pieces = output.split(b"\0")
-    path = _without_group_notices(pieces[0], names)
-    for piece in pieces[1:]:
+    pieces = _nul_pieces(output)
+    path = _without_group_notices(next(pieces), names)
+    for piece in pieces:
         end = piece.find(b"\n\n")
         block = piece if end < 0 else piece[:end]
         per_file: dict[str, int] = {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -134,6 +135,22 @@ def test_a_notice_line_does_not_count_for_a_term_it_happens_to_contain() -> None
 def test_grouped_output_without_matches_counts_nothing() -> None:
     assert count_grouped_terms(b"", ["retry"]) == {}
     assert count_grouped_terms(NOTICE_BIN, ["retry"]) == {}
+
+
+def test_grouped_output_of_megabytes_is_counted_a_file_at_a_time() -> None:
+    # rg's matches for common words in a large tree: 4 MB here; their pieces all at once
+    # took as much again, on top of the output itself
+    output = b"".join(f"src/m{n}.py".encode() + b"\0" + b"sin\ncos\n" * 250 + b"\n"
+                      for n in range(2000))
+    tracemalloc.start()
+    try:
+        counts = count_grouped_terms(output, ["sin", "cos"])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(output) > 4_000_000 and len(counts) == 2000
+    assert counts["src/m1999.py"] == {"sin": 250, "cos": 250}
+    assert peak < 1 << 20, f"{peak >> 10} KiB to count {len(output) >> 10} KiB"
 
 
 def test_record_output_gives_the_same_counts_with_or_without_a_path_holding_a_newline(
