@@ -30,6 +30,7 @@ from slm_rerank.idle_work import Unfinished, when_idle
 from slm_rerank.lexical.chunking import Chunk, chunk_text
 from slm_rerank.lexical.filetypes import is_source_path, path_kind, size_reason
 from slm_rerank.lexical.matches import (
+    GroupedCounts,
     count_grouped_terms,
     count_terms,
     listed_path,
@@ -37,6 +38,7 @@ from slm_rerank.lexical.matches import (
     split_file_list,
     start_tool,
     stderr_excerpt,
+    stream_output,
 )
 
 # --- words, as the lexical stage reads them (for an expander whose terms must match) -------
@@ -57,8 +59,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     # sources
-    "count_grouped_terms", "count_terms", "listed_path", "order_for_search", "size_reason",
-    "split_file_list", "start_tool", "stderr_excerpt",
+    "GroupedCounts", "count_grouped_terms", "count_terms", "listed_path", "order_for_search",
+    "size_reason", "split_file_list", "start_tool", "stderr_excerpt", "stream_output",
     # git
     "GitError", "git_output", "start_git",
     # chunks and file kinds

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import selectors
 import subprocess
 import threading
 from collections import Counter
@@ -132,42 +133,102 @@ def _add(per_file: dict[str, int], found: tuple[str, ...], n: int) -> None:
 
 def count_grouped_terms(output: bytes, terms: Iterable[str],
                         names: Collection[bytes] = ()) -> dict[str, dict[str, int]]:
-    """path -> term -> occurrences, from what `rg -o --null --heading` prints.
+    """path -> term -> occurrences, from what `rg -o --null --heading` prints
+    (``GroupedCounts``, given the whole output at once)."""
+    counts = GroupedCounts(terms, names)
+    counts.feed(output)
+    return counts.close()
 
-    That is each file's path once, a NUL, then its matches one a line, and an empty line
-    before the next file: about a fifth of the bytes of one `path NUL match` record per
-    match, and each file's lines are counted by Counter in C. A path runs from the empty
-    line to the NUL, so it may hold newlines (even two in a row): a match is never empty,
-    so the first empty line after a NUL ends that file's matches. Binary-file notices come
-    as lines of their own, among a file's matches or before a path; they are skipped.
+
+#: what a ``GroupedCounts`` hands each piece to, with whether the piece starts the output
+#: (else a NUL comes before it, and its first byte does not start a line)
+PieceSeen = Callable[[bytes, bool], None]
+
+
+class GroupedCounts:
+    """path -> term -> occurrences, from what `rg -o --null --heading` prints, ``feed`` a
+    part at a time as it arrives (``stream_output``) and ``close``d at its end: a query's
+    output is megabytes on a large tree (3.9 MB for three common words in ten copies of
+    sympy), read whole and joined from the pipe's pieces it was twice that at once (issue
+    30). Held meanwhile: the counts, and the output since its last NUL.
+
+    What rg prints is each file's path once, a NUL, then its matches one a line, and an
+    empty line before the next file: about a fifth of the bytes of one `path NUL match`
+    record per match, and each file's lines are counted by Counter in C. A path runs from
+    the empty line to the NUL, so it may hold newlines (even two in a row): a match is never
+    empty, so the first empty line after a NUL ends that file's matches. Binary-file notices
+    come as lines of their own, among a file's matches or before a path; they are skipped.
 
     ``names`` are the paths the tool listed, as it prints them: a notice names its file, so
     a name holding a newline (or a notice's own words) makes the text before a NUL
-    ambiguous; a listed name settles it (see ``listed_path``).
+    ambiguous; a listed name settles it (see ``listed_path``). They are looked in only for
+    such a text. ``seen`` is given every piece between two NULs (and the first and the
+    last), as ``PieceSeen`` says: a notice never spans a NUL.
     """
-    contained = _Contained(order_for_search(terms), notices=True)
-    counts: dict[str, dict[str, int]] = {}
-    pieces = _nul_pieces(output)
-    path = _without_group_notices(next(pieces), names)
-    for piece in pieces:
+
+    def __init__(self, terms: Iterable[str], names: Collection[bytes] = (),
+                 seen: PieceSeen | None = None) -> None:
+        self.contained = _Contained(order_for_search(terms), notices=True)
+        self.names = names
+        self.seen = seen
+        self.counts: dict[str, dict[str, int]] = {}
+        #: the bytes fed so far
+        self.fed = 0
+        #: the output since its last NUL, in the parts it came in
+        self._tail: list[bytes] = []
+        #: the path whose matches the next piece holds, once the first NUL came
+        self._path = b""
+        self._first = True
+
+    def feed(self, data: bytes) -> None:
+        self.fed += len(data)
+        start = 0
+        while (end := data.find(b"\0", start)) >= 0:
+            piece = data[start:end]
+            if self._tail:
+                self._tail.append(piece)
+                piece = b"".join(self._tail)
+                self._tail = []
+            self._piece(piece)
+            start = end + 1
+        if start < len(data):
+            self._tail.append(data[start:] if start else data)
+
+    def close(self) -> dict[str, dict[str, int]]:
+        """The counts, once the output ended (what follows its last NUL counted too)."""
+        piece = b"".join(self._tail)
+        self._tail = []
+        self._piece(piece)
+        return self.counts
+
+    def _piece(self, piece: bytes) -> None:
+        first, self._first = self._first, False
+        if self.seen is not None:
+            self.seen(piece, first)
+        if first:
+            self._path = _without_group_notices(piece, self.names)
+            return
         end = piece.find(b"\n\n")
         block = piece if end < 0 else piece[:end]
+        contained = self.contained
         per_file: dict[str, int] = {}
         for line, n in Counter(block.split(b"\n")).items():
             for term in contained(line):  # an empty line contains no term
                 per_file[term] = per_file.get(term, 0) + n
         if per_file:
-            name = _relative(os.fsdecode(path))
+            name = _relative(os.fsdecode(self._path))
+            counts = self.counts
             if name in counts:  # rg prints a file once; were it twice, its counts add up
                 for term, n in per_file.items():
                     _add(counts[name], (term,), n)
             else:
                 counts[name] = per_file
-        path = b"" if end < 0 else _without_group_notices(piece[end + 2:], names)
-    return counts
+        self._path = b"" if end < 0 else _without_group_notices(piece[end + 2:], self.names)
 
 
 def _without_group_notices(segment: bytes, names: Collection[bytes]) -> bytes:
+    if b"\n" not in segment:  # no notice before it, and no name that could be in doubt
+        return segment
     listed = listed_path(segment, len(segment), names)
     if listed is not None:
         return listed
@@ -175,12 +236,15 @@ def _without_group_notices(segment: bytes, names: Collection[bytes]) -> bytes:
     return segment[found.end():] if found else segment
 
 
-def listed_path(output: bytes, end: int, names: Collection[bytes]) -> bytes | None:
+def listed_path(output: bytes, end: int, names: Collection[bytes],
+                starts_line: bool = True) -> bytes | None:
     """The longest listed name that ends at ``end`` and starts a line of ``output``.
 
     What precedes a path in a tool's output (a binary-file notice, the empty line between
     files) ends with a newline, so the path is a line-start suffix; but a path may hold
     newlines itself, so the longest listed one wins. None when no listed name fits.
+    ``starts_line``: whether ``output``'s first byte starts a line (not a piece of a
+    tool's output that follows a NUL).
     """
     if not names:
         return None
@@ -189,7 +253,7 @@ def listed_path(output: bytes, end: int, names: Collection[bytes]) -> bytes | No
     cut = end
     while True:
         line = output.rfind(b"\n", start, cut)
-        if line < 0 and start > 0:
+        if line < 0 and (start > 0 or not starts_line):
             return found  # the window's first bytes are not known to start a line
         candidate = output[line + 1:end]
         if candidate and candidate in names:
@@ -284,6 +348,51 @@ class _Tool(subprocess.Popen[bytes]):
         with _LIVE_LOCK:
             _LIVE.discard(self)
         return out, err
+
+
+#: one read of a tool's pipe: what a Linux pipe holds
+READ_BYTES = 1 << 16
+
+
+def stream_output(proc: subprocess.Popen[bytes], feed: Callable[[bytes], None]) -> bytes:
+    """What ``proc`` (started by ``start_tool``) prints on stdout handed to ``feed`` as it
+    arrives, a read at a time, not held whole; its stderr read meanwhile (so it never
+    blocks on a full pipe) and returned once it ended and is reaped.
+
+    Where pipes cannot be waited on together (not POSIX), the output is read whole and fed
+    at once. When ``feed`` raises, the tool is killed and reaped first. A caller giving up
+    at a deadline kills the tool (``kill_tools``): its pipes then end, and so does this.
+    """
+    out, err = proc.stdout, proc.stderr
+    if os.name != "posix" or out is None or err is None:
+        whole, said = proc.communicate()
+        feed(whole)
+        return said
+    said_parts: list[bytes] = []
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(out, selectors.EVENT_READ)
+            selector.register(err, selectors.EVENT_READ)
+            while selector.get_map():
+                for key, _ in selector.select():
+                    data = os.read(key.fd, READ_BYTES)
+                    if not data:
+                        selector.unregister(key.fileobj)
+                    elif key.fileobj is out:
+                        feed(data)
+                    else:
+                        said_parts.append(data)
+        proc.wait()
+    except BaseException:
+        proc.kill()  # Popen.kill: nothing when it was reaped already
+        proc.wait()
+        raise
+    finally:
+        out.close()
+        err.close()
+        with _LIVE_LOCK:
+            _LIVE.discard(proc)
+    return b"".join(said_parts)
 
 
 def track_tool(start: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:

@@ -6,12 +6,14 @@ from __future__ import annotations
 import os
 import subprocess
 import tracemalloc
+from collections.abc import Collection
 from pathlib import Path
 
 import pytest
 import slm_rerank_ripgrep
 
 from slm_rerank.lexical.matches import (
+    GroupedCounts,
     count_grouped_terms,
     count_terms,
     match_records,
@@ -135,6 +137,47 @@ def test_a_notice_line_does_not_count_for_a_term_it_happens_to_contain() -> None
 def test_grouped_output_without_matches_counts_nothing() -> None:
     assert count_grouped_terms(b"", ["retry"]) == {}
     assert count_grouped_terms(NOTICE_BIN, ["retry"]) == {}
+
+
+#: the names rg listed for the outputs above, as it prints them
+LISTED = {b"./two\n\nlines.py", b"./c\rr.py", b"./lib/cache.bin", b"./bad\xffname.py",
+          b"./late.txt"}
+
+
+def _fed(output: bytes, cuts: list[int], names: Collection[bytes]
+         ) -> tuple[dict[str, dict[str, int]], dict[str, str], int]:
+    """``GroupedCounts`` fed ``output`` cut at ``cuts``: the counts, the notices the
+    ripgrep source finds in its pieces, the bytes fed."""
+    notices: dict[str, str] = {}
+    counts = GroupedCounts(["retry", "retries"], names, lambda piece, first:
+                           slm_rerank_ripgrep.binary_in(piece, first, names, notices))
+    for start, end in zip([0, *cuts], [*cuts, len(output)], strict=True):
+        counts.feed(output[start:end])
+    return counts.close(), notices, counts.fed
+
+
+@pytest.mark.parametrize("output", [
+    PARALLEL, SORTED,
+    NOTICE_BIN + b"\n" + b"./late.txt\0retry\nRetry\n" + WARNING_LATE + b"\n./c\rr.py\0retry\n",
+], ids=["parallel", "sorted", "notice-first"])
+def test_grouped_output_fed_in_parts_counts_and_finds_notices_as_given_whole(output: bytes
+                                                                             ) -> None:
+    whole = count_grouped_terms(output, ["retry", "retries"], LISTED)
+    notices = slm_rerank_ripgrep.binary(output, LISTED)
+    assert whole and notices  # something to find, or the comparisons below prove nothing
+    cuts = [[at] for at in range(len(output) + 1)] + [list(range(1, len(output)))]
+    for cut in cuts:  # cut once at each byte, and at every byte
+        assert _fed(output, cut, LISTED) == (whole, notices, len(output)), cut
+
+
+def test_a_notice_in_a_piece_after_a_nul_is_not_read_from_the_pieces_start() -> None:
+    # The text after a NUL is a match, not the start of a line: read whole, the line that
+    # holds the notice starts before the NUL and so names no file; piece by piece the same.
+    output = b'./a.py\0x.bin: binary file matches (found "\\0" byte around offset 1)\n'
+    names = {b"./a.py", b"x.bin"}
+    assert slm_rerank_ripgrep.binary(output, names) == {}
+    for cut in range(len(output) + 1):
+        assert _fed(output, [cut], names)[1] == {}
 
 
 def test_grouped_output_of_megabytes_is_counted_a_file_at_a_time() -> None:

@@ -7,13 +7,15 @@ import os
 import signal
 import stat
 import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 from search_fixtures import CLI
 
-from slm_rerank.lexical.matches import kill_tools, live_tools, start_tool
+from slm_rerank.lexical.matches import kill_tools, live_tools, start_tool, stream_output
 
 
 def _running(pid: int) -> bool:
@@ -196,3 +198,40 @@ def test_a_bounded_git_call_that_fails_on_its_side_leaves_no_git_running(
     finally:
         for pid in _gits_in(repo):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_a_streamed_tool_that_fills_both_pipes_is_read_to_its_end() -> None:
+    # 2 MB on each pipe, in turns: reading stdout alone would leave the tool blocked on a
+    # full stderr, and this waiting for it
+    script = ("import sys\nfor _ in range(2000):\n"
+              "    sys.stdout.buffer.write(b'o' * 1023 + b'\\n')\n"
+              "    sys.stderr.buffer.write(b'e' * 1023 + b'\\n')\n")
+    proc = start_tool([sys.executable, "-c", script])
+    parts: list[bytes] = []
+    done: list[bytes] = []
+    reader = threading.Thread(target=lambda: done.append(stream_output(proc, parts.append)),
+                              daemon=True)
+    reader.start()
+    reader.join(60)
+    if reader.is_alive():
+        proc.kill()
+        pytest.fail("stream_output did not return: the tool blocked on a pipe")
+    assert b"".join(parts) == (b"o" * 1023 + b"\n") * 2000
+    assert done == [(b"e" * 1023 + b"\n") * 2000]
+    assert proc.returncode == 0 and proc.pid not in live_tools()
+
+
+def test_a_failing_feed_kills_and_reaps_the_streamed_tool() -> None:
+    proc = start_tool(["yes", "retry"])  # prints for ever
+    fed: list[int] = []
+
+    def feed(data: bytes) -> None:
+        fed.append(len(data))
+        if len(fed) == 3:
+            raise MemoryError("while counting")
+
+    with pytest.raises(MemoryError):
+        stream_output(proc, feed)
+    assert len(fed) == 3
+    assert proc.returncode == -signal.SIGKILL  # killed, and reaped: no zombie left
+    assert not _running(proc.pid) and proc.pid not in live_tools()

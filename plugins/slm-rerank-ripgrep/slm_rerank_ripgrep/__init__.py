@@ -8,19 +8,20 @@ import shutil
 import stat
 import subprocess
 import sys
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 
 import slm_rerank
 from slm_rerank.errors import SourceError
 from slm_rerank.plugin_kit import (
-    count_grouped_terms,
+    GroupedCounts,
     listed_path,
     order_for_search,
     size_reason,
     split_file_list,
     start_tool,
     stderr_excerpt,
+    stream_output,
     when_idle,
 )
 from slm_rerank.registrations import CandidateSource, SourceHits, SourceQuery
@@ -137,15 +138,53 @@ def binary(output: bytes, names: Collection[bytes] = ()) -> dict[str, str]:
 
     ``names``: the paths rg listed, which tell where a name holding a newline starts.
     """
-    found = {}
-    for match in _BINARY.finditer(output):
-        # The path is the rest of the line; a NUL in it would make it a match record.
-        name = listed_path(output, match.start(), names)
-        if name is None:
-            name = output[output.rfind(b"\n", 0, match.start()) + 1:match.start()]
-        if name and b"\0" not in name:
-            found[_relative(name)] = "binary (NUL byte)"
+    found: dict[str, str] = {}
+    for at, piece in enumerate(output.split(b"\0")):
+        binary_in(piece, at == 0, names, found)
     return found
+
+
+def binary_in(piece: bytes, first: bool, names: Collection[bytes],
+              found: dict[str, str]) -> None:
+    """``binary`` of one piece of rg's output between two NULs (a notice holds none), into
+    ``found``; ``first``: the piece that starts the output, else a NUL comes before it."""
+    for match in _BINARY.finditer(piece):
+        # The path is the rest of the line; a NUL in it would make it a match record.
+        name = listed_path(piece, match.start(), names, starts_line=first)
+        if name is None:
+            line = piece.rfind(b"\n", 0, match.start())
+            if line < 0 and not first:
+                continue  # the line began before the NUL: a match record's
+            name = piece[line + 1:match.start()]
+        if name:
+            found[_relative(name)] = "binary (NUL byte)"
+
+
+class _Listed(Collection[bytes]):
+    """The names ``rg --files --null`` printed, as a set made only when first looked in: a
+    name is in doubt only where one holds a newline or a notice comes before it, and the
+    set takes 2.5 MB on a tree of 20,000 files."""
+
+    def __init__(self, output: bytes) -> None:
+        self.output = output
+        self._names: set[bytes] | None = None
+
+    def _set(self) -> set[bytes]:
+        if self._names is None:
+            self._names = set(self.output.split(b"\0"))
+        return self._names
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._set()
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self._set())
+
+    def __len__(self) -> int:
+        return len(self._set())
+
+    def __bool__(self) -> bool:
+        return bool(self.output)
 
 
 def oversized(root: Path, files: Sequence[str], limit: int) -> dict[str, str]:
@@ -199,8 +238,7 @@ def search(query: SourceQuery) -> SourceHits:
         # declined (a file it does not model, too many changed files): rg answers, and the
         # index catches up once this command is answered
         alone = _start_matching(rg, scope, terms, query)
-        match_out, match_err = alone.communicate()
-        _found_by_rg(hits, alone, match_out, match_err, files_out, terms, query.root)
+        _found_by_rg(hits, alone, files_out, terms, query.root)
         _index_when_idle(query.root, hits.files)
         return hits
     # Listing and matching run side by side: two processes, one wait. Huge files are listed
@@ -217,10 +255,15 @@ def search(query: SourceQuery) -> SourceHits:
     # The listing is read to its end first; meanwhile rg -o may block on a full pipe, which
     # only delays it: the two processes do not wait on each other.
     files_out, files_err = listing.communicate()
-    match_out, match_err = matching.communicate() if matching is not None else (b"", b"")
-    hits = _listing_hits(listing, files_out, files_err, query)
-    if matching is not None:
-        _found_by_rg(hits, matching, match_out, match_err, files_out, terms, query.root)
+    try:
+        hits = _listing_hits(listing, files_out, files_err, query)
+    except BaseException:
+        if matching is not None:
+            matching.kill()
+            matching.communicate()
+        raise
+    if matching is not None:  # its output counted as it is read
+        _found_by_rg(hits, matching, files_out, terms, query.root)
     if whole_tree and terms:
         _index_when_idle(query.root, hits.files)
     return hits
@@ -317,14 +360,21 @@ def _listing_hits(listing: subprocess.Popen[bytes], files_out: bytes, files_err:
     return hits
 
 
-def _found_by_rg(hits: SourceHits, matching: subprocess.Popen[bytes], match_out: bytes,
-                 match_err: bytes, files_out: bytes, terms: list[str], root: Path) -> None:
+def _found_by_rg(hits: SourceHits, matching: subprocess.Popen[bytes], files_out: bytes,
+                 terms: list[str], root: Path) -> None:
+    """What ``matching`` (rg -o) prints counted as it is read: 3.9 MB for three common words
+    in a tree of 20,000 files, which was read whole and joined from the pipe's pieces."""
+    listed = _Listed(files_out)
+    notices: dict[str, str] = {}
+    counts = GroupedCounts(terms, listed, lambda piece, first: binary_in(
+        piece, first, listed, notices))
+    match_err = stream_output(matching, counts.feed)
+    found = counts.close()
     # The match pass prints nothing when no readable file matched; stderr then says so.
-    _check("rg -o", matching, match_err, bool(match_out) or _only_unreadable(match_err), root)
-    listed = set(files_out.split(b"\0"))
-    hits.body_counts = count_grouped_terms(match_out, terms, listed)
+    _check("rg -o", matching, match_err, counts.fed > 0 or _only_unreadable(match_err), root)
+    hits.body_counts = found
     hits.skipped.update(unreadable(match_err))
-    hits.skipped.update(binary(match_out, listed))
+    hits.skipped.update(notices)
 
 
 def _index_when_idle(root: Path, files: list[str]) -> None:
