@@ -153,6 +153,7 @@ class PieceBuild:
             high = max(low + 1, bisect_right(counts, counts[low] + RANGE_PIECES, low) - 1)
             high = min(high, SLOTS)
         self.low, self.high, self.base = low, high, counts[low]
+        self.ids = None  # the range written: not held beside the next one (twice a range)
         self.ids = array("I", [0]) * (counts[high] - counts[low])
         self.at = 0
 
@@ -164,14 +165,13 @@ class PieceBuild:
 
     def _range_done(self) -> Pieces | None:
         """The pieces, once the last range is placed; else the next range started."""
-        ids = self.ids
-        assert ids is not None
+        assert self.ids is not None
         out = self.out
         if out is None:
             self.fill = None
-            return Pieces(self.lines, self.counts, ids)
+            return Pieces(self.lines, self.counts, self.ids)
         try:
-            out.append(ids)
+            out.append(self.ids)  # no other reference: ``_range`` lets it go
             if self.high < SLOTS:
                 self._range(self.high)
                 return None
