@@ -152,11 +152,12 @@ PACK_FROM = 256
 #: it holds this many postings and half as many as the blocks do (so a pack, which copies
 #: every posting of the blocks it remakes, is not made once a file: three copies at most)
 PENDING_FROM = 1 << 16
-#: ...and at this many postings at most (4 MiB of ``pending``, and 2 more while a pack
+#: ...and at this many postings at most (2 MiB of ``pending``, and 1 more while a pack
 #: puts them in order): the blocks are in a file the process maps (``_pack``), so
-#: ``pending`` is most of what a build holds. Half of what it was (issue 30: ten copies of
-#: sympy took 17 packs, not 13, and 0.5 s more in a build of 16 s)
-PENDING_MAX = 1 << 19
+#: ``pending`` is most of what a build holds. A quarter of what it once was (issue 30: ten
+#: copies of sympy take 26-27 packs, not 17, and 0.7-1.6 s more in a build of 15-16 s; the
+#: build's peak is 2-3 MiB lower, which a query arriving during the build stacks on)
+PENDING_MAX = 1 << 18
 #: numbers a build's pack gathers of a block before it writes them to the block's file
 #: (``_Tree._merged``): a block is not held whole (256 KiB)
 WRITE_NUMBERS = 1 << 16

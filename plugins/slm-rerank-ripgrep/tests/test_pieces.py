@@ -149,3 +149,25 @@ def test_a_mapping_without_its_hint_is_kept(monkeypatch: pytest.MonkeyPatch,
     built = made(text, starts, to_file=True)
     assert isinstance(built.ids, memoryview)
     assert list(built.ids) == list(made(text, starts, to_file=False).ids)
+
+
+def test_a_range_going_to_a_file_is_let_go_before_the_next_is_made(
+        monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
+    # each range was made while the one just written was still held: twice a range at once
+    # (8 MiB for ten copies of sympy, on top of the index being built)
+    text, starts = spellings(8000, 5, longest=160)  # 2.8 MiB of pieces
+    total = made(text, starts, to_file=False).nbytes()
+    one_range = total // 3
+    monkeypatch.setattr(pieces, "RANGE_PIECES", one_range // 4)  # three ranges
+    build = PieceBuild(text, starts, to_file=True)
+    assert build.step(time.monotonic() + 60.0) is None  # a step counts the lines
+    assert build.sized()
+    tracemalloc.start()
+    try:
+        built = build.step(time.monotonic() + 60.0)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert built is not None and list(built.ids) == list(made(text, starts, False).ids)
+    counts = 4 * len(build.counts)  # and ``fill``, a copy of them, held through it
+    assert peak < one_range * 1.5 + 2 * counts, (peak, one_range, counts)
