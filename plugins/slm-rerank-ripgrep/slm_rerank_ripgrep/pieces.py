@@ -35,8 +35,11 @@ SLOTS = _BASE ** 3
 _CODES = bytes(LETTERS.index(chr(b)) if chr(b) in LETTERS else _OTHER for b in range(256))
 #: lines read between two looks at the clock (about 1 ms on sympy)
 _CHUNK_LINES = 256
-#: pieces put in place in one pass over the lines when they go to a file (4 bytes each)
-RANGE_PIECES = 1 << 20
+#: pieces put in place in one pass over the lines when they go to a file (4 bytes each):
+#: 2 MiB, held between two windows of idle work when a window ends inside a range, and a
+#: query arriving then stacks on it (issue 30: 4 MiB was the ten copies' peak; each pass
+#: more is 0.3-0.7 s of idle work there)
+RANGE_PIECES = 1 << 19
 
 
 def _slot(term: str, at: int) -> int:
@@ -81,8 +84,8 @@ class PieceBuild:
     With ``to_file``, pieces of ``mapped.MAP_FROM`` bytes or more go straight to a file the
     process maps (``mapped.Appender``), ``RANGE_PIECES`` at a time: the slots are put in
     ranges, each the lines of a pass over every line, so the build never holds more than
-    a range of them (sympy with its images: 4 MiB, not 13; its lines are read four times,
-    0.15 s a pass). When the file cannot be made, written or mapped, they are made in
+    a range of them (sympy with its images: 2 MiB, not 13; its lines are read seven
+    times). When the file cannot be made, written or mapped, they are made in
     memory in one pass, as without it, and ``unmapped`` says why."""
 
     def __init__(self, text: bytes | bytearray, starts: array[int],
