@@ -1016,7 +1016,9 @@ def prepare(root: Path, terms: Sequence[str], max_filesize: int) -> Prepared | N
         return None  # half built: more files left than a query may read (``finish``)
     _TREES.move_to_end(key)
     if tree.pending:  # a build's last window left them: what follows reads the blocks
-        tree.pack()
+        # packed as the build packs them, to a file mapped: made in memory, every block
+        # they touch was (24 MiB for ten copies of sympy, and the worker's peak)
+        tree.pack(to_file=True)
     prepared = Prepared(key, tree, terms, max_filesize)
     try:
         fd = os.open(key, _DIR_FLAGS)

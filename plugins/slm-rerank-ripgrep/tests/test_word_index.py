@@ -530,8 +530,11 @@ def test_a_query_on_a_build_about_done_reads_what_the_build_posted_since_its_las
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         matching_runs: list[list[str]]) -> None:
     # a query may use a tree whose build has a few files left (it reads them itself): the
-    # postings the build holds back for its next pack are packed first
+    # postings the build holds back for its next pack are packed first, to a file mapped
+    # as the build's packs are (in memory, every block they touched was made again there)
     monkeypatch.setattr(word_index, "PENDING_FROM", 1 << 20)
+    monkeypatch.setattr(mapped, "FOLDER", tmp_path / "_mapped")
+    monkeypatch.setattr(mapped, "MAP_FROM", 0)
     root = generated_tree(tmp_path, 4)
     later(monkeypatch, 3600)
     files = search(root, ["x"]).files
@@ -547,6 +550,8 @@ def test_a_query_on_a_build_about_done_reads_what_the_build_posted_since_its_las
     assert tree is not None and tree.pending and len(tree.files) < len(files)
     answered_by_the_index_as_rg(root, TERM_SETS, matching_runs)
     assert not tree.pending and tree.packs
+    assert all(isinstance(block, memoryview) for block in tree.packs if len(block))
+    assert not tree.unmapped
 
 
 def test_a_file_it_does_not_model_leaves_the_tree_to_rg(
