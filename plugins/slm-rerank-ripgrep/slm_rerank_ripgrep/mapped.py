@@ -201,12 +201,21 @@ class Appender:
         self._closer()
 
 
+#: what ``MapOut`` brings in of the pages of the mapped parts it copies before it lets go
+COPY_PAGES_MAX = 1 << 20
+
+
 class MapOut:
     """``parts`` (arrays or views of type code ``I``, which must not change meanwhile)
     written one after another to a file with no name (an ``Appender``) over as many
     ``step``s as it takes, then mapped read-only (``step`` gives each part as a view of
     the mapping, in order), or why they could not be (they are then left as they are).
-    Its file is closed when it is done, or when it is dropped unfinished."""
+    Its file is closed when it is done, or when it is dropped unfinished.
+
+    A part that is a view of another mapped file (all the blocks put in one new file, once
+    ``word_index.MAX_MAPPED`` files hold them) is read through its mapping: its pages are
+    let go every ``COPY_PAGES_MAX`` bytes brought in, or the whole of them (24 MiB for ten
+    copies of sympy) came into the process's resident memory at once."""
 
     def __init__(self, parts: Sequence[Numbers]) -> None:
         if any(getattr(part, "typecode", None) != "I" and getattr(part, "format", None) != "I"
@@ -216,6 +225,7 @@ class MapOut:
         self.part = 0  # the part being written, and its bytes written
         self.offset = 0
         self.out: Appender | None = None
+        self.pages: PagesRead | None = None
 
     def step(self, by: float, clock: Callable[[], float] = time.monotonic
              ) -> list[memoryview] | str | None:
@@ -231,9 +241,14 @@ class MapOut:
                 return no_file(exc)
         try:
             while self.part < len(self.parts):
-                data = memoryview(self.parts[self.part]).cast("B")
+                part = self.parts[self.part]
+                data = memoryview(part).cast("B")
                 if self.offset < data.nbytes:
                     self.offset += out.write(data[self.offset:])
+                    if isinstance(part, memoryview):  # read through a mapping
+                        if self.pages is None:
+                            self.pages = PagesRead(COPY_PAGES_MAX, every=16)
+                        self.pages.step()
                 if self.offset >= data.nbytes:
                     self.part, self.offset = self.part + 1, 0
                 if self.part < len(self.parts) and clock() > by:

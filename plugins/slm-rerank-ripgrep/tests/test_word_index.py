@@ -1718,3 +1718,31 @@ def test_a_fork_does_not_go_on_writing_the_files_its_parent_writes(
         pass
     assert tree.pieces is not None and isinstance(tree.pieces.ids, memoryview)
     every_term_as_rg(root)
+
+
+@pytest.mark.skipif(mapped.resident_file_bytes() is None, reason="reads /proc/self/statm")
+def test_views_put_in_one_new_file_let_go_of_the_pages_they_are_read_from(
+        mapped_folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # once MAX_MAPPED files hold the blocks, map_out copies them all into one: read through
+    # their mappings, every page of them came into the worker's resident memory at once
+    # (24 MiB for ten copies of sympy, the worker's peak)
+    numbers = array("I", range(4 << 20))  # 16 MiB
+    views = mapped.map_out([numbers[at:at + (1 << 18)] for at in range(0, len(numbers), 1 << 18)])
+    assert isinstance(views, list)
+    del numbers
+    mapped.let_go_of_pages()
+    start = mapped.resident_file_bytes()
+    assert start is not None
+    taken: list[int] = []
+    write = mapped.Appender.write
+
+    def measured(self: mapped.Appender, data: memoryview) -> int:
+        written = write(self, data)
+        taken.append((mapped.resident_file_bytes() or 0) - start)
+        return written
+
+    monkeypatch.setattr(mapped.Appender, "write", measured)
+    copies = mapped.map_out(views)
+    assert isinstance(copies, list) and [bytes(c) for c in copies] == [bytes(v) for v in views]
+    assert len(taken) >= 256  # 16 MiB in writes of 64 KiB
+    assert max(taken) < 4 << 20, f"{max(taken) >> 20} MiB of pages brought in at once"
