@@ -149,8 +149,8 @@ class GroupedCounts:
     """path -> term -> occurrences, from what `rg -o --null --heading` prints, ``feed`` a
     part at a time as it arrives (``stream_output``) and ``close``d at its end: a query's
     output is megabytes on a large tree (3.9 MB for three common words in ten copies of
-    sympy), read whole and joined from the pipe's pieces it was twice that at once (issue
-    30). Held meanwhile: the counts, and the output since its last NUL.
+    sympy), and read whole, then joined from the pipe's pieces, it took twice that at once
+    (issue 30). Held meanwhile: the counts, and the output since its last NUL.
 
     What rg prints is each file's path once, a NUL, then its matches one a line, and an
     empty line before the next file: about a fifth of the bytes of one `path NUL match`
