@@ -526,9 +526,10 @@ def test_postings_packed_in_a_build_of_many_windows_count_as_rg_counts_them(
             write(n)
 
 
+@pytest.mark.parametrize("file_fails", [False, True])
 def test_a_query_on_a_build_about_done_reads_what_the_build_posted_since_its_last_pack(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        matching_runs: list[list[str]]) -> None:
+        matching_runs: list[list[str]], file_fails: bool) -> None:
     # a query may use a tree whose build has a few files left (it reads them itself): the
     # postings the build holds back for its next pack are packed first, to a file mapped
     # as the build's packs are (in memory, every block they touched was made again there)
@@ -548,10 +549,19 @@ def test_a_query_on_a_build_about_done_reads_what_the_build_posted_since_its_las
             break
     monkeypatch.setattr(word_index, "time", time)
     assert tree is not None and tree.pending and len(tree.files) < len(files)
+    if file_fails:  # no file for the query's pack: its blocks are made in memory, and said
+        def full(where: Path) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(mapped, "_nameless", full)
     answered_by_the_index_as_rg(root, TERM_SETS, matching_runs)
     assert not tree.pending and tree.packs
-    assert all(isinstance(block, memoryview) for block in tree.packs if len(block))
-    assert not tree.unmapped
+    if file_fails:
+        assert "No space left on device" in tree.unmapped
+        assert any(isinstance(block, array) and len(block) for block in tree.packs)
+    else:
+        assert all(isinstance(block, memoryview) for block in tree.packs if len(block))
+        assert not tree.unmapped
 
 
 def test_a_file_it_does_not_model_leaves_the_tree_to_rg(
