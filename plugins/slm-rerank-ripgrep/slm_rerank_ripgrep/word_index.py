@@ -533,17 +533,17 @@ class _Tree:
         self.postings_count += len(counts)
         return fid
 
-    def pack(self, to_file: bool = False) -> None:
+    def pack(self) -> None:
         """``_pack``; a tree it fails in (a ``MemoryError``, a file it wrote blocks to that
         cannot be read back) is dropped, not kept with postings it had taken out and not
         put back (``_drop``: rg answers its queries)."""
         try:
-            self._pack(to_file)
+            self._pack()
         except BaseException as exc:
             _drop(self.root, f"its index failed ({type(exc).__name__}: {exc})")
             raise
 
-    def _pack(self, to_file: bool) -> None:
+    def _pack(self) -> None:
         """Move the postings of ``more`` and ``pending`` into the blocks of ``packs``: an
         array in ``more`` costs about 150 bytes (the array, its key, its slot) before its
         first posting, 11 MiB for the 76,000 words of ten copies of sympy. A block is made
@@ -551,16 +551,17 @@ class _Tree:
         dropped as it is copied, ``pending`` dropped once its postings are put in word
         order (a counting sort: 8 bytes a word and 4 a posting while it runs).
 
-        ``to_file`` (a build's packs): each block is written to a new file the process
-        maps (``mapped.Appender``) as it is made, ``WRITE_NUMBERS`` at a time, so a build
-        never holds the blocks it makes in its own memory (24 MiB of them for ten copies of
-        sympy, and as much again while a pack made them anew), nor one whole block (the
-        first, of the commonest words, is 7.4 MiB there). When no file can be made, or one
-        fails, they stay in memory (those written already read back, the one being written
-        made again) and ``unmapped`` says why."""
+        Each block is written to a new file the process maps (``mapped.Appender``) as it
+        is made, ``WRITE_NUMBERS`` at a time, so neither a build nor a query that packs
+        what a build left holds the blocks it makes in its own memory (24 MiB of them for
+        ten copies of sympy, and as much again while a pack made them anew), nor one whole
+        block (the first, of the commonest words, is 7.4 MiB there). When they are too few
+        to be worth a file, when no file can be made, or one fails, they stay in memory
+        (those written already read back, the one being written made again) and
+        ``unmapped`` says why."""
         more, packs, pack_at = self.more, self.packs, self.pack_at
         words = self.words
-        out = self._pack_file() if to_file else None
+        out = self._pack_file()
         #: the blocks written to ``out``: (block number, where it starts there, its length)
         written: list[tuple[int, int, int]] = []
         blocks = {wid // PACK_WORDS for wid in more}
@@ -1016,9 +1017,9 @@ def prepare(root: Path, terms: Sequence[str], max_filesize: int) -> Prepared | N
         return None  # half built: more files left than a query may read (``finish``)
     _TREES.move_to_end(key)
     if tree.pending:  # a build's last window left them: what follows reads the blocks
-        # packed as the build packs them, to a file mapped: made in memory, every block
-        # they touch was (24 MiB for ten copies of sympy, and the worker's peak)
-        tree.pack(to_file=True)
+        # packed as the build packs them, to a file mapped: they were once packed in
+        # memory, every block they touch made again there (24 MiB for ten copies of sympy)
+        tree.pack()
     prepared = Prepared(key, tree, terms, max_filesize)
     try:
         fd = os.open(key, _DIR_FLAGS)
@@ -1406,12 +1407,12 @@ def _build(root: Path, files: Sequence[str], by: float, before: _Tree | None = N
             finally:
                 tree.building = False
             if len(tree.pending) >= 2 * min(max(PENDING_FROM, tree.packed // 2), PENDING_MAX):
-                tree.pack(to_file=True)  # on the way too: pending takes twice what a block does
+                tree.pack()  # on the way too: pending takes twice what a block does
             if not _fits(key, tree):
                 return None, 0
         tree.join()
         if tree.pending or len(tree.more) >= PACK_FROM:
-            tree.pack(to_file=True)
+            tree.pack()
         if tree.watch is None:  # built: from now on the kernel may say nothing changed
             tree.watch = Watch.open(fd)
         pieced = tree.index_pieces(by, time.monotonic)

@@ -458,9 +458,9 @@ def test_a_build_of_files_sharing_their_words_packs_a_few_times_not_once_a_file(
     packs: list[int] = []
     real = word_index._Tree.pack
 
-    def counted(tree: word_index._Tree, to_file: bool = False) -> None:
+    def counted(tree: word_index._Tree) -> None:
         packs.append(tree.postings_count)
-        real(tree, to_file)
+        real(tree)
 
     monkeypatch.setattr(word_index._Tree, "pack", counted)
     later(monkeypatch, 3600)
@@ -484,9 +484,9 @@ def test_postings_packed_in_a_build_of_many_windows_count_as_rg_counts_them(
     packs: list[int] = []
     real = word_index._Tree.pack
 
-    def counted(tree: word_index._Tree, to_file: bool = False) -> None:
+    def counted(tree: word_index._Tree) -> None:
         packs.append(len(tree.pending))
-        real(tree, to_file)
+        real(tree)
         assert not tree.pending and tree.more == {}
 
     monkeypatch.setattr(word_index._Tree, "pack", counted)
@@ -1352,8 +1352,8 @@ def test_a_builds_packs_on_its_way_put_their_blocks_in_a_mapped_file_not_in_memo
     seen: list[bool] = []
     real = word_index._Tree._pack
 
-    def watched(tree: word_index._Tree, to_file: bool) -> None:
-        real(tree, to_file)
+    def watched(tree: word_index._Tree) -> None:
+        real(tree)
         seen.append(all(isinstance(block, memoryview) for block in tree.packs))
 
     monkeypatch.setattr(word_index._Tree, "_pack", watched)
@@ -1397,9 +1397,9 @@ def test_a_pack_lets_go_of_the_pages_of_the_blocks_it_reads_as_it_goes(
             resident.append(0)
         real_append(out, numbers)
 
-    def pack(tree: word_index._Tree, to_file: bool) -> None:
+    def pack(tree: word_index._Tree) -> None:
         read.append(sum(len(b) for b in tree.packs if isinstance(b, memoryview)) * 4)
-        real_pack(tree, to_file)
+        real_pack(tree)
 
     monkeypatch.setattr(mapped.Appender, "append", append)
     monkeypatch.setattr(word_index._Tree, "_pack", pack)
@@ -1437,8 +1437,8 @@ def test_a_pack_writes_a_block_to_its_file_as_it_makes_it_not_whole(
     made: list[tuple[int, int]] = []  # the largest block after a pack, the pack's peak
     real = word_index._Tree._pack
 
-    def measured(tree: word_index._Tree, to_file: bool) -> None:
-        peak = traced_peak(lambda: real(tree, to_file))
+    def measured(tree: word_index._Tree) -> None:
+        peak = traced_peak(lambda: real(tree))
         made.append((4 * max(map(len, tree.packs)), peak))
 
     monkeypatch.setattr(word_index._Tree, "_pack", measured)
@@ -1473,8 +1473,8 @@ def test_a_pack_whose_file_fails_while_it_writes_a_block_keeps_every_posting(
     said: list[str] = []
     real_pack = word_index._Tree._pack
 
-    def pack(tree: word_index._Tree, to_file: bool) -> None:
-        real_pack(tree, to_file)
+    def pack(tree: word_index._Tree) -> None:
+        real_pack(tree)
         said.append(tree.unmapped)
 
     monkeypatch.setattr(mapped.Appender, "append", append)
@@ -1536,8 +1536,8 @@ def test_a_pack_whose_file_fails_keeps_every_posting_in_memory_and_says_why(
 
     packs: list[tuple[int, str]] = []  # after each pack: blocks in memory, and why
 
-    def watched(tree: word_index._Tree, to_file: bool) -> None:
-        real_pack(tree, to_file)
+    def watched(tree: word_index._Tree) -> None:
+        real_pack(tree)
         packs.append((sum(isinstance(block, array) for block in tree.packs), tree.unmapped))
 
     monkeypatch.setattr(mapped.Appender, "append", append)
