@@ -165,7 +165,7 @@ def gather(request: SearchRequest, host: Host, terms: QueryTerms, notes: list[st
            ) -> Gathered:
     """The files in the request's scope and their evidence (``lexical/gather.py``)."""
     return gather_files(host, request.root, terms, notes, paths=request.paths,
-                        globs=request.globs, explain=request.explain)
+                        globs=request.globs, explain=request.explain, query=request.query)
 
 
 # --- uncommitted work ---------------------------------------------------------------------
@@ -195,7 +195,7 @@ def rank(request: SearchRequest, host: Host, gathered: Gathered, notes: list[str
     from slm_rerank.lexical.ordering import put_in_order
 
     put_in_order(request.root, request.cache_dir, host.settings, gathered, ranked, notes,
-                 ahead)
+                 ahead, request.query)
     return ranked
 
 

@@ -134,6 +134,7 @@ def extract(query: str, tree: Path, host: Host, cache_dir: Path | None = None,
     """Run the lexical stage over ``tree`` for ``query`` as a search does, in the fixed
     order, and compute each candidate file's features (``lexical/features.py``)."""
     from slm_rerank.lexical.features import candidates
+    from slm_rerank.lexical.first_line import first_line_view
     from slm_rerank.pipeline import SearchRequest, gather, query_terms, rank
 
     fixed = host.with_overrides("learning ({key})", learned_order=False)
@@ -142,6 +143,8 @@ def extract(query: str, tree: Path, host: Host, cache_dir: Path | None = None,
     notes: list[str] = []
     gathered = gather(request, fixed, terms, notes)
     ranked = rank(request, fixed, gathered, notes)
+    first = first_line_view(query, request.root, gathered, top_k=fixed.settings.top_k,
+                            limit=fixed.settings.max_file_bytes, cache_dir=cache_dir)
     found = candidates(ranked.chunks, {e.path: e for e in gathered.evidence}, gathered.terms,
-                       gathered.stats, ranked.texts, history, ranked.files)
+                       gathered.stats, ranked.texts, history, ranked.files, first)
     return Extracted([c.path for c in found], [c.values for c in found])

@@ -22,7 +22,7 @@ import math
 import re
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from typing import Protocol
 
@@ -68,10 +68,16 @@ FEATURES: dict[str, str] = {
     "recent": "changed lately",
     "together": "changed with files the query names",
     "messages": "the messages of the commits that changed it say the query's words",
+    "test_partner": "a test file named for it matches the query",
+    "test_partner_top": "the best-matching test file is named for it",
+    "first_line": "lexical score for the query's first line alone (share of the best)",
+    "first_line_top": "first for the query's first line alone",
 }
 
 #: the history features: 0 when no history was read
 HISTORY_FEATURES = frozenset({"changes", "recent", "together", "messages"})
+#: the features of what the query's first line alone ranks (``first_line.py``)
+FIRST_LINE_FEATURES = frozenset({"first_line", "first_line_top"})
 
 #: words of a path that mark test, benchmark and example code the file kinds miss (a test
 #: module inside a Java ``src/`` tree, ``FooTest.java``, ``bench/``)
@@ -91,6 +97,14 @@ STUB_SUFFIXES = (".pyi", ".d.ts", ".d.mts", ".d.cts")
 #: shortest stem that may match the start of a word of a file's name
 MIN_STEM = 5
 
+#: the marks a test file's name puts around the name of what it tests: ``test_x``,
+#: ``tests-x``, ``x_test``, ``XTest``, ``XTests``, ``x.spec`` (its stem is ``x``)
+_TEST_MARK = re.compile(r"^(?:tests?[_-])|(?:[_-]?(?:tests?|spec))$")
+#: names too generic to tie a test file to one source file
+_GENERIC_NAMES = frozenset({"__init__", "index", "main", "mod", "lib", "conftest", "utils",
+                            "util", "common", "helpers", "helper", "test", "tests", "spec",
+                            "setup"})
+
 _COMMENT_STARTS = ("#", "//", "/*", "*", "--", ";", "%", '"""', "'''", "<!--")
 
 
@@ -107,6 +121,16 @@ class History(Protocol):
     def together(self, path: str, others: set[str]) -> int: ...
 
     def told(self, paths: list[str], words: set[str]) -> list[tuple[float, tuple[str, ...]]]: ...
+
+
+@dataclass(frozen=True)
+class FirstLine:
+    """What the query's first line alone ranks (``first_line.first_line_view``): each
+    file's best chunk score as a share of the best one's, and the file that comes first
+    (both empty when the line has no searchable word or matches nothing)."""
+
+    shares: Mapping[str, float] = field(default_factory=dict)
+    top: str = ""
 
 
 @dataclass(frozen=True)
@@ -197,6 +221,37 @@ def _path_facts(path: str) -> _PathFacts:
         float(path.count("/")))
 
 
+@lru_cache(maxsize=65536)
+def partner_name(path: str, is_test: bool) -> str:
+    """The name that ties a test file to the source file it tests: the file's stem, lower
+    case, less a test file's marks (``tests/test_parser.py``, ``parser_test.go``,
+    ``ParserTest.java``, ``parser.test.js`` and ``src/parser.rs`` all give ``parser``); ""
+    for a name too short or too generic to tie one file to another."""
+    stem = path.rpartition("/")[2].split(".", 1)[0].lower()
+    if is_test and stem not in _GENERIC_NAMES:
+        stem = _TEST_MARK.sub("", stem)
+    return "" if len(stem) < 3 or stem in _GENERIC_NAMES else stem
+
+
+def _test_partners(chunks: Sequence[ScoredChunk], best: Mapping[str, int], top: float
+                   ) -> tuple[dict[str, float], str]:
+    """The test files among the candidates, by ``partner_name``: the best lexical share of
+    the ones with each name, and the name of the lexically best test file of all."""
+    shares: dict[str, float] = {}
+    leader, leading = "", -1.0
+    for path, index in best.items():
+        facts = _path_facts(path)
+        if facts.kind != "test" and not facts.test_like:
+            continue
+        name = partner_name(path, True)
+        share = _share(chunks[index].score, top)
+        if share > leading:
+            leader, leading = name, share
+        if name and share > shares.get(name, 0.0):
+            shares[name] = share
+    return shares, leader
+
+
 def _file_lines(text: str) -> int:
     return text.count("\n") + 1 if text else 1
 
@@ -218,13 +273,15 @@ def _messages(history: History | None, paths: list[str], terms: QueryTerms
 def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidence],
                terms: QueryTerms, stats: TermStats, texts: Mapping[str, str],
                history: History | None = None,
-               files: Mapping[str, SlicedFile] | None = None) -> list[Candidate]:
+               files: Mapping[str, SlicedFile] | None = None,
+               first: FirstLine | None = None) -> list[Candidate]:
     """The features of each file among ``chunks`` (best first, as ``rank_chunks`` orders
     them), in the order their best chunks come.
 
     ``files`` (path -> the sliced file whose text ``texts`` holds) lets what a file's text
     alone gives (its length, a chunk's comment lines) be kept from one query to the next
-    (``chunk_memory.SLICED_MEMO``).
+    (``chunk_memory.SLICED_MEMO``). ``first``: what the query's first line alone ranks
+    (``first_line.first_line_view``); None for a one-line query, whose own order it is.
 
     The judge's verdict is no feature here: only the head is judged, after this order is
     made, and fusion (``model/fusion.py``) adds it to the learned score with its own
@@ -246,6 +303,7 @@ def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidenc
     most = masses[-1] if masses else 0.0
     with_digits = [t.root for t in terms.terms if _DIGIT.search(t.root) and not t.root.isdigit()]
     told = _messages(history, list(best), terms)
+    tests, leading_test = _test_partners(chunks, best, top)
     weights = stats.weights
     out = []
     above = 0  # files whose best chunk scores strictly higher: tied files share a rank
@@ -286,6 +344,8 @@ def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidenc
                        if any(tok.startswith(stem) for tok in tokens)), default=0.0)
         mass = ev.file_bm25  # as ``masses`` read it
         digits = digit_words(path) if with_digits else frozenset()
+        partner = ("" if kind == "test" or facts.test_like
+                   else partner_name(path, False) if tests else "")
         values: dict[str, float] = {
             "lexical": _share(item.score, top),
             "lexical_rank": math.log1p(rank),
@@ -321,6 +381,11 @@ def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidenc
             "recent": 0.0,
             "together": 0.0,
             "messages": 0.0,
+            "test_partner": tests.get(partner, 0.0) if partner else 0.0,
+            "test_partner_top": float(bool(partner) and partner == leading_test),
+            "first_line": (_share(item.score, top) if first is None
+                           else first.shares.get(path, 0.0)),
+            "first_line_top": float(position == 0 if first is None else path == first.top),
         }
         said: tuple[str, ...] = ()
         if history is not None and history.commits:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from slm_rerank.errors import SearchError, SlmRerankError
@@ -30,6 +30,9 @@ class Gathered:
     hits: SourceHits
     stats: TermStats
     evidence: list[FileEvidence]
+    #: path -> literal -> count of the words of the query's first line that the query's own
+    #: terms leave out, searched beside them for ``first_line.py`` (never in ``hits``)
+    first_line_counts: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 
@@ -59,7 +62,7 @@ def choose_source(host: Host, root: Path, notes: list[str]) -> CandidateSource:
                       f"({'; '.join(reasons)})")
 
 
-def _sizes(root: Path, paths: Iterable[str]) -> dict[str, int]:
+def file_sizes(root: Path, paths: Iterable[str]) -> dict[str, int]:
     """Byte sizes of the files with body matches, for length normalisation."""
     base = os.fsencode(root)
     sizes = {}
@@ -77,13 +80,47 @@ def _within(path: str, restrict: set[str]) -> bool:
                                    for parent in PurePosixPath(path).parents)
 
 
+def first_line_literals(query: str, terms: QueryTerms) -> list[str]:
+    """The literals of the query's first line (when more text follows it) that ``terms``,
+    the whole query's, do not search: a long issue keeps only its strongest words."""
+    from slm_rerank.lexical.terms import extract
+
+    head, _, rest = query.strip().partition("\n")
+    if not head.strip() or not rest.strip():
+        return []
+    searched = set(terms.literals())
+    return [lit for lit in extract(head).literals() if lit not in searched]
+
+
+def _set_apart(hits: SourceHits, extra: set[str]
+               ) -> tuple[SourceHits, dict[str, dict[str, int]]]:
+    """``hits`` without the counts of the ``extra`` literals (as a search for the query's
+    own terms alone finds them), and those counts apart."""
+    counts: dict[str, dict[str, int]] = {}
+    apart: dict[str, dict[str, int]] = {}
+    for path, found in hits.body_counts.items():
+        if extra.isdisjoint(found):
+            counts[path] = found
+            continue
+        own = {lit: n for lit, n in found.items() if lit not in extra}
+        apart[path] = {lit: n for lit, n in found.items() if lit in extra}
+        if own:
+            counts[path] = own
+    sizes = hits.sizes if len(counts) == len(hits.body_counts) else \
+        {p: n for p, n in hits.sizes.items() if p in counts}
+    return SourceHits(files=hits.files, body_counts=counts, skipped=hits.skipped,
+                      sizes=sizes), apart
+
+
 def gather_files(host: Host, root: Path, terms: QueryTerms, notes: list[str], *,
                  paths: Sequence[Path] = (), globs: Sequence[str] = (),
-                 explain: bool = False) -> Gathered:
+                 explain: bool = False, query: str = "") -> Gathered:
     """Ask the first available source for the files in scope and their term counts.
 
     ``paths`` (inside ``root``; empty: all of it) and ``globs`` are the resolved scope;
-    ``explain`` asks the source to say why it skipped each file (``-v``).
+    ``explain`` asks the source to say why it skipped each file (``-v``). ``query``: the
+    query's text, whose first line's words the source also counts
+    (``Gathered.first_line_counts``; the evidence is of ``terms`` alone).
     """
     source = choose_source(host, root, notes)
     listed, restrict = list(paths), set()
@@ -92,17 +129,21 @@ def gather_files(host: Host, root: Path, terms: QueryTerms, notes: list[str], *,
         restrict = {str(p)[len(prefix):] if str(p).startswith(prefix)
                     else os.path.relpath(p, root) for p in listed}
         listed = []
-    query = SourceQuery(root=root, terms=terms.literals(), paths=listed,
+    extra = first_line_literals(query, terms) if query else []
+    asked = SourceQuery(root=root, terms=terms.literals() + extra, paths=listed,
                         globs=list(globs), max_filesize=host.settings.max_file_bytes,
                         explain=explain)
     try:
-        hits = source.search(query)
+        hits = source.search(asked)
     except SlmRerankError:
         raise
     except Exception as exc:
         raise SearchError(f"candidate source '{source.name}' failed on "
                           f"{display_path(str(root))}: "
                           f"{type(exc).__name__}: {exc}") from exc
+    first_line_counts: dict[str, dict[str, int]] = {}
+    if extra:
+        hits, first_line_counts = _set_apart(hits, set(extra))
     if restrict:
         kept = [f for f in hits.files if _within(f, restrict)]
         keep = set(kept)
@@ -114,7 +155,9 @@ def gather_files(host: Host, root: Path, terms: QueryTerms, notes: list[str], *,
     for glob in globs_matching_nothing(list(globs), hits.files):
         notes.append(f"glob '{display_path(glob)}' matches no file")
     stats = TermStats.from_hits(terms, hits)
-    sizes = _sizes(root, [p for p in hits.body_counts if p not in hits.sizes])
+    sizes = file_sizes(root, [p for p in hits.body_counts if p not in hits.sizes])
     sizes.update((p, n) for p, n in hits.sizes.items() if p in hits.body_counts)
     evidence = score_files(terms, hits, stats, sizes)
-    return Gathered(terms, source.name, hits, stats, evidence)
+    if restrict and first_line_counts:
+        first_line_counts = {p: c for p, c in first_line_counts.items() if p in keep}
+    return Gathered(terms, source.name, hits, stats, evidence, first_line_counts)

@@ -329,12 +329,13 @@ def choose_model(root: Path, cache_dir: Path | None) -> Chosen:
 def learned_order(chunks: list[ScoredChunk], evidence: list[FileEvidence], terms: QueryTerms,
                   stats: TermStats, texts: dict[str, str], model: RankerModel,
                   history: History | None = None,
-                  files: Mapping[str, SlicedFile] | None = None
+                  files: Mapping[str, SlicedFile] | None = None,
+                  first: features.FirstLine | None = None
                   ) -> tuple[list[ScoredChunk], dict[str, Placed]]:
     """``chunks`` (lexical order, best first) in ``model``'s order, and how it placed each
-    file (path -> ``Placed``); ``files``: the sliced files ``texts`` are of
-    (``features.candidates``)."""
+    file (path -> ``Placed``); ``files``: the sliced files ``texts`` are of, ``first``: what
+    the query's first line alone ranks (``features.candidates``)."""
     found = features.candidates(chunks, {e.path: e for e in evidence}, terms, stats, texts,
-                                history, files)
+                                history, files, first)
     placed = place(model, found)
     return reorder(chunks, placed), {p.path: p for p in placed}

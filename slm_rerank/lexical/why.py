@@ -276,6 +276,28 @@ def _bundle(f: _File) -> str:
             else "not a generated copy of the sources")
 
 
+def _test_partner(f: _File) -> str:
+    share = f.value("test_partner")
+    return (f"a test file named for it matches the query ({_percent(share)} of the best)"
+            if share else "no test file named for it matches the query")
+
+
+def _test_partner_top(f: _File) -> str:
+    return ("the best-matching test file is named for it" if f.value("test_partner_top")
+            else "the best-matching test file is not named for it")
+
+
+def _first_line(f: _File) -> str:
+    share = f.value("first_line")
+    return (f"the query's first line alone scores it {_percent(share)} of the best" if share
+            else "the query's first line alone does not find it")
+
+
+def _first_line_top(f: _File) -> str:
+    return ("first for the query's first line alone" if f.value("first_line_top")
+            else "not first for the query's first line alone")
+
+
 def _lexical(f: _File) -> str:
     return f"lexical score {_percent(f.value('lexical'))} of the best"
 
@@ -320,6 +342,10 @@ SAYS: dict[str, Callable[[_File], str]] = {
     "recent": _recent,
     "together": _together,
     "messages": _messages,
+    "test_partner": _test_partner,
+    "test_partner_top": _test_partner_top,
+    "first_line": _first_line,
+    "first_line_top": _first_line_top,
 }
 
 

@@ -15,7 +15,15 @@ scored here):
   so a whole issue gets its own weight for them;
 - ``without F``: the shipped features less F (comma-separated);
 - ``with F``: the shipped features and F (comma-separated: features this version computes
-  that the shipped model does not use).
+  that the shipped model does not use);
+- ``partner``: ``test_partner`` (the best lexical share among the row's test files whose
+  name, less its test marks, is this file's name: ``test_foo.py``, ``foo_test.go``,
+  ``FooTest.java``, ``foo.test.js`` for ``foo``) and ``test_partner_top`` (the row's
+  lexically best test file is one of them): what the matching tests say about the source
+  file they exercise, which the lexical order demotes as tests;
+- ``title``: ``title_lexical`` and ``title_top`` (the file's lexical share, and whether it
+  is first, when the query's first line alone is searched: the title row of the same case;
+  a title row's own values), so a whole issue's summary line weighs apart from its body.
 
 Parts join with `` + ``: ``--try "with module_named + issues x4"``.
 
@@ -30,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import re
 import sys
 from collections.abc import Callable
 
@@ -68,6 +77,69 @@ def add_long(rows: list[tr.Row], cases: dict[str, dict], names: list[str],
     return added
 
 
+#: test marks around a test file's name stem: ``test_x``, ``x_test``, ``XTest``, ``x.spec``
+_TEST_MARK = re.compile(r"^(?:tests?[_-])|(?:[_-]?(?:tests?|spec))$")
+#: names too generic to tie a test to one source file
+_GENERIC = frozenset({"__init__", "index", "main", "mod", "lib", "conftest", "utils", "util",
+                      "common", "helpers", "helper", "test", "tests", "spec", "setup"})
+
+
+def _name_key(path: str, is_test: bool) -> str:
+    stem = path.rsplit("/", 1)[-1].split(".", 1)[0].lower()
+    if is_test:
+        stem = _TEST_MARK.sub("", stem)
+    return "" if len(stem) < 3 or stem in _GENERIC else stem
+
+
+def add_partner(rows: list[tr.Row]) -> list[str]:
+    """Append ``test_partner`` and ``test_partner_top`` to every row; their names."""
+    at = {n: i for i, n in enumerate(FEATURES)}
+    lex, kind, like = at["lexical"], at["kind_test"], at["test_like"]
+    for r in rows:
+        tests: dict[str, float] = {}
+        top_key, top = "", -1.0
+        for p, v in zip(r.paths, r.values, strict=True):
+            if v[kind] or v[like]:
+                key = _name_key(p, True)
+                if v[lex] > top:
+                    top_key, top = key, v[lex]
+                if key:
+                    tests[key] = max(tests.get(key, 0.0), v[lex])
+        new = []
+        for p, v in zip(r.paths, r.values, strict=True):
+            key = "" if (v[kind] or v[like]) else _name_key(p, False)
+            share = tests.get(key, 0.0) if key else 0.0
+            new.append(v + (share, float(bool(key) and key == top_key)))
+        r.values = new
+    added = {"test_partner": "a matching test file is named for it",
+             "test_partner_top": "the best matching test file is named for it"}
+    FEATURES.update(added)
+    return list(added)
+
+
+def add_title(rows: list[tr.Row], cases: dict[str, dict], only_long: bool = False
+              ) -> list[str]:
+    """Append ``title_lexical`` and ``title_top`` to every row (``only_long``: ``title0_*``,
+    0 unless the query is more than its first line); their names."""
+    lex = list(FEATURES).index("lexical")
+    titles = {r.case: r for r in rows if r.mode == "title"}
+    for r in rows:
+        first = titles.get(r.case, r) if r.mode == "query" else r
+        case = cases[r.case]
+        if only_long and (r.mode == "title" or case["query"].strip() == case["title"].strip()):
+            r.values = [v + (0.0, 0.0) for v in r.values]
+            continue
+        shares = {p: v[lex] for p, v in zip(first.paths, first.values, strict=True)}
+        top = first.paths[0] if first.paths else ""
+        r.values = [v + (shares.get(p, 0.0), float(p == top))
+                    for p, v in zip(r.paths, r.values, strict=True)]
+    prefix = "title0" if only_long else "title"
+    added = {f"{prefix}_lexical": "lexical share from the query's first line alone",
+             f"{prefix}_top": "first when the query's first line alone is searched"}
+    FEATURES.update(added)
+    return list(added)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -85,6 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     rows, cases = training_rows(args.train_cap)
     base = list(shipped_model().features)
     longs = add_long(rows, cases, args.long_features.split(","), args.long_terms)
+    partners = add_partner(rows)
+    titled = add_title(rows, cases)
+    titled0 = add_title(rows, cases, only_long=True)
     _ROWS = rows
     plans: list[tuple[list[str], int]] = [(base, 1)]
     for t in args.tries:
@@ -94,6 +169,14 @@ def main(argv: list[str] | None = None) -> int:
                 times = int(part.removeprefix("issues x"))
             elif part == "long":
                 features += longs
+            elif part == "title":
+                features += titled
+            elif part == "title0":
+                features += titled0
+            elif part == "partner":
+                features += partners
+            elif part.startswith("partner "):
+                features += [part.removeprefix("partner ")]
             elif part.startswith("without "):
                 gone = set(part.removeprefix("without ").split(","))
                 features = [f for f in features if f not in gone]

@@ -97,7 +97,8 @@ def capped(cases: list[dict], train: int, held: int) -> list[dict]:
 
 
 def feature_key() -> str:
-    return hashlib.sha256(json.dumps([list(FEATURES), "history-2"]).encode()).hexdigest()[:12]
+    return hashlib.sha256(json.dumps([list(FEATURES), "history-2", "first-line-2"]).encode()
+                          ).hexdigest()[:12]
 
 
 def clone_of(repo: str, mirrors: Path) -> Path | None:

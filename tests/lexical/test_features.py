@@ -12,7 +12,13 @@ import pytest
 from slm_rerank.calibration.learning import Group, extract, fit
 from slm_rerank.host import Host
 from slm_rerank.lexical.chunking import Chunk
-from slm_rerank.lexical.features import FEATURES, Candidate, comment_share, digit_words
+from slm_rerank.lexical.features import (
+    FEATURES,
+    Candidate,
+    comment_share,
+    digit_words,
+    partner_name,
+)
 from slm_rerank.lexical.file_scores import file_bm25, score_files
 from slm_rerank.lexical.history import read_history
 from slm_rerank.lexical.ranker import RankerModel, place, reorder
@@ -343,3 +349,58 @@ def test_the_search_sums_the_whole_file_bm25_file_bm25_defines() -> None:
         assert evidence[path].parts["file_bm25"] == pytest.approx(
             file_bm25(counts[path], stats.rarity, ratio))
     assert evidence["a.go"].parts["file_bm25"] > 0 and "c.go" not in evidence
+
+
+@pytest.mark.parametrize(("path", "is_test", "name"), [
+    ("tests/test_parser.py", True, "parser"),
+    ("pkg/parser_test.go", True, "parser"),
+    ("src/test/java/org/x/ParserTest.java", True, "parser"),
+    ("src/test/java/org/x/ParserTests.java", True, "parser"),
+    ("test/parser.test.js", True, "parser"),
+    ("test/parser.spec.ts", True, "parser"),
+    ("tests/parser.rs", True, "parser"),
+    ("src/parser.py", False, "parser"),
+    ("src/Parser.java", False, "parser"),
+    ("src/test_parser.py", False, "test_parser"),  # a source file keeps its whole name
+    ("tests/conftest.py", True, ""),  # too generic to name one source file
+    ("src/__init__.py", False, ""),
+    ("tests/test_io.py", True, ""),  # too short
+])
+def test_a_test_file_and_the_source_file_it_tests_share_a_partner_name(
+        path: str, is_test: bool, name: str) -> None:
+    assert partner_name(path, is_test) == name
+
+
+PARSER = '''def parse_header(line):
+    """Read one header line of the record."""
+    return line.split(":")
+'''
+LEXER = '''def lex_header(line):
+    """Split one header line of the record into tokens."""
+    return line.split(":")
+'''
+TEST_PARSER = '''from src.parser import parse_header
+
+
+def test_folded_header_line_keeps_its_continuation():
+    record = "Subject: folded header line\\n continuation of the folded header line"
+    assert parse_header(record) == ["Subject", " folded header line"]
+'''
+
+
+def test_the_test_file_that_matches_the_query_points_at_the_source_file_it_tests(
+        tmp_path: Path, host: Host) -> None:
+    tree = make_repo(tmp_path / "repo", {
+        "src/parser.py": PARSER,
+        "src/lexer.py": LEXER,
+        "tests/test_parser.py": TEST_PARSER,
+    })
+    got = values_by_path(tree, "folded header line loses its continuation line", host)
+    assert got["src/parser.py"]["test_partner_top"] == 1.0
+    assert got["src/parser.py"]["test_partner"] == pytest.approx(
+        got["tests/test_parser.py"]["lexical"])
+    assert got["src/parser.py"]["test_partner"] > 0
+    # the sibling no test file is named for, and the test file itself, get nothing
+    for path in ("src/lexer.py", "tests/test_parser.py"):
+        assert got[path]["test_partner"] == 0.0
+        assert got[path]["test_partner_top"] == 0.0

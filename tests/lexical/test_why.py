@@ -134,3 +134,20 @@ def test_the_new_features_say_their_values() -> None:
                             tuple(1.0 if n == "digit_name" else 0.0 for n in FEATURES)),
                      None, None, TERMS, STATS)
     assert [r.says for r in digits] == ["file name's 'v2' is in the query"]
+
+
+def test_the_test_partner_and_first_line_features_say_their_values() -> None:
+    assert said({"test_partner": 0.5, "test_partner_top": 1.0, "first_line": 0.25,
+                 "first_line_top": 0.0}) == {
+        "test_partner": "a test file named for it matches the query (50 % of the best)",
+        "test_partner_top": "the best-matching test file is named for it",
+        "first_line": "the query's first line alone scores it 25 % of the best",
+        "first_line_top": "not first for the query's first line alone",
+    }
+    assert said({"test_partner": 0.0, "test_partner_top": 0.0, "first_line": 0.0,
+                 "first_line_top": 1.0}) == {
+        "test_partner": "no test file named for it matches the query",
+        "test_partner_top": "the best-matching test file is not named for it",
+        "first_line": "the query's first line alone does not find it",
+        "first_line_top": "first for the query's first line alone",
+    }

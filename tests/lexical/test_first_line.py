@@ -1,0 +1,120 @@
+"""The query's first line searched alone (``lexical/first_line.py``) and the features the
+learned ranker reads of it, on generated repositories with known answers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from slm_rerank.calibration.learning import extract
+from slm_rerank.host import Host
+from slm_rerank.lexical.features import FEATURES
+from slm_rerank.lexical.first_line import first_line
+from slm_rerank.lexical.gather import first_line_literals, gather_files
+from slm_rerank.pipeline import query_terms
+from slm_rerank.testing.helpers import make_repo
+
+#: a module whose body says the issue's body words over and over
+SESSION = '''class Session:
+    """A session sends requests over a pool of connections. The session keeps the pool,
+    the adapter, the retries and the timeout of each connection; every request goes
+    through the pool, the adapter and the retries. Connection, pool, adapter, retries.
+    """
+
+    def send(self, request):
+        return self.adapter.send(request, timeout=self.timeout, retries=self.retries)
+'''
+#: the module the issue's first line names
+COOKIES = '''def merge_cookies(jar, cookies):
+    """Merge cookies into the cookie jar; a cookie with an expired date is dropped."""
+    for cookie in cookies:
+        jar.set_cookie(cookie)
+    return jar
+'''
+ISSUE = """Expired cookie jar keeps merged cookies
+
+Using a session with a pool of connections, an adapter and retries, every request over
+the pool keeps the connection's retries and the adapter's timeout; the session's pool,
+adapter, connection and retries all look right, yet the response is wrong.
+"""
+
+
+@pytest.fixture(scope="module")
+def host() -> Host:
+    return Host.from_environment(start=Path("/"))
+
+
+def named(tree: Path, query: str, host: Host) -> dict[str, dict[str, float]]:
+    found = extract(query, tree, host)
+    return {p: dict(zip(FEATURES, v, strict=True)) for p, v in zip(found.paths, found.values,
+                                                                    strict=True)}
+
+
+@pytest.mark.parametrize(("query", "line"), [
+    ("one line only", None),
+    ("  one line, spaces around  \n\n  ", None),
+    ("Title\nbody", "Title"),
+    ("\n\n  Title after blank lines  \nbody\nmore", "Title after blank lines"),
+])
+def test_the_first_line_is_taken_only_when_more_text_follows_it(query: str,
+                                                                 line: str | None) -> None:
+    assert first_line(query) == line
+
+
+def test_the_first_line_alone_ranks_the_file_it_names_first(tmp_path: Path, host: Host
+                                                            ) -> None:
+    tree = make_repo(tmp_path / "repo", {"src/session.py": SESSION, "src/cookies.py": COOKIES})
+    got = named(tree, ISSUE, host)
+    # the whole issue's words favour the session module ...
+    assert got["src/session.py"]["lexical"] == 1.0
+    assert got["src/cookies.py"]["lexical"] < 1.0
+    # ... its first line alone the cookies module, which the features say
+    assert got["src/cookies.py"]["first_line_top"] == 1.0
+    assert got["src/cookies.py"]["first_line"] == 1.0
+    assert got["src/session.py"]["first_line_top"] == 0.0
+    assert got["src/session.py"]["first_line"] < 1.0
+
+
+def test_a_one_line_query_is_its_own_first_line(tmp_path: Path, host: Host) -> None:
+    tree = make_repo(tmp_path / "repo", {"src/session.py": SESSION, "src/cookies.py": COOKIES})
+    got = named(tree, "expired cookie jar keeps merged cookies", host)
+    for values in got.values():
+        assert values["first_line"] == values["lexical"]
+    assert [p for p, v in got.items() if v["first_line_top"]] == ["src/cookies.py"]
+
+
+def test_a_first_line_with_no_searchable_word_gives_nothing(tmp_path: Path, host: Host
+                                                             ) -> None:
+    tree = make_repo(tmp_path / "repo", {"src/session.py": SESSION, "src/cookies.py": COOKIES})
+    got = named(tree, "!!! ???\n" + ISSUE, host)
+    assert got  # the body still finds the files
+    assert all(v["first_line"] == 0.0 and v["first_line_top"] == 0.0 for v in got.values())
+
+
+def test_a_first_line_word_the_long_query_leaves_out_is_counted_apart(tmp_path: Path,
+                                                                     host: Host) -> None:
+    # a body of 60 distinct identifiers: the whole query keeps its 40 strongest terms, and
+    # the first line's plain word "expired" is not among them
+    words = [f"alpha_{n}_beta" for n in range(60)]
+    tree = make_repo(tmp_path / "repo", {
+        "src/noise.py": "\n".join(f"{w} = 1" for w in words) + "\n",
+        "src/expiry.py": "def check(entry):\n    return entry.expired or alpha_0_beta\n",
+    })
+    query = "expired entries\n" + " ".join(words)
+    terms = query_terms(query)
+    extra = first_line_literals(query, terms)
+    assert "expir" in extra  # "expired", as the bodies are searched for it
+    assert not set(extra) & set(terms.literals())
+    gathered = gather_files(host, tree, terms, [], query=query)
+    # the evidence is the whole query's alone; the first line's word is counted apart
+    assert all("expir" not in c for c in gathered.hits.body_counts.values())
+    assert gathered.first_line_counts == {"src/expiry.py": {"expir": 1}}
+    alone = gather_files(host, tree, terms, [])
+    assert gathered.hits.body_counts == alone.hits.body_counts
+    assert [(e.path, e.score) for e in gathered.evidence] == [
+        (e.path, e.score) for e in alone.evidence]
+    got = named(tree, query, host)
+    assert got["src/noise.py"]["lexical"] > got["src/expiry.py"]["lexical"]
+    assert got["src/expiry.py"]["first_line_top"] == 1.0
+    assert got["src/noise.py"]["first_line"] == 0.0
