@@ -48,7 +48,7 @@ SHARED = REPO_ROOT.parent / "shared" / "bench"
 CACHE = Path.home() / ".cache" / "slm-rerank-bench"
 MODES = ("title", "query")
 #: the model's name: bump it when what it learns from or how changes
-NAME = "lexical-ranker-2"
+NAME = "lexical-ranker-3"
 
 
 @dataclass

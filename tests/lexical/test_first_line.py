@@ -6,12 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from search_fixtures import result_paths, search
 
 from slm_rerank.calibration.learning import extract
+from slm_rerank.config import Settings
 from slm_rerank.host import Host
+from slm_rerank.lexical import ordering
 from slm_rerank.lexical.features import FEATURES
 from slm_rerank.lexical.first_line import first_line
 from slm_rerank.lexical.gather import first_line_literals, gather_files
+from slm_rerank.lexical.ranker import Chosen, RankerModel
 from slm_rerank.pipeline import query_terms
 from slm_rerank.testing.helpers import make_repo
 
@@ -118,3 +122,25 @@ def test_a_first_line_word_the_long_query_leaves_out_is_counted_apart(tmp_path: 
     assert got["src/noise.py"]["lexical"] > got["src/expiry.py"]["lexical"]
     assert got["src/expiry.py"]["first_line_top"] == 1.0
     assert got["src/noise.py"]["first_line"] == 0.0
+
+
+def test_a_search_orders_by_the_first_line_when_its_model_weighs_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every caller's search goes through ``ordering.learn_order``: a model that weighs the
+    first line alone puts the file it names first, and says why."""
+    tree = make_repo(tmp_path / "repo", {"src/session.py": SESSION, "src/cookies.py": COOKIES})
+    names = ("lexical", "first_line_top")
+    model = RankerModel("first-line-test", names, (0.0, 0.0), (1.0, 1.0), (1.0, 3.0))
+    chosen = Chosen(model, "order: learned ranker 'first-line-test'")
+    monkeypatch.setattr(ordering, "choose_model", lambda root, cache: chosen)
+
+    fixed = search(tree, ISSUE, settings=Settings(learned_order=False))
+    learned = search(tree, ISSUE)
+    one_line = search(tree, "session pool adapter retries connection")
+
+    assert result_paths(fixed)[0] == "src/session.py"
+    assert result_paths(learned)[0] == "src/cookies.py"
+    why = learned.results[0].why
+    assert why is not None and why[0].says == "first for the query's first line alone"
+    # a one-line query is its own first line: the lexical order's first stays first
+    assert result_paths(one_line)[0] == "src/session.py"
