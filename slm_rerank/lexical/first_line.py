@@ -21,15 +21,8 @@ from slm_rerank.lexical.file_scores import score_files
 from slm_rerank.lexical.gather import Gathered, file_sizes
 from slm_rerank.lexical.rank import rank_chunks
 from slm_rerank.lexical.scores import TermStats
-from slm_rerank.lexical.terms import extract
+from slm_rerank.lexical.terms import extract, first_line
 from slm_rerank.registrations import SourceHits
-
-
-def first_line(query: str) -> str | None:
-    """The query's first line, when more text follows it (else None: the query is one
-    line, and its own order is the first line's)."""
-    head, _, rest = query.strip().partition("\n")
-    return head.strip() if rest.strip() and head.strip() else None
 
 
 def first_line_view(query: str, root: Path, gathered: Gathered, *, top_k: int, limit: int,

@@ -13,7 +13,7 @@ from slm_rerank.host import Host
 from slm_rerank.lexical.file_scores import FileEvidence, score_files
 from slm_rerank.lexical.scope import globs_matching_nothing
 from slm_rerank.lexical.scores import TermStats
-from slm_rerank.lexical.terms import QueryTerms
+from slm_rerank.lexical.terms import QueryTerms, extract, first_line
 from slm_rerank.registrations import CandidateSource, SourceHits, SourceQuery
 from slm_rerank.report import display_path
 
@@ -83,13 +83,11 @@ def _within(path: str, restrict: set[str]) -> bool:
 def first_line_literals(query: str, terms: QueryTerms) -> list[str]:
     """The literals of the query's first line (when more text follows it) that ``terms``,
     the whole query's, do not search: a long issue keeps only its strongest words."""
-    from slm_rerank.lexical.terms import extract
-
-    head, _, rest = query.strip().partition("\n")
-    if not head.strip() or not rest.strip():
+    line = first_line(query)
+    if line is None:
         return []
     searched = set(terms.literals())
-    return [lit for lit in extract(head).literals() if lit not in searched]
+    return [lit for lit in extract(line).literals() if lit not in searched]
 
 
 def _set_apart(hits: SourceHits, extra: set[str]

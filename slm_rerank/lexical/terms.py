@@ -273,6 +273,19 @@ _TEST_LIGHT = frozenset(light(w) for w in TEST_WORDS)
 _DOC_LIGHT = frozenset(light(w) for w in DOC_WORDS)
 
 
+#: the most of a query's first line read as its title (``first_line``): a longer line is
+#: pasted text, and reading all of it a second time would double a 1 MB query's cost
+FIRST_LINE_CHARS = 2000
+
+
+def first_line(query: str) -> str | None:
+    """The query's first line (at most ``FIRST_LINE_CHARS`` of it), when more text follows
+    it; None when the query is one line, whose own order is its first line's."""
+    head, _, rest = query.strip().partition("\n")
+    head = head[:FIRST_LINE_CHARS].strip()
+    return head if head and rest.strip() else None
+
+
 def extract(query: str, max_terms: int = 40) -> QueryTerms:
     """Weighted terms of ``query``: identifiers and file names strong, prose words weak."""
     scores: dict[str, float] = {}

@@ -13,9 +13,9 @@ from slm_rerank.config import Settings
 from slm_rerank.host import Host
 from slm_rerank.lexical import ordering
 from slm_rerank.lexical.features import FEATURES
-from slm_rerank.lexical.first_line import first_line
 from slm_rerank.lexical.gather import first_line_literals, gather_files
 from slm_rerank.lexical.ranker import Chosen, RankerModel
+from slm_rerank.lexical.terms import FIRST_LINE_CHARS, first_line
 from slm_rerank.pipeline import query_terms
 from slm_rerank.testing.helpers import make_repo
 
@@ -60,6 +60,8 @@ def named(tree: Path, query: str, host: Host) -> dict[str, dict[str, float]]:
     ("  one line, spaces around  \n\n  ", None),
     ("Title\nbody", "Title"),
     ("\n\n  Title after blank lines  \nbody\nmore", "Title after blank lines"),
+    ("Title, CRLF\r\nbody\r\n", "Title, CRLF"),
+    ("x" * (FIRST_LINE_CHARS + 500) + "\nbody", "x" * FIRST_LINE_CHARS),
 ])
 def test_the_first_line_is_taken_only_when_more_text_follows_it(query: str,
                                                                  line: str | None) -> None:
