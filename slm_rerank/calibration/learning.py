@@ -141,7 +141,10 @@ def extract(query: str, tree: Path, host: Host, cache_dir: Path | None = None,
     request = SearchRequest(query=query, root=tree.resolve(), fast=True, cache_dir=cache_dir)
     terms = query_terms(query)
     notes: list[str] = []
-    gathered = gather(request, fixed, terms, notes)
+    # gathered as for the learned order (the first line's words counted beside the query's),
+    # ranked in the fixed one
+    learning = host.with_overrides("learning ({key})", learned_order=True)
+    gathered = gather(request, learning, terms, notes)
     ranked = rank(request, fixed, gathered, notes)
     first = first_line_view(query, request.root, gathered, top_k=fixed.settings.top_k,
                             limit=fixed.settings.max_file_bytes, cache_dir=cache_dir)

@@ -117,8 +117,9 @@ def gather_files(host: Host, root: Path, terms: QueryTerms, notes: list[str], *,
 
     ``paths`` (inside ``root``; empty: all of it) and ``globs`` are the resolved scope;
     ``explain`` asks the source to say why it skipped each file (``-v``). ``query``: the
-    query's text, whose first line's words the source also counts
-    (``Gathered.first_line_counts``; the evidence is of ``terms`` alone).
+    query's text, whose first line's words the source also counts when the settings ask
+    for the learned order (``Gathered.first_line_counts``; the evidence is of ``terms``
+    alone).
     """
     source = choose_source(host, root, notes)
     listed, restrict = list(paths), set()
@@ -127,7 +128,8 @@ def gather_files(host: Host, root: Path, terms: QueryTerms, notes: list[str], *,
         restrict = {str(p)[len(prefix):] if str(p).startswith(prefix)
                     else os.path.relpath(p, root) for p in listed}
         listed = []
-    extra = first_line_literals(query, terms) if query else []
+    # only the learned order reads the first line alone (``first_line.py``)
+    extra = first_line_literals(query, terms) if query and host.settings.learned_order else []
     asked = SourceQuery(root=root, terms=terms.literals() + extra, paths=listed,
                         globs=list(globs), max_filesize=host.settings.max_file_bytes,
                         explain=explain)

@@ -146,3 +146,16 @@ def test_a_search_orders_by_the_first_line_when_its_model_weighs_it(
     assert why is not None and why[0].says == "first for the query's first line alone"
     # a one-line query is its own first line: the lexical order's first stays first
     assert result_paths(one_line)[0] == "src/session.py"
+
+
+def test_the_fixed_order_searches_no_word_for_the_first_line(tmp_path: Path, host: Host
+                                                             ) -> None:
+    words = [f"alpha_{n}_beta" for n in range(60)]
+    tree = make_repo(tmp_path / "repo", {
+        "src/noise.py": "\n".join(f"{w} = 1" for w in words) + "\n",
+        "src/expiry.py": "def check(entry):\n    return entry.expired or alpha_0_beta\n",
+    })
+    query = "expired entries\n" + " ".join(words)
+    fixed = host.with_overrides("test ({key})", learned_order=False)
+    gathered = gather_files(fixed, tree, query_terms(query), [], query=query)
+    assert gathered.first_line_counts == {}
