@@ -165,7 +165,7 @@ def gather(request: SearchRequest, host: Host, terms: QueryTerms, notes: list[st
            ) -> Gathered:
     """The files in the request's scope and their evidence (``lexical/gather.py``)."""
     return gather_files(host, request.root, terms, notes, paths=request.paths,
-                        globs=request.globs, explain=request.explain, query=request.query)
+                        globs=request.globs, explain=request.explain)
 
 
 # --- uncommitted work ---------------------------------------------------------------------

@@ -134,20 +134,17 @@ def extract(query: str, tree: Path, host: Host, cache_dir: Path | None = None,
     """Run the lexical stage over ``tree`` for ``query`` as a search does, in the fixed
     order, and compute each candidate file's features (``lexical/features.py``)."""
     from slm_rerank.lexical.features import candidates
-    from slm_rerank.lexical.first_line import first_line_view
+    from slm_rerank.lexical.first_line import first_line_view, strong_view
     from slm_rerank.pipeline import SearchRequest, gather, query_terms, rank
 
     fixed = host.with_overrides("learning ({key})", learned_order=False)
     request = SearchRequest(query=query, root=tree.resolve(), fast=True, cache_dir=cache_dir)
     terms = query_terms(query)
     notes: list[str] = []
-    # gathered as for the learned order (the first line's words counted beside the query's),
-    # ranked in the fixed one
-    learning = host.with_overrides("learning ({key})", learned_order=True)
-    gathered = gather(request, learning, terms, notes)
+    gathered = gather(request, fixed, terms, notes)
     ranked = rank(request, fixed, gathered, notes)
-    first = first_line_view(query, request.root, gathered, top_k=fixed.settings.top_k,
-                            limit=fixed.settings.max_file_bytes, cache_dir=cache_dir)
+    first = first_line_view(query, gathered, ranked)
+    strong = strong_view(gathered, ranked)
     found = candidates(ranked.chunks, {e.path: e for e in gathered.evidence}, gathered.terms,
-                       gathered.stats, ranked.texts, history, ranked.files, first)
+                       gathered.stats, ranked.texts, history, ranked.files, first, strong)
     return Extracted([c.path for c in found], [c.values for c in found])

@@ -72,12 +72,14 @@ FEATURES: dict[str, str] = {
     "test_partner_top": "the best-matching test file is named for it",
     "first_line": "lexical score for the query's first line alone (share of the best)",
     "first_line_top": "first for the query's first line alone",
+    "strong_terms": "lexical score for the query's identifiers alone (share of the best)",
+    "strong_top": "first for the query's identifiers alone",
 }
 
 #: the history features: 0 when no history was read
 HISTORY_FEATURES = frozenset({"changes", "recent", "together", "messages"})
-#: the features of what the query's first line alone ranks (``first_line.py``)
-FIRST_LINE_FEATURES = frozenset({"first_line", "first_line_top"})
+#: the features of how a part of the query alone ranks the candidates (``first_line.py``)
+VIEW_FEATURES = frozenset({"first_line", "first_line_top", "strong_terms", "strong_top"})
 
 #: words of a path that mark test, benchmark and example code the file kinds miss (a test
 #: module inside a Java ``src/`` tree, ``FooTest.java``, ``bench/``)
@@ -97,9 +99,12 @@ STUB_SUFFIXES = (".pyi", ".d.ts", ".d.mts", ".d.cts")
 #: shortest stem that may match the start of a word of a file's name
 MIN_STEM = 5
 
-#: the marks a test file's name puts around the name of what it tests: ``test_x``,
-#: ``tests-x``, ``x_test``, ``XTest``, ``XTests``, ``x.spec`` (its stem is ``x``)
-_TEST_MARK = re.compile(r"^(?:tests?[_-])|(?:[_-]?(?:tests?|spec))$")
+#: the marks a test file's name puts around the name of what it tests, at a separator or
+#: a capital: ``test_x``, ``tests-x``, ``TestX``, ``x_test``, ``x-spec``, ``XTest``,
+#: ``XTests`` (``x.test.js`` and ``x.spec.ts`` have ``x`` as their stem already), never
+#: inside a word (``test_latest.py`` tests ``latest``)
+_TEST_MARK = re.compile(r"^(?:[Tt]ests?[_-]|Tests?(?=[A-Z0-9]))|"
+                        r"(?:[_-](?:[Tt]ests?|[Ss]pecs?)|(?<=[a-z0-9])(?:Tests?|Specs?))$")
 #: names too generic to tie a test file to one source file
 _GENERIC_NAMES = frozenset({"__init__", "index", "main", "mod", "lib", "conftest", "utils",
                             "util", "common", "helpers", "helper", "test", "tests", "spec",
@@ -227,9 +232,10 @@ def partner_name(path: str, is_test: bool) -> str:
     case, less a test file's marks (``tests/test_parser.py``, ``parser_test.go``,
     ``ParserTest.java``, ``parser.test.js`` and ``src/parser.rs`` all give ``parser``); ""
     for a name too short or too generic to tie one file to another."""
-    stem = path.rpartition("/")[2].split(".", 1)[0].lower()
-    if is_test and stem not in _GENERIC_NAMES:
+    stem = path.rpartition("/")[2].split(".", 1)[0]
+    if is_test and stem.lower() not in _GENERIC_NAMES:
         stem = _TEST_MARK.sub("", stem)
+    stem = stem.lower()
     return "" if len(stem) < 3 or stem in _GENERIC_NAMES else stem
 
 
@@ -274,7 +280,8 @@ def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidenc
                terms: QueryTerms, stats: TermStats, texts: Mapping[str, str],
                history: History | None = None,
                files: Mapping[str, SlicedFile] | None = None,
-               first: FirstLine | None = None) -> list[Candidate]:
+               first: FirstLine | None = None,
+               strong: FirstLine | None = None) -> list[Candidate]:
     """The features of each file among ``chunks`` (best first, as ``rank_chunks`` orders
     them), in the order their best chunks come.
 
@@ -386,6 +393,9 @@ def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidenc
             "first_line": (_share(item.score, top) if first is None
                            else first.shares.get(path, 0.0)),
             "first_line_top": float(position == 0 if first is None else path == first.top),
+            "strong_terms": (_share(item.score, top) if strong is None
+                             else strong.shares.get(path, 0.0)),
+            "strong_top": float(position == 0 if strong is None else path == strong.top),
         }
         said: tuple[str, ...] = ()
         if history is not None and history.commits:

@@ -13,7 +13,7 @@ from slm_rerank.host import Host
 from slm_rerank.lexical.file_scores import FileEvidence, score_files
 from slm_rerank.lexical.scope import globs_matching_nothing
 from slm_rerank.lexical.scores import TermStats
-from slm_rerank.lexical.terms import QueryTerms, extract, first_line
+from slm_rerank.lexical.terms import QueryTerms
 from slm_rerank.registrations import CandidateSource, SourceHits, SourceQuery
 from slm_rerank.report import display_path
 
@@ -30,9 +30,9 @@ class Gathered:
     hits: SourceHits
     stats: TermStats
     evidence: list[FileEvidence]
-    #: path -> literal -> count of the words of the query's first line that the query's own
-    #: terms leave out, searched beside them for ``first_line.py`` (never in ``hits``)
-    first_line_counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: byte sizes of the files with body matches (length normalisation), as ``score_files``
+    #: used them
+    sizes: dict[str, int] = field(default_factory=dict)
 
 
 
@@ -62,7 +62,7 @@ def choose_source(host: Host, root: Path, notes: list[str]) -> CandidateSource:
                       f"({'; '.join(reasons)})")
 
 
-def file_sizes(root: Path, paths: Iterable[str]) -> dict[str, int]:
+def _sizes(root: Path, paths: Iterable[str]) -> dict[str, int]:
     """Byte sizes of the files with body matches, for length normalisation."""
     base = os.fsencode(root)
     sizes = {}
@@ -80,46 +80,13 @@ def _within(path: str, restrict: set[str]) -> bool:
                                    for parent in PurePosixPath(path).parents)
 
 
-def first_line_literals(query: str, terms: QueryTerms) -> list[str]:
-    """The literals of the query's first line (when more text follows it) that ``terms``,
-    the whole query's, do not search: a long issue keeps only its strongest words."""
-    line = first_line(query)
-    if line is None:
-        return []
-    searched = set(terms.literals())
-    return [lit for lit in extract(line).literals() if lit not in searched]
-
-
-def _set_apart(hits: SourceHits, extra: set[str]
-               ) -> tuple[SourceHits, dict[str, dict[str, int]]]:
-    """``hits`` without the counts of the ``extra`` literals (as a search for the query's
-    own terms alone finds them), and those counts apart."""
-    counts: dict[str, dict[str, int]] = {}
-    apart: dict[str, dict[str, int]] = {}
-    for path, found in hits.body_counts.items():
-        if extra.isdisjoint(found):
-            counts[path] = found
-            continue
-        own = {lit: n for lit, n in found.items() if lit not in extra}
-        apart[path] = {lit: n for lit, n in found.items() if lit in extra}
-        if own:
-            counts[path] = own
-    sizes = hits.sizes if len(counts) == len(hits.body_counts) else \
-        {p: n for p, n in hits.sizes.items() if p in counts}
-    return SourceHits(files=hits.files, body_counts=counts, skipped=hits.skipped,
-                      sizes=sizes), apart
-
-
 def gather_files(host: Host, root: Path, terms: QueryTerms, notes: list[str], *,
                  paths: Sequence[Path] = (), globs: Sequence[str] = (),
-                 explain: bool = False, query: str = "") -> Gathered:
+                 explain: bool = False) -> Gathered:
     """Ask the first available source for the files in scope and their term counts.
 
     ``paths`` (inside ``root``; empty: all of it) and ``globs`` are the resolved scope;
-    ``explain`` asks the source to say why it skipped each file (``-v``). ``query``: the
-    query's text, whose first line's words the source also counts when the settings ask
-    for the learned order (``Gathered.first_line_counts``; the evidence is of ``terms``
-    alone).
+    ``explain`` asks the source to say why it skipped each file (``-v``).
     """
     source = choose_source(host, root, notes)
     listed, restrict = list(paths), set()
@@ -128,22 +95,17 @@ def gather_files(host: Host, root: Path, terms: QueryTerms, notes: list[str], *,
         restrict = {str(p)[len(prefix):] if str(p).startswith(prefix)
                     else os.path.relpath(p, root) for p in listed}
         listed = []
-    # only the learned order reads the first line alone (``first_line.py``)
-    extra = first_line_literals(query, terms) if query and host.settings.learned_order else []
-    asked = SourceQuery(root=root, terms=terms.literals() + extra, paths=listed,
+    query = SourceQuery(root=root, terms=terms.literals(), paths=listed,
                         globs=list(globs), max_filesize=host.settings.max_file_bytes,
                         explain=explain)
     try:
-        hits = source.search(asked)
+        hits = source.search(query)
     except SlmRerankError:
         raise
     except Exception as exc:
         raise SearchError(f"candidate source '{source.name}' failed on "
                           f"{display_path(str(root))}: "
                           f"{type(exc).__name__}: {exc}") from exc
-    first_line_counts: dict[str, dict[str, int]] = {}
-    if extra:
-        hits, first_line_counts = _set_apart(hits, set(extra))
     if restrict:
         kept = [f for f in hits.files if _within(f, restrict)]
         keep = set(kept)
@@ -155,9 +117,7 @@ def gather_files(host: Host, root: Path, terms: QueryTerms, notes: list[str], *,
     for glob in globs_matching_nothing(list(globs), hits.files):
         notes.append(f"glob '{display_path(glob)}' matches no file")
     stats = TermStats.from_hits(terms, hits)
-    sizes = file_sizes(root, [p for p in hits.body_counts if p not in hits.sizes])
+    sizes = _sizes(root, [p for p in hits.body_counts if p not in hits.sizes])
     sizes.update((p, n) for p, n in hits.sizes.items() if p in hits.body_counts)
     evidence = score_files(terms, hits, stats, sizes)
-    if restrict and first_line_counts:
-        first_line_counts = {p: c for p, c in first_line_counts.items() if p in keep}
-    return Gathered(terms, source.name, hits, stats, evidence, first_line_counts)
+    return Gathered(terms, source.name, hits, stats, evidence, sizes)

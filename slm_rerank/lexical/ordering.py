@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from slm_rerank.config import Settings
-from slm_rerank.lexical.features import FIRST_LINE_FEATURES, HISTORY_FEATURES
+from slm_rerank.lexical.features import HISTORY_FEATURES, VIEW_FEATURES
 from slm_rerank.lexical.gather import Gathered
 from slm_rerank.lexical.rank import Ranked
 from slm_rerank.lexical.ranker import Chosen, choose_model, learned_order
@@ -96,7 +96,7 @@ def put_in_order(root: Path, cache_dir: Path | None, settings: Settings, gathere
     ``query``: the query's text, whose first line the learned ranker also weighs alone."""
     try:
         if settings.learned_order and ranked.chunks:
-            learn_order(root, cache_dir, gathered, ranked, notes, ahead, query, settings)
+            learn_order(root, cache_dir, gathered, ranked, notes, ahead, query)
         elif not settings.learned_order:
             notes.append(fixed_note(settings.origins.get("learned_order", "default")))
         else:
@@ -107,13 +107,12 @@ def put_in_order(root: Path, cache_dir: Path | None, settings: Settings, gathere
 
 
 def learn_order(root: Path, cache_dir: Path | None, gathered: Gathered, ranked: Ranked,
-                notes: list[str], ahead: HistoryAhead | None = None, query: str = "",
-                settings: Settings | None = None) -> None:
+                notes: list[str], ahead: HistoryAhead | None = None, query: str = "") -> None:
     """Put ``ranked``'s files in the learned ranker's order; ``ranked.lexical`` keeps each
     chunk's lexical score. A model that cannot be used leaves the lexical order, with a
     warning in ``ranked.warnings``. ``ahead``: the model and history ``read_ahead`` began
-    looking up for this search; ``query`` and ``settings``: the text whose first line the
-    model weighs alone (``first_line.py``) and the ranking's limits for it."""
+    looking up for this search; ``query``: the text whose first line the model weighs
+    alone (``first_line.py``)."""
     if gathered.terms.asks_tests or gathered.terms.asks_docs:
         # The models learn from fixes, whose answers are source files: none has seen a
         # test or a doc page be the answer, and it would bury the very files asked for. A
@@ -142,15 +141,15 @@ def learn_order(root: Path, cache_dir: Path | None, gathered: Gathered, ranked: 
             history = read_history(root, cache_dir=cache_dir, notes=notes,
                                    deadline_s=HISTORY_SECONDS,
                                    spent=ahead.spent if ahead is not None else 0.0)
-    first = None
-    if FIRST_LINE_FEATURES & set(chosen.model.features) and settings is not None:
-        from slm_rerank.lexical.first_line import first_line_view
+    first = strong = None
+    if VIEW_FEATURES & set(chosen.model.features):
+        from slm_rerank.lexical.first_line import first_line_view, strong_view
 
-        first = first_line_view(query, root, gathered, top_k=settings.top_k,
-                                limit=settings.max_file_bytes, cache_dir=cache_dir)
+        first = first_line_view(query, gathered, ranked)
+        strong = strong_view(gathered, ranked)
     lexical = {(c.path, c.chunk.start_line): c.score for c in ranked.chunks}
     ranked.chunks, ranked.placed = learned_order(
         ranked.chunks, gathered.evidence, gathered.terms, gathered.stats, ranked.texts,
-        chosen.model, history, ranked.files, first)
+        chosen.model, history, ranked.files, first, strong)
     ranked.model = chosen.model
     ranked.lexical = lexical

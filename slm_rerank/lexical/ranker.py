@@ -330,12 +330,14 @@ def learned_order(chunks: list[ScoredChunk], evidence: list[FileEvidence], terms
                   stats: TermStats, texts: dict[str, str], model: RankerModel,
                   history: History | None = None,
                   files: Mapping[str, SlicedFile] | None = None,
-                  first: features.FirstLine | None = None
+                  first: features.FirstLine | None = None,
+                  strong: features.FirstLine | None = None
                   ) -> tuple[list[ScoredChunk], dict[str, Placed]]:
     """``chunks`` (lexical order, best first) in ``model``'s order, and how it placed each
-    file (path -> ``Placed``); ``files``: the sliced files ``texts`` are of, ``first``: what
-    the query's first line alone ranks (``features.candidates``)."""
+    file (path -> ``Placed``); ``files``: the sliced files ``texts`` are of; ``first`` and
+    ``strong``: how the query's first line and its strong terms alone rank them
+    (``features.candidates``)."""
     found = features.candidates(chunks, {e.path: e for e in evidence}, terms, stats, texts,
-                                history, files, first)
+                                history, files, first, strong)
     placed = place(model, found)
     return reorder(chunks, placed), {p.path: p for p in placed}

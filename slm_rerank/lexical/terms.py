@@ -278,12 +278,19 @@ _DOC_LIGHT = frozenset(light(w) for w in DOC_WORDS)
 FIRST_LINE_CHARS = 2000
 
 
+#: what ends a line, as ``str.splitlines`` reads it (and so ``extract``'s first line)
+_LINE_END = re.compile(r"\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
 def first_line(query: str) -> str | None:
     """The query's first line (at most ``FIRST_LINE_CHARS`` of it), when more text follows
     it; None when the query is one line, whose own order is its first line's."""
-    head, _, rest = query.strip().partition("\n")
-    head = head[:FIRST_LINE_CHARS].strip()
-    return head if head and rest.strip() else None
+    text = query.strip()
+    end = _LINE_END.search(text)
+    if end is None:
+        return None
+    head = text[:end.start()][:FIRST_LINE_CHARS].strip()
+    return head if head and text[end.end():].strip() else None
 
 
 def extract(query: str, max_terms: int = 40) -> QueryTerms:

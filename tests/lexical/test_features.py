@@ -358,6 +358,10 @@ def test_the_search_sums_the_whole_file_bm25_file_bm25_defines() -> None:
     ("src/test/java/org/x/ParserTests.java", True, "parser"),
     ("test/parser.test.js", True, "parser"),
     ("test/parser.spec.ts", True, "parser"),
+    ("src/test/java/org/x/TestParser.java", True, "parser"),
+    ("tests/test_latest.py", True, "latest"),  # a test mark inside a word stays
+    ("tests/test_contest.py", True, "contest"),
+    ("pkg/latest_test.go", True, "latest"),
     ("tests/parser.rs", True, "parser"),
     ("src/parser.py", False, "parser"),
     ("src/Parser.java", False, "parser"),

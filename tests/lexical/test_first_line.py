@@ -11,9 +11,8 @@ from search_fixtures import result_paths, search
 from slm_rerank.calibration.learning import extract
 from slm_rerank.config import Settings
 from slm_rerank.host import Host
-from slm_rerank.lexical import ordering
+from slm_rerank.lexical import ordering, rank
 from slm_rerank.lexical.features import FEATURES
-from slm_rerank.lexical.gather import first_line_literals, gather_files
 from slm_rerank.lexical.ranker import Chosen, RankerModel
 from slm_rerank.lexical.terms import FIRST_LINE_CHARS, first_line
 from slm_rerank.pipeline import query_terms
@@ -61,6 +60,8 @@ def named(tree: Path, query: str, host: Host) -> dict[str, dict[str, float]]:
     ("Title\nbody", "Title"),
     ("\n\n  Title after blank lines  \nbody\nmore", "Title after blank lines"),
     ("Title, CRLF\r\nbody\r\n", "Title, CRLF"),
+    ("Title, CR\rbody", "Title, CR"),  # a line ends where str.splitlines ends it
+    ("Title\u2028body", "Title"),
     ("x" * (FIRST_LINE_CHARS + 500) + "\nbody", "x" * FIRST_LINE_CHARS),
 ])
 def test_the_first_line_is_taken_only_when_more_text_follows_it(query: str,
@@ -98,32 +99,38 @@ def test_a_first_line_with_no_searchable_word_gives_nothing(tmp_path: Path, host
     assert all(v["first_line"] == 0.0 and v["first_line_top"] == 0.0 for v in got.values())
 
 
-def test_a_first_line_word_the_long_query_leaves_out_is_counted_apart(tmp_path: Path,
-                                                                     host: Host) -> None:
-    # a body of 60 distinct identifiers: the whole query keeps its 40 strongest terms, and
-    # the first line's plain word "expired" is not among them
+def test_the_first_line_reads_no_file_the_whole_query_did_not(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The view ranks only the files the whole query chunked: a file whose body only the
+    first line's words match is never read for it."""
+    # 60 identifiers: the whole query keeps its 40 strongest, and the first line's plain
+    # word "expired" is not among them
     words = [f"alpha_{n}_beta" for n in range(60)]
     tree = make_repo(tmp_path / "repo", {
         "src/noise.py": "\n".join(f"{w} = 1" for w in words) + "\n",
-        "src/expiry.py": "def check(entry):\n    return entry.expired or alpha_0_beta\n",
+        "src/expiry.py": "def check(entry):\n    return entry.expired\n",
     })
     query = "expired entries\n" + " ".join(words)
-    terms = query_terms(query)
-    extra = first_line_literals(query, terms)
-    assert "expir" in extra  # "expired", as the bodies are searched for it
-    assert not set(extra) & set(terms.literals())
-    gathered = gather_files(host, tree, terms, [], query=query)
-    # the evidence is the whole query's alone; the first line's word is counted apart
-    assert all("expir" not in c for c in gathered.hits.body_counts.values())
-    assert gathered.first_line_counts == {"src/expiry.py": {"expir": 1}}
-    alone = gather_files(host, tree, terms, [])
-    assert gathered.hits.body_counts == alone.hits.body_counts
-    assert [(e.path, e.score) for e in gathered.evidence] == [
-        (e.path, e.score) for e in alone.evidence]
-    got = named(tree, query, host)
-    assert got["src/noise.py"]["lexical"] > got["src/expiry.py"]["lexical"]
-    assert got["src/expiry.py"]["first_line_top"] == 1.0
-    assert got["src/noise.py"]["first_line"] == 0.0
+    assert "expir" not in query_terms(query).literals()
+    read: list[str] = []
+    real = rank.read_candidate
+
+    def spy(root: Path, rel: str, limit: int) -> object:
+        read.append(rel)
+        return real(root, rel, limit)
+
+    monkeypatch.setattr(rank, "read_candidate", spy)
+    model = RankerModel("first-line-test", ("lexical", "first_line"), (0.0, 0.0), (1.0, 1.0),
+                        (1.0, 3.0))
+    monkeypatch.setattr(ordering, "choose_model",
+                        lambda root, cache: Chosen(model, "order: learned ranker"))
+    learned = search(tree, query)
+    with_view = sorted(read)
+    read.clear()
+    fixed = search(tree, query, settings=Settings(learned_order=False))
+
+    assert with_view == sorted(read) == ["src/noise.py"]
+    assert result_paths(learned) == result_paths(fixed) == ["src/noise.py"]
 
 
 def test_a_search_orders_by_the_first_line_when_its_model_weighs_it(
@@ -146,16 +153,3 @@ def test_a_search_orders_by_the_first_line_when_its_model_weighs_it(
     assert why is not None and why[0].says == "first for the query's first line alone"
     # a one-line query is its own first line: the lexical order's first stays first
     assert result_paths(one_line)[0] == "src/session.py"
-
-
-def test_the_fixed_order_searches_no_word_for_the_first_line(tmp_path: Path, host: Host
-                                                             ) -> None:
-    words = [f"alpha_{n}_beta" for n in range(60)]
-    tree = make_repo(tmp_path / "repo", {
-        "src/noise.py": "\n".join(f"{w} = 1" for w in words) + "\n",
-        "src/expiry.py": "def check(entry):\n    return entry.expired or alpha_0_beta\n",
-    })
-    query = "expired entries\n" + " ".join(words)
-    fixed = host.with_overrides("test ({key})", learned_order=False)
-    gathered = gather_files(fixed, tree, query_terms(query), [], query=query)
-    assert gathered.first_line_counts == {}
