@@ -78,8 +78,10 @@ FEATURES: dict[str, str] = {
 
 #: the history features: 0 when no history was read
 HISTORY_FEATURES = frozenset({"changes", "recent", "together", "messages"})
-#: the features of how a part of the query alone ranks the candidates (``first_line.py``)
-VIEW_FEATURES = frozenset({"first_line", "first_line_top", "strong_terms", "strong_top"})
+#: the features of how the query's first line, or its strong terms, alone rank the
+#: candidates (``first_line.py``)
+FIRST_LINE_FEATURES = frozenset({"first_line", "first_line_top"})
+STRONG_FEATURES = frozenset({"strong_terms", "strong_top"})
 
 #: words of a path that mark test, benchmark and example code the file kinds miss (a test
 #: module inside a Java ``src/`` tree, ``FooTest.java``, ``bench/``)

@@ -11,7 +11,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from slm_rerank.config import Settings
-from slm_rerank.lexical.features import HISTORY_FEATURES, VIEW_FEATURES
+from slm_rerank.lexical.features import (
+    FIRST_LINE_FEATURES,
+    HISTORY_FEATURES,
+    STRONG_FEATURES,
+)
 from slm_rerank.lexical.gather import Gathered
 from slm_rerank.lexical.rank import Ranked
 from slm_rerank.lexical.ranker import Chosen, choose_model, learned_order
@@ -142,10 +146,14 @@ def learn_order(root: Path, cache_dir: Path | None, gathered: Gathered, ranked: 
                                    deadline_s=HISTORY_SECONDS,
                                    spent=ahead.spent if ahead is not None else 0.0)
     first = strong = None
-    if VIEW_FEATURES & set(chosen.model.features):
-        from slm_rerank.lexical.first_line import first_line_view, strong_view
+    used = set(chosen.model.features)
+    if FIRST_LINE_FEATURES & used:
+        from slm_rerank.lexical.first_line import first_line_view
 
         first = first_line_view(query, gathered, ranked)
+    if STRONG_FEATURES & used:
+        from slm_rerank.lexical.first_line import strong_view
+
         strong = strong_view(gathered, ranked)
     lexical = {(c.path, c.chunk.start_line): c.score for c in ranked.chunks}
     ranked.chunks, ranked.placed = learned_order(
