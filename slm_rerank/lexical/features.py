@@ -132,12 +132,11 @@ class History(Protocol):
 
 @dataclass(frozen=True)
 class FirstLine:
-    """What the query's first line alone ranks (``first_line.first_line_view``): each
-    file's best chunk score as a share of the best one's, and the file that comes first
-    (both empty when the line has no searchable word or matches nothing)."""
+    """How a part of the query alone ranks the candidates (``first_line.py``): each file's
+    best chunk score as a share of the best one's (1.0: first, with any tied there; empty
+    when the part has no searchable word or matches nothing)."""
 
     shares: Mapping[str, float] = field(default_factory=dict)
-    top: str = ""
 
 
 @dataclass(frozen=True)
@@ -242,11 +241,13 @@ def partner_name(path: str, is_test: bool) -> str:
 
 
 def _test_partners(chunks: Sequence[ScoredChunk], best: Mapping[str, int], top: float
-                   ) -> tuple[dict[str, float], str]:
+                   ) -> tuple[dict[str, float], set[str]]:
     """The test files among the candidates, by ``partner_name``: the best lexical share of
-    the ones with each name, and the name of the lexically best test file of all."""
+    the ones with each name, and the names of the lexically best test files (tied ones
+    alike)."""
     shares: dict[str, float] = {}
-    leader, leading = "", -1.0
+    leaders: set[str] = set()
+    leading = -math.inf
     for path, index in best.items():
         facts = _path_facts(path)
         if facts.kind != "test" and not facts.test_like:
@@ -254,10 +255,13 @@ def _test_partners(chunks: Sequence[ScoredChunk], best: Mapping[str, int], top: 
         name = partner_name(path, True)
         share = _share(chunks[index].score, top)
         if share > leading:
-            leader, leading = name, share
+            leaders, leading = {name}, share
+        elif share == leading:
+            leaders.add(name)
         if name and share > shares.get(name, 0.0):
             shares[name] = share
-    return shares, leader
+    leaders.discard("")
+    return shares, leaders
 
 
 def _file_lines(text: str) -> int:
@@ -312,7 +316,7 @@ def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidenc
     most = masses[-1] if masses else 0.0
     with_digits = [t.root for t in terms.terms if _DIGIT.search(t.root) and not t.root.isdigit()]
     told = _messages(history, list(best), terms)
-    tests, leading_test = _test_partners(chunks, best, top)
+    tests, leading_tests = _test_partners(chunks, best, top)
     weights = stats.weights
     out = []
     above = 0  # files whose best chunk scores strictly higher: tied files share a rank
@@ -355,8 +359,9 @@ def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidenc
         digits = digit_words(path) if with_digits else frozenset()
         partner = ("" if kind == "test" or facts.test_like
                    else partner_name(path, False) if tests else "")
+        own = _share(item.score, top)
         values: dict[str, float] = {
-            "lexical": _share(item.score, top),
+            "lexical": own,
             "lexical_rank": math.log1p(rank),
             "file_bm25": _share(mass, most),
             "file_bm25_rank": math.log1p(len(masses) - bisect_right(masses, mass)),
@@ -391,14 +396,13 @@ def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidenc
             "together": 0.0,
             "messages": 0.0,
             "test_partner": tests.get(partner, 0.0) if partner else 0.0,
-            "test_partner_top": float(bool(partner) and partner == leading_test),
-            "first_line": (_share(item.score, top) if first is None
-                           else first.shares.get(path, 0.0)),
-            "first_line_top": float(position == 0 if first is None else path == first.top),
-            "strong_terms": (_share(item.score, top) if strong is None
-                             else strong.shares.get(path, 0.0)),
-            "strong_top": float(position == 0 if strong is None else path == strong.top),
+            "test_partner_top": float(partner in leading_tests),
+            "first_line": own if first is None else first.shares.get(path, 0.0),
+            "strong_terms": own if strong is None else strong.shares.get(path, 0.0),
         }
+        # first for a view: its best share, shared by the files tied there
+        values["first_line_top"] = float(values["first_line"] >= 1.0)
+        values["strong_top"] = float(values["strong_terms"] >= 1.0)
         said: tuple[str, ...] = ()
         if history is not None and history.commits:
             values["changes"] = math.log1p(history.changes(path))

@@ -81,4 +81,4 @@ def ranked_alone(terms: QueryTerms, gathered: Gathered, ranked: Ranked) -> First
     shares: dict[str, float] = {}
     for item in chunks:
         shares.setdefault(item.path, item.score / best)
-    return FirstLine(shares, chunks[0].path)
+    return FirstLine(shares)

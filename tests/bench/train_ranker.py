@@ -97,7 +97,7 @@ def capped(cases: list[dict], train: int, held: int) -> list[dict]:
 
 
 def feature_key() -> str:
-    return hashlib.sha256(json.dumps([list(FEATURES), "history-2", "first-line-3"]).encode()
+    return hashlib.sha256(json.dumps([list(FEATURES), "history-2", "first-line-4"]).encode()
                           ).hexdigest()[:12]
 
 

@@ -153,3 +153,17 @@ def test_a_search_orders_by_the_first_line_when_its_model_weighs_it(
     assert why is not None and why[0].says == "first for the query's first line alone"
     # a one-line query is its own first line: the lexical order's first stays first
     assert result_paths(one_line)[0] == "src/session.py"
+
+
+def test_files_tied_first_are_all_first(tmp_path: Path, host: Host) -> None:
+    """Tied files share a rank: none of them is first by its path alone."""
+    body = "def fetch_client():\n    return 1\n"
+    tree = make_repo(tmp_path / "repo", {"src/a_client.py": body, "src/b_client.py": body,
+                                         "tests/test_a_client.py": body,
+                                         "tests/test_b_client.py": body})
+    for query in ("fetch client", "fetch client\nthe client fetches nothing"):
+        got = named(tree, query, host)
+        assert got["src/a_client.py"]["lexical"] == got["src/b_client.py"]["lexical"]
+        for path in ("src/a_client.py", "src/b_client.py"):
+            assert got[path]["first_line_top"] == 1.0, (query, path)
+            assert got[path]["test_partner_top"] == 1.0, (query, path)
