@@ -16,11 +16,13 @@ scored here):
 - ``without F``: the shipped features less F (comma-separated);
 - ``with F``: the shipped features and F (comma-separated: features this version computes
   that the shipped model does not use);
-- ``partner``: ``test_partner`` (the best lexical share among the row's test files whose
+- ``partner``: ``addon_partner`` (the best lexical share among the row's test files whose
   name, less its test marks, is this file's name: ``test_foo.py``, ``foo_test.go``,
-  ``FooTest.java``, ``foo.test.js`` for ``foo``) and ``test_partner_top`` (the row's
+  ``FooTest.java``, ``foo.test.js`` for ``foo``) and ``addon_partner_top`` (the row's
   lexically best test file is one of them): what the matching tests say about the source
-  file they exercise, which the lexical order demotes as tests;
+  file they exercise, which the lexical order demotes as tests. This is the eighth round's
+  first try, kept as it was measured (its test marks are also stripped inside a word);
+  ``features.py``'s ``test_partner`` is the search's own;
 - ``title``: ``title_lexical`` and ``title_top`` (the file's lexical share, and whether it
   is first, when the query's first line alone is searched: the title row of the same case;
   a title row's own values), so a whole issue's summary line weighs apart from its body.
@@ -92,7 +94,7 @@ def _name_key(path: str, is_test: bool) -> str:
 
 
 def add_partner(rows: list[tr.Row]) -> list[str]:
-    """Append ``test_partner`` and ``test_partner_top`` to every row; their names."""
+    """Append ``addon_partner`` and ``addon_partner_top`` to every row; their names."""
     at = {n: i for i, n in enumerate(FEATURES)}
     lex, kind, like = at["lexical"], at["kind_test"], at["test_like"]
     for r in rows:
@@ -111,8 +113,8 @@ def add_partner(rows: list[tr.Row]) -> list[str]:
             share = tests.get(key, 0.0) if key else 0.0
             new.append(v + (share, float(bool(key) and key == top_key)))
         r.values = new
-    added = {"test_partner": "a matching test file is named for it",
-             "test_partner_top": "the best matching test file is named for it"}
+    added = {"addon_partner": "a matching test file is named for it (add-on)",
+             "addon_partner_top": "the best matching test file is named for it (add-on)"}
     FEATURES.update(added)
     return list(added)
 
