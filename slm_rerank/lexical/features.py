@@ -357,8 +357,9 @@ def candidates(chunks: Sequence[ScoredChunk], evidence: Mapping[str, FileEvidenc
                        if any(tok.startswith(stem) for tok in tokens)), default=0.0)
         mass = ev.file_bm25  # as ``masses`` read it
         digits = digit_words(path) if with_digits else frozenset()
-        partner = ("" if kind == "test" or facts.test_like
-                   else partner_name(path, False) if tests else "")
+        # a source file's name, when some test file may be named for it
+        is_test = kind == "test" or bool(facts.test_like)
+        partner = partner_name(path, False) if tests and not is_test else ""
         own = _share(item.score, top)
         values: dict[str, float] = {
             "lexical": own,

@@ -14,14 +14,13 @@ already in memory, and the query's own evidence is untouched.
 
 from __future__ import annotations
 
-from functools import partial
+from dataclasses import replace
 
-from slm_rerank.lexical.chunk_memory import SLICED_MEMO
 from slm_rerank.lexical.features import FirstLine
 from slm_rerank.lexical.file_scores import score_files
 from slm_rerank.lexical.gather import Gathered
-from slm_rerank.lexical.rank import Ranked, lexical_order
-from slm_rerank.lexical.scores import TermStats, score_chunks
+from slm_rerank.lexical.rank import Ranked, lexical_order, score_sliced
+from slm_rerank.lexical.scores import TermStats
 from slm_rerank.lexical.terms import QueryTerms, extract, first_line
 from slm_rerank.registrations import SourceHits
 
@@ -47,9 +46,7 @@ def strong_view(gathered: Gathered, ranked: Ranked) -> FirstLine | None:
         return None
     if not strong:
         return FirstLine()
-    alone = QueryTerms(strong, list(terms.paths), terms.about_tests, terms.about_docs,
-                       terms.asks_tests, terms.asks_docs)
-    return ranked_alone(alone, gathered, ranked)
+    return ranked_alone(replace(terms, terms=strong), gathered, ranked)
 
 
 def ranked_alone(terms: QueryTerms, gathered: Gathered, ranked: Ranked) -> FirstLine:
@@ -62,8 +59,7 @@ def ranked_alone(terms: QueryTerms, gathered: Gathered, ranked: Ranked) -> First
         kept = {literal: n for literal, n in found.items() if literal in wanted}
         if kept:
             counts[path] = kept
-    alone = SourceHits(files=hits.files, body_counts=counts,
-                       sizes={p: n for p, n in hits.sizes.items() if p in counts})
+    alone = SourceHits(files=hits.files, body_counts=counts)
     stats = TermStats.from_hits(terms, alone)
     sizes = {p: n for p, n in gathered.sizes.items() if p in counts}
     scored = []
@@ -71,9 +67,7 @@ def ranked_alone(terms: QueryTerms, gathered: Gathered, ranked: Ranked) -> First
         sliced = ranked.files.get(ev.path)
         if sliced is None or sliced.text is not ranked.texts.get(ev.path):
             continue  # not chunked for the whole query: never read for its first line
-        scored.append(score_chunks(terms, stats, ev, sliced.chunks, sliced.text,
-                                   sliced.lowered, sliced.keys,
-                                   partial(SLICED_MEMO.get, sliced)))
+        scored.append(score_sliced(terms, stats, ev, sliced))
     chunks = lexical_order(scored)
     if not chunks or chunks[0].score <= 0:
         return FirstLine()

@@ -21,7 +21,8 @@ from slm_rerank.lexical.file_scores import FileEvidence
 from slm_rerank.lexical.gather import Gathered
 from slm_rerank.lexical.ranker import Placed, RankerModel
 from slm_rerank.lexical.reading import read_candidate
-from slm_rerank.lexical.scores import ScoredChunk, score_chunks
+from slm_rerank.lexical.scores import ScoredChunk, TermStats, score_chunks
+from slm_rerank.lexical.terms import QueryTerms
 from slm_rerank.report import display_path
 
 #: Files chunked and scored per query: the best by file evidence (at least this many, more
@@ -83,6 +84,14 @@ def slice_candidate(root: Path, rel: str, limit: int, cache: ChunkCache | None,
     return sliced, None
 
 
+def score_sliced(terms: QueryTerms, stats: TermStats, ev: FileEvidence, sliced: SlicedFile,
+                 memo: bool = True) -> list[ScoredChunk]:
+    """``score_chunks`` of a sliced file's chunks; ``memo``: keep each literal's counts in
+    its chunks with the file, for the next query (``chunk_memory.SLICED_MEMO``)."""
+    return score_chunks(terms, stats, ev, sliced.chunks, sliced.text, sliced.lowered,
+                        sliced.keys, partial(SLICED_MEMO.get, sliced) if memo else None)
+
+
 def rank_chunks(root: Path, gathered: Gathered, notes: list[str], *, top_k: int,
                 limit: int, cache_dir: Path | None = None,
                 memory: ChunkMemory | None = CHUNK_MEMORY) -> Ranked:
@@ -107,10 +116,8 @@ def rank_chunks(root: Path, gathered: Gathered, notes: list[str], *, top_k: int,
                 notes.append(note)
             skipped += 1
             continue
-        scored.append(score_chunks(gathered.terms, gathered.stats, ev, sliced.chunks,
-                                   sliced.text, sliced.lowered, sliced.keys,
-                                   partial(SLICED_MEMO.get, sliced)
-                                   if memory is not None else None))
+        scored.append(score_sliced(gathered.terms, gathered.stats, ev, sliced,
+                                   memo=memory is not None))
         texts[ev.path] = sliced.text
         files[ev.path] = sliced
     return Ranked(lexical_order(scored), texts, skipped, files=files)

@@ -282,15 +282,19 @@ FIRST_LINE_CHARS = 2000
 _LINE_END = re.compile(r"\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
+def _head_and_rest(query: str) -> tuple[str, str]:
+    """The stripped query's first line and what follows it ("" when it is one line)."""
+    text = query.strip()
+    end = _LINE_END.search(text)
+    return (text, "") if end is None else (text[:end.start()], text[end.end():])
+
+
 def first_line(query: str) -> str | None:
     """The query's first line (at most ``FIRST_LINE_CHARS`` of it), when more text follows
     it; None when the query is one line, whose own order is its first line's."""
-    text = query.strip()
-    end = _LINE_END.search(text)
-    if end is None:
-        return None
-    head = text[:end.start()][:FIRST_LINE_CHARS].strip()
-    return head if head and text[end.end():].strip() else None
+    head, rest = _head_and_rest(query)
+    head = head[:FIRST_LINE_CHARS].strip()
+    return head if head and rest.strip() else None
 
 
 def extract(query: str, max_terms: int = 40) -> QueryTerms:
@@ -341,7 +345,7 @@ def extract(query: str, max_terms: int = 40) -> QueryTerms:
              strong=word in strong)
         for word, score in ranked if score > 0
     ]
-    first = query.strip().splitlines()[0] if query.strip() else ""
+    first = _head_and_rest(query)[0]
     headline = {light(w.lower()) for w in _IDENT.findall(first)}
     about_tests = bool(headline & _TEST_LIGHT)
     about_docs = bool(headline & _DOC_LIGHT)
