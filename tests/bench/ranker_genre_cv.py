@@ -23,6 +23,10 @@ scored here):
   file they exercise, which the lexical order demotes as tests. This is the eighth round's
   first try, kept as it was measured (its test marks are also stripped inside a word);
   ``features.py``'s ``test_partner`` is the search's own;
+- ``snippets``: the fit also sees one more row for each mined training case whose fix added
+  test lines (``mine_snippets.py``, ``--snippets``): its message followed by those lines, an
+  issue's prose-plus-reproducer shape. Only the fold's own training repositories' snippet
+  rows are fitted on, and no snippet row is measured;
 - ``title``: ``title_lexical`` and ``title_top`` (the file's lexical share, and whether it
   is first, when the query's first line alone is searched: the title row of the same case;
   a title row's own values), so a whole issue's summary line weighs apart from its body.
@@ -43,25 +47,34 @@ import multiprocessing
 import re
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import train_ranker as tr
 from ranker_phrase_cv import training_rows
 
+from slm_rerank.host import Host
 from slm_rerank.lexical.features import FEATURES
 from slm_rerank.lexical.ranker import shipped_model
 from slm_rerank.pipeline import query_terms
 
 _ROWS: list[tr.Row] = []
+_SNIPPETS: list[tr.Row] = []
 
 
-def heavier_issues(times: int) -> Callable[[list[tr.Row]], list[tr.Row]]:
+def fitted_on(times: int, snippets: bool) -> Callable[[list[tr.Row]], list[tr.Row]]:
+    """A fold's fitting rows: the benchmark's dev rows ``times`` times, and with
+    ``snippets`` the snippet rows of the fold's own training repositories."""
     def pick(rows: list[tr.Row]) -> list[tr.Row]:
-        return rows + [r for r in rows if r.split == "dev" for _ in range(times - 1)]
+        out = rows + [r for r in rows if r.split == "dev" for _ in range(times - 1)]
+        if snippets:
+            repos = {r.repo for r in rows}
+            out += [r for r in _SNIPPETS if r.repo in repos]
+        return out
     return pick
 
 
-def _scored(features: list[str], l2: float, times: int) -> list:
-    return tr.cv_scored(_ROWS, features, l2, fit_on=heavier_issues(times) if times > 1 else None)
+def _scored(features: list[str], l2: float, times: int, snippets: bool) -> list:
+    return tr.cv_scored(_ROWS, features, l2, fit_on=fitted_on(times, snippets))
 
 
 def add_long(rows: list[tr.Row], cases: dict[str, dict], names: list[str],
@@ -142,6 +155,18 @@ def add_title(rows: list[tr.Row], cases: dict[str, dict], only_long: bool = Fals
     return list(added)
 
 
+def snippet_rows(train_cap: int, path: Path) -> list[tr.Row]:
+    """The cached snippet rows of the capped mined training cases (``train_ranker.py
+    --snippets`` extracts them)."""
+    host = Host.from_environment(start=Path("/"))
+    mined = [c for c in tr.capped(tr.load(tr.CACHE / "training" / "cases.jsonl"), train_cap, 20)
+             if c.get("split") == "train"]
+    rows = tr.rows_of(mined, tr.CACHE / "trees", tr.CACHE / "features", host, "snippets",
+                      Path(), True, tr.load_snippets(path))
+    print(f"snippet rows: {len(rows)}", file=sys.stderr)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -151,23 +176,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--long-features", default="messages,lexical,names_file,declares")
     ap.add_argument("--long-terms", type=int, default=15)
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--snippets", type=Path,
+                    default=tr.CACHE / "training" / "snippets.jsonl",
+                    help="mine_snippets.py's output, for the 'snippets' part")
     ap.add_argument("--by-language", action="store_true",
                     help="also each language's mined training rows")
     args = ap.parse_args(argv)
 
-    global _ROWS
+    global _ROWS, _SNIPPETS
     rows, cases = training_rows(args.train_cap)
+    if any("snippets" in t.split(" + ") for t in args.tries):
+        # before the add-on columns below change the feature list that keys the cache
+        _SNIPPETS = snippet_rows(args.train_cap, args.snippets)
     base = list(shipped_model().features)
+    computed = set(FEATURES)  # the search's own features, before the add-on columns
     longs = add_long(rows, cases, args.long_features.split(","), args.long_terms)
     partners = add_partner(rows)
     titled = add_title(rows, cases)
     titled0 = add_title(rows, cases, only_long=True)
     _ROWS = rows
-    plans: list[tuple[list[str], int]] = [(base, 1)]
+    plans: list[tuple[list[str], int, bool]] = [(base, 1, False)]
     for t in args.tries:
-        features, times = list(base), 1
+        features, times, snippets = list(base), 1, False
         for part in (p.strip() for p in t.split(" + ")):
-            if part.startswith("issues x"):
+            if part == "snippets":
+                snippets = True
+            elif part.startswith("issues x"):
                 times = int(part.removeprefix("issues x"))
             elif part == "long":
                 features += longs
@@ -189,13 +223,16 @@ def main(argv: list[str] | None = None) -> int:
                     ap.error(f"--try {t!r}: {', '.join(unknown)} not computed by this version")
                 features += [f for f in added if f not in features]
             else:
-                ap.error(f"--try {t!r}: expected 'issues xK', 'long', 'with F' or 'without F'"
-                         " (joined with ' + ')")
-        plans.append((features, times))
+                ap.error(f"--try {t!r}: expected 'issues xK', 'long', 'snippets', 'with F' "
+                         "or 'without F' (joined with ' + ')")
+        if snippets and set(features) - computed:
+            ap.error(f"--try {t!r}: 'snippets' joins only 'issues xK', 'with F' and "
+                     "'without F' (its rows have no add-on columns)")
+        plans.append((features, times, snippets))
     with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
-        scored = pool.starmap(_scored, [(f, args.l2, k) for f, k in plans])
+        scored = pool.starmap(_scored, [(f, args.l2, k, s) for f, k, s in plans])
     # cv_scored's rows come fold by fold: the same order for every plan
-    ordered = [r for fold in tr.folds_by_repo(rows, 3) for r in fold]
+    ordered = [r for fold in tr.folds_by_repo(rows, 3) for r in fold if r.mode != "snippet"]
     slices: dict[str, Callable[[tr.Row], bool]] = {
         "all training rows": lambda r: True,
         "benchmark dev, titles": lambda r: r.split == "dev" and r.mode == "title",

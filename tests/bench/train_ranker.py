@@ -78,6 +78,13 @@ def tree_of(trees: Path, case: dict) -> Path:
     return trees / f"{case['repo'].replace('/', '+')}@{case['base_commit'][:12]}"
 
 
+def load_snippets(path: Path | None) -> dict[str, str] | None:
+    """``mine_snippets.py``'s issue-shaped queries by case id (None: no such rows)."""
+    if path is None:
+        return None
+    return {d["id"]: d["query"] for d in load(path)}
+
+
 def load(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
@@ -136,9 +143,15 @@ def history_at(case: dict, mirrors: Path) -> FileHistory | None:
 
 
 def rows_of(cases: list[dict], trees: Path, cache: Path, host: Host, kind: str,
-            mirrors: Path, cached_only: bool = False) -> list[Row]:
-    """Every case's rows (both modes), from the cache when it holds them."""
+            mirrors: Path, cached_only: bool = False,
+            snippets: dict[str, str] | None = None) -> list[Row]:
+    """Every case's rows (both modes), from the cache when it holds them. With
+    ``snippets`` (``mine_snippets.py``'s queries by case id): only the ``snippet`` row of
+    each case that has one, a row that is fitted on and never measured."""
     cache.mkdir(parents=True, exist_ok=True)
+    modes = MODES if snippets is None else ("snippet",)
+    if snippets is not None:
+        cases = [c for c in cases if c["id"] in snippets]
     rows: list[Row] = []
     started = time.monotonic()
     for n, case in enumerate(cases, 1):
@@ -151,8 +164,9 @@ def rows_of(cases: list[dict], trees: Path, cache: Path, host: Host, kind: str,
         lang = case.get("lang", "python")
         history: FileHistory | None | bool = False  # read on the first mode that needs it
         split = case.get("split") or split_of(case["id"])
-        for mode in MODES:
-            text = case["title"] if mode == "title" else case["query"]
+        for mode in modes:
+            text = (snippets[case["id"]] if snippets is not None else
+                    case["title"] if mode == "title" else case["query"])
             name = hashlib.sha256(f"{feature_key()}|{case['id']}|{mode}".encode()).hexdigest()
             stored = cache / f"{name[:24]}.json"
             if stored.exists():
@@ -272,7 +286,7 @@ def cv_scored(rows: list[Row], features: list[str], l2: float, k: int = 3,
             train = fit_on(train)
         model = fit([r.group() for r in train], name="cv", features=features, l2=l2)
         scored += [(metrics(order(r, None), r.gold), metrics(order(r, model), r.gold))
-                   for r in held]
+                   for r in held if r.mode != "snippet"]
     return scored
 
 
@@ -354,6 +368,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--versus-cap", type=int, help="with --cv: also cross-validate the same "
                     "features fitted on at most this many mined cases per training "
                     "repository (does more history help?), scored on the same rows")
+    ap.add_argument("--snippets", type=Path,
+                    help="mine_snippets.py's output: the training repositories' cases with "
+                         "their fix's added test lines become one more row each, fitted on "
+                         "and never measured")
     ap.add_argument("--l2", type=float, default=0.01)
     ap.add_argument("--train-cap", type=int, default=12,
                     help="mined cases per training repository (spread over its history)")
@@ -387,6 +405,11 @@ def main(argv: list[str] | None = None) -> int:
                    args.cached_only)
     rows += rows_of(mined, args.trees, args.features, host, "mined", args.mirrors,
                     args.cached_only)
+    snippets = load_snippets(args.snippets)
+    if snippets is not None:
+        rows += rows_of([c for c in mined if c.get("split") == "train"], args.trees,
+                        args.features, host, "snippets", args.mirrors, args.cached_only,
+                        snippets)
     train = [r for r in rows if r.split in ("dev", "train")]
     held = [r for r in rows if r.split == "held-out"]
     print(f"rows: {len(train)} training, {len(held)} held out", file=sys.stderr)
