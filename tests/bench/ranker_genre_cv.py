@@ -27,6 +27,16 @@ scored here):
   test lines (``mine_snippets.py``, ``--snippets``): its message followed by those lines, an
   issue's prose-plus-reproducer shape. Only the fold's own training repositories' snippet
   rows are fitted on, and no snippet row is measured;
+- ``bm25``: ``bm25_share``, ``bm25_rrank`` and ``bm25_top``: each candidate's score under
+  the benchmark's ``bm25-code`` baseline (BM25 over the tree's source files, whole words, as
+  ``baselines.Bm25Index`` builds it), as a share of the best, one over its rank, and
+  whether it is first: how much a whole-word BM25 could add to the order (needs ``bm25s``,
+  ``requirements.txt``; cached in ``bm25-addon.json``);
+- ``msglm``: ``msglm`` and ``msglm_top``: the query's words' log likelihood ratio under a
+  Dirichlet-smoothed model (prior ``MSG_MU`` commits) of the messages of the commits that
+  changed the file, against all commits of the window: unlike ``messages``, a file changed
+  often without saying the words scores below 0 (each case's history at its base commit;
+  cached in ``msglm-addon.json``);
 - ``title``: ``title_lexical`` and ``title_top`` (the file's lexical share, and whether it
   is first, when the query's first line alone is searched: the title row of the same case;
   a title row's own values), so a whole issue's summary line weighs apart from its body.
@@ -43,6 +53,7 @@ fitted the plain way, row by row, with the 95 % paired bootstrap interval of the
 from __future__ import annotations
 
 import argparse
+import math
 import multiprocessing
 import re
 import sys
@@ -132,6 +143,141 @@ def add_partner(rows: list[tr.Row]) -> list[str]:
     return list(added)
 
 
+def _bm25_of(item: tuple[str, str, list[tuple[str, str, list[str]]]]
+             ) -> dict[str, list[list[float]]]:
+    """One tree's rows: each row's candidates' BM25 share of the best, rank among the
+    tree's source files (0: not indexed) and whether best, by ``case|mode``."""
+    import bm25s
+    import numpy as np
+    from baselines import Bm25Index
+
+    tree, _, wanted = item
+    index = Bm25Index.build(Path(tree), "code")
+    at = {p: i for i, p in enumerate(index.paths)}
+    out: dict[str, list[list[float]]] = {}
+    for key, text, paths in wanted:
+        tokens = bm25s.tokenize(text, stopwords="en", return_ids=False,
+                                show_progress=False)[0]
+        known = [t for t in tokens if t in index.retriever.vocab_dict] if index.paths else []
+        if not known:
+            out[key] = [[0.0, 0.0, 0.0] for _ in paths]
+            continue
+        scores = np.asarray(index.retriever.get_scores(known))
+        order = np.argsort(-scores, kind="stable")
+        rank = np.empty(len(scores), dtype=int)
+        rank[order] = np.arange(1, len(scores) + 1)
+        top = float(scores.max())
+        out[key] = [[float(scores[at[p]]) / top if p in at and top > 0 else 0.0,
+                     1.0 / float(rank[at[p]]) if p in at and scores[at[p]] > 0 else 0.0,
+                     float(p in at and top > 0 and scores[at[p]] >= top)] for p in paths]
+    return out
+
+
+def add_bm25(rows: list[tr.Row], cases: dict[str, dict], jobs: int) -> list[str]:
+    """Append ``bm25_share``, ``bm25_rrank`` and ``bm25_top`` (BM25 over the tree's source
+    files, the baseline ``bm25-code``, of each candidate) to every row; their names."""
+    import json
+
+    store = tr.CACHE / "bm25-addon.json"
+    known: dict[str, list[list[float]]] = json.loads(store.read_text()) if store.exists() else {}
+    trees: dict[str, list[tuple[str, str, list[str]]]] = {}
+    for r in rows:
+        key = f"{r.case}|{r.mode}"
+        if key in known:
+            continue
+        case = cases[r.case]
+        text = case["title"] if r.mode == "title" else case["query"]
+        tree = str(tr.tree_of(tr.CACHE / "trees", case))
+        trees.setdefault(tree, []).append((key, text, r.paths))
+    if trees:
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            for done in pool.imap_unordered(_bm25_of, [(t, "", w) for t, w in trees.items()]):
+                known.update(done)
+        store.write_text(json.dumps(known))
+    for r in rows:
+        r.values = [v + tuple(extra) for v, extra in
+                    zip(r.values, known[f"{r.case}|{r.mode}"], strict=True)]
+    added = {"bm25_share": "BM25 over the source files, share of the best (add-on)",
+             "bm25_rrank": "1 / BM25 rank among the source files (add-on)",
+             "bm25_top": "BM25's best source file (add-on)"}
+    FEATURES.update(added)
+    return list(added)
+
+
+#: the Dirichlet prior, in commits, of ``add_msglm``'s per-file message model
+MSG_MU = 5.0
+
+
+def _msglm_of(item: tuple[dict, list[tuple[str, str, list[str]]]]
+              ) -> dict[str, list[list[float]]]:
+    """One case's rows: each candidate's query likelihood under its commits' messages."""
+    case, wanted = item
+    history = tr.history_at(case, tr.REPO_ROOT.parent / ".mirror")
+    out: dict[str, list[list[float]]] = {}
+    said = [(c, w) for c, w in (history.said if history else ()) if c]
+    for key, text, paths in wanted:
+        words = {t.light for t in query_terms(text).terms
+                 if len(t.root) >= 3 and not t.root.isdigit()}
+        if not said or not words:
+            out[key] = [[0.0, 0.0] for _ in paths]
+            continue
+        wanted_paths = set(paths)
+        commits: dict[str, int] = {}
+        told: dict[str, dict[str, int]] = {}
+        saying: dict[str, int] = {}
+        for changed, says in said:
+            hit = says & words
+            for w in hit:
+                saying[w] = saying.get(w, 0) + 1
+            for path in changed & wanted_paths:
+                commits[path] = commits.get(path, 0) + 1
+                mine = told.setdefault(path, {})
+                for w in hit:
+                    mine[w] = mine.get(w, 0) + 1
+        total = len(said)
+        scores = []
+        for path in paths:
+            n_f = commits.get(path, 0)
+            score = 0.0
+            for w, n_w in saying.items():
+                p_w = n_w / total
+                score += math.log((told.get(path, {}).get(w, 0) + MSG_MU * p_w)
+                                  / ((n_f + MSG_MU) * p_w))
+            scores.append(score)
+        top = max(scores, default=0.0)
+        out[key] = [[sc, float(top > 0 and sc >= top)] for sc in scores]
+    return out
+
+
+def add_msglm(rows: list[tr.Row], cases: dict[str, dict], jobs: int) -> list[str]:
+    """Append ``msglm`` (the query's words' log likelihood ratio under a Dirichlet-smoothed
+    model of the messages of the commits that changed the file, against all commits: a
+    file changed often without saying the words scores below 0) and ``msglm_top``."""
+    import json
+
+    store = tr.CACHE / "msglm-addon.json"
+    known: dict[str, list[list[float]]] = json.loads(store.read_text()) if store.exists() else {}
+    todo: dict[str, list[tuple[str, str, list[str]]]] = {}
+    for r in rows:
+        key = f"{r.case}|{r.mode}"
+        if key not in known:
+            case = cases[r.case]
+            text = case["title"] if r.mode == "title" else case["query"]
+            todo.setdefault(r.case, []).append((key, text, r.paths))
+    if todo:
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            for done in pool.imap_unordered(_msglm_of, [(cases[c], w) for c, w in todo.items()]):
+                known.update(done)
+        store.write_text(json.dumps(known))
+    for r in rows:
+        r.values = [v + tuple(extra) for v, extra in
+                    zip(r.values, known[f"{r.case}|{r.mode}"], strict=True)]
+    added = {"msglm": "query likelihood under its commits' messages (add-on)",
+             "msglm_top": "the best such likelihood (add-on)"}
+    FEATURES.update(added)
+    return list(added)
+
+
 def add_title(rows: list[tr.Row], cases: dict[str, dict], only_long: bool = False
               ) -> list[str]:
     """Append ``title_lexical`` and ``title_top`` to every row (``only_long``: ``title0_*``,
@@ -194,6 +340,10 @@ def main(argv: list[str] | None = None) -> int:
     partners = add_partner(rows)
     titled = add_title(rows, cases)
     titled0 = add_title(rows, cases, only_long=True)
+    msglm = add_msglm(rows, cases, args.jobs) if any(
+        "msglm" in t.split(" + ") for t in args.tries) else []
+    bm25 = add_bm25(rows, cases, args.jobs) if any(
+        "bm25" in t.split(" + ") for t in args.tries) else []
     _ROWS = rows
     plans: list[tuple[list[str], int, bool]] = [(base, 1, False)]
     for t in args.tries:
@@ -207,6 +357,10 @@ def main(argv: list[str] | None = None) -> int:
                 features += longs
             elif part == "title":
                 features += titled
+            elif part == "msglm":
+                features += msglm
+            elif part == "bm25":
+                features += bm25
             elif part == "title0":
                 features += titled0
             elif part == "partner":
