@@ -41,7 +41,8 @@ scored here):
   is first, when the query's first line alone is searched: the title row of the same case;
   a title row's own values), so a whole issue's summary line weighs apart from its body.
 
-Parts join with `` + ``: ``--try "with module_named + issues x4"``.
+Parts join with `` + ``: ``--try "with module_named + issues x4"``; ``snippets`` joins only
+``issues xK``, ``with F`` and ``without F``.
 
 Each is reported over every training row and over the benchmark's dev rows alone (by query
 mode; ``--by-language``: also each language's mined rows), against the shipped feature set
@@ -377,8 +378,9 @@ def main(argv: list[str] | None = None) -> int:
                     ap.error(f"--try {t!r}: {', '.join(unknown)} not computed by this version")
                 features += [f for f in added if f not in features]
             else:
-                ap.error(f"--try {t!r}: expected 'issues xK', 'long', 'snippets', 'with F' "
-                         "or 'without F' (joined with ' + ')")
+                ap.error(f"--try {t!r}: expected 'issues xK', 'long', 'partner', 'title', "
+                         "'title0', 'snippets', 'bm25', 'msglm', 'with F' or 'without F' "
+                         "(joined with ' + ')")
         if snippets and set(features) - computed:
             ap.error(f"--try {t!r}: 'snippets' joins only 'issues xK', 'with F' and "
                      "'without F' (its rows have no add-on columns)")
