@@ -21,8 +21,23 @@ from pathlib import Path
 
 from train_ranker import CACHE, REPO_ROOT, load, metrics, order, rows_of
 
+from slm_rerank.calibration.measure import paired_interval
 from slm_rerank.host import Host
 from slm_rerank.lexical.ranker import load_model
+
+#: the baseline the issue's target is a margin over (BM25 over the source files)
+MARGIN_OVER = "bm25-code"
+
+
+def margin(ours: dict[str, float], theirs: dict[str, float]) -> str:
+    """The mean per-case MRR@10 gain of ``ours`` over ``theirs`` on the cases both
+    answered, and its 95 % paired bootstrap interval."""
+    both = sorted(set(ours) & set(theirs))
+    if not both:
+        return "n/a"
+    diff = [ours[c] - theirs[c] for c in both]
+    low, high = paired_interval(diff)
+    return f"{sum(diff) / len(diff):+.3f} ({low:+.3f} .. {high:+.3f})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,24 +58,27 @@ def main(argv: list[str] | None = None) -> int:
     host = Host.from_environment(start=Path("/"))
     model = load_model(args.model)
     rows = rows_of(cases, args.trees, args.features, host, "compared", args.mirrors)
-    # (language, mode, system) -> per-case metrics
+    # (language, mode, system) -> per-case metrics; and each case's MRR@10 by system
     table: dict[tuple[str, str, str], list[dict[str, float]]] = defaultdict(list)
+    rr: dict[tuple[str, str, str], dict[str, float]] = defaultdict(dict)
     measured = {(r.case, r.mode) for r in rows}
     for r in rows:
         for system, m in (("fixed (in process)", metrics(order(r, None), r.gold)),
                           ("learned", metrics(order(r, model), r.gold))):
             for lang in (r.lang, "all"):
                 table[(lang, r.mode, system)].append(m)
+                rr[(lang, r.mode, system)][r.case] = m["mrr10"]
     for r in results:
         if (r["case_id"], r["mode"]) not in measured or r.get("error"):
             continue
         m = {"hit1": float(r["hit1"]), "mrr10": float(r["rr10"])}
         for lang in (r["lang"], "all"):
             table[(lang, r["mode"], r["system"])].append(m)
+            rr[(lang, r["mode"], r["system"])][r["case_id"]] = m["mrr10"]
     systems = sorted({key[2] for key in table}, key=lambda s: (s != "learned", s))
     print("| language | mode | cases | " + " | ".join(
-        f"{s} Hit@1 / MRR@10" for s in systems) + " |")
-    print("| --- | --- | ---: |" + " --- |" * len(systems))
+        f"{s} Hit@1 / MRR@10" for s in systems) + f" | learned − {MARGIN_OVER}, MRR@10 |")
+    print("| --- | --- | ---: |" + " --- |" * (len(systems) + 1))
     for lang in sorted({k[0] for k in table}, key=lambda x: (x == "all", x)):
         for mode in ("title", "query"):
             cells = []
@@ -75,7 +93,9 @@ def main(argv: list[str] | None = None) -> int:
                 hit = 100 * sum(m["hit1"] for m in got) / len(got)
                 mrr = sum(m["mrr10"] for m in got) / len(got)
                 cells.append(f"{hit:.1f} / {mrr:.3f}")
-            print(f"| {lang} | {mode} | {count} | " + " | ".join(cells) + " |")
+            print(f"| {lang} | {mode} | {count} | " + " | ".join(cells) + " | "
+                  + margin(rr[(lang, mode, "learned")], rr.get((lang, mode, MARGIN_OVER), {}))
+                  + " |")
     return 0
 
 
