@@ -54,12 +54,14 @@ fitted the plain way, row by row, with the 95 % paired bootstrap interval of the
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import multiprocessing
 import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import train_ranker as tr
 from ranker_phrase_cv import training_rows
@@ -144,7 +146,7 @@ def add_partner(rows: list[tr.Row]) -> list[str]:
     return list(added)
 
 
-def _bm25_of(item: tuple[str, str, list[tuple[str, str, list[str]]]]
+def _bm25_of(item: tuple[str, list[tuple[str, str, list[str]]]]
              ) -> dict[str, list[list[float]]]:
     """One tree's rows: each row's candidates' BM25 share of the best, rank among the
     tree's source files (0: not indexed) and whether best, by ``case|mode``."""
@@ -152,7 +154,7 @@ def _bm25_of(item: tuple[str, str, list[tuple[str, str, list[str]]]]
     import numpy as np
     from baselines import Bm25Index
 
-    tree, _, wanted = item
+    tree, wanted = item
     index = Bm25Index.build(Path(tree), "code")
     at = {p: i for i, p in enumerate(index.paths)}
     out: dict[str, list[list[float]]] = {}
@@ -177,30 +179,40 @@ def _bm25_of(item: tuple[str, str, list[tuple[str, str, list[str]]]]
 def add_bm25(rows: list[tr.Row], cases: dict[str, dict], jobs: int) -> list[str]:
     """Append ``bm25_share``, ``bm25_rrank`` and ``bm25_top`` (BM25 over the tree's source
     files, the baseline ``bm25-code``, of each candidate) to every row; their names."""
-    import json
+    return _cached_columns(
+        rows, cases, jobs, "bm25-addon.json", _bm25_of,
+        lambda case: (str(tr.tree_of(tr.CACHE / "trees", case)),) * 2,
+        {"bm25_share": "BM25 over the source files, share of the best (add-on)",
+         "bm25_rrank": "1 / BM25 rank among the source files (add-on)",
+         "bm25_top": "BM25's best source file (add-on)"})
 
-    store = tr.CACHE / "bm25-addon.json"
+
+def _cached_columns(rows: list[tr.Row], cases: dict[str, dict], jobs: int, store_name: str,
+                    worker: Callable[[tuple[Any, list[tuple[str, str, list[str]]]]],
+                                     dict[str, list[list[float]]]],
+                    group: Callable[[dict], tuple[str, Any]], added: dict[str, str]
+                    ) -> list[str]:
+    """Append the columns ``added`` names to every row: ``worker`` works out each group's
+    rows (``group`` gives a case's group and what the worker is handed for it), in
+    ``jobs`` processes, cached by case and mode in ``store_name``."""
+    store = tr.CACHE / store_name
     known: dict[str, list[list[float]]] = json.loads(store.read_text()) if store.exists() else {}
-    trees: dict[str, list[tuple[str, str, list[str]]]] = {}
+    todo: dict[str, tuple[Any, list[tuple[str, str, list[str]]]]] = {}
     for r in rows:
         key = f"{r.case}|{r.mode}"
-        if key in known:
-            continue
-        case = cases[r.case]
-        text = case["title"] if r.mode == "title" else case["query"]
-        tree = str(tr.tree_of(tr.CACHE / "trees", case))
-        trees.setdefault(tree, []).append((key, text, r.paths))
-    if trees:
+        if key not in known:
+            case = cases[r.case]
+            text = case["title"] if r.mode == "title" else case["query"]
+            name, payload = group(case)
+            todo.setdefault(name, (payload, []))[1].append((key, text, r.paths))
+    if todo:
         with multiprocessing.get_context("fork").Pool(jobs) as pool:
-            for done in pool.imap_unordered(_bm25_of, [(t, "", w) for t, w in trees.items()]):
+            for done in pool.imap_unordered(worker, list(todo.values())):
                 known.update(done)
         store.write_text(json.dumps(known))
     for r in rows:
         r.values = [v + tuple(extra) for v, extra in
                     zip(r.values, known[f"{r.case}|{r.mode}"], strict=True)]
-    added = {"bm25_share": "BM25 over the source files, share of the best (add-on)",
-             "bm25_rrank": "1 / BM25 rank among the source files (add-on)",
-             "bm25_top": "BM25's best source file (add-on)"}
     FEATURES.update(added)
     return list(added)
 
@@ -254,29 +266,10 @@ def add_msglm(rows: list[tr.Row], cases: dict[str, dict], jobs: int) -> list[str
     """Append ``msglm`` (the query's words' log likelihood ratio under a Dirichlet-smoothed
     model of the messages of the commits that changed the file, against all commits: a
     file changed often without saying the words scores below 0) and ``msglm_top``."""
-    import json
-
-    store = tr.CACHE / "msglm-addon.json"
-    known: dict[str, list[list[float]]] = json.loads(store.read_text()) if store.exists() else {}
-    todo: dict[str, list[tuple[str, str, list[str]]]] = {}
-    for r in rows:
-        key = f"{r.case}|{r.mode}"
-        if key not in known:
-            case = cases[r.case]
-            text = case["title"] if r.mode == "title" else case["query"]
-            todo.setdefault(r.case, []).append((key, text, r.paths))
-    if todo:
-        with multiprocessing.get_context("fork").Pool(jobs) as pool:
-            for done in pool.imap_unordered(_msglm_of, [(cases[c], w) for c, w in todo.items()]):
-                known.update(done)
-        store.write_text(json.dumps(known))
-    for r in rows:
-        r.values = [v + tuple(extra) for v, extra in
-                    zip(r.values, known[f"{r.case}|{r.mode}"], strict=True)]
-    added = {"msglm": "query likelihood under its commits' messages (add-on)",
-             "msglm_top": "the best such likelihood (add-on)"}
-    FEATURES.update(added)
-    return list(added)
+    return _cached_columns(
+        rows, cases, jobs, "msglm-addon.json", _msglm_of, lambda case: (case["id"], case),
+        {"msglm": "query likelihood under its commits' messages (add-on)",
+         "msglm_top": "the best such likelihood (add-on)"})
 
 
 def add_title(rows: list[tr.Row], cases: dict[str, dict], only_long: bool = False
