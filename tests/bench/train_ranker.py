@@ -452,7 +452,9 @@ def main(argv: list[str] | None = None) -> int:
                         model.bias, {
                             "recipe": "tests/bench/train_ranker.py: listwise softmax over each "
                                       f"case's candidate files, L2 {args.l2}, "
-                                      "both query modes (title, whole text)",
+                                      "both query modes (title, whole text)" + (
+                                          ", and mine_snippets.py's rows" if snippets
+                                          else ""),
                             "trained_on": {
                                 "benchmark dev half": "swe-dev.jsonl cases with split_of == "
                                                       "'dev' (their issue text, not history)",
