@@ -130,7 +130,7 @@ def is_gold_kind(path: str) -> bool:
     return path_kind(path) == "source" and path.rsplit("/", 1)[-1].lower() not in LOCK_FILES
 
 
-def _changes(repo: Path, parent: str, commit: str) -> list[tuple[str, str]]:
+def changed_files(repo: Path, parent: str, commit: str) -> list[tuple[str, str]]:
     """(status letter, path) of each file ``commit`` changes against ``parent``."""
     raw = git_output(repo, ["diff-tree", "-r", "-z", "--no-renames", "--name-status",
                             "--no-commit-id", parent, commit])
@@ -150,7 +150,7 @@ def commit_case(repo: Path, commit: str, parents: list[str], message: str,
     broken = subject_rule(subject)
     if broken:
         return broken
-    source = [(status, path) for status, path in _changes(repo, parents[0], commit)
+    source = [(status, path) for status, path in changed_files(repo, parents[0], commit)
               if is_gold_kind(path)]
     if not source:
         return "no source file"

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
+from slm_rerank.calibration.mining import changed_files
 from slm_rerank.git_runner import GitError, git_output
 from slm_rerank.lexical.filetypes import path_kind
 
@@ -37,13 +37,10 @@ MAX_CHARS = 1500
 
 
 def test_files(git_dir: Path, parent: str, commit: str) -> list[str]:
-    """The test files ``commit`` adds to or changes, in path order."""
-    raw = git_output(git_dir, ["diff-tree", "-r", "-z", "--no-renames", "--name-status",
-                               "--no-commit-id", parent, commit])
-    fields = raw.split(b"\0")
-    paths = [os.fsdecode(fields[i + 1]) for i in range(0, len(fields) - 1, 2)
-             if fields[i][:1] in (b"A", b"M")]
-    return sorted(p for p in paths if path_kind(p) == "test")
+    """The test files ``commit`` adds to or changes, in path order (the miner's own
+    reading of what a commit changes)."""
+    return sorted(path for status, path in changed_files(git_dir, parent, commit)
+                  if status in ("A", "M") and path_kind(path) == "test")
 
 
 def added_lines(git_dir: Path, parent: str, commit: str, paths: list[str]) -> list[str]:
