@@ -325,19 +325,19 @@ def main(argv: list[str] | None = None) -> int:
 
     global _ROWS, _SNIPPETS
     rows, cases = training_rows(args.train_cap)
-    if any("snippets" in t.split(" + ") for t in args.tries):
+    asked = {part.strip() for t in args.tries for part in t.split(" + ")}
+    if "snippets" in asked:
         # before the add-on columns below change the feature list that keys the cache
         _SNIPPETS = snippet_rows(args.train_cap, args.snippets)
     base = list(shipped_model().features)
     computed = set(FEATURES)  # the search's own features, before the add-on columns
-    longs = add_long(rows, cases, args.long_features.split(","), args.long_terms)
-    partners = add_partner(rows)
-    titled = add_title(rows, cases)
-    titled0 = add_title(rows, cases, only_long=True)
-    msglm = add_msglm(rows, cases, args.jobs) if any(
-        "msglm" in t.split(" + ") for t in args.tries) else []
-    bm25 = add_bm25(rows, cases, args.jobs) if any(
-        "bm25" in t.split(" + ") for t in args.tries) else []
+    # each add-on part's columns (the two that read trees or histories only when asked)
+    columns = {"long": add_long(rows, cases, args.long_features.split(","), args.long_terms),
+               "partner": add_partner(rows),
+               "title": add_title(rows, cases),
+               "title0": add_title(rows, cases, only_long=True),
+               "msglm": add_msglm(rows, cases, args.jobs) if "msglm" in asked else [],
+               "bm25": add_bm25(rows, cases, args.jobs) if "bm25" in asked else []}
     _ROWS = rows
     plans: list[tuple[list[str], int, bool]] = [(base, 1, False)]
     for t in args.tries:
@@ -347,18 +347,8 @@ def main(argv: list[str] | None = None) -> int:
                 snippets = True
             elif part.startswith("issues x"):
                 times = int(part.removeprefix("issues x"))
-            elif part == "long":
-                features += longs
-            elif part == "title":
-                features += titled
-            elif part == "msglm":
-                features += msglm
-            elif part == "bm25":
-                features += bm25
-            elif part == "title0":
-                features += titled0
-            elif part == "partner":
-                features += partners
+            elif part in columns:
+                features += columns[part]
             elif part.startswith("partner "):
                 features += [part.removeprefix("partner ")]
             elif part.startswith("without "):
@@ -371,8 +361,8 @@ def main(argv: list[str] | None = None) -> int:
                     ap.error(f"--try {t!r}: {', '.join(unknown)} not computed by this version")
                 features += [f for f in added if f not in features]
             else:
-                ap.error(f"--try {t!r}: expected 'issues xK', 'long', 'partner', 'title', "
-                         "'title0', 'snippets', 'bm25', 'msglm', 'with F' or 'without F' "
+                named = ", ".join(f"'{c}'" for c in ["issues xK", *columns, "snippets"])
+                ap.error(f"--try {t!r}: expected {named}, 'with F' or 'without F' "
                          "(joined with ' + ')")
         if snippets and set(features) - computed:
             ap.error(f"--try {t!r}: 'snippets' joins only 'issues xK', 'with F' and "
