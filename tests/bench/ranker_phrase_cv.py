@@ -126,16 +126,16 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def training_rows(train_cap: int) -> tuple[list[tr.Row], dict[str, dict]]:
-    """``train_ranker.py``'s cached training rows (the benchmark's dev half and at most
-    ``train_cap`` mined cases a training repository), and every case by its id."""
+def training_rows(train_cap: int, features: Path = tr.CACHE / "features"
+                  ) -> tuple[list[tr.Row], dict[str, dict]]:
+    """``train_ranker.py``'s training rows cached in ``features`` (the benchmark's dev half
+    and at most ``train_cap`` mined cases a training repository), and every case by its
+    id."""
     host = Host.from_environment(start=Path("/"))
     swe = tr.load(tr.SHARED / "swe-dev.jsonl")
     mined = tr.capped(tr.load(tr.CACHE / "training" / "cases.jsonl"), train_cap, 20)
-    rows = tr.rows_of(swe, tr.CACHE / "trees", tr.CACHE / "features", host, "benchmark",
-                      Path(), True)
-    rows += tr.rows_of(mined, tr.CACHE / "trees", tr.CACHE / "features", host, "mined",
-                       Path(), True)
+    rows = tr.rows_of(swe, tr.CACHE / "trees", features, host, "benchmark", Path(), True)
+    rows += tr.rows_of(mined, tr.CACHE / "trees", features, host, "mined", Path(), True)
     train = [r for r in rows if r.split in ("dev", "train")]
     print(f"rows: {len(train)} training", file=sys.stderr)
     return train, {c["id"]: c for c in swe + mined}

@@ -22,22 +22,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import train_ranker as tr
+from ranker_phrase_cv import training_rows
 
-from slm_rerank.host import Host
 from slm_rerank.lexical.ranker import shipped_model
 
 Scored = dict[tuple[str, str], tuple[dict[str, float], dict[str, float]]]
-
-
-def rows_in(features: Path, train_cap: int) -> list[tr.Row]:
-    """The cached training rows of ``features`` (the benchmark's dev half and at most
-    ``train_cap`` mined cases a training repository)."""
-    host = Host.from_environment(start=Path("/"))
-    swe = tr.load(tr.SHARED / "swe-dev.jsonl")
-    mined = tr.capped(tr.load(tr.CACHE / "training" / "cases.jsonl"), train_cap, 20)
-    rows = tr.rows_of(swe, tr.CACHE / "trees", features, host, "benchmark", Path(), True)
-    rows += tr.rows_of(mined, tr.CACHE / "trees", features, host, "mined", Path(), True)
-    return [r for r in rows if r.split in ("dev", "train")]
 
 
 def scored(rows: list[tr.Row], features: list[str], l2: float) -> Scored:
@@ -57,8 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--l2", type=float, default=0.01)
     args = ap.parse_args(argv)
     features = list(shipped_model().features)
-    base_rows = rows_in(args.base, args.train_cap)
-    other_rows = rows_in(args.other, args.train_cap)
+    base_rows, _ = training_rows(args.train_cap, args.base)
+    other_rows, _ = training_rows(args.train_cap, args.other)
     base, other = scored(base_rows, features, args.l2), scored(other_rows, features, args.l2)
     keys = sorted(set(base) & set(other))
     print(f"rows: {len(base)} base, {len(other)} changed, {len(keys)} in both", file=sys.stderr)
