@@ -37,6 +37,10 @@ scored here):
   changed the file, against all commits of the window: unlike ``messages``, a file changed
   often without saying the words scores below 0 (each case's history at its base commit;
   cached in ``msglm-addon.json``);
+- ``dense``: ``dense_cos``, ``dense_gap`` and ``dense_rrank``: a sentence-embedding model's
+  cosine between the query and each candidate's summary (its path's and declared names'
+  words), that less the row's best, and one over its rank by it (``dense_addon.py`` writes
+  them in ``dense-addon.json``; run it first);
 - ``title``: ``title_lexical`` and ``title_top`` (the file's lexical share, and whether it
   is first, when the query's first line alone is searched: the title row of the same case;
   a title row's own values), so a whole issue's summary line weighs apart from its body.
@@ -272,6 +276,20 @@ def add_msglm(rows: list[tr.Row], cases: dict[str, dict], jobs: int) -> list[str
          "msglm_top": "the best such likelihood (add-on)"})
 
 
+def _dense_missing(item: tuple[Any, list[tuple[str, str, list[str]]]]
+                   ) -> dict[str, list[list[float]]]:
+    raise SystemExit(f"dense-addon.json lacks {item[1][0][0]}: run dense_addon.py first")
+
+
+def add_dense(rows: list[tr.Row], cases: dict[str, dict], jobs: int) -> list[str]:
+    """Append ``dense_addon.py``'s three columns to every row; their names."""
+    return _cached_columns(
+        rows, cases, jobs, "dense-addon.json", _dense_missing, lambda case: (case["id"], None),
+        {"dense_cos": "query and summary cosine, sentence embeddings (add-on)",
+         "dense_gap": "that cosine less the row's best (add-on)",
+         "dense_rrank": "1 / rank by that cosine (add-on)"})
+
+
 def add_title(rows: list[tr.Row], cases: dict[str, dict], only_long: bool = False
               ) -> list[str]:
     """Append ``title_lexical`` and ``title_top`` to every row (``only_long``: ``title0_*``,
@@ -337,7 +355,8 @@ def main(argv: list[str] | None = None) -> int:
                "title": add_title(rows, cases),
                "title0": add_title(rows, cases, only_long=True),
                "msglm": add_msglm(rows, cases, args.jobs) if "msglm" in asked else [],
-               "bm25": add_bm25(rows, cases, args.jobs) if "bm25" in asked else []}
+               "bm25": add_bm25(rows, cases, args.jobs) if "bm25" in asked else [],
+               "dense": add_dense(rows, cases, args.jobs) if "dense" in asked else []}
     _ROWS = rows
     plans: list[tuple[list[str], int, bool]] = [(base, 1, False)]
     for t in args.tries:

@@ -1,0 +1,45 @@
+"""dense_addon.py's file summaries: what a candidate file is reduced to before it is
+embedded (the path's words, then the names the file declares, each once, in order)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import dense_addon  # noqa: E402
+
+
+def test_path_words_then_declared_names() -> None:
+    text = ("import os\n\nclass TemplateLoader:\n    def get_source(self, name):\n"
+            "        if name:\n            return os.path.join(name)\n\n"
+            "def render_template(name):\n    return TemplateLoader().get_source(name)\n")
+    got = dense_addon.summary("src/flask/templating.py", text)
+    assert got == "src flask templating py. template loader, get source, render template"
+
+
+def test_names_in_other_languages() -> None:
+    go = "package mux\n\nfunc (r *Router) ServeHTTP(w Writer) {\n}\n\ntype RouteMatch struct {}\n"
+    assert dense_addon.summary("mux.go", go).endswith("serve http, route match")
+    rust = "pub struct ArgMatcher {}\nimpl ArgMatcher {\n    pub fn get_one(&self) {}\n}\n"
+    assert dense_addon.summary("src/parser.rs", rust).endswith("arg matcher, get one")
+    java = ("public class JsonParser {\n    public int nextToken(int depth) throws IOException {\n"
+            "        if (depth > 0) {\n            return 1;\n        }\n    }\n}\n")
+    got = dense_addon.summary("JsonParser.java", java)
+    # a control keyword before a parenthesis is not a method
+    assert got == "json parser java. json parser, next token"
+
+
+def test_a_file_without_declarations_is_its_path() -> None:
+    assert dense_addon.summary("docs/CHANGES.md", "Fixed the parser.\n") == "docs changes md. "
+    assert dense_addon.summary("lib/empty.js", "") == "lib empty js. "
+
+
+def test_each_name_once_and_a_cap_on_how_many() -> None:
+    many = "".join(f"def handler_{i}(x):\n    pass\n" for i in range(500))
+    got = dense_addon.summary("app.py", many + "def handler_3(x):\n    pass\n")
+    names = got.split(". ", 1)[1].split(", ")
+    assert names[:2] == ["handler 0", "handler 1"]
+    assert len(names) == 201  # stops once past 200 names
+    assert len(set(names)) == len(names)
