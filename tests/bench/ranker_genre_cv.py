@@ -41,6 +41,9 @@ scored here):
   cosine between the query and each candidate's summary (its path's and declared names'
   words), that less the row's best, and one over its rank by it (``dense_addon.py`` writes
   them in ``dense-addon.json``; run it first);
+- ``bylang F,G``: each named feature once more for each language but Python (``F@go``:
+  ``F`` in Go rows, 0 elsewhere), so the fit weighs those features per language (a row's
+  language is its repository's);
 - ``title``: ``title_lexical`` and ``title_top`` (the file's lexical share, and whether it
   is first, when the query's first line alone is searched: the title row of the same case;
   a title row's own values), so a whole issue's summary line weighs apart from its body.
@@ -297,6 +300,19 @@ def add_dense(rows: list[tr.Row], cases: dict[str, dict], jobs: int) -> list[str
          "dense_rrank": "1 / rank by that cosine (add-on)"})
 
 
+def add_bylang(rows: list[tr.Row], names: list[str]) -> list[str]:
+    """Append ``NAME@LANG`` (the feature where the row's language is LANG, else 0) for each
+    language but Python, so a fit can weigh those features per language; their names."""
+    at = {n: i for i, n in enumerate(FEATURES)}
+    langs = sorted({r.lang for r in rows} - {"python"})
+    for r in rows:
+        r.values = [v + tuple(v[at[n]] if r.lang == lang else 0.0
+                              for lang in langs for n in names) for v in r.values]
+    added = {f"{n}@{lang}": f"{n} in {lang} rows (add-on)" for lang in langs for n in names}
+    FEATURES.update(added)
+    return list(added)
+
+
 def add_title(rows: list[tr.Row], cases: dict[str, dict], only_long: bool = False
               ) -> list[str]:
     """Append ``title_lexical`` and ``title_top`` to every row (``only_long``: ``title0_*``,
@@ -375,6 +391,13 @@ def main(argv: list[str] | None = None) -> int:
                 times = int(part.removeprefix("issues x"))
             elif part in columns:
                 features += columns[part]
+            elif part.startswith("bylang "):
+                named_here = part.removeprefix("bylang ").split(",")
+                unknown = [f for f in named_here if f not in computed]
+                if unknown:
+                    ap.error(f"--try {t!r}: bylang takes the search's features; not "
+                             f"{', '.join(unknown)}")
+                features += add_bylang(rows, named_here)
             elif part.startswith("partner "):
                 features += [part.removeprefix("partner ")]
             elif part.startswith("without "):
@@ -387,7 +410,8 @@ def main(argv: list[str] | None = None) -> int:
                     ap.error(f"--try {t!r}: {', '.join(unknown)} not computed by this version")
                 features += [f for f in added if f not in features]
             else:
-                named = ", ".join(f"'{c}'" for c in ["issues xK", *columns, "snippets"])
+                named = ", ".join(f"'{c}'" for c in ["issues xK", *columns, "snippets",
+                                                       "bylang F,G"])
                 ap.error(f"--try {t!r}: expected {named}, 'with F' or 'without F' "
                          "(joined with ' + ')")
         if snippets and set(features) - computed:
