@@ -45,7 +45,8 @@ _SKIP = {"if", "for", "while", "switch", "catch", "return", "new", "else", "func
 
 
 def summary(path: str, text: str) -> str:
-    """A file's path words, then its declared names' words, each once, in order."""
+    """A file's path words, then the words of the names it declares (declarations first,
+    then methods, each in the order found), each once, at most 201 names."""
     seen: dict[str, None] = {}
     for w in split_identifier(path):
         seen.setdefault(w, None)
@@ -141,6 +142,19 @@ def _embed(item: tuple[Path, list[str], int]) -> np.ndarray:
     return _MODEL.encode(texts, limit)
 
 
+def _head(tree: Path, path: str, limit: int = 400_000) -> str:
+    """The first ``limit`` characters of a candidate, or "" when it is not a regular file
+    inside ``tree`` (a link out of the tree, a device, a folder) or cannot be read."""
+    try:
+        real = (tree / path).resolve()
+        if not real.is_relative_to(tree.resolve()) or not real.is_file():
+            return ""
+        with real.open(encoding="utf-8", errors="replace") as f:
+            return f.read(limit)
+    except (OSError, RuntimeError):
+        return ""
+
+
 def key_of(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:20]
 
@@ -169,11 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         tree = tr.tree_of(tr.CACHE / "trees", case)
         for p in r.paths:
             if (str(tree), p) not in summaries:
-                try:
-                    text = (tree / p).read_text(errors="replace")[:400_000]
-                except OSError:
-                    text = ""
-                summaries[(str(tree), p)] = summary(p, text)
+                summaries[(str(tree), p)] = summary(p, _head(tree, p))
     store = tr.CACHE / "dense-vectors.npz"
     known: dict[str, np.ndarray] = dict(np.load(store)) if store.exists() else {}
     jobs = [(t, "S", 128) for t in sorted(set(summaries.values())) if key_of("S" + t) not in known]

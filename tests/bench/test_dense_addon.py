@@ -43,3 +43,17 @@ def test_each_name_once_and_a_cap_on_how_many() -> None:
     assert names[:2] == ["handler 0", "handler 1"]
     assert len(names) == 201  # stops once past 200 names
     assert len(set(names)) == len(names)
+
+
+def test_a_candidate_outside_the_tree_or_not_a_file_is_read_as_nothing(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    (tree / "src").mkdir(parents=True)
+    (tree / "src" / "a.py").write_bytes(b"def caf\xe9():\n    pass\n" + b"x" * 500)
+    (tmp_path / "secret.py").write_text("def outside():\n    pass\n")
+    (tree / "src" / "link.py").symlink_to(tmp_path / "secret.py")
+    (tree / "src" / "zero.py").symlink_to("/dev/zero")
+    assert dense_addon._head(tree, "src/a.py", 23) == "def caf\ufffd():\n    pass\nxx"
+    assert dense_addon._head(tree, "src/link.py") == ""
+    assert dense_addon._head(tree, "src/zero.py") == ""
+    assert dense_addon._head(tree, "src") == ""
+    assert dense_addon._head(tree, "src/missing.py") == ""
