@@ -44,13 +44,33 @@ _METHOD = re.compile(r"^[ \t]+(?:(?:public|private|protected|static|final|async|
 _SKIP = {"if", "for", "while", "switch", "catch", "return", "new", "else", "function"}
 
 
-def summary(path: str, text: str) -> str:
-    """A file's path words, then the words of the names it declares (declarations first,
-    then methods, each in the order found), each once, at most 201 names."""
+_COMMENT = re.compile(r'"""(.*?)"""|\'\'\'(.*?)\'\'\'|/\*+(.*?)\*/|((?:^[ \t]*(?://+!?|#+)[^\n]*\n)+)',
+                      re.S | re.M)
+_LEGAL = re.compile(r"licen[cs]e|copyright|spdx|all rights reserved|-\*-|^\s*!", re.I)
+
+
+def first_comment(text: str, words: int = 60) -> str:
+    """The first comment or docstring of a file that is not a licence, a shebang or an
+    editor line, as at most ``words`` plain words."""
+    for m in _COMMENT.finditer(text):
+        body = next(g for g in m.groups() if g is not None)
+        body = re.sub(r"^[ \t]*(?://+!?|#+|\*)", " ", body, flags=re.M)
+        plain = re.findall(r"[A-Za-z][A-Za-z'-]*", body)
+        if len(plain) >= 3 and not _LEGAL.search(body):
+            return " ".join(plain[:words])
+    return ""
+
+
+def summary(path: str, text: str, comment: bool = False) -> str:
+    """A file's path words, (``comment``: then its first comment's words,) then the words of
+    the names it declares (declarations first, then methods, each in the order found), each
+    once, at most 201 names."""
     seen: dict[str, None] = {}
     for w in split_identifier(path):
         seen.setdefault(w, None)
     head = " ".join(seen) + "."
+    if comment and (said_first := first_comment(text)):
+        head += " " + said_first + "."
     names: dict[str, None] = {}
     for m in _DECLARED.finditer(text):
         names.setdefault(m.group(1), None)
@@ -165,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", type=Path, required=True)
     ap.add_argument("--train-cap", type=int, default=40)
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--comment", action="store_true",
+                    help="summaries also hold each file's first comment; writes "
+                         "dense-comment-addon.json (the 'dense_comment' part)")
     args = ap.parse_args(argv)
     lacking = [n for n in ("model.safetensors", "tokenizer.json") if not (args.model / n).is_file()]
     if lacking:
@@ -183,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         tree = tr.tree_of(tr.CACHE / "trees", case)
         for p in r.paths:
             if (str(tree), p) not in summaries:
-                summaries[(str(tree), p)] = summary(p, _head(tree, p))
+                summaries[(str(tree), p)] = summary(p, _head(tree, p), args.comment)
     store = tr.CACHE / "dense-vectors.npz"
     known: dict[str, np.ndarray] = dict(np.load(store)) if store.exists() else {}
     jobs = [(t, "S", 128) for t in sorted(set(summaries.values())) if key_of("S" + t) not in known]
@@ -211,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
         order = sorted(range(len(cos)), key=lambda i: -cos[i])
         rank = {i: k + 1 for k, i in enumerate(order)}
         out[key] = [[c, c - best, 1.0 / rank[i]] for i, c in enumerate(cos)]
-    (tr.CACHE / "dense-addon.json").write_text(json.dumps(out))
+    name = "dense-comment-addon.json" if args.comment else "dense-addon.json"
+    (tr.CACHE / name).write_text(json.dumps(out))
     print(f"wrote {len(out)} rows", file=sys.stderr)
     return 0
 

@@ -40,7 +40,9 @@ scored here):
 - ``dense``: ``dense_cos``, ``dense_gap`` and ``dense_rrank``: a sentence-embedding model's
   cosine between the query and each candidate's summary (its path's and declared names'
   words), that less the row's best, and one over its rank by it (``dense_addon.py`` writes
-  them in ``dense-addon.json``; run it first);
+  them in ``dense-addon.json``; run it first); ``dense_comment``: the same with each
+  summary holding the file's first comment too (``dense_comment_cos`` ...;
+  ``dense_addon.py --comment``);
 - ``bylang F,G``: each named feature once more for each language but Python (``F@go``:
   ``F`` in Go rows, 0 elsewhere), so the fit weighs those features per language (a row's
   language is its repository's);
@@ -285,19 +287,25 @@ def _dense_missing(item: tuple[Any, list[tuple[str, str, list[str]]]]
     raise RuntimeError(f"dense-addon.json lacks {item[1][0][0]}")
 
 
-def add_dense(rows: list[tr.Row], cases: dict[str, dict], jobs: int) -> list[str]:
-    """Append ``dense_addon.py``'s three columns to every row; their names."""
-    store = tr.CACHE / "dense-addon.json"
+def add_dense(rows: list[tr.Row], cases: dict[str, dict], jobs: int,
+              comment: bool = False) -> list[str]:
+    """Append ``dense_addon.py``'s three columns to every row (``comment``: those of its
+    summaries with each file's first comment, ``dense_comment_*``); their names."""
+    store = tr.CACHE / ("dense-comment-addon.json" if comment else "dense-addon.json")
     known = json.loads(store.read_text()) if store.exists() else {}
     lacking = sum(f"{r.case}|{r.mode}" not in known for r in rows)
     if lacking:
         raise SystemExit(f"{store} lacks {lacking} of {len(rows)} rows: run "
-                         "tests/bench/dense_addon.py --model DIR first")
+                         "tests/bench/dense_addon.py --model DIR"
+                         f"{' --comment' if comment else ''} first")
+    prefix, with_comment = ("dense_comment_", ", with the file's first comment") if comment \
+        else ("dense_", "")
     return _cached_columns(
         rows, cases, jobs, store.name, _dense_missing, lambda case: (case["id"], None),
-        {"dense_cos": "query and summary cosine, sentence embeddings (add-on)",
-         "dense_gap": "that cosine less the row's best (add-on)",
-         "dense_rrank": "1 / rank by that cosine (add-on)"})
+        {f"{prefix}cos": f"query and summary{with_comment} cosine, sentence embeddings "
+                         "(add-on)",
+         f"{prefix}gap": "that cosine less the row's best (add-on)",
+         f"{prefix}rrank": "1 / rank by that cosine (add-on)"})
 
 
 def add_bylang(rows: list[tr.Row], names: list[str]) -> list[str]:
@@ -379,7 +387,9 @@ def main(argv: list[str] | None = None) -> int:
                "title0": add_title(rows, cases, only_long=True),
                "msglm": add_msglm(rows, cases, args.jobs) if "msglm" in asked else [],
                "bm25": add_bm25(rows, cases, args.jobs) if "bm25" in asked else [],
-               "dense": add_dense(rows, cases, args.jobs) if "dense" in asked else []}
+               "dense": add_dense(rows, cases, args.jobs) if "dense" in asked else [],
+               "dense_comment": add_dense(rows, cases, args.jobs, comment=True)
+               if "dense_comment" in asked else []}
     _ROWS = rows
     plans: list[tuple[list[str], int, bool]] = [(base, 1, False)]
     for t in args.tries:

@@ -57,3 +57,24 @@ def test_a_candidate_outside_the_tree_or_not_a_file_is_read_as_nothing(tmp_path:
     assert dense_addon._head(tree, "src/zero.py") == ""
     assert dense_addon._head(tree, "src") == ""
     assert dense_addon._head(tree, "src/missing.py") == ""
+
+
+def test_the_first_comment_that_is_not_a_licence() -> None:
+    go = ("// Copyright 2020 The Authors. Use of this source code is governed by a license.\n"
+          "\n// Package mux routes requests to their handlers by path.\n"
+          "package mux\n\nfunc ServeHTTP() {}\n")
+    assert dense_addon.first_comment(go) == "Package mux routes requests to their handlers by path"
+    assert dense_addon.summary("mux.go", go, comment=True) == (
+        "mux go. Package mux routes requests to their handlers by path. serve http")
+    assert dense_addon.summary("mux.go", go) == "mux go. serve http"  # as the first try had it
+    py = '#!/usr/bin/env python\n# -*- coding: utf-8 -*-\n"""Find the app\'s templates."""\n'
+    assert dense_addon.first_comment(py) == "Find the app's templates"
+    java = "/*\n * Reads JSON tokens, one at a time.\n */\npublic class JsonReader {}\n"
+    assert dense_addon.first_comment(java) == "Reads JSON tokens one at a time"
+    long = "# " + " ".join(f"word{i}" for i in range(100)) + "\n"
+    assert len(dense_addon.first_comment(long.replace("word", "w"), words=5).split()) == 5
+
+
+def test_no_comment_or_too_short_a_one_adds_nothing() -> None:
+    assert dense_addon.first_comment("x = 1\n# ok\n") == ""
+    assert dense_addon.summary("a.py", "def f():\n    pass\n", comment=True) == "a py. f"
