@@ -309,16 +309,19 @@ def add_dense(rows: list[tr.Row], cases: dict[str, dict], jobs: int,
 
 
 def add_bylang(rows: list[tr.Row], names: list[str]) -> list[str]:
-    """Append ``NAME@LANG`` (the feature where the row's language is LANG, else 0) for each
-    language but Python, so a fit can weigh those features per language; their names."""
+    """``NAME@LANG`` (the feature where the row's language is LANG, else 0) for each
+    language but Python, so a fit can weigh those features per language; their names. Only
+    the columns no earlier part appended are appended (the fit finds a column by its
+    name's place in ``FEATURES``)."""
     at = {n: i for i, n in enumerate(FEATURES)}
     langs = sorted({r.lang for r in rows} - {"python"})
+    wanted = [(n, lang) for lang in langs for n in names]
+    new = [(n, lang) for n, lang in wanted if f"{n}@{lang}" not in FEATURES]
     for r in rows:
-        r.values = [v + tuple(v[at[n]] if r.lang == lang else 0.0
-                              for lang in langs for n in names) for v in r.values]
-    added = {f"{n}@{lang}": f"{n} in {lang} rows (add-on)" for lang in langs for n in names}
-    FEATURES.update(added)
-    return list(added)
+        r.values = [v + tuple(v[at[n]] if r.lang == lang else 0.0 for n, lang in new)
+                    for v in r.values]
+    FEATURES.update({f"{n}@{lang}": f"{n} in {lang} rows (add-on)" for n, lang in new})
+    return [f"{n}@{lang}" for n, lang in wanted]
 
 
 def add_title(rows: list[tr.Row], cases: dict[str, dict], only_long: bool = False
