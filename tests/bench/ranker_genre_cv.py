@@ -198,22 +198,25 @@ def add_bm25(rows: list[tr.Row], cases: dict[str, dict], jobs: int) -> list[str]
 
 def _cached_columns(rows: list[tr.Row], cases: dict[str, dict], jobs: int, store_name: str,
                     worker: Callable[[tuple[Any, list[tuple[str, str, list[str]]]]],
-                                     dict[str, list[list[float]]]],
-                    group: Callable[[dict], tuple[str, Any]], added: dict[str, str]
+                                     dict[str, list[list[float]]]] | str,
+                    group: Callable[[dict], tuple[str, Any]] | None, added: dict[str, str]
                     ) -> list[str]:
     """Append the columns ``added`` names to every row: ``worker`` works out each group's
     rows (``group`` gives a case's group and what the worker is handed for it), in
-    ``jobs`` processes, cached by case and mode in ``store_name``."""
+    ``jobs`` processes, cached by case and mode in ``store_name``. A ``worker`` that is a
+    command line fills the store outside: every row must be there already."""
     store = tr.CACHE / store_name
     known: dict[str, list[list[float]]] = json.loads(store.read_text()) if store.exists() else {}
+    lacking = [r for r in rows if f"{r.case}|{r.mode}" not in known]
+    if lacking and isinstance(worker, str):
+        raise SystemExit(f"{store} lacks {len(lacking)} of {len(rows)} rows: run {worker} "
+                         "first")
     todo: dict[str, tuple[Any, list[tuple[str, str, list[str]]]]] = {}
-    for r in rows:
-        key = f"{r.case}|{r.mode}"
-        if key not in known:
-            case = cases[r.case]
-            text = case["title"] if r.mode == "title" else case["query"]
-            name, payload = group(case)
-            todo.setdefault(name, (payload, []))[1].append((key, text, r.paths))
+    for r in lacking:
+        case = cases[r.case]
+        text = case["title"] if r.mode == "title" else case["query"]
+        name, payload = group(case)
+        todo.setdefault(name, (payload, []))[1].append((f"{r.case}|{r.mode}", text, r.paths))
     if todo:
         with multiprocessing.get_context("fork").Pool(jobs) as pool:
             for done in pool.imap_unordered(worker, list(todo.values())):
@@ -281,27 +284,15 @@ def add_msglm(rows: list[tr.Row], cases: dict[str, dict], jobs: int) -> list[str
          "msglm_top": "the best such likelihood (add-on)"})
 
 
-def _dense_missing(item: tuple[Any, list[tuple[str, str, list[str]]]]
-                   ) -> dict[str, list[list[float]]]:
-    # not reached: add_dense checks the store first (a SystemExit here would hang the pool)
-    raise RuntimeError(f"dense-addon.json lacks {item[1][0][0]}")
-
-
 def add_dense(rows: list[tr.Row], cases: dict[str, dict], jobs: int,
               comment: bool = False) -> list[str]:
     """Append ``dense_addon.py``'s three columns to every row (``comment``: those of its
     summaries with each file's first comment, ``dense_comment_*``); their names."""
-    store = tr.CACHE / ("dense-comment-addon.json" if comment else "dense-addon.json")
-    known = json.loads(store.read_text()) if store.exists() else {}
-    lacking = sum(f"{r.case}|{r.mode}" not in known for r in rows)
-    if lacking:
-        raise SystemExit(f"{store} lacks {lacking} of {len(rows)} rows: run "
-                         "tests/bench/dense_addon.py --model DIR"
-                         f"{' --comment' if comment else ''} first")
     prefix, with_comment = ("dense_comment_", ", with the file's first comment") if comment \
         else ("dense_", "")
     return _cached_columns(
-        rows, cases, jobs, store.name, _dense_missing, lambda case: (case["id"], None),
+        rows, cases, jobs, "dense-comment-addon.json" if comment else "dense-addon.json",
+        "tests/bench/dense_addon.py --model DIR" + (" --comment" if comment else ""), None,
         {f"{prefix}cos": f"query and summary{with_comment} cosine, sentence embeddings "
                          "(add-on)",
          f"{prefix}gap": "that cosine less the row's best (add-on)",
