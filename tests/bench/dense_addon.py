@@ -42,8 +42,6 @@ _METHOD = re.compile(r"^[ \t]+(?:(?:public|private|protected|static|final|async|
                      r"override|virtual|pub(?:\(crate\))?)\s+)*(?:[\w<>\[\],.?]+\s+)?"
                      r"([A-Za-z_]\w*)\s*\([^;{}]*\)\s*(?:throws [^{]*)?\{", re.M)
 _SKIP = {"if", "for", "while", "switch", "catch", "return", "new", "else", "function"}
-
-
 _COMMENT = re.compile(r'"""(.*?)"""|\'\'\'(.*?)\'\'\'|/\*+(.*?)\*/|((?:^[ \t]*(?://+!?|#+)[^\n]*\n)+)',
                       re.S | re.M)
 _LEGAL = re.compile(r"licen[cs]e|copyright|spdx|all rights reserved|-\*-|^\s*!", re.I)

@@ -46,8 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     features = list(shipped_model().features)
     before = tr.cv_scored(named, features, args.l2)
     after = tr.cv_scored(asked, features, args.l2)
-    ordered = [r for fold in tr.folds_by_repo(asked, 3) for r in fold]
-    was = [r for fold in tr.folds_by_repo(named, 3) for r in fold]
+    ordered = tr.scored_rows(asked)
+    was = tr.scored_rows(named)
     slices: dict[str, Callable[[int], bool]] = {
         "all training rows": lambda i: True,
         "benchmark dev, titles": lambda i: ordered[i].split == "dev"

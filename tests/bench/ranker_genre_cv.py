@@ -425,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
         scored = pool.starmap(_scored, [(f, args.l2, k, s) for f, k, s in plans])
     # cv_scored's rows come fold by fold: the same order for every plan
-    ordered = [r for fold in tr.folds_by_repo(rows, 3) for r in fold if r.mode != "snippet"]
+    ordered = tr.scored_rows(rows)
     slices: dict[str, Callable[[tr.Row], bool]] = {
         "all training rows": lambda r: True,
         "benchmark dev, titles": lambda r: r.split == "dev" and r.mode == "title",

@@ -31,7 +31,7 @@ Scored = dict[tuple[str, str], tuple[dict[str, float], dict[str, float]]]
 
 def scored(rows: list[tr.Row], features: list[str], l2: float) -> Scored:
     """Each row's (fixed, learned) metrics by (case, mode), cross-validated."""
-    ordered = [r for fold in tr.folds_by_repo(rows, 3) for r in fold]
+    ordered = tr.scored_rows(rows)
     return {(r.case, r.mode): s for r, s in zip(ordered, tr.cv_scored(rows, features, l2),
                                                 strict=True)}
 

@@ -270,6 +270,12 @@ def folds_by_repo(rows: list[Row], k: int) -> list[list[Row]]:
     return folds
 
 
+def scored_rows(rows: list[Row], k: int = 3) -> list[Row]:
+    """The rows ``cv_scored`` measures, in the order of its results (fold by fold, no
+    ``snippet`` row)."""
+    return [r for fold in folds_by_repo(rows, k) for r in fold if r.mode != "snippet"]
+
+
 def cv_scored(rows: list[Row], features: list[str], l2: float, k: int = 3,
               fit_on: Callable[[list[Row]], list[Row]] | None = None
               ) -> list[tuple[dict[str, float], dict[str, float]]]:
